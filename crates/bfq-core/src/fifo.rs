@@ -1,0 +1,77 @@
+//! `fifo`: first come, first served, no idling. The reference policy for
+//! overhead comparisons (`bfq bench-core`) and the dispatch order of the
+//! kernel's `none`.
+
+use crate::error::SchedError;
+use crate::scheduler::Scheduler;
+use crate::table::{RequestTable, SlotIdx, Topology};
+use crate::types::{DeviceInfo, Dispatch, FlowId, FlowSpec, GroupId, ReqId, Request, Time};
+use std::collections::VecDeque;
+
+/// First come, first served.
+#[derive(Debug)]
+pub struct Fifo {
+    table: RequestTable<()>,
+    topo: Topology<(), ()>,
+    queue: VecDeque<SlotIdx>,
+}
+
+impl Default for Fifo {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Fifo {
+    /// A new, empty FIFO scheduler.
+    pub fn new() -> Self {
+        Fifo {
+            table: RequestTable::new(),
+            topo: Topology::new(()),
+            queue: VecDeque::new(),
+        }
+    }
+}
+
+impl Scheduler for Fifo {
+    fn name(&self) -> &str {
+        "fifo"
+    }
+    fn set_device(&mut self, _device: DeviceInfo) {}
+    fn add_group(&mut self, parent: GroupId, weight: u32) -> Result<GroupId, SchedError> {
+        self.topo.add_group(parent, weight, ())
+    }
+    fn remove_group(&mut self, group: GroupId) -> Result<(), SchedError> {
+        self.topo.remove_group(group).map(|_| ())
+    }
+    fn add_flow(&mut self, _now: Time, spec: FlowSpec) -> Result<FlowId, SchedError> {
+        self.topo.add_flow(spec, ())
+    }
+    fn remove_flow(&mut self, _now: Time, flow: FlowId) -> Result<(), SchedError> {
+        self.topo.retire_flow(flow).map(|_| ())
+    }
+    fn add_request(&mut self, now: Time, req: Request) -> Result<(), SchedError> {
+        self.topo.check_flow(req.flow)?;
+        let idx = self.table.insert(now, req, ())?;
+        self.topo.hold(req.flow)?;
+        self.queue.push_back(idx);
+        Ok(())
+    }
+    fn dispatch(&mut self, now: Time) -> Dispatch {
+        match self.queue.pop_front() {
+            Some(idx) => Dispatch::Request(self.table.dispatch(now, idx)),
+            None => Dispatch::Empty,
+        }
+    }
+    fn complete(&mut self, _now: Time, id: ReqId) -> Result<(), SchedError> {
+        let slot = self.table.complete(id)?;
+        self.topo.release(slot.req.flow);
+        Ok(())
+    }
+    fn queued(&self) -> usize {
+        self.table.queued()
+    }
+    fn in_flight(&self) -> usize {
+        self.table.in_flight()
+    }
+}

@@ -1,0 +1,430 @@
+//! Book-keeping every policy shares: the request table (id -> slot, with
+//! the queued/dispatched state and all bad-input checks) and the flow/group
+//! topology (weights, parents, retirement of removed flows).
+//!
+//! Both are allocation-free in steady state: slots and ids are recycled and
+//! the id map keeps its capacity.
+
+use crate::error::SchedError;
+use crate::types::{FlowId, FlowSpec, GroupId, ReqId, Request, Time, MAX_WEIGHT, MIN_WEIGHT};
+use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
+
+/// A small fast hasher for integer keys (Fibonacci multiply). Request ids
+/// are caller-chosen integers; no iteration order is ever observed, so the
+/// map cannot make the scheduler nondeterministic.
+#[derive(Default, Clone, Copy)]
+pub struct IdHasher(u64);
+
+impl Hasher for IdHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0.rotate_left(8) ^ u64::from(b)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        }
+    }
+    fn write_u64(&mut self, n: u64) {
+        self.0 = (n ^ (n >> 29)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    }
+    fn write_u32(&mut self, n: u32) {
+        self.write_u64(u64::from(n))
+    }
+}
+
+/// A `HashMap` keyed by integers with [`IdHasher`].
+pub type IdMap<K, V> = HashMap<K, V, BuildHasherDefault<IdHasher>>;
+
+/// Where a request stands.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ReqState {
+    Free,
+    Queued,
+    Dispatched,
+}
+
+/// One slot of the request table.
+#[derive(Clone, Copy, Debug)]
+pub struct Slot<X> {
+    pub req: Request,
+    pub state: ReqState,
+    /// Time the request was added.
+    pub arrival: Time,
+    /// Time it was dispatched (valid when dispatched).
+    pub dispatched_at: Time,
+    /// Bumped each time the slot is freed: lets lazy-deletion structures
+    /// recognise stale entries.
+    pub gen: u32,
+    /// Policy-specific data.
+    pub extra: X,
+}
+
+/// Index of a slot in a [`RequestTable`].
+pub type SlotIdx = u32;
+
+/// Requests held by a scheduler, by id and by slot.
+#[derive(Clone, Debug)]
+pub struct RequestTable<X> {
+    slots: Vec<Slot<X>>,
+    free: Vec<SlotIdx>,
+    index: IdMap<ReqId, SlotIdx>,
+    queued: usize,
+    in_flight: usize,
+}
+
+impl<X: Copy + Default> Default for RequestTable<X> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl<X: Copy + Default> RequestTable<X> {
+    /// An empty table.
+    pub fn new() -> Self {
+        RequestTable {
+            slots: Vec::new(),
+            free: Vec::new(),
+            index: IdMap::default(),
+            queued: 0,
+            in_flight: 0,
+        }
+    }
+
+    /// Checks a request before anything else changes (zero length,
+    /// duplicate id).
+    pub fn check(&self, req: &Request) -> Result<(), SchedError> {
+        if req.sectors == 0 {
+            return Err(SchedError::ZeroLength(req.id));
+        }
+        if self.index.contains_key(&req.id) {
+            return Err(SchedError::DuplicateRequest(req.id));
+        }
+        Ok(())
+    }
+
+    /// Stores a checked request as queued and returns its slot.
+    pub fn insert(&mut self, now: Time, req: Request, extra: X) -> Result<SlotIdx, SchedError> {
+        self.check(&req)?;
+        let idx = match self.free.pop() {
+            Some(i) => {
+                let s = &mut self.slots[i as usize];
+                s.req = req;
+                s.state = ReqState::Queued;
+                s.arrival = now;
+                s.extra = extra;
+                i
+            }
+            None => {
+                self.slots.push(Slot {
+                    req,
+                    state: ReqState::Queued,
+                    arrival: now,
+                    dispatched_at: 0,
+                    gen: 0,
+                    extra,
+                });
+                (self.slots.len() - 1) as SlotIdx
+            }
+        };
+        self.index.insert(req.id, idx);
+        self.queued += 1;
+        Ok(idx)
+    }
+
+    /// The slot at `idx`.
+    #[inline]
+    pub fn slot(&self, idx: SlotIdx) -> &Slot<X> {
+        &self.slots[idx as usize]
+    }
+
+    /// The slot at `idx`, mutably.
+    #[inline]
+    pub fn slot_mut(&mut self, idx: SlotIdx) -> &mut Slot<X> {
+        &mut self.slots[idx as usize]
+    }
+
+    /// Whether `(idx, gen)` still names a queued request.
+    #[inline]
+    pub fn is_queued(&self, idx: SlotIdx, gen: u32) -> bool {
+        let s = &self.slots[idx as usize];
+        s.gen == gen && s.state == ReqState::Queued
+    }
+
+    /// Marks a queued request dispatched and returns it.
+    pub fn dispatch(&mut self, now: Time, idx: SlotIdx) -> Request {
+        let s = &mut self.slots[idx as usize];
+        debug_assert_eq!(s.state, ReqState::Queued);
+        s.state = ReqState::Dispatched;
+        s.dispatched_at = now;
+        self.queued -= 1;
+        self.in_flight += 1;
+        s.req
+    }
+
+    /// Looks up a request by id.
+    pub fn find(&self, id: ReqId) -> Option<SlotIdx> {
+        self.index.get(&id).copied()
+    }
+
+    /// Validates a completion and returns the slot, without freeing it.
+    pub fn check_complete(&self, id: ReqId) -> Result<SlotIdx, SchedError> {
+        match self.index.get(&id) {
+            None => Err(SchedError::UnknownRequest(id)),
+            Some(&i) if self.slots[i as usize].state != ReqState::Dispatched => {
+                Err(SchedError::NotDispatched(id))
+            }
+            Some(&i) => Ok(i),
+        }
+    }
+
+    /// Completes a dispatched request: frees its slot and returns a copy.
+    pub fn complete(&mut self, id: ReqId) -> Result<Slot<X>, SchedError> {
+        let idx = self.check_complete(id)?;
+        self.index.remove(&id);
+        self.in_flight -= 1;
+        let s = &mut self.slots[idx as usize];
+        let out = *s;
+        s.state = ReqState::Free;
+        s.gen = s.gen.wrapping_add(1);
+        self.free.push(idx);
+        Ok(out)
+    }
+
+    /// Requests queued, not dispatched.
+    pub fn queued(&self) -> usize {
+        self.queued
+    }
+
+    /// Requests dispatched, not completed.
+    pub fn in_flight(&self) -> usize {
+        self.in_flight
+    }
+}
+
+/// A flow as the topology keeps it.
+#[derive(Clone, Debug)]
+pub struct FlowEntry<F> {
+    pub spec: FlowSpec,
+    /// Effective weight (explicit or from the priority level).
+    pub weight: u32,
+    /// Removed by the caller; freed once it holds no request.
+    pub retired: bool,
+    /// Requests held (queued or in flight).
+    pub held: u32,
+    /// Policy-specific data.
+    pub data: F,
+}
+
+/// A group as the topology keeps it.
+#[derive(Clone, Debug)]
+pub struct GroupEntry<G> {
+    pub parent: GroupId,
+    pub weight: u32,
+    /// Depth: the root is 0.
+    pub depth: u32,
+    /// Flows and groups below it.
+    pub children: u32,
+    /// Policy-specific data.
+    pub data: G,
+}
+
+/// Flows and groups, with the checks every policy needs.
+#[derive(Clone, Debug)]
+pub struct Topology<F, G> {
+    flows: Vec<Option<FlowEntry<F>>>,
+    groups: Vec<Option<GroupEntry<G>>>,
+    live_flows: usize,
+}
+
+/// Checks a weight is in 1..=1000.
+pub fn check_weight(w: u32) -> Result<u32, SchedError> {
+    if (MIN_WEIGHT..=MAX_WEIGHT).contains(&w) {
+        Ok(w)
+    } else {
+        Err(SchedError::InvalidWeight(w))
+    }
+}
+
+impl<F, G> Topology<F, G> {
+    /// A topology holding only the root group.
+    pub fn new(root: G) -> Self {
+        Topology {
+            flows: Vec::new(),
+            groups: vec![Some(GroupEntry {
+                parent: GroupId::ROOT,
+                weight: crate::types::DEFAULT_GROUP_WEIGHT,
+                depth: 0,
+                children: 0,
+                data: root,
+            })],
+            live_flows: 0,
+        }
+    }
+
+    /// Checks a flow spec (weight, level, group).
+    pub fn check_spec(&self, spec: &FlowSpec) -> Result<u32, SchedError> {
+        if spec.prio.level > 7 {
+            return Err(SchedError::InvalidLevel(spec.prio.level));
+        }
+        self.group(spec.group)?;
+        check_weight(spec.effective_weight())
+    }
+
+    /// Adds a group under `parent`.
+    pub fn add_group(
+        &mut self,
+        parent: GroupId,
+        weight: u32,
+        data: G,
+    ) -> Result<GroupId, SchedError> {
+        check_weight(weight)?;
+        let depth = self.group(parent)?.depth + 1;
+        self.group_mut(parent)?.children += 1;
+        self.groups.push(Some(GroupEntry {
+            parent,
+            weight,
+            depth,
+            children: 0,
+            data,
+        }));
+        Ok(GroupId((self.groups.len() - 1) as u32))
+    }
+
+    /// Removes an empty, non-root group and returns its entry.
+    pub fn remove_group(&mut self, id: GroupId) -> Result<GroupEntry<G>, SchedError> {
+        if id == GroupId::ROOT {
+            return Err(SchedError::GroupNotEmpty(id));
+        }
+        let g = self.group(id)?;
+        if g.children > 0 {
+            return Err(SchedError::GroupNotEmpty(id));
+        }
+        let parent = g.parent;
+        self.group_mut(parent)?.children -= 1;
+        Ok(self.groups[id.0 as usize].take().expect("checked"))
+    }
+
+    /// Adds a flow with a checked spec.
+    pub fn add_flow(&mut self, spec: FlowSpec, data: F) -> Result<FlowId, SchedError> {
+        let weight = self.check_spec(&spec)?;
+        self.group_mut(spec.group)?.children += 1;
+        self.flows.push(Some(FlowEntry {
+            spec,
+            weight,
+            retired: false,
+            held: 0,
+            data,
+        }));
+        self.live_flows += 1;
+        Ok(FlowId((self.flows.len() - 1) as u32))
+    }
+
+    /// Marks a flow removed. Returns `true` when it held nothing and was
+    /// freed at once (the caller drops its own state for it then).
+    pub fn retire_flow(&mut self, id: FlowId) -> Result<bool, SchedError> {
+        let f = self.flow_mut(id)?;
+        f.retired = true;
+        if f.held == 0 {
+            self.free_flow(id);
+            Ok(true)
+        } else {
+            Ok(false)
+        }
+    }
+
+    fn free_flow(&mut self, id: FlowId) {
+        if let Some(f) = self.flows[id.0 as usize].take() {
+            self.live_flows -= 1;
+            if let Some(Some(g)) = self.groups.get_mut(f.spec.group.0 as usize) {
+                g.children -= 1;
+            }
+        }
+    }
+
+    /// Checks the flow accepts a new request and counts it as held.
+    pub fn hold(&mut self, id: FlowId) -> Result<&mut FlowEntry<F>, SchedError> {
+        let f = self.flow_mut(id)?;
+        f.held += 1;
+        Ok(f)
+    }
+
+    /// Checks the flow accepts a new request (live, not retired).
+    pub fn check_flow(&self, id: FlowId) -> Result<(), SchedError> {
+        self.flow(id).map(|_| ())
+    }
+
+    /// Counts a completed request. Returns `true` when this freed a
+    /// retired flow.
+    pub fn release(&mut self, id: FlowId) -> bool {
+        let Some(Some(f)) = self.flows.get_mut(id.0 as usize) else {
+            return false;
+        };
+        f.held -= 1;
+        if f.retired && f.held == 0 {
+            self.free_flow(id);
+            true
+        } else {
+            false
+        }
+    }
+
+    /// A live (not retired) flow.
+    pub fn flow(&self, id: FlowId) -> Result<&FlowEntry<F>, SchedError> {
+        match self.flows.get(id.0 as usize) {
+            Some(Some(f)) if !f.retired => Ok(f),
+            _ => Err(SchedError::UnknownFlow(id)),
+        }
+    }
+
+    /// A live (not retired) flow, mutably.
+    pub fn flow_mut(&mut self, id: FlowId) -> Result<&mut FlowEntry<F>, SchedError> {
+        match self.flows.get_mut(id.0 as usize) {
+            Some(Some(f)) if !f.retired => Ok(f),
+            _ => Err(SchedError::UnknownFlow(id)),
+        }
+    }
+
+    /// Any flow still held (live or retired but draining). Panics on a
+    /// freed id: only for ids of requests the scheduler holds.
+    #[inline]
+    pub fn any_flow(&self, id: FlowId) -> &FlowEntry<F> {
+        self.flows[id.0 as usize]
+            .as_ref()
+            .expect("flow with held requests")
+    }
+
+    /// Any flow still held, mutably.
+    #[inline]
+    pub fn any_flow_mut(&mut self, id: FlowId) -> &mut FlowEntry<F> {
+        self.flows[id.0 as usize]
+            .as_mut()
+            .expect("flow with held requests")
+    }
+
+    /// A group.
+    pub fn group(&self, id: GroupId) -> Result<&GroupEntry<G>, SchedError> {
+        match self.groups.get(id.0 as usize) {
+            Some(Some(g)) => Ok(g),
+            _ => Err(SchedError::UnknownGroup(id)),
+        }
+    }
+
+    /// A group, mutably.
+    pub fn group_mut(&mut self, id: GroupId) -> Result<&mut GroupEntry<G>, SchedError> {
+        match self.groups.get_mut(id.0 as usize) {
+            Some(Some(g)) => Ok(g),
+            _ => Err(SchedError::UnknownGroup(id)),
+        }
+    }
+
+    /// Flows not yet freed (retired flows count until drained).
+    pub fn live_flows(&self) -> usize {
+        self.live_flows
+    }
+
+    /// Number of flow ids ever handed out.
+    pub fn flow_capacity(&self) -> usize {
+        self.flows.len()
+    }
+}

@@ -1,0 +1,52 @@
+//! # bfq-schedulers
+//!
+//! Every scheduler of the project, by name, behind the one
+//! [`bfq_core::Scheduler`] interface. [`build`] is the registry the
+//! simulator, the engine and the suite use.
+
+use bfq_core::{Fifo, SchedError, Scheduler, Settings};
+
+/// A scheduler the registry can build.
+#[derive(Clone, Copy, Debug)]
+pub struct Entry {
+    /// Name used by `--scheduler`.
+    pub name: &'static str,
+    /// One line for `bfq schedulers` and docs/schedulers.md.
+    pub summary: &'static str,
+}
+
+/// Every name [`build`] accepts, with a one-line summary.
+pub const SCHEDULERS: &[Entry] = &[Entry {
+    name: "fifo",
+    summary: "first come, first served; no idling (the kernel's `none` order)",
+}];
+
+/// Builds scheduler `name` with `settings` (`key=value`, documented per
+/// scheduler in docs/schedulers.md). Unknown names and unknown or invalid
+/// settings are errors.
+pub fn build(name: &str, settings: &Settings) -> Result<Box<dyn Scheduler>, SchedError> {
+    let mut s = settings.clone();
+    s.for_scheduler(name);
+    let sched: Box<dyn Scheduler> = match name {
+        "fifo" | "none" => Box::new(Fifo::new()),
+        _ => return Err(SchedError::UnknownScheduler(name.to_string())),
+    };
+    s.finish()?;
+    Ok(sched)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_listed_name_builds() {
+        for e in SCHEDULERS {
+            build(e.name, &Settings::new()).unwrap_or_else(|err| panic!("{}: {err}", e.name));
+        }
+        assert!(matches!(
+            build("nope", &Settings::new()),
+            Err(SchedError::UnknownScheduler(_))
+        ));
+    }
+}
