@@ -4,6 +4,7 @@
 use clap::{Parser, Subcommand};
 
 mod bench_core;
+mod sim;
 
 #[derive(Parser)]
 #[command(
@@ -22,6 +23,8 @@ enum Cmd {
     Schedulers,
     /// Measure CPU time per request of the schedulers' hot path.
     BenchCore(bench_core::Args),
+    /// Run a scenario in the simulator (docs/scenarios.md).
+    Sim(sim::Args),
 }
 
 fn main() {
@@ -34,6 +37,7 @@ fn main() {
             Ok(())
         }
         Cmd::BenchCore(a) => bench_core::run(a),
+        Cmd::Sim(a) => sim::run(a),
     };
     if let Err(e) = result {
         eprintln!("bfq: error: {e:#}");
