@@ -160,14 +160,16 @@ pub struct StartupShape {
     pub span: u64,
     /// Fraction of requests issued as asynchronous read-ahead.
     pub async_fraction: f64,
+    /// Largest request, sectors (the read-ahead window stops growing there).
+    pub max_sectors: u32,
 }
 
 /// The shapes of the shipped start-up traces. The 2014 report gives no byte
 /// counts; these are assumptions, documented in docs/scenarios.md: bash
 /// ~1 MiB in 48 requests (about 0.2 s on an idle disk, the disk time the
 /// report mentions), xterm 718 requests (the count of the BFQ authors'
-/// trace, reference/device-models.md) ~6 MiB, konsole 1900 requests
-/// ~20 MiB (a KDE application loading many libraries).
+/// trace, reference/device-models.md) ~7 MiB, konsole 1900 requests
+/// ~19 MiB (a KDE application loading many libraries).
 pub fn startup_shape(app: &str) -> Option<StartupShape> {
     Some(match app {
         "bash" => StartupShape {
@@ -175,25 +177,29 @@ pub fn startup_shape(app: &str) -> Option<StartupShape> {
             files: 12,
             span: 4 << 20, // 2 GiB of sectors
             async_fraction: 0.2,
+            max_sectors: 64,
         },
         "xterm" => StartupShape {
             requests: 718,
             files: 90,
             span: 8 << 20,
             async_fraction: 0.3,
+            max_sectors: 24,
         },
         "konsole" => StartupShape {
             requests: 1900,
             files: 260,
             span: 16 << 20,
             async_fraction: 0.3,
+            max_sectors: 24,
         },
         _ => return None,
     })
 }
 
 /// Generates a start-up trace: `files` files at random places in `span`,
-/// each read sequentially in requests growing 8 -> 256 sectors (as the
+/// each read sequentially in requests growing from 8 sectors to
+/// `max_sectors` (as the
 /// kernel's read-ahead window grows), some issued ahead as async
 /// read-ahead, with short CPU think times. Seeded: the same app and seed
 /// give the same rows.
@@ -227,7 +233,7 @@ pub fn generate_startup(shape: &StartupShape, seed: u64) -> Vec<ReplayRow> {
                 sync,
             });
             sector += u64::from(len);
-            len = (len * 2).min(256);
+            len = (len * 2).min(shape.max_sectors);
         }
         left -= n;
     }

@@ -60,7 +60,10 @@ fn disk_presets_sequential_rates_outer_and_inner() {
         let (t, _) = run_closed_loop(d.as_mut(), seq(cap - bytes / 512, bytes, 256), 1);
         let r_in = mbs(bytes, t);
         eprintln!("{name}: outer {r_out:.1} MB/s, inner {r_in:.1} MB/s");
-        assert!(within(r_out, outer, 0.05), "{name} outer {r_out} vs {outer}");
+        assert!(
+            within(r_out, outer, 0.05),
+            "{name} outer {r_out} vs {outer}"
+        );
         assert!(within(r_in, inner, 0.05), "{name} inner {r_in} vs {inner}");
     }
 }
