@@ -495,7 +495,7 @@ impl<'p> Sim<'p> {
             let td = self.dev.next_event().unwrap_or(Time::MAX);
             let tt = self.timer.unwrap_or(Time::MAX);
             let t = th.min(td).min(tt);
-            if t == Time::MAX || t > self.end {
+            if t == Time::MAX || t >= self.end {
                 break;
             }
             if self.live == 0 && self.dev.in_flight() == 0 && self.sched.queued() == 0 {

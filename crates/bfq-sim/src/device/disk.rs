@@ -385,8 +385,10 @@ impl Disk {
         self.destage_at = None;
         if self.streamable(&c, t) {
             let pf = self.prefetch.as_mut().expect("streamable");
-            if c.end() > pf.limit || pf.limit < c.end() + self.ra_sectors {
-                pf.limit = (c.end() + self.ra_sectors).min(self.capacity);
+            // a stream still running is extended; one that stopped at its
+            // limit only serves what it read
+            if pf.hi_at(t) < pf.limit {
+                pf.limit = pf.limit.max((c.end() + self.ra_sectors).min(self.capacity));
             }
             let fin = pf.time_of(c.end()).max(t + self.p.hit_overhead);
             self.busy = Some((fin, Busy::Cmd(c)));
