@@ -117,6 +117,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         }
     }
     if a.bench {
+        std::io::stdout().flush()?;
         let s = elapsed.as_secs_f64();
         eprintln!(
             "bench: {} requests in {:.3} s wall = {:.2} M simulated requests/s; {:.1} simulated s per wall s",

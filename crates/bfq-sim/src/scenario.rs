@@ -617,6 +617,12 @@ impl Scenario {
             if f.name.trim().is_empty() {
                 return Err(fe("name", "must not be empty".into()));
             }
+            if f.name.contains([',', '"', '\n', '\r']) || f.name == "flusher" {
+                return Err(fe(
+                    "name",
+                    "must not contain commas, quotes or newlines, nor be \"flusher\"".into(),
+                ));
+            }
             if self.flows[..i].iter().any(|o| o.name == f.name) {
                 return Err(fe("name", format!("'{}' is used by another flow", f.name)));
             }
@@ -650,6 +656,19 @@ impl Scenario {
             }
             if f.buffered && op != Op::Write {
                 return Err(fe("buffered", "only writes can be buffered".into()));
+            }
+            if f.buffered
+                && (f.on_off.is_some()
+                    || f.periodic.is_some()
+                    || f.think.0 > 0
+                    || !matches!(f.pattern, Pattern::Seq | Pattern::Rand))
+            {
+                return Err(fe(
+                    "buffered",
+                    "buffered writers support pattern seq or rand with bytes/start/repeat only \
+                     (no on_off, periodic, think or replay)"
+                        .into(),
+                ));
             }
             let def_ra = if f.pattern == Pattern::Seq && sync && op == Op::Read {
                 128 << 10
@@ -734,7 +753,7 @@ impl Scenario {
             }
             let web = if f.pattern == Pattern::Web {
                 let w = f.web.unwrap_or_default();
-                if !(0.0..=1.0).contains(&w.small_prob) || !(0.0 < w.split && w.split < 1.0) {
+                if !((0.0..=1.0).contains(&w.small_prob) && 0.0 < w.split && w.split < 1.0) {
                     return Err(fe(
                         "web",
                         "small_prob must be in 0..=1 and split in (0, 1)".into(),
