@@ -559,10 +559,23 @@ impl Scenario {
         Ok(p)
     }
 
-    /// Resolves the scenario (see [`Plan`]).
+    /// Resolves the scenario against its `[device]` (see [`Plan`]).
     pub fn plan(&self) -> Result<Plan, ScenarioError> {
         let device = self.device_params()?;
-        let cap = device.capacity() / SECTOR_BYTES;
+        let cap = device.capacity();
+        self.plan_on(device, cap)
+    }
+
+    /// Resolves the scenario against a device of `capacity` bytes (e.g. a
+    /// real device for the engine): regions given in percent or from the
+    /// end follow that capacity. `Plan::device` keeps the scenario's model.
+    pub fn plan_with_capacity(&self, capacity: u64) -> Result<Plan, ScenarioError> {
+        let device = self.device_params()?;
+        self.plan_on(device, capacity)
+    }
+
+    fn plan_on(&self, device: DeviceParams, capacity: u64) -> Result<Plan, ScenarioError> {
+        let cap = capacity / SECTOR_BYTES;
         if self.duration.0 == 0 {
             return Err(self.err("duration", "must be positive"));
         }
@@ -626,8 +639,8 @@ impl Scenario {
             if self.flows[..i].iter().any(|o| o.name == f.name) {
                 return Err(fe("name", format!("'{}' is used by another flow", f.name)));
             }
-            if f.count == 0 {
-                return Err(fe("count", "must be at least 1".into()));
+            if f.count == 0 || f.count > 100_000 {
+                return Err(fe("count", "must be in 1..=100000".into()));
             }
             let op: Op = f.op.into();
             let def_block = if f.pattern == Pattern::Rand {
@@ -741,8 +754,11 @@ impl Scenario {
                 }
             }
             if let Some(p) = &f.periodic {
-                if p.every.0 == 0 || p.bytes.0 == 0 {
-                    return Err(fe("periodic", "every and bytes must be positive".into()));
+                if p.every.0 < 100 * bfq_core::US || p.bytes.0 == 0 {
+                    return Err(fe(
+                        "periodic",
+                        "every must be at least 100us and bytes positive".into(),
+                    ));
                 }
                 if f.on_off.is_some() {
                     return Err(fe("periodic", "cannot be combined with on_off".into()));

@@ -894,10 +894,11 @@ impl<'p> Sim<'p> {
                                 b.div_ceil(SECTOR_BYTES).max(1),
                             )
                         };
-                        let len = len.min(hi - lo).max(1);
+                        let span = hi.saturating_sub(lo).max(1);
+                        let len = len.min(span).max(1);
                         let start = f.plan.region_start
-                            + lo
-                            + (rng_range(&mut f.rng, 0, hi - lo - len) & !7);
+                            + lo.min(f.plan.region_len - 1)
+                            + (rng_range(&mut f.rng, 0, span - len) & !7);
                         f.web_file = Some((start, len, len, small, now));
                         f.web_done_in_file = 0;
                     }
