@@ -4,7 +4,7 @@
 //! [`bfq_core::Scheduler`] interface. [`build`] is the registry the
 //! simulator, the engine and the suite use.
 
-use bfq_core::{Fifo, SchedError, Scheduler, Settings};
+use bfq_core::{Bfq, BfqConfig, Fifo, SchedError, Scheduler, Settings};
 
 /// A scheduler the registry can build.
 #[derive(Clone, Copy, Debug)]
@@ -16,10 +16,21 @@ pub struct Entry {
 }
 
 /// Every name [`build`] accepts, with a one-line summary.
-pub const SCHEDULERS: &[Entry] = &[Entry {
-    name: "fifo",
-    summary: "first come, first served; no idling (the kernel's `none` order)",
-}];
+pub const SCHEDULERS: &[Entry] = &[
+    Entry {
+        name: "bfq",
+        summary: "Budget Fair Queueing with today's kernel defaults (bfq-core)",
+    },
+    Entry {
+        name: "bfq-2010",
+        summary:
+            "BFQ exactly as the 2010 paper: B-WF2Q+, linear budgets, T_wait idling, no heuristics",
+    },
+    Entry {
+        name: "fifo",
+        summary: "first come, first served; no idling (the kernel's `none` order)",
+    },
+];
 
 /// Builds scheduler `name` with `settings` (`key=value`, documented per
 /// scheduler in docs/schedulers.md). Unknown names and unknown or invalid
@@ -28,6 +39,8 @@ pub fn build(name: &str, settings: &Settings) -> Result<Box<dyn Scheduler>, Sche
     let mut s = settings.clone();
     s.for_scheduler(name);
     let sched: Box<dyn Scheduler> = match name {
+        "bfq" => Box::new(Bfq::new(BfqConfig::from_settings(&mut s)?).with_name("bfq")),
+        "bfq-2010" => Box::new(Bfq::new(BfqConfig::from_settings(&mut s)?).with_name("bfq-2010")),
         "fifo" | "none" => Box::new(Fifo::new()),
         _ => return Err(SchedError::UnknownScheduler(name.to_string())),
     };
@@ -44,6 +57,12 @@ mod tests {
         for e in SCHEDULERS {
             build(e.name, &Settings::new()).unwrap_or_else(|err| panic!("{}: {err}", e.name));
         }
+        let s = Settings::from_pairs([("max_budget", "4096"), ("slice_idle", "4ms")]);
+        assert_eq!(build("bfq", &s).unwrap().name(), "bfq");
+        assert!(matches!(
+            build("bfq", &Settings::from_pairs([("nope", "1")])),
+            Err(SchedError::UnknownSetting { .. })
+        ));
         assert!(matches!(
             build("nope", &Settings::new()),
             Err(SchedError::UnknownScheduler(_))
