@@ -3,6 +3,16 @@
 //! Every scheduler of the project, by name, behind the one
 //! [`bfq_core::Scheduler`] interface. [`build`] is the registry the
 //! simulator, the engine and the suite use.
+//!
+//! The baselines the BFQ papers compare against live here, one module
+//! each; docs/schedulers.md describes each with its settings and sources.
+
+pub mod clook;
+pub mod deadline;
+pub mod noop;
+mod util;
+
+pub use util::Node;
 
 use bfq_core::{Fifo, SchedError, Scheduler, Settings};
 
@@ -16,10 +26,24 @@ pub struct Entry {
 }
 
 /// Every name [`build`] accepts, with a one-line summary.
-pub const SCHEDULERS: &[Entry] = &[Entry {
-    name: "fifo",
-    summary: "first come, first served; no idling (the kernel's `none` order)",
-}];
+pub const SCHEDULERS: &[Entry] = &[
+    Entry {
+        name: "fifo",
+        summary: "first come, first served; no idling (the kernel's `none` order)",
+    },
+    Entry {
+        name: "noop",
+        summary: "FIFO with back merging of contiguous requests (Linux noop)",
+    },
+    Entry {
+        name: "clook",
+        summary: "one global C-LOOK elevator, no idling",
+    },
+    Entry {
+        name: "deadline",
+        summary: "sorted lists plus read/write FIFOs with expiry, batches (Linux deadline)",
+    },
+];
 
 /// Builds scheduler `name` with `settings` (`key=value`, documented per
 /// scheduler in docs/schedulers.md). Unknown names and unknown or invalid
@@ -29,6 +53,9 @@ pub fn build(name: &str, settings: &Settings) -> Result<Box<dyn Scheduler>, Sche
     s.for_scheduler(name);
     let sched: Box<dyn Scheduler> = match name {
         "fifo" | "none" => Box::new(Fifo::new()),
+        "noop" => Box::new(noop::Noop::new(&mut s)?),
+        "clook" => Box::new(clook::Clook::new(&mut s)?),
+        "deadline" => Box::new(deadline::Deadline::new(&mut s)?),
         _ => return Err(SchedError::UnknownScheduler(name.to_string())),
     };
     s.finish()?;
