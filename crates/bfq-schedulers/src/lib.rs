@@ -7,6 +7,7 @@
 //! The baselines the BFQ papers compare against live here, one module
 //! each; docs/schedulers.md describes each with its settings and sources.
 
+pub mod anticipatory;
 pub mod clook;
 pub mod deadline;
 pub mod noop;
@@ -43,6 +44,14 @@ pub const SCHEDULERS: &[Entry] = &[
         name: "deadline",
         summary: "sorted lists plus read/write FIFOs with expiry, batches (Linux deadline)",
     },
+    Entry {
+        name: "as",
+        summary: "anticipatory: one-way elevator, batches, idling for the last sync reader (Linux AS)",
+    },
+    Entry {
+        name: "as-prio",
+        summary: "anticipatory with I/O priorities: per-level lists and tokens (Gupta et al.)",
+    },
 ];
 
 /// Builds scheduler `name` with `settings` (`key=value`, documented per
@@ -56,6 +65,8 @@ pub fn build(name: &str, settings: &Settings) -> Result<Box<dyn Scheduler>, Sche
         "noop" => Box::new(noop::Noop::new(&mut s)?),
         "clook" => Box::new(clook::Clook::new(&mut s)?),
         "deadline" => Box::new(deadline::Deadline::new(&mut s)?),
+        "as" => Box::new(anticipatory::Anticipatory::new(&mut s, false)?),
+        "as-prio" => Box::new(anticipatory::Anticipatory::new(&mut s, true)?),
         _ => return Err(SchedError::UnknownScheduler(name.to_string())),
     };
     s.finish()?;
