@@ -30,7 +30,7 @@
 //!   when no band with requests has tokens left.
 
 use crate::util::{
-    dispatch_pending, dispatch_unit, ensure, merge_or_head, topology_methods, Linked, MergeLink,
+    choose_req, dispatch_pending, dispatch_unit, ensure, merge_or_head, topology_methods, Linked, MergeLink,
     Merger, SortList,
 };
 use bfq_core::table::{RequestTable, SlotIdx, Topology};
@@ -219,41 +219,12 @@ impl Anticipatory {
     /// `as_choose_req` between the request ahead of the head and the one
     /// behind it, in band `b`, direction `d`.
     fn next_rq(&self, b: usize, d: usize) -> Option<SlotIdx> {
-        let list = &self.bands[b].sort[d];
-        let last = self.last_sector[d];
-        let fwd = list.ceil(last).or_else(|| list.first());
-        let back = list.below(last);
-        let dist = |s: u64| -> Option<u64> {
-            if s >= last {
-                Some(s - last)
-            } else if s + self.back_max >= last {
-                Some((last - s) * self.back_penalty)
-            } else {
-                None
-            }
-        };
-        match (fwd, back) {
-            (None, None) => None,
-            (Some(a), None) | (None, Some(a)) => Some(a.2),
-            (Some(a), Some(c)) => Some(match (dist(a.0), dist(c.0)) {
-                (Some(d1), Some(d2)) => {
-                    if d1 < d2 || (d1 == d2 && a.0 >= c.0) {
-                        a.2
-                    } else {
-                        c.2
-                    }
-                }
-                (Some(_), None) => a.2,
-                (None, Some(_)) => c.2,
-                (None, None) => {
-                    if a.0 <= c.0 {
-                        a.2
-                    } else {
-                        c.2
-                    }
-                }
-            }),
-        }
+        choose_req(
+            &self.bands[b].sort[d],
+            self.last_sector[d],
+            self.back_max,
+            self.back_penalty,
+        )
     }
 
     fn antic_deadline(&self) -> Time {

@@ -8,6 +8,7 @@
 //! each; docs/schedulers.md describes each with its settings and sources.
 
 pub mod anticipatory;
+pub mod cfq;
 pub mod clook;
 pub mod deadline;
 pub mod noop;
@@ -52,6 +53,10 @@ pub const SCHEDULERS: &[Entry] = &[
         name: "as-prio",
         summary: "anticipatory with I/O priorities: per-level lists and tokens (Gupta et al.)",
     },
+    Entry {
+        name: "cfq",
+        summary: "Completely Fair Queueing: per-process time slices in round robin, idling (Linux CFQ)",
+    },
 ];
 
 /// Builds scheduler `name` with `settings` (`key=value`, documented per
@@ -67,6 +72,7 @@ pub fn build(name: &str, settings: &Settings) -> Result<Box<dyn Scheduler>, Sche
         "deadline" => Box::new(deadline::Deadline::new(&mut s)?),
         "as" => Box::new(anticipatory::Anticipatory::new(&mut s, false)?),
         "as-prio" => Box::new(anticipatory::Anticipatory::new(&mut s, true)?),
+        "cfq" => Box::new(cfq::Cfq::new(&mut s)?),
         _ => return Err(SchedError::UnknownScheduler(name.to_string())),
     };
     s.finish()?;

@@ -334,3 +334,75 @@ pub fn dispatch_pending<X: Linked>(
     m.pending = table.slot(p).extra.link().next;
     Some(table.dispatch(now, p))
 }
+
+/// The kernel's `as_choose_req`/`cfq_choose_req` over a sector-sorted list:
+/// between the first request at or after `last` (or, wrapping, the lowest)
+/// and the last one before `last`, take the nearer, counting a backward
+/// distance `penalty` times and not at all beyond `back_max` sectors.
+pub fn choose_req(list: &SortList<u64>, last: u64, back_max: u64, penalty: u64) -> Option<SlotIdx> {
+    let fwd = list.ceil(last).or_else(|| list.first());
+    let back = list.below(last);
+    let dist = |s: u64| -> Option<u64> {
+        if s >= last {
+            Some(s - last)
+        } else if s + back_max >= last {
+            Some((last - s).saturating_mul(penalty))
+        } else {
+            None
+        }
+    };
+    match (fwd, back) {
+        (None, None) => None,
+        (Some(a), None) | (None, Some(a)) => Some(a.2),
+        (Some(a), Some(c)) => Some(match (dist(a.0), dist(c.0)) {
+            (Some(d1), Some(d2)) => {
+                if d1 < d2 || (d1 == d2 && a.0 >= c.0) {
+                    a.2
+                } else {
+                    c.2
+                }
+            }
+            (Some(_), None) => a.2,
+            (None, Some(_)) => c.2,
+            (None, None) => {
+                if a.0 <= c.0 {
+                    a.2
+                } else {
+                    c.2
+                }
+            }
+        }),
+    }
+}
+
+/// Decaying think-time and seek statistics (the kernel's `ttime_*` and
+/// `seek_*` fields of `as_io_context`/`cfq_io_context`, fixed point with
+/// samples scaled by 256 and a 7/8 decay).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct IoStats {
+    pub ttime_samples: u64,
+    pub ttime_total: u64,
+    pub ttime_mean: u64,
+    pub seek_samples: u64,
+    pub seek_total: u64,
+    pub seek_mean: u64,
+}
+
+impl IoStats {
+    pub fn add_think(&mut self, t: u64) {
+        self.ttime_samples = (7 * self.ttime_samples + 256) / 8;
+        self.ttime_total = (7 * self.ttime_total + 256 * t) / 8;
+        self.ttime_mean = (self.ttime_total + 128) / self.ttime_samples;
+    }
+    pub fn add_seek(&mut self, dist: u64) {
+        let cap = if self.seek_samples <= 60 {
+            self.seek_mean * 4 + 2 * 1024 * 1024
+        } else {
+            self.seek_mean * 4 + 2 * 1024 * 64
+        };
+        let d = dist.min(cap);
+        self.seek_samples = (7 * self.seek_samples + 256) / 8;
+        self.seek_total = (7 * self.seek_total + 256 * d) / 8;
+        self.seek_mean = (self.seek_total + self.seek_samples / 2) / self.seek_samples;
+    }
+}

@@ -35,3 +35,24 @@ fn as_keeps_a_sequential_reader_going_through_its_think_time() {
     sim.run(5 * SEC);
     assert!(mean(&sim.run_lengths()) < 1.5);
 }
+
+/// Two greedy sequential readers, one in the outer zone (60 MB/s) and one
+/// in the inner zone (~36 MB/s). CFQ gives them equal disk time, so the
+/// outer reader gets proportionally more bandwidth.
+#[test]
+fn cfq_hands_equal_time_not_equal_bytes() {
+    let disk = Disk::default();
+    let mut sim = Sim::with("cfq", &[], disk);
+    let outer = sim.add_flow(FlowCfg::seq_reader(0));
+    let inner = sim.add_flow(FlowCfg::seq_reader(disk.capacity - (1 << 23)));
+    let t = 10 * SEC;
+    sim.run(t);
+    let (o, i) = (&sim.stats[outer], &sim.stats[inner]);
+    let time_ratio = o.dev_time as f64 / i.dev_time as f64;
+    let bw_ratio = o.bw(t) / i.bw(t);
+    eprintln!("cfq: time ratio {time_ratio:.3}, bandwidth ratio {bw_ratio:.3}, runs {:.1}", mean(&sim.run_lengths()));
+    assert!((time_ratio - 1.0).abs() < 0.05, "equal time: {time_ratio}");
+    assert!(bw_ratio > 1.4, "outer reader gets more bytes: {bw_ratio}");
+    // Each slice is ~100 ms of one reader's sequential requests.
+    assert!(mean(&sim.run_lengths()) > 50.0);
+}
