@@ -30,8 +30,8 @@
 //!   when no band with requests has tokens left.
 
 use crate::util::{
-    choose_req, dispatch_pending, dispatch_unit, ensure, merge_or_head, topology_methods, Linked, MergeLink,
-    Merger, SortList,
+    choose_req, dispatch_pending, dispatch_unit, ensure, merge_or_head, topology_methods, Linked,
+    MergeLink, Merger, SortList,
 };
 use bfq_core::table::{RequestTable, SlotIdx, Topology};
 use bfq_core::{
@@ -369,8 +369,8 @@ impl Anticipatory {
         let others = total > in_batch;
         let mut end_batch = self.batch_expired(now);
         if self.prio {
-            end_batch |= self.tokens[b] == 0
-                || (0..b).any(|h| self.band_has_work(h) && self.tokens[h] > 0);
+            end_batch |=
+                self.tokens[b] == 0 || (0..b).any(|h| self.band_has_work(h) && self.tokens[h] > 0);
         }
         if !(others && end_batch) {
             let mut rq = self.next_rq(b, d);
@@ -418,7 +418,9 @@ impl Anticipatory {
         }
         self.batch_dir = nd;
         self.batch_band = nb;
-        let head = self.fifo_head(nb, nd).expect("band has work in this direction");
+        let head = self
+            .fifo_head(nb, nd)
+            .expect("band has work in this direction");
         if self.changed_batch {
             if self.nr_dispatched > 0 {
                 return Dispatch::Wait;

@@ -195,7 +195,11 @@ impl Cfq {
 
     /// `cfq_prio_slice`.
     fn prio_slice(&self, sync: bool, level: u8) -> Time {
-        let base = if sync { self.slice_sync } else { self.slice_async } as i64;
+        let base = if sync {
+            self.slice_sync
+        } else {
+            self.slice_async
+        } as i64;
         (base + base / 5 * (4 - i64::from(level))).max(1) as Time
     }
 

@@ -12,7 +12,9 @@ pub mod cfq;
 pub mod clook;
 pub mod deadline;
 pub mod noop;
+pub mod scan_edf;
 mod util;
+pub mod yfq;
 
 pub use util::Node;
 
@@ -47,7 +49,8 @@ pub const SCHEDULERS: &[Entry] = &[
     },
     Entry {
         name: "as",
-        summary: "anticipatory: one-way elevator, batches, idling for the last sync reader (Linux AS)",
+        summary:
+            "anticipatory: one-way elevator, batches, idling for the last sync reader (Linux AS)",
     },
     Entry {
         name: "as-prio",
@@ -55,7 +58,17 @@ pub const SCHEDULERS: &[Entry] = &[
     },
     Entry {
         name: "cfq",
-        summary: "Completely Fair Queueing: per-process time slices in round robin, idling (Linux CFQ)",
+        summary:
+            "Completely Fair Queueing: per-process time slices in round robin, idling (Linux CFQ)",
+    },
+    Entry {
+        name: "yfq",
+        summary: "YFQ: batches of bt_size requests chosen by WFQ, C-LOOK within a batch",
+    },
+    Entry {
+        name: "scan-edf",
+        summary:
+            "SCAN-EDF: per-flow relative deadlines rounded to delta, C-LOOK among equal deadlines",
     },
 ];
 
@@ -73,6 +86,8 @@ pub fn build(name: &str, settings: &Settings) -> Result<Box<dyn Scheduler>, Sche
         "as" => Box::new(anticipatory::Anticipatory::new(&mut s, false)?),
         "as-prio" => Box::new(anticipatory::Anticipatory::new(&mut s, true)?),
         "cfq" => Box::new(cfq::Cfq::new(&mut s)?),
+        "yfq" => Box::new(yfq::Yfq::new(&mut s)?),
+        "scan-edf" => Box::new(scan_edf::ScanEdf::new(&mut s)?),
         _ => return Err(SchedError::UnknownScheduler(name.to_string())),
     };
     s.finish()?;

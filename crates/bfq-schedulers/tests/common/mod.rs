@@ -123,10 +123,7 @@ impl FlowCfg {
     pub fn seq_reader(start_sector: u64) -> Self {
         FlowCfg {
             spec: FlowSpec::default(),
-            kind: Kind::Closed {
-                depth: 1,
-                think: 0,
-            },
+            kind: Kind::Closed { depth: 1, think: 0 },
             op: Op::Read,
             sync: true,
             pattern: Pattern::Seq,
@@ -435,7 +432,12 @@ impl Sim {
                     break;
                 }
                 Dispatch::Empty => {
-                    assert_eq!(self.sched.queued(), 0, "{}: Empty while holding requests", self.sched.name());
+                    assert_eq!(
+                        self.sched.queued(),
+                        0,
+                        "{}: Empty while holding requests",
+                        self.sched.name()
+                    );
                     break;
                 }
             }
