@@ -92,7 +92,6 @@ impl Queue {
     }
 }
 
-const ASYNC_QUEUES: u32 = 17;
 /// Samples needed before the think time counts (`sample_valid`: > 80/256).
 const SAMPLE_VALID: u64 = 80;
 /// Mean seek distance above which a queue is seeky (`CIC_SEEKY`).

@@ -13,6 +13,7 @@ pub mod clook;
 pub mod deadline;
 pub mod noop;
 pub mod scan_edf;
+pub mod throttle;
 mod util;
 pub mod yfq;
 
@@ -70,6 +71,15 @@ pub const SCHEDULERS: &[Entry] = &[
         summary:
             "SCAN-EDF: per-flow relative deadlines rounded to delta, C-LOOK among equal deadlines",
     },
+    Entry {
+        name: "throttle-max",
+        summary:
+            "blk-throttle max limits: per-flow/per-group bandwidth and IOPS token buckets over FIFO",
+    },
+    Entry {
+        name: "throttle-low",
+        summary: "blk-throttle low limits: everyone held to its low limit while one is below it",
+    },
 ];
 
 /// Builds scheduler `name` with `settings` (`key=value`, documented per
@@ -88,6 +98,8 @@ pub fn build(name: &str, settings: &Settings) -> Result<Box<dyn Scheduler>, Sche
         "cfq" => Box::new(cfq::Cfq::new(&mut s)?),
         "yfq" => Box::new(yfq::Yfq::new(&mut s)?),
         "scan-edf" => Box::new(scan_edf::ScanEdf::new(&mut s)?),
+        "throttle-max" => Box::new(throttle::Throttle::new(&mut s, false)?),
+        "throttle-low" => Box::new(throttle::Throttle::new(&mut s, true)?),
         _ => return Err(SchedError::UnknownScheduler(name.to_string())),
     };
     s.finish()?;

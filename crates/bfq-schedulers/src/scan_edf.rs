@@ -23,16 +23,10 @@ use bfq_core::{
 };
 use std::collections::HashMap;
 
-#[derive(Clone, Copy, Debug, Default)]
-struct Extra {
-    key: (u64, u64),
-    seq: u64,
-}
-
 /// SCAN-EDF.
 #[derive(Debug)]
 pub struct ScanEdf {
-    table: RequestTable<Extra>,
+    table: RequestTable<()>,
     topo: Topology<(), ()>,
     /// Relative deadline per flow id.
     rel: Vec<Time>,
@@ -116,7 +110,7 @@ impl Scheduler for ScanEdf {
         };
         self.seq += 1;
         let key = (dl, req.sector);
-        let idx = self.table.insert(now, req, Extra { key, seq: self.seq })?;
+        let idx = self.table.insert(now, req, ())?;
         self.topo.hold(req.flow)?;
         self.list.insert(key, self.seq, idx);
         if self.wait_for.is_some_and(|(f, _)| f == req.flow) {
