@@ -3,7 +3,9 @@
 
 mod common;
 
-use bfq_core::{FlowSpec, IoClass, IoPrio, Time, MS, SEC};
+use bfq_core::{
+    Dispatch, FlowSpec, GroupId, IoClass, IoPrio, Op, Request, Scheduler, Settings, MS, SEC,
+};
 use common::{Disk, FlowCfg, Sim};
 
 fn mean(v: &[usize]) -> f64 {
@@ -150,5 +152,204 @@ fn scan_edf_meets_deadlines_of_periodic_flows_when_feasible() {
     assert!(
         edf.stats[3].bw(10 * SEC) > 20e6,
         "the writer still gets the rest"
+    );
+}
+
+const MIB: f64 = 1024.0 * 1024.0;
+
+/// Two groups limited to 10 MiB/s each; only one has a (greedy) reader.
+/// It gets its 10 MiB/s and no more, though the disk could do ~6x that:
+/// what the idle group does not use is lost.
+#[test]
+fn throttle_max_leaves_bandwidth_unused_when_a_group_is_idle() {
+    let set = [("max_bps.g1", "10M"), ("max_bps.g2", "10M")];
+    let mut sim = Sim::with("throttle-max", &set, Disk::default());
+    let g1 = sim.add_group(GroupId::ROOT, 100);
+    let _g2 = sim.add_group(GroupId::ROOT, 100);
+    let spec = FlowSpec {
+        group: g1,
+        ..FlowSpec::default()
+    };
+    let a = sim.add_flow(FlowCfg::seq_reader(0).spec(spec));
+    let t = 10 * SEC;
+    sim.run(t);
+    let bw = sim.stats[a].bw(t) / MIB;
+    let mut free = Sim::with("fifo", &[], Disk::default());
+    let b = free.add_flow(FlowCfg::seq_reader(0));
+    free.run(t);
+    let free_bw = free.stats[b].bw(t) / MIB;
+    eprintln!("throttle-max: {bw:.2} MiB/s (unthrottled {free_bw:.2})");
+    assert!((bw - 10.0).abs() < 0.5, "held to its max: {bw}");
+    assert!(free_bw > 4.0 * bw, "the rest of the disk stays unused");
+}
+
+/// A random-reading target with a 10 MiB/s low limit it cannot reach, and
+/// two sequential readers with 1 MiB/s low limits. While the target is
+/// active (and under its low limit) everyone is held to its low limit;
+/// once the target stops and goes idle, nobody is throttled.
+#[test]
+fn throttle_low_clamps_everyone_while_the_target_is_under_its_low_limit() {
+    let set = [
+        ("low_bps.g1", "10M"),
+        ("low_bps.g2", "1M"),
+        ("low_bps.g3", "1M"),
+    ];
+    let mut sim = Sim::with("throttle-low", &set, Disk::default());
+    let groups: Vec<GroupId> = (0..3).map(|_| sim.add_group(GroupId::ROOT, 100)).collect();
+    let in_group = |g: GroupId| FlowSpec {
+        group: g,
+        ..FlowSpec::default()
+    };
+    let target = sim.add_flow(
+        FlowCfg::rand_reader(0, 1 << 26)
+            .spec(in_group(groups[0]))
+            .during(0, 5 * SEC),
+    );
+    let i1 = sim.add_flow(FlowCfg::seq_reader(1 << 25).spec(in_group(groups[1])));
+    let i2 = sim.add_flow(FlowCfg::seq_reader(1 << 26).spec(in_group(groups[2])));
+    sim.run(5 * SEC);
+    let before: Vec<u64> = sim.stats.iter().map(|s| s.bytes).collect();
+    sim.run(10 * SEC);
+    let rate = |b: u64| b as f64 / 5.0 / MIB;
+    let t_bw = rate(before[target]);
+    let (a1, a2) = (rate(before[i1]), rate(before[i2]));
+    let (b1, b2) = (
+        rate(sim.stats[i1].bytes - before[i1]),
+        rate(sim.stats[i2].bytes - before[i2]),
+    );
+    eprintln!(
+        "throttle-low: target {t_bw:.2}; interferers {a1:.2} {a2:.2} -> {b1:.2} {b2:.2} MiB/s"
+    );
+    assert!(t_bw < 10.0, "the target stays under its low limit");
+    for x in [a1, a2] {
+        assert!((x - 1.0).abs() < 0.1, "clamped to the low limit: {x}");
+    }
+    for x in [b1, b2] {
+        assert!(x > 2.0, "unthrottled once the target is idle: {x}");
+    }
+}
+
+/// A high-priority random reader (BE level 0) against 1 then 4
+/// low-priority random readers (BE level 7). as-prio anticipates the
+/// high-priority reader and gives the low level a few tokens per round, so
+/// its latency stays flat; plain AS treats them alike and the latency grows
+/// with the number of readers.
+#[test]
+fn as_prio_keeps_high_priority_latency_flat_as_low_priority_readers_are_added() {
+    let run = |name: &str, lows: u64| {
+        let mut sim = Sim::with(name, &[], Disk::default());
+        let hi = FlowSpec {
+            prio: IoPrio {
+                class: IoClass::Be,
+                level: 0,
+            },
+            ..FlowSpec::default()
+        };
+        let lo = FlowSpec {
+            prio: IoPrio {
+                class: IoClass::Be,
+                level: 7,
+            },
+            ..FlowSpec::default()
+        };
+        let h = sim.add_flow(FlowCfg::rand_reader(0, 1 << 24).spec(hi).think(MS));
+        for i in 0..lows {
+            sim.add_flow(FlowCfg::rand_reader((i + 1) << 24, 1 << 24).spec(lo));
+        }
+        sim.run(10 * SEC);
+        sim.stats[h].mean_latency()
+    };
+    let (p1, p4) = (run("as-prio", 1), run("as-prio", 4));
+    let (a1, a4) = (run("as", 1), run("as", 4));
+    eprintln!(
+        "high-priority mean latency: as-prio {:.2} -> {:.2} ms, as {:.2} -> {:.2} ms",
+        p1 as f64 / 1e6,
+        p4 as f64 / 1e6,
+        a1 as f64 / 1e6,
+        a4 as f64 / 1e6
+    );
+    assert!((p4 as f64) < 1.25 * p1 as f64, "flat under as-prio");
+    assert!((a4 as f64) > 1.5 * a1 as f64, "grows under as");
+    assert!(p4 < a4);
+}
+
+fn rd(id: u64, flow: bfq_core::FlowId, sector: u64) -> Request {
+    Request {
+        id,
+        flow,
+        sector,
+        sectors: 8,
+        op: Op::Read,
+        sync: true,
+    }
+}
+
+fn order(s: &mut Box<dyn Scheduler>) -> Vec<u64> {
+    let mut v = Vec::new();
+    while let Dispatch::Request(r) = s.dispatch(0) {
+        v.push(r.id);
+    }
+    v
+}
+
+/// noop is FIFO, but a request contiguous to a queued one is dispatched
+/// right behind it (back merge), whoever issued it.
+#[test]
+fn noop_merges_contiguous_requests() {
+    let mut s = bfq_schedulers::build("noop", &Settings::new()).unwrap();
+    let a = s.add_flow(0, FlowSpec::default()).unwrap();
+    let b = s.add_flow(0, FlowSpec::default()).unwrap();
+    s.add_request(0, rd(1, a, 0)).unwrap();
+    s.add_request(0, rd(2, b, 5000)).unwrap();
+    s.add_request(0, rd(3, b, 8)).unwrap();
+    s.add_request(0, rd(4, a, 16)).unwrap();
+    assert_eq!(order(&mut s), vec![1, 3, 4, 2]);
+    let mut off =
+        bfq_schedulers::build("noop", &Settings::from_pairs([("max_sectors", "0")])).unwrap();
+    let a = off.add_flow(0, FlowSpec::default()).unwrap();
+    for (id, sec) in [(1, 0), (2, 5000), (3, 8)] {
+        off.add_request(0, rd(id, a, sec)).unwrap();
+    }
+    assert_eq!(order(&mut off), vec![1, 2, 3]);
+}
+
+/// clook sweeps upwards from the head and wraps; deadline serves an
+/// expired read before continuing its sweep.
+#[test]
+fn clook_sweeps_and_deadline_expires() {
+    let mut s = bfq_schedulers::build("clook", &Settings::new()).unwrap();
+    let a = s.add_flow(0, FlowSpec::default()).unwrap();
+    s.add_request(0, rd(1, a, 500)).unwrap();
+    let Dispatch::Request(_) = s.dispatch(0) else {
+        panic!()
+    };
+    for (id, sec) in [(2, 100), (3, 900), (4, 600), (5, 50)] {
+        s.add_request(0, rd(id, a, sec)).unwrap();
+    }
+    assert_eq!(order(&mut s), vec![4, 3, 5, 2]);
+
+    // deadline: one-way batches in sector order; with fifo_batch = 1 every
+    // request starts a batch and an expired FIFO head goes first.
+    let run = |settings: &[(&str, &str)]| {
+        let mut d =
+            bfq_schedulers::build("deadline", &Settings::from_pairs(settings.iter().copied()))
+                .unwrap();
+        let a = d.add_flow(0, FlowSpec::default()).unwrap();
+        for (id, sec) in [(1, 100), (2, 50), (3, 200), (4, 300)] {
+            d.add_request(0, rd(id, a, sec)).unwrap();
+        }
+        let mut v = Vec::new();
+        let mut now = 0;
+        while let Dispatch::Request(r) = d.dispatch(now) {
+            v.push(r.id);
+            now += 20 * MS;
+            d.complete(now, r.id).unwrap();
+        }
+        v
+    };
+    assert_eq!(run(&[]), vec![1, 3, 4, 2]);
+    assert_eq!(
+        run(&[("fifo_batch", "1"), ("read_expire", "10ms")]),
+        vec![1, 2, 3, 4]
     );
 }
