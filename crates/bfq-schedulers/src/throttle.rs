@@ -388,38 +388,44 @@ impl Throttle {
         }
     }
 
-    fn is_idle(&self, n: &NodeState, now: Time) -> bool {
-        n.held == 0 && now.saturating_sub(n.last_empty) >= self.idle_time
-    }
-
     /// The LOW <-> MAX state machine (blk-throttle's upgrade/downgrade
     /// checks), over the nodes with a low limit only.
     fn update_mode(&mut self, now: Time) {
-        if self.low_nodes.is_empty() || now < self.mode_since.saturating_add(self.slice) {
+        if self.low_nodes.is_empty() {
+            // Nobody has a low limit (any more): nothing to protect.
+            if self.mode == Mode::Low {
+                self.set_mode(Mode::Max, now);
+            }
+            return;
+        }
+        if now < self.mode_since.saturating_add(self.slice) {
             return;
         }
         match self.mode {
             Mode::Low => {
-                let all = self.low_nodes.clone().into_iter().all(|node| {
-                    let idle = {
-                        let n = self.node(node).clone();
-                        self.is_idle(&n, now)
-                    };
-                    self.node(node).blocked || idle
-                });
+                let mut all = true;
+                for i in 0..self.low_nodes.len() {
+                    let node = self.low_nodes[i];
+                    let idle_time = self.idle_time;
+                    let n = self.node(node);
+                    let idle = n.held == 0 && now.saturating_sub(n.last_empty) >= idle_time;
+                    if !(n.blocked || idle) {
+                        all = false;
+                        break;
+                    }
+                }
                 if all {
                     self.set_mode(Mode::Max, now);
                 }
             }
             Mode::Max => {
                 let slice = self.slice;
+                let idle_time = self.idle_time;
                 let mut below = false;
-                for node in self.low_nodes.clone() {
-                    let idle = {
-                        let n = self.node(node).clone();
-                        self.is_idle(&n, now)
-                    };
+                for i in 0..self.low_nodes.len() {
+                    let node = self.low_nodes[i];
                     let n = self.node(node);
+                    let idle = n.held == 0 && now.saturating_sub(n.last_empty) >= idle_time;
                     let elapsed = now.saturating_sub(n.check_start);
                     if elapsed >= slice {
                         let (lb, li) = n.low_cfg;
