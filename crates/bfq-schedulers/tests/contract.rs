@@ -371,7 +371,7 @@ fn check(name: &str, settings: &Settings, ops: &[OpKind]) {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 48, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
     #[test]
     fn every_request_dispatched_exactly_once(ops in proptest::collection::vec(op_strategy(), 1..300)) {
         for (name, settings) in configs() {
