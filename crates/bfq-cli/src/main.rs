@@ -6,6 +6,7 @@ use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicU64, Ordering};
 
 mod bench_core;
+mod sim;
 
 /// Counts heap allocations, so that benchmarks can show the hot paths
 /// allocate nothing per request.
@@ -53,6 +54,8 @@ enum Cmd {
     Schedulers,
     /// Measure CPU time per request of the schedulers' hot path.
     BenchCore(bench_core::Args),
+    /// Run a scenario in the simulator (docs/scenarios.md).
+    Sim(sim::Args),
 }
 
 fn main() {
@@ -65,6 +68,7 @@ fn main() {
             Ok(())
         }
         Cmd::BenchCore(a) => bench_core::run(a),
+        Cmd::Sim(a) => sim::run(a),
     };
     if let Err(e) = result {
         eprintln!("bfq: error: {e:#}");
