@@ -444,7 +444,7 @@ impl Scheduler for Bfq {
             t.idle_until = None;
             self.wf2q.served(turn.entity, sectors);
             #[cfg(debug_assertions)]
-            if self.table.queued() % 64 == 0 {
+            if self.table.queued().is_multiple_of(64) {
                 self.wf2q.check_invariants();
             }
             return Dispatch::Request(req);
