@@ -6,6 +6,7 @@ use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicU64, Ordering};
 
 mod bench_core;
+mod suite;
 
 /// Counts heap allocations, so that benchmarks can show the hot paths
 /// allocate nothing per request.
@@ -53,6 +54,8 @@ enum Cmd {
     Schedulers,
     /// Measure CPU time per request of the schedulers' hot path.
     BenchCore(bench_core::Args),
+    /// Run the papers' benchmark suite and write report.{json,md,html}.
+    Suite(suite::Args),
 }
 
 fn main() {
@@ -65,6 +68,7 @@ fn main() {
             Ok(())
         }
         Cmd::BenchCore(a) => bench_core::run(a),
+        Cmd::Suite(a) => suite::run(a),
     };
     if let Err(e) = result {
         eprintln!("bfq: error: {e:#}");
