@@ -6,6 +6,7 @@ use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicU64, Ordering};
 
 mod bench_core;
+mod sim;
 mod suite;
 
 /// Counts heap allocations, so that benchmarks can show the hot paths
@@ -54,6 +55,8 @@ enum Cmd {
     Schedulers,
     /// Measure CPU time per request of the schedulers' hot path.
     BenchCore(bench_core::Args),
+    /// Run a scenario in the simulator (docs/scenarios.md).
+    Sim(sim::Args),
     /// Run the papers' benchmark suite and write report.{json,md,html}.
     Suite(suite::Args),
 }
@@ -68,6 +71,7 @@ fn main() {
             Ok(())
         }
         Cmd::BenchCore(a) => bench_core::run(a),
+        Cmd::Sim(a) => sim::run(a),
         Cmd::Suite(a) => suite::run(a),
     };
     if let Err(e) = result {
