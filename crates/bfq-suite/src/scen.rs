@@ -45,7 +45,7 @@ pub fn header(
     s.push_str(device_extra);
     let _ = writeln!(s, "\n[scheduler]\nname = {}", q(&c.scheduler));
     for (k, v) in &c.settings {
-        let _ = writeln!(s, "{k} = {}", q(v));
+        let _ = writeln!(s, "{} = {}", q(k), q(v));
     }
     s
 }
