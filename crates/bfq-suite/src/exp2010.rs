@@ -91,12 +91,15 @@ fn run_files(v: &Variant, c: &Config, ctx: &Ctx) -> anyhow::Result<RunOut> {
         }
     }
     let c = &c;
-    let mut s = header(&format!("2010 {} {}", v.label, c.label), dur, ctx, DEV, "", c);
-    for (i, (sl, (size, w))) in spread(n)
-        .iter()
-        .zip(sizes.iter().zip(&weights))
-        .enumerate()
-    {
+    let mut s = header(
+        &format!("2010 {} {}", v.label, c.label),
+        dur,
+        ctx,
+        DEV,
+        "",
+        c,
+    );
+    for (i, (sl, (size, w))) in spread(n).iter().zip(sizes.iter().zip(&weights)).enumerate() {
         let _ = write!(
             s,
             "\n[[flow]]\nname = \"file{}\"\npattern = \"seq\"\nblock = \"128k\"\nbytes = \"{size}M\"\nweight = {w}\nregion = {}\n",
@@ -135,7 +138,11 @@ fn f(x: Option<f64>) -> String {
 }
 
 /// A finding that needs some configurations: NOT CHECKED when missing.
-pub fn need(claim: &str, vals: &[Option<f64>], check: impl FnOnce(&[f64]) -> (bool, String)) -> Finding {
+pub fn need(
+    claim: &str,
+    vals: &[Option<f64>],
+    check: impl FnOnce(&[f64]) -> (bool, String),
+) -> Finding {
     if vals.iter().any(|v| v.is_none()) {
         return Finding {
             claim: claim.into(),
@@ -179,7 +186,12 @@ fn find_throughput(e: &ExpResult) -> Vec<Finding> {
         |x| {
             (
                 x[0] > x[1] && x[0] > x[2],
-                format!("BFQ {} vs CFQ {} and C-LOOK {} MiB/s", f(Some(x[0])), f(Some(x[1])), f(Some(x[2]))),
+                format!(
+                    "BFQ {} vs CFQ {} and C-LOOK {} MiB/s",
+                    f(Some(x[0])),
+                    f(Some(x[1])),
+                    f(Some(x[2]))
+                ),
             )
         },
     ));
@@ -205,7 +217,12 @@ fn find_throughput(e: &ExpResult) -> Vec<Finding> {
         |x| {
             (
                 x[0] < 0.75 * x[1],
-                format!("YFQ {} vs BFQ {} MiB/s (ratio {:.2})", f(Some(x[0])), f(Some(x[1])), x[0] / x[1]),
+                format!(
+                    "YFQ {} vs BFQ {} MiB/s (ratio {:.2})",
+                    f(Some(x[0])),
+                    f(Some(x[1])),
+                    x[0] / x[1]
+                ),
             )
         },
     ));
@@ -324,11 +341,7 @@ pub fn weights() -> Experiment {
 fn find_weights(e: &ExpResult) -> Vec<Finding> {
     let bfq = "bfq-2010 B_max=4096";
     let mut out = vec![];
-    let devs: Vec<Option<f64>> = e
-        .variants
-        .iter()
-        .map(|v| m(e, &v.id, bfq, "dev"))
-        .collect();
+    let devs: Vec<Option<f64>> = e.variants.iter().map(|v| m(e, &v.id, bfq, "dev")).collect();
     out.push(need(
         "BFQ distributes the throughput as the weights say (paper: 14.62/7.31 = 2.00 for 2:1, 26.81/2.77 = 9.7 for 10:1)",
         &devs,
@@ -411,7 +424,11 @@ fn run_web(v: &Variant, c: &Config, ctx: &Ctx) -> anyhow::Result<RunOut> {
     }
     out.metrics.insert(
         "small_s".into(),
-        if n > 0 { sum / n as f64 / 1000.0 } else { f64::NAN },
+        if n > 0 {
+            sum / n as f64 / 1000.0
+        } else {
+            f64::NAN
+        },
     );
     out.metrics.insert("agg".into(), r.aggregate_mib_s);
     out.cdf = r.flows.first().map(|f| f.latency_cdf_ms.clone());
@@ -474,7 +491,14 @@ pub fn dbms() -> Experiment {
 
 fn run_dbms(v: &Variant, c: &Config, ctx: &Ctx) -> anyhow::Result<RunOut> {
     let dur = if ctx.quick { 10.0 } else { 30.0 };
-    let mut s = header(&format!("2010 dbms {} {}", v.label, c.label), dur, ctx, DEV, "", c);
+    let mut s = header(
+        &format!("2010 dbms {} {}", v.label, c.label),
+        dur,
+        ctx,
+        DEV,
+        "",
+        c,
+    );
     let mode = if v.id == "depth10" {
         "sync = false\ndepth = 10\n"
     } else {
@@ -494,7 +518,11 @@ fn run_dbms(v: &Variant, c: &Config, ctx: &Ctx) -> anyhow::Result<RunOut> {
     }
     out.metrics.insert(
         "compl_s".into(),
-        if n > 0 { sum / n as f64 / 1000.0 } else { f64::NAN },
+        if n > 0 {
+            sum / n as f64 / 1000.0
+        } else {
+            f64::NAN
+        },
     );
     out.metrics.insert("agg".into(), r.aggregate_mib_s);
     out.cdf = r.flows.first().map(|f| f.latency_cdf_ms.clone());
@@ -562,7 +590,14 @@ pub fn video() -> Experiment {
 fn video_once(n: u64, c: &Config, ctx: &Ctx) -> anyhow::Result<(f64, f64)> {
     let every = if ctx.quick { 5.0 } else { 15.0 };
     let dur = every * n as f64 + every;
-    let mut s = header(&format!("2010 video {n} streams {}", c.label), dur, ctx, DEV, "", c);
+    let mut s = header(
+        &format!("2010 video {n} streams {}", c.label),
+        dur,
+        ctx,
+        DEV,
+        "",
+        c,
+    );
     let sl = capacity(DEV) / 30;
     for k in 0..n {
         let _ = write!(
@@ -585,7 +620,11 @@ fn video_once(n: u64, c: &Config, ctx: &Ctx) -> anyhow::Result<(f64, f64)> {
         miss += fl.deadline_misses;
         tot += fl.batches;
     }
-    let loss = if tot > 0 { miss as f64 / tot as f64 } else { 0.0 };
+    let loss = if tot > 0 {
+        miss as f64 / tot as f64
+    } else {
+        0.0
+    };
     Ok((loss, r.aggregate_mib_s))
 }
 
@@ -618,7 +657,13 @@ fn run_video(_v: &Variant, c: &Config, ctx: &Ctx) -> anyhow::Result<RunOut> {
 fn find_video(e: &ExpResult) -> Vec<Finding> {
     let g = |c: &str| m(e, "30movies", c, "streams");
     let bfq = "bfq-2010 B_max=4096";
-    let others = ["scan-edf Delta=20ms T_wait=4ms", "yfq BT=4 T_wait=4ms", "cfq slice=20ms", "clook", "as"];
+    let others = [
+        "scan-edf Delta=20ms T_wait=4ms",
+        "yfq BT=4 T_wait=4ms",
+        "cfq slice=20ms",
+        "clook",
+        "as",
+    ];
     let mut vals = vec![g(bfq)];
     vals.extend(others.iter().map(|c| g(c)));
     vec![need(

@@ -33,7 +33,11 @@ fn workload(w: &str) -> String {
     let writers = w.starts_with("5r5w");
     for k in 0..10u64 {
         let write = writers && k >= 5;
-        let name = if write { format!("writer{k}") } else { format!("reader{k}") };
+        let name = if write {
+            format!("writer{k}")
+        } else {
+            format!("reader{k}")
+        };
         let _ = write!(
             s,
             "\n[[flow]]\nname = \"{name}\"\nop = \"{}\"\npattern = \"{}\"\nblock = \"{}\"\n{}region = {}\n",
@@ -113,7 +117,14 @@ fn throughput_on(dev: &str, v: &Variant, c: &Config, ctx: &Ctx) -> anyhow::Resul
         (true, true) => (30.0, 10.0),
         (false, _) => (15.0, 0.0),
     };
-    let mut s = header(&format!("2014 {} {}", v.label, c.label), dur, ctx, dev, "", c);
+    let mut s = header(
+        &format!("2014 {} {}", v.label, c.label),
+        dur,
+        ctx,
+        dev,
+        "",
+        c,
+    );
     s.push_str(&workload(w));
     let r = scen::run(&s, &format!("2014/{dev}/{}--{}", v.id, c.label), ctx)?;
     let mut out = RunOut::default();
@@ -236,7 +247,10 @@ pub fn write_traces(dir: &std::path::Path) -> anyhow::Result<()> {
     for app in ["bash", "xterm", "konsole"] {
         let shape = bfq_sim::replay::startup_shape(app).expect("known app");
         let rows = bfq_sim::replay::generate_startup(&shape, 1);
-        std::fs::write(dir.join(format!("{app}.csv")), bfq_sim::replay::to_csv(&rows))?;
+        std::fs::write(
+            dir.join(format!("{app}.csv")),
+            bfq_sim::replay::to_csv(&rows),
+        )?;
     }
     Ok(())
 }
@@ -311,7 +325,14 @@ fn startup_on(dev: &str, v: &Variant, c: &Config, ctx: &Ctx) -> anyhow::Result<R
     let (app, w) = v.id.split_once('/').unwrap_or((&v.id, "idle"));
     let dur = if ctx.quick { 20.0 } else { 60.0 };
     let start = 3.0;
-    let mut s = header(&format!("2014 start-up {} {}", v.label, c.label), dur, ctx, dev, "", c);
+    let mut s = header(
+        &format!("2014 start-up {} {}", v.label, c.label),
+        dur,
+        ctx,
+        dev,
+        "",
+        c,
+    );
     s.push_str(&workload(w));
     s.push_str(&app_flow(app, start, "1s", Some(10)));
     let r = scen::run(&s, &format!("2014/{dev}/{}--{}", v.id, c.label), ctx)?;
@@ -328,7 +349,8 @@ fn startup_on(dev: &str, v: &Variant, c: &Config, ctx: &Ctx) -> anyhow::Result<R
         times.iter().sum::<f64>() / times.len() as f64
     };
     out.metrics.insert("startup_s".into(), st);
-    out.metrics.insert("agg".into(), scen::rate_where(&r, is_bg));
+    out.metrics
+        .insert("agg".into(), scen::rate_where(&r, is_bg));
     Ok(out)
 }
 
@@ -452,7 +474,14 @@ pub fn video() -> Experiment {
 
 fn run_video(v: &Variant, c: &Config, ctx: &Ctx) -> anyhow::Result<RunOut> {
     let dur = 30.0;
-    let mut s = header(&format!("2014 video {} {}", v.label, c.label), dur, ctx, SYS1, "", c);
+    let mut s = header(
+        &format!("2014 video {} {}", v.label, c.label),
+        dur,
+        ctx,
+        SYS1,
+        "",
+        c,
+    );
     s.push_str(&workload(&v.id));
     let _ = write!(
         s,
@@ -465,7 +494,8 @@ fn run_video(v: &Variant, c: &Config, ctx: &Ctx) -> anyhow::Result<RunOut> {
     let p = r.flows.iter().find(|f| f.name == "player");
     let drops = p.map(|f| f.deadline_misses as f64).unwrap_or(0.0) / r.sim_time_s.max(1e-9);
     out.metrics.insert("drops".into(), drops);
-    out.metrics.insert("agg".into(), scen::rate_where(&r, is_bg));
+    out.metrics
+        .insert("agg".into(), scen::rate_where(&r, is_bg));
     Ok(out)
 }
 
@@ -523,7 +553,14 @@ pub fn devel() -> Experiment {
 fn run_devel(v: &Variant, c: &Config, ctx: &Ctx) -> anyhow::Result<RunOut> {
     let (task, w) = v.id.split_once('/').unwrap_or((&v.id, "idle"));
     let dur = if ctx.quick { 20.0 } else { 60.0 };
-    let mut s = header(&format!("2014 devel {} {}", v.label, c.label), dur, ctx, SYS3, "", c);
+    let mut s = header(
+        &format!("2014 devel {} {}", v.label, c.label),
+        dur,
+        ctx,
+        SYS3,
+        "",
+        c,
+    );
     s.push_str(&workload(w));
     let (block, think, wr_on, wr_off) = match task {
         "compile" => ("16k", "20ms", "64k..256k", "50ms..150ms"),
@@ -543,7 +580,8 @@ fn run_devel(v: &Variant, c: &Config, ctx: &Ctx) -> anyhow::Result<RunOut> {
         "progress".into(),
         t.map(|f| f.bytes as f64 / scen::MIB).unwrap_or(0.0),
     );
-    out.metrics.insert("agg".into(), scen::rate_where(&r, is_bg));
+    out.metrics
+        .insert("agg".into(), scen::rate_where(&r, is_bg));
     Ok(out)
 }
 
@@ -565,7 +603,12 @@ fn find_devel(e: &ExpResult) -> Vec<Finding> {
             for (i, w) in ["10r-seq", "10r-rand"].iter().enumerate() {
                 let (pp, c, b) = (x[3 * i], x[3 * i + 1], x[3 * i + 2]);
                 ok &= (pp - c).abs() <= 0.25 * c.max(pp) && b < pp && b < c;
-                parts.push(format!("{w}: BFQ+ {} MiB, CFQ {}, BFQ {}", fmt_num(pp), fmt_num(c), fmt_num(b)));
+                parts.push(format!(
+                    "{w}: BFQ+ {} MiB, CFQ {}, BFQ {}",
+                    fmt_num(pp),
+                    fmt_num(c),
+                    fmt_num(b)
+                ));
             }
             (ok, format!("ours: {}", parts.join("; ")))
         },
@@ -589,7 +632,12 @@ fn find_devel(e: &ExpResult) -> Vec<Finding> {
                 for w in ["10r-seq", "10r-rand"] {
                     let (pp, b, c) = (x[3 * i], x[3 * i + 1], x[3 * i + 2]);
                     ok &= pp > c && b > c && pp > b;
-                    parts.push(format!("{t}/{w}: BFQ+ {} MiB, BFQ {}, CFQ {}", fmt_num(pp), fmt_num(b), fmt_num(c)));
+                    parts.push(format!(
+                        "{t}/{w}: BFQ+ {} MiB, BFQ {}, CFQ {}",
+                        fmt_num(pp),
+                        fmt_num(b),
+                        fmt_num(c)
+                    ));
                     i += 1;
                 }
             }

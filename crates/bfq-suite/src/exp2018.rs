@@ -39,29 +39,61 @@ fn configs() -> Vec<Config> {
         // The article's bfq plugs dispatching for a sync process with a
         // differentiated weight even on a queueing device; today's `bfq`
         // (with injection, the article's "improved version") does not.
-        cfg(
-            "prop-bfq",
-            "bfq",
-            &[("idle_on_queueing_devices", "true")],
-        ),
+        cfg("prop-bfq", "bfq", &[("idle_on_queueing_devices", "true")]),
         cfg("prop-bfq (today's bfq)", "bfq", &[]),
     ]
 }
 
 /// (variant id, label)
 const VARIANTS: [(&str, &str); 12] = [
-    ("seq-readers/rand-target", "static sequential: 4 seq readers, random target"),
-    ("seq-readers/seq-target", "static sequential: 4 seq readers, seq target"),
-    ("seq-writers/rand-target", "static sequential: 4 seq writers, random target"),
-    ("seq-writers/seq-target", "static sequential: 4 seq writers, seq target"),
-    ("mixed-readers/rand-target", "varying randomness: readers, random target"),
-    ("mixed-readers/seq-target", "varying randomness: readers, seq target"),
-    ("mixed-writers/rand-target", "varying randomness: writers, random target"),
-    ("mixed-writers/seq-target", "varying randomness: writers, seq target"),
-    ("rand-readers/rand-target", "static random: 4 random readers, random target"),
-    ("rand-readers/seq-target", "static random: 4 random readers, seq target"),
-    ("dynamic/rand-target", "dynamic: sporadic readers and writers, random target"),
-    ("dynamic/seq-target", "dynamic: sporadic readers and writers, seq target"),
+    (
+        "seq-readers/rand-target",
+        "static sequential: 4 seq readers, random target",
+    ),
+    (
+        "seq-readers/seq-target",
+        "static sequential: 4 seq readers, seq target",
+    ),
+    (
+        "seq-writers/rand-target",
+        "static sequential: 4 seq writers, random target",
+    ),
+    (
+        "seq-writers/seq-target",
+        "static sequential: 4 seq writers, seq target",
+    ),
+    (
+        "mixed-readers/rand-target",
+        "varying randomness: readers, random target",
+    ),
+    (
+        "mixed-readers/seq-target",
+        "varying randomness: readers, seq target",
+    ),
+    (
+        "mixed-writers/rand-target",
+        "varying randomness: writers, random target",
+    ),
+    (
+        "mixed-writers/seq-target",
+        "varying randomness: writers, seq target",
+    ),
+    (
+        "rand-readers/rand-target",
+        "static random: 4 random readers, random target",
+    ),
+    (
+        "rand-readers/seq-target",
+        "static random: 4 random readers, seq target",
+    ),
+    (
+        "dynamic/rand-target",
+        "dynamic: sporadic readers and writers, random target",
+    ),
+    (
+        "dynamic/seq-target",
+        "dynamic: sporadic readers and writers, seq target",
+    ),
 ];
 
 pub fn io_control() -> Experiment {
@@ -114,7 +146,14 @@ fn flow(
 fn run_io_control(v: &Variant, c: &Config, ctx: &Ctx) -> anyhow::Result<RunOut> {
     let (inter, target) = v.id.split_once('/').unwrap_or((&v.id, "rand-target"));
     let dur = if ctx.quick { 3.0 } else { 10.0 };
-    let mut s = header(&format!("2018 {} {}", v.label, c.label), dur, ctx, DEV, "", c);
+    let mut s = header(
+        &format!("2018 {} {}", v.label, c.label),
+        dur,
+        ctx,
+        DEV,
+        "",
+        c,
+    );
     let prop = c.scheduler == "bfq";
     let _ = write!(
         s,
@@ -125,11 +164,26 @@ fn run_io_control(v: &Variant, c: &Config, ctx: &Ctx) -> anyhow::Result<RunOut> 
         let _ = write!(
             s,
             "\n[[group]]\npath = \"/i{i}\"\nweight = {}\n",
-            if !prop { 100 } else if i <= 4 { 100 } else { 200 }
+            if !prop {
+                100
+            } else if i <= 4 {
+                100
+            } else {
+                200
+            }
         );
     }
     let trand = target == "rand-target";
-    flow(&mut s, "target", "/target", false, trand, if trand { "4k" } else { "128k" }, 0, false);
+    flow(
+        &mut s,
+        "target",
+        "/target",
+        false,
+        trand,
+        if trand { "4k" } else { "128k" },
+        0,
+        false,
+    );
     for i in 1..=4u64 {
         let g = format!("/i{i}");
         let name = format!("interferer{i}");

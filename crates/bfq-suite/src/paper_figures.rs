@@ -33,7 +33,6 @@ pub struct PaperFigure {
     pub text: &'static str,
 }
 
-
 #[allow(clippy::too_many_arguments)]
 const fn pf(
     experiment: &'static str,
@@ -196,7 +195,11 @@ pub static FIGURES: &[PaperFigure] = &[
 
 /// The figures of one experiment.
 pub fn for_experiment(id: &str) -> Vec<PaperFigure> {
-    FIGURES.iter().filter(|f| f.experiment == id).cloned().collect()
+    FIGURES
+        .iter()
+        .filter(|f| f.experiment == id)
+        .cloned()
+        .collect()
 }
 
 /// The figure for a cell and metric, if the paper gives one.

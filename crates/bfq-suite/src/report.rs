@@ -6,7 +6,7 @@
 use crate::model::*;
 use crate::paper_figures::{lookup, PaperFigure};
 use crate::runner::Report;
-use crate::stats::{fmt_num, fmt_summary};
+use crate::stats::{fmt_num, fmt_pm, fmt_summary};
 use std::fmt::Write as _;
 use std::path::Path;
 
@@ -29,7 +29,7 @@ pub fn to_json(r: &Report) -> String {
 fn paper_txt(p: &PaperFigure) -> String {
     let rel = if p.relation == "=" { "" } else { p.relation };
     match p.ci95 {
-        Some(ci) => format!("{rel}{} ± {}", fmt_num(p.value), fmt_num(ci)),
+        Some(ci) => format!("{rel}{}", fmt_pm(p.value, ci)),
         None => format!("{rel}{}", fmt_num(p.value)),
     }
 }
@@ -164,12 +164,21 @@ pub fn to_markdown(r: &Report) -> String {
         if !e.findings.is_empty() {
             let _ = writeln!(s, "Findings:\n");
             for f in &e.findings {
-                let _ = writeln!(s, "- **{}** — {} — {}", f.verdict.as_str(), f.claim, f.detail);
+                let _ = writeln!(
+                    s,
+                    "- **{}** — {} — {}",
+                    f.verdict.as_str(),
+                    f.claim,
+                    f.detail
+                );
             }
             s.push('\n');
         }
         if !e.paper.is_empty() {
-            let _ = writeln!(s, "<details><summary>The paper's numbers used here</summary>\n");
+            let _ = writeln!(
+                s,
+                "<details><summary>The paper's numbers used here</summary>\n"
+            );
             for p in &e.paper {
                 let _ = writeln!(
                     s,
@@ -617,7 +626,10 @@ mod tests {
                 why: "scheduler 'yfq' is not registered in bfq-schedulers yet: skipped".into(),
             }],
             reps: 3,
-            cells: vec![mk("cfq", &[10.0, 12.0, 14.0]), mk("clook", &[20.0, 20.0, 20.0])],
+            cells: vec![
+                mk("cfq", &[10.0, 12.0, 14.0]),
+                mk("clook", &[20.0, 20.0, 20.0]),
+            ],
             findings: vec![Finding {
                 claim: "C-LOOK beats CFQ".into(),
                 verdict: Verdict::Holds,
@@ -642,10 +654,19 @@ mod tests {
         let s = Summary::of(&[10.0, 12.0, 14.0]).unwrap();
         let want = format!("| cfq | {} (paper 16.91 ± 1.30) |", fmt_summary(&s));
         assert!(md.contains(&want), "{md}");
-        assert!(md.contains("| clook | 20.00 (paper 20.59 ± 0.76) |"), "{md}");
+        assert!(
+            md.contains("| clook | 20.00 ± 0.00 (paper 20.59 ± 0.76) |"),
+            "{md}"
+        );
         assert!(md.contains("| scheduler | 2 files |"), "{md}");
-        assert!(md.contains("> **Note:** yfq — scheduler 'yfq' is not registered"), "{md}");
-        assert!(md.contains("| 2010-throughput | C-LOOK beats CFQ | **HOLDS** | 20 vs 12 |"), "{md}");
+        assert!(
+            md.contains("> **Note:** yfq — scheduler 'yfq' is not registered"),
+            "{md}"
+        );
+        assert!(
+            md.contains("| 2010-throughput | C-LOOK beats CFQ | **HOLDS** | 20 vs 12 |"),
+            "{md}"
+        );
         assert!(md.contains("CFQ 16.91 ± 1.30, 100 ms"), "{md}");
     }
 

@@ -68,10 +68,7 @@ pub fn select(opts: &Options) -> anyhow::Result<Vec<(Experiment, usize)>> {
     if let Some(only) = &opts.only {
         for id in only {
             if !known.contains(&id.as_str()) {
-                bail!(
-                    "unknown experiment id '{id}' (known: {})",
-                    known.join(", ")
-                );
+                bail!("unknown experiment id '{id}' (known: {})", known.join(", "));
             }
         }
     }
@@ -105,7 +102,10 @@ pub fn unavailable(c: &Config) -> Option<String> {
         Err(SchedError::UnknownScheduler(n)) => Some(format!(
             "scheduler '{n}' is not registered in bfq-schedulers yet: skipped"
         )),
-        Err(e) => Some(format!("scheduler '{}' refused its settings ({e}): skipped", c.scheduler)),
+        Err(e) => Some(format!(
+            "scheduler '{}' refused its settings ({e}): skipped",
+            c.scheduler
+        )),
     }
 }
 
@@ -179,7 +179,13 @@ pub fn run_suite(opts: &Options) -> anyhow::Result<Report> {
                 let (e, _) = &sel[j.exp];
                 let v = &e.variants[j.var];
                 let c = &e.configs[j.cfg];
-                pb.set_message(format!("{} | {} | {} | rep {}", e.id, v.id, c.label, j.rep + 1));
+                pb.set_message(format!(
+                    "{} | {} | {} | rep {}",
+                    e.id,
+                    v.id,
+                    c.label,
+                    j.rep + 1
+                ));
                 let ctx = Ctx {
                     quick: opts.quick,
                     seed: 1 + j.rep as u64,

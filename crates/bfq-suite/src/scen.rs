@@ -39,7 +39,11 @@ pub fn header(
 ) -> String {
     let mut s = String::new();
     let _ = writeln!(s, "name = {}", q(name));
-    let _ = writeln!(s, "duration = \"{}ms\"", (duration_s * 1000.0).round() as u64);
+    let _ = writeln!(
+        s,
+        "duration = \"{}ms\"",
+        (duration_s * 1000.0).round() as u64
+    );
     let _ = writeln!(s, "seed = {}", ctx.seed);
     let _ = writeln!(s, "\n[device]\npreset = {}", q(preset));
     s.push_str(device_extra);

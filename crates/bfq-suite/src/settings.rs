@@ -40,7 +40,10 @@ pub fn yfq(bt: u32, t_wait_ms: u32) -> Config {
     cfg(
         &format!("yfq BT={bt} T_wait={t_wait_ms}ms"),
         "yfq",
-        &[("bt_size", &bt.to_string()), ("t_wait", &format!("{t_wait_ms}ms"))],
+        &[
+            ("bt_size", &bt.to_string()),
+            ("t_wait", &format!("{t_wait_ms}ms")),
+        ],
     )
 }
 

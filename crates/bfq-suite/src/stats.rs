@@ -68,29 +68,48 @@ impl Summary {
     }
 }
 
+/// Decimals suited to a number's size.
+fn decimals(v: f64) -> usize {
+    let a = v.abs();
+    if a >= 100.0 {
+        1
+    } else if a >= 10.0 || a == 0.0 {
+        2
+    } else if a >= 0.1 {
+        3
+    } else {
+        4
+    }
+}
+
 /// Formats a number with a precision suited to its size.
 pub fn fmt_num(v: f64) -> String {
     if !v.is_finite() {
         return "—".into();
     }
-    let a = v.abs();
-    if a == 0.0 {
-        "0".into()
-    } else if a >= 100.0 {
-        format!("{v:.1}")
-    } else if a >= 10.0 {
-        format!("{v:.2}")
-    } else if a >= 0.1 {
-        format!("{v:.3}")
-    } else {
-        format!("{v:.4}")
+    if v == 0.0 {
+        return "0".into();
     }
+    format!("{v:.*}", decimals(v))
+}
+
+/// `mean ± ci`, the interval with the mean's decimals.
+pub fn fmt_pm(mean: f64, ci: f64) -> String {
+    if !mean.is_finite() {
+        return "—".into();
+    }
+    let d = if mean == 0.0 {
+        decimals(ci)
+    } else {
+        decimals(mean)
+    };
+    format!("{} ± {ci:.*}", fmt_num(mean), d)
 }
 
 /// `mean ± ci` (or just the mean with one repetition).
 pub fn fmt_summary(s: &Summary) -> String {
     if s.n > 1 {
-        format!("{} ± {}", fmt_num(s.mean), fmt_num(s.ci95))
+        fmt_pm(s.mean, s.ci95)
     } else {
         fmt_num(s.mean)
     }

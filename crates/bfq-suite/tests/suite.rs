@@ -60,6 +60,10 @@ fn every_experiment_id_is_unique_and_documented() {
     let mut seen = std::collections::BTreeSet::new();
     for e in bfq_suite::experiments() {
         assert!(seen.insert(e.id), "duplicate id {}", e.id);
-        assert!(doc.contains(&format!("`{}`", e.id)), "{} not in docs/suite.md", e.id);
+        assert!(
+            doc.contains(&format!("`{}`", e.id)),
+            "{} not in docs/suite.md",
+            e.id
+        );
     }
 }
