@@ -118,6 +118,7 @@ pub fn io_control() -> Experiment {
     }
 }
 
+#[allow(clippy::too_many_arguments)]
 fn flow(
     s: &mut String,
     name: &str,
@@ -164,13 +165,7 @@ fn run_io_control(v: &Variant, c: &Config, ctx: &Ctx) -> anyhow::Result<RunOut> 
         let _ = write!(
             s,
             "\n[[group]]\npath = \"/i{i}\"\nweight = {}\n",
-            if !prop {
-                100
-            } else if i <= 4 {
-                100
-            } else {
-                200
-            }
+            if prop && i > 4 { 200 } else { 100 }
         );
     }
     let trand = target == "rand-target";
