@@ -80,6 +80,20 @@ pub fn to_markdown(r: &Report) -> String {
             .unwrap_or_else(|| "all".into())
     );
     let _ = writeln!(s, "## Findings\n");
+    let count = |v: Verdict| {
+        r.experiments
+            .iter()
+            .flat_map(|e| &e.findings)
+            .filter(|f| f.verdict == v)
+            .count()
+    };
+    let _ = writeln!(
+        s,
+        "{} hold, {} do not hold, {} not checked (a scheduler they need is missing).\n",
+        count(Verdict::Holds),
+        count(Verdict::DoesNotHold),
+        count(Verdict::NotChecked)
+    );
     let _ = writeln!(s, "| experiment | paper's finding | verdict | ours |");
     let _ = writeln!(s, "|---|---|---|---|");
     for e in &r.experiments {
