@@ -7,6 +7,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 mod bench_core;
 mod sim;
+mod suite;
 
 /// Counts heap allocations, so that benchmarks can show the hot paths
 /// allocate nothing per request.
@@ -56,6 +57,8 @@ enum Cmd {
     BenchCore(bench_core::Args),
     /// Run a scenario in the simulator (docs/scenarios.md).
     Sim(sim::Args),
+    /// Run the papers' benchmark suite and write report.{json,md,html}.
+    Suite(suite::Args),
 }
 
 fn main() {
@@ -69,6 +72,7 @@ fn main() {
         }
         Cmd::BenchCore(a) => bench_core::run(a),
         Cmd::Sim(a) => sim::run(a),
+        Cmd::Suite(a) => suite::run(a),
     };
     if let Err(e) = result {
         eprintln!("bfq: error: {e:#}");
