@@ -563,7 +563,7 @@ pub fn video() -> Experiment {
         title: "Video streaming disturbed by ON/OFF sequential readers",
         source: "2010 paper, Section V-G, Table VII",
         device: DEV,
-        what: "A new stream (a periodic flow reading 8 kB every 40 ms, late if more than 1 s after its release; one per slice) starts every 15 s (5 s with --quick), up to 30, while 5 ON/OFF sequential readers (64-512 MB on, 1-200 ms off) run. Result: the largest number of streams with fewer than 1% late batches (found by bisection on the number of streams), and the aggregate throughput at that number.",
+        what: "A new stream (a periodic flow reading 128 KiB every 500 ms — 256 KB/s, about a 2 Mbit/s video, in requests of the paper's L_max = 256 sectors; late if more than 1 s after its release; one per slice) starts every 15 s (5 s with --quick), up to 30, while 5 ON/OFF sequential readers (64-512 MB on, 1-200 ms off) run. Result: the largest number of streams with fewer than 1% late batches (found by bisection on the number of streams), and the aggregate throughput at that number.",
         metrics: vec![
             metric("streams", "Streams sustained (< 1% late)", "streams", true),
             metric("agg", "Aggregate throughput", "MiB/s", false),
@@ -602,7 +602,7 @@ fn video_once(n: u64, c: &Config, ctx: &Ctx) -> anyhow::Result<(f64, f64)> {
     for k in 0..n {
         let _ = write!(
             s,
-            "\n[[flow]]\nname = \"movie{k}\"\npattern = \"seq\"\nblock = \"8k\"\nreadahead = \"0\"\nstart = \"{}ms\"\nperiodic = {{ every = \"40ms\", bytes = \"8k\", deadline = \"1s\" }}\nregion = {}\n",
+            "\n[[flow]]\nname = \"movie{k}\"\npattern = \"seq\"\nblock = \"64k\"\nreadahead = \"0\"\nstart = \"{}ms\"\nperiodic = {{ every = \"250ms\", bytes = \"64k\", deadline = \"1s\" }}\nregion = {}\n",
             (every * 1000.0) as u64 * k,
             region(slice(k), sl / 2)
         );
