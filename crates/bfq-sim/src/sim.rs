@@ -66,7 +66,7 @@ pub fn simulate(
     opts: SimOptions<'_>,
 ) -> Result<SimResult, SimError> {
     let plan = scenario.plan()?;
-    let dev = device::build(&plan.device);
+    let dev = device::build_seeded(&plan.device, seed);
     simulate_plan(
         &plan,
         &scenario.name,

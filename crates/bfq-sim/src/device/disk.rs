@@ -182,6 +182,10 @@ pub struct Disk {
     dirty_limit: u64,
     destage_at: Option<Time>,
     in_flight: usize,
+    /// Angular position of the platters at time 0, in revolutions. Real
+    /// disks start each run at an arbitrary angle; drawing it from the
+    /// run's seed gives repetitions their natural spread.
+    spindle_phase: f64,
 }
 
 fn frac(x: f64) -> f64 {
@@ -265,7 +269,21 @@ impl Disk {
             dirty_limit,
             destage_at: None,
             in_flight: 0,
+            spindle_phase: 0.0,
         }
+    }
+
+    /// Sets the platters' angle at time 0 from `seed` (a fraction of a
+    /// revolution), so that repetitions of a run with different seeds see
+    /// different rotational delays, as on a real disk.
+    pub fn with_seed(mut self, seed: u64) -> Disk {
+        // SplitMix64: a well-mixed 64-bit value from any seed.
+        let mut z = seed.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^= z >> 31;
+        self.spindle_phase = (z >> 11) as f64 / (1u64 << 53) as f64;
+        self
     }
 
     /// The parameters.
@@ -321,7 +339,7 @@ impl Disk {
         if op == Op::Write {
             dt += self.p.write_settle as f64;
         }
-        let rot = frac((t as f64 + dt) / self.period);
+        let rot = frac((t as f64 + dt) / self.period + self.spindle_phase);
         dt += frac(phase - rot) * self.period;
         (dt, t_sec, cyl)
     }
