@@ -457,6 +457,8 @@ struct Turn {
     timeout: Time,
     /// Idling: the turn ends at this time unless a request arrives.
     idle_until: Option<Time>,
+    /// Sectors injected from other flows during this turn.
+    injected: u64,
 }
 
 /// Group-level data.
@@ -808,6 +810,7 @@ impl Bfq {
             started: now,
             timeout,
             idle_until: None,
+            injected: 0,
         });
         true
     }
@@ -892,8 +895,18 @@ impl Bfq {
     fn dispatch_injected(&mut self, f: FlowId, now: Time) -> Option<Request> {
         let qcfg = self.cfg.queue;
         let asym = self.census.asymmetric();
+        let turn = self.turn?;
         let fs = &mut self.topo.any_flow_mut(f).data;
         if fs.queue.is_empty() || self.wf2q.entity(fs.entity).state != EState::Queued {
+            return None;
+        }
+        // Injected service stays within the injected flow's share of what
+        // the active flow got in this turn (weights decide, not timing).
+        let (wa, wc) = (
+            u64::from(self.wf2q.entity(turn.entity).weight),
+            u64::from(self.wf2q.entity(fs.entity).weight),
+        );
+        if turn.injected * wa >= turn.real * wc {
             return None;
         }
         let slot = fs.queue.peek(&self.table, fs.head, now, &qcfg)?;
@@ -930,6 +943,9 @@ impl Bfq {
             fs.raise.served += u64::from(req.sectors);
         }
         let (empty, entity) = (fs.queue.is_empty(), fs.entity);
+        if let Some(t) = self.turn.as_mut() {
+            t.injected += u64::from(req.sectors);
+        }
         if empty {
             // Nothing left to schedule: its F already accounts a budget.
             fs.inj.debt = 0;
