@@ -339,7 +339,7 @@ proptest! {
         }).collect();
         // A fast device: no turn reaches the budget timeout, so Theorem 1's
         // assumptions hold.
-        let dev = Dev { per_req: 5 * US, per_sector: 2, seek: 100 * US, depth: 1 };
+        let dev = Dev { per_req: 5 * US, per_sector: 2, seek: 100 * US, depth: 1, ..Dev::default() };
         let mut fluid = Fluid::new();
         for d in &defs { fluid.add_flow(d.spec.effective_weight()); }
         let log = run(&mut s, dev, &defs, 2 * SEC, seed);
