@@ -156,8 +156,10 @@ mod tests {
     #[test]
     fn limit_grows_until_service_time_suffers() {
         let c = InjectConfig::default();
-        let mut s = InjectState::default();
-        s.sample = Some((1, 0, 0));
+        let mut s = InjectState {
+            sample: Some((1, 0, 0)),
+            ..InjectState::default()
+        };
         s.sample_done(&c, 100_000, 32);
         assert_eq!(s.baseline, 100_000);
         for k in 1..=4u32 {

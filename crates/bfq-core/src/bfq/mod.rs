@@ -669,8 +669,8 @@ impl Bfq {
             fs.service_since_busy = 0;
         } else {
             fs.idle_since = now;
-            if max_rt > 0 {
-                let by_rate = fs.busy_since + fs.service_since_busy * SEC / max_rt;
+            if let Some(d) = (fs.service_since_busy * SEC).checked_div(max_rt) {
+                let by_rate = fs.busy_since + d;
                 fs.soft_rt_next_start = fs
                     .soft_rt_next_start
                     .max(by_rate)
