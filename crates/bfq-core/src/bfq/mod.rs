@@ -711,7 +711,7 @@ impl Bfq {
     /// heuristics' charging and feedback rules).
     fn expire(&mut self, now: Time, reason: ExpireReason) {
         let Some(turn) = self.turn.take() else { return };
-        let cfg = self.cfg;
+        let (rule, timeout_sync) = (self.cfg.charge.rule, self.cfg.timeout_sync);
         let elapsed = now.saturating_sub(turn.started);
         let fs = &self.topo.any_flow(turn.flow).data;
         let seeky = fs.seek.is_seeky();
@@ -723,15 +723,15 @@ impl Bfq {
             elapsed,
             seeky,
             raised,
-            max_budget: cfg.budget.max_budget,
-            timeout: cfg.timeout_sync,
+            max_budget: self.cfg.budget.max_budget,
+            timeout: timeout_sync,
         };
-        let charge = charging::turn_charge(cfg.charge.rule, &info);
+        let charge = charging::turn_charge(rule, &info);
         // Heuristic 1, report estimator: sample the turn.
-        if cfg.peak_rate.auto
-            && cfg.peak_rate.estimator == Estimator::Plus2014
+        if self.cfg.peak_rate.auto
+            && self.cfg.peak_rate.estimator == Estimator::Plus2014
             && self.peak.on_turn_end(
-                &cfg.peak_rate,
+                &self.cfg.peak_rate,
                 elapsed,
                 turn.real,
                 reason == ExpireReason::Timeout,
@@ -741,7 +741,7 @@ impl Bfq {
             self.retune_max_budget();
         }
         let bcfg = self.cfg.budget;
-        let qcfg = cfg.queue;
+        let qcfg = self.cfg.queue;
         let fs = &mut self.topo.any_flow_mut(turn.flow).data;
         let ctx = FeedbackCtx {
             in_flight: fs.in_flight > 0,
@@ -771,11 +771,11 @@ impl Bfq {
             self.stats.splits += 1;
         }
         fs.budget = next;
-        let raise_over = fs.raise.expired(&cfg.wr, now);
+        let raise_over = fs.raise.expired(&self.cfg.wr, now);
         self.wf2q.expire(turn.entity, charge, busy, next);
         if raise_over {
             self.end_raise(turn.flow);
-        } else if raised && cfg.wr.linear_decay {
+        } else if raised && self.cfg.wr.linear_decay {
             self.apply_weight(turn.flow);
         }
     }
@@ -1077,24 +1077,28 @@ impl Scheduler for Bfq {
 
     fn add_request(&mut self, now: Time, req: Request) -> Result<(), SchedError> {
         self.topo.check_flow(req.flow)?;
-        self.table.check(&req)?;
+        // Validates (zero length, duplicate id) before anything changes.
+        let slot = self.table.insert(now, req, req.flow.0)?;
         let mut owner = self.merge_owner(req.flow, &req);
-        if owner != req.flow && self.topo.hold(owner).is_err() {
-            owner = req.flow;
-            self.flow_state_mut(req.flow).merge.into = None;
+        if owner != req.flow {
+            if self.topo.hold(owner).is_ok() {
+                self.table.slot_mut(slot).extra = owner.0;
+            } else {
+                owner = req.flow;
+                self.flow_state_mut(req.flow).merge.into = None;
+            }
         }
-        let slot = self.table.insert(now, req, owner.0)?;
         self.topo.hold(req.flow)?;
-        let cfg = self.cfg;
-        let slice_idle = cfg.idle.slice_idle;
+        let slice_idle = self.cfg.idle.slice_idle;
+        let seek_threshold = self.cfg.idle.seek_threshold;
+        let preempt = self.cfg.preempt;
         let fs = &mut self.topo.any_flow_mut(owner).data;
         let was_empty = fs.queue.is_empty();
         let was_idle = was_empty && fs.in_flight == 0;
         let first = !fs.started;
         fs.started = true;
         fs.queue.push(&self.table, slot);
-        fs.seek
-            .record(req.sector, req.end(), cfg.idle.seek_threshold);
+        fs.seek.record(req.sector, req.end(), seek_threshold);
         if req.sync {
             fs.last_sync_at = Some(now);
         }
@@ -1108,8 +1112,8 @@ impl Scheduler for Bfq {
         }
         let (entity, group) = (fs.entity, fs.group);
         // Heuristic 5: burst detection on the flow's first request.
-        if first && cfg.wr.enabled {
-            match self.burst.flow_started(&cfg.wr, owner.0, group, now) {
+        if first && self.cfg.wr.enabled {
+            match self.burst.flow_started(&self.cfg.wr, owner.0, group, now) {
                 BurstVerdict::Normal => {}
                 BurstVerdict::Large => self.flow_state_mut(owner).in_large_burst = true,
                 BurstVerdict::BecameLarge => {
@@ -1130,13 +1134,14 @@ impl Scheduler for Bfq {
         let mut in_time = false;
         if was_idle {
             // Waker detection (heuristic 7).
-            if cfg.inject.enabled {
+            if self.cfg.inject.enabled {
                 let last = self.last_completion;
-                if let Some(w) =
-                    self.flow_state_mut(owner)
-                        .inj
-                        .on_wake(&cfg.inject, owner.0, last, now)
-                {
+                if let Some(w) = self.topo.any_flow_mut(owner).data.inj.on_wake(
+                    &self.cfg.inject,
+                    owner.0,
+                    last,
+                    now,
+                ) {
                     if self.topo.flow(FlowId(w)).is_ok() {
                         self.flow_state_mut(FlowId(w)).inj.woken = Some(owner.0);
                     }
@@ -1144,13 +1149,14 @@ impl Scheduler for Bfq {
             }
             // Heuristic 5: interactive or soft real-time raising.
             let fs = self.flow_state(owner);
-            if cfg.wr.enabled
+            let wr = &self.cfg.wr;
+            if wr.enabled
                 && req.sync
                 && !fs.in_large_burst
-                && (!cfg.wr.default_weight_only || fs.default_weight)
+                && (!wr.default_weight_only || fs.default_weight)
             {
-                let idle_long = first || now.saturating_sub(fs.idle_since) > cfg.wr.min_idle_time;
-                let soft_rt = cfg.wr.max_softrt_rate > 0
+                let idle_long = first || now.saturating_sub(fs.idle_since) > wr.min_idle_time;
+                let soft_rt = wr.max_softrt_rate > 0
                     && !first
                     && now >= fs.soft_rt_next_start
                     && !fs.seek.is_totally_seeky();
@@ -1162,9 +1168,9 @@ impl Scheduler for Bfq {
             }
             self.set_busy(owner, true, now);
             let fs = self.flow_state(owner);
-            in_time = cfg.preempt.enabled
+            in_time = preempt.enabled
                 && fs.budget_left > 0
-                && now.saturating_sub(fs.last_completion) <= cfg.preempt.in_time;
+                && now.saturating_sub(fs.last_completion) <= preempt.in_time;
         }
         let fs = &mut self.topo.any_flow_mut(owner).data;
         let budget = fs.budget.max(u64::from(req.sectors));
@@ -1191,7 +1197,7 @@ impl Scheduler for Bfq {
                         } else {
                             self.wf2q.activate(entity, budget);
                         }
-                        if cfg.preempt.enabled {
+                        if preempt.enabled {
                             self.maybe_preempt(now, owner, in_time);
                         }
                     }
@@ -1331,12 +1337,12 @@ impl Scheduler for Bfq {
         if self.cfg.peak_rate.auto {
             self.peak.on_complete(now, u64::from(slot.req.sectors));
         }
-        let (inj_cfg, depth) = (self.cfg.inject, self.device.queue_depth);
-        let fs = self.flow_state_mut(owner);
+        let depth = self.device.queue_depth;
+        let fs = &mut self.topo.any_flow_mut(owner).data;
         fs.in_flight -= 1;
         fs.last_completion = now;
         if fs.inj.sample.is_some_and(|s| s.0 == id) {
-            fs.inj.sample_done(&inj_cfg, now, depth);
+            fs.inj.sample_done(&self.cfg.inject, now, depth);
         }
         let idle_now = fs.in_flight == 0 && fs.queue.is_empty();
         let entity = fs.entity;
