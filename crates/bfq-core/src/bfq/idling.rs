@@ -51,6 +51,14 @@ pub struct IdleConfig {
     pub idle_on_queueing_devices: bool,
     /// Distance (sectors) beyond which a request counts as a seek.
     pub seek_threshold: u64,
+    /// Seeky detection of the 2014 report (`seeky_detection =
+    /// bfq-plus-2014`): low-pass mean distance above
+    /// `seeky_mean_threshold` (8192), instead of the kernel's 19-of-32 rule.
+    pub seeky_report: bool,
+    pub seeky_mean_threshold: u64,
+    /// Report Sec. 4.4 item 3 (`seeky_grace`): a seeky flow gets the short
+    /// T_wait only after consuming B_max/8 in its turn.
+    pub seeky_grace: bool,
 }
 
 /// Per-flow access-pattern history for seeky detection.
@@ -62,12 +70,33 @@ pub struct SeekHistory {
     last_end: u64,
     /// Requests seen (saturating at 32).
     samples: u8,
+    /// Low-pass mean distance (report's detection).
+    mean: u64,
+    /// Use the report's mean-distance rule with this threshold (0: kernel).
+    mean_threshold: u64,
 }
 
 impl SeekHistory {
+    /// A history using the kernel rule, or the report's mean-distance rule
+    /// when `mean_threshold > 0`.
+    pub fn new(mean_threshold: u64) -> Self {
+        SeekHistory {
+            mean_threshold,
+            ..SeekHistory::default()
+        }
+    }
+
     /// Records a request at `sector..end`.
     pub fn record(&mut self, sector: u64, end: u64, threshold: u64) {
-        let seek = self.samples > 0 && sector.abs_diff(self.last_end) > threshold;
+        let dist = sector.abs_diff(self.last_end);
+        if self.samples > 0 {
+            self.mean = if self.samples == 1 {
+                dist
+            } else {
+                (7 * self.mean + dist) / 8
+            };
+        }
+        let seek = self.samples > 0 && dist > threshold;
         self.bits = (self.bits << 1) | u32::from(seek);
         self.last_end = end;
         self.samples = self.samples.saturating_add(1).min(32);
@@ -78,9 +107,14 @@ impl SeekHistory {
         self.samples >= 32 && self.bits == u32::MAX
     }
 
-    /// More than 19 of the last 32 requests were seeks.
+    /// Kernel: more than 19 of the last 32 requests were seeks. Report:
+    /// the mean distance is above the threshold.
     pub fn is_seeky(&self) -> bool {
-        self.bits.count_ones() > 19
+        if self.mean_threshold > 0 {
+            self.samples > 1 && self.mean > self.mean_threshold
+        } else {
+            self.bits.count_ones() > 19
+        }
     }
 }
 
@@ -303,6 +337,18 @@ mod tests {
             h.record(i * 1_000_000, i * 1_000_000 + 8, 800);
         }
         assert!(h.is_seeky());
+        // Report rule: a few far requests keep the mean high for a while.
+        let mut r = SeekHistory::new(8192);
+        r.record(0, 8, 800);
+        r.record(10_000_000, 10_000_008, 800);
+        for i in 0..8u64 {
+            r.record(10_000_008 + i * 8, 10_000_016 + i * 8, 800);
+        }
+        assert!(r.is_seeky());
+        for i in 8..80u64 {
+            r.record(10_000_008 + i * 8, 10_000_016 + i * 8, 800);
+        }
+        assert!(!r.is_seeky());
     }
 
     #[test]
@@ -312,6 +358,9 @@ mod tests {
             slice_idle_seeky: 2 * MS,
             idle_on_queueing_devices: false,
             seek_threshold: 800,
+            seeky_report: false,
+            seeky_mean_threshold: 8192,
+            seeky_grace: false,
         };
         let disk = DeviceInfo::default();
         let ncq = DeviceInfo {

@@ -106,6 +106,9 @@ impl BfqConfig {
                 slice_idle_seeky: 2 * MS,
                 idle_on_queueing_devices: false,
                 seek_threshold: 800,
+                seeky_report: false,
+                seeky_mean_threshold: 8192,
+                seeky_grace: false,
             },
             queue: QueueConfig {
                 fifo_expire_sync: 125 * MS,
@@ -200,6 +203,11 @@ impl BfqConfig {
                 sync_write_depth_pct: 100,
             },
             wr: WrConfig::plus_2014(),
+            idle: IdleConfig {
+                seeky_report: true,
+                seeky_grace: true,
+                ..p.idle
+            },
             guarantee: GuaranteeIdling {
                 enabled: false,
                 strict: false,
@@ -291,6 +299,32 @@ impl BfqConfig {
             idle_on_queueing_devices: s
                 .bool("idle_on_queueing_devices", d.idle.idle_on_queueing_devices)?,
             seek_threshold: s.u64("seek_threshold", d.idle.seek_threshold)?,
+            seeky_report: {
+                let def = if d.idle.seeky_report {
+                    "bfq-plus-2014"
+                } else {
+                    "kernel"
+                };
+                let v = s.string("seeky_detection", def);
+                match v.as_str() {
+                    "kernel" => false,
+                    "bfq-plus-2014" | "report" => true,
+                    _ => {
+                        return Err(bad(
+                            "seeky_detection",
+                            &v,
+                            "expected kernel or bfq-plus-2014",
+                        ))
+                    }
+                }
+            },
+            seeky_mean_threshold: s.u64_in(
+                "seeky_mean_threshold",
+                d.idle.seeky_mean_threshold,
+                1,
+                1 << 40,
+            )?,
+            seeky_grace: s.bool("seeky_grace", d.idle.seeky_grace)?,
         };
         let queue = QueueConfig {
             fifo_expire_sync: s.duration("fifo_expire_sync", d.queue.fifo_expire_sync)?,
@@ -692,11 +726,11 @@ impl Bfq {
 
     /// Whether a flow is idled for, and how long.
     fn wait_time(&self, fs: &FlowState, served_in_turn: u64) -> Option<Time> {
-        let _ = served_in_turn;
+        let grace = self.cfg.idle.seeky_grace && served_in_turn < self.cfg.budget.max_budget / 8;
         let f = FlowIdle {
             sync: fs.sync,
             class: Some(fs.class),
-            seeky: fs.seek.is_seeky(),
+            seeky: fs.seek.is_seeky() && !grace,
             raised: fs.raise.on(),
             interactive: fs.raise.kind == RaiseKind::Interactive,
             io_bound: fs.io_bound,
@@ -1030,7 +1064,11 @@ impl Scheduler for Bfq {
             budget,
             in_flight: 0,
             head: 0,
-            seek: SeekHistory::default(),
+            seek: SeekHistory::new(if self.cfg.idle.seeky_report {
+                self.cfg.idle.seeky_mean_threshold
+            } else {
+                0
+            }),
             sync: true,
             last_sync_at: None,
             served_total: 0,
