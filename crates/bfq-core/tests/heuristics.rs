@@ -427,7 +427,7 @@ fn h8_merged_queue_is_split_when_it_turns_seeky() {
     let fb = s.add_flow(0, FlowSpec::with_weight(100)).unwrap();
     let mut id = 0u64;
     let mut now: Time = 0;
-    let mut rng = Rng::new(7);
+    let mut rng = common::Rng::new(7);
     let mut step = |s: &mut Bfq, f: FlowId, sector: u64, now: Time| {
         id += 1;
         s.add_request(
@@ -537,4 +537,109 @@ fn h9_in_time_wakeup_keeps_budget_and_timestamps() {
     assert_eq!(kept, 16384 * 66 / 100 - 64);
     assert_eq!(renewed, after_idle);
     assert!(renewed < 1000, "{renewed}");
+}
+
+// ---- Every heuristic together, random workloads --------------------------
+
+use proptest::prelude::*;
+
+#[derive(Clone, Debug)]
+struct RFlow {
+    default_weight: bool,
+    weight: u32,
+    sync: bool,
+    seq: bool,
+    write: bool,
+    size: u32,
+    start_ms: u64,
+    stop_ms: Option<u64>,
+    group: usize,
+    class: u8,
+    think_us: u64,
+}
+
+fn rflow() -> impl Strategy<Value = RFlow> {
+    (
+        (
+            any::<bool>(),
+            1u32..=1000,
+            any::<bool>(),
+            any::<bool>(),
+            any::<bool>(),
+        ),
+        (
+            1u32..=256,
+            0u64..400,
+            proptest::option::of(50u64..1500),
+            0usize..3,
+            0u8..3,
+            0u64..20_000,
+        ),
+    )
+        .prop_map(
+            |(
+                (default_weight, weight, sync, seq, write),
+                (size, start_ms, stop_ms, group, class, think_us),
+            )| RFlow {
+                default_weight,
+                weight,
+                sync,
+                seq,
+                write,
+                size,
+                start_ms,
+                stop_ms,
+                group,
+                class,
+                think_us,
+            },
+        )
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 40, .. ProptestConfig::default() })]
+
+    /// Whatever the mix of flows, classes, groups, devices and profiles:
+    /// every request is dispatched and completed exactly once, B-WF2Q+'s
+    /// invariants hold, and every flow that issued requests was served.
+    #[test]
+    fn all_heuristics_exactly_once(flows in proptest::collection::vec(rflow(), 1..12), seed in any::<u64>(), dev_kind in 0u8..3, prof in 0u8..3) {
+        let name = ["bfq", "bfq-plus-2014", "bfq-2010"][prof as usize];
+        let mut s = profile(name, &[]);
+        let g1 = s.add_group(GroupId::ROOT, 200).unwrap();
+        let g2 = s.add_group(g1, 50).unwrap();
+        let groups = [GroupId::ROOT, g1, g2];
+        let defs: Vec<FlowDef> = flows.iter().enumerate().map(|(i, p)| {
+            let kind = if p.sync { Kind::Sync { think: p.think_us * US } } else { Kind::Async { depth: 4 } };
+            let mut d = FlowDef::new(p.weight, kind);
+            let class = IoClass::ALL[p.class as usize];
+            d.spec = FlowSpec {
+                weight: if p.default_weight { None } else { Some(p.weight) },
+                prio: IoPrio { class, level: 4 },
+                group: groups[p.group],
+            };
+            d.seq = p.seq;
+            d.size = p.size;
+            d.op = if p.write { Op::Write } else { Op::Read };
+            d.start = p.start_ms * MS;
+            d.stop = p.stop_ms.map_or(Time::MAX, |x| x * MS);
+            // Pairs of flows read interleaved regions: merge candidates.
+            d.base = (i as u64 / 2) * 10_000_000 + (i as u64 % 2) * u64::from(p.size);
+            d.stride = if i % 2 == 0 { 0 } else { 2 * u64::from(p.size) };
+            d
+        }).collect();
+        let dev = match dev_kind {
+            0 => disk(),
+            1 => flash(),
+            _ => Dev { depth: 32, ..flash() },
+        };
+        let log = run(&mut s, dev, &defs, 2 * SEC, seed);
+        s.check_invariants();
+        prop_assert_eq!(&log.dispatched_ids, &log.completed_ids);
+        prop_assert_eq!(log.dispatched_ids.len() as u64, log.issued);
+        prop_assert_eq!(s.queued() + s.in_flight(), 0);
+        for i in 0..defs.len() {
+            prop_assert!(log.backlog[i].is_empty() || log.per_flow[i] > 0, "flow {} starved", i);
+        }
+    }
 }
