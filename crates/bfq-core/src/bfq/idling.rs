@@ -87,9 +87,10 @@ impl SeekHistory {
     }
 
     /// Records a request at `sector..end`.
+    #[inline]
     pub fn record(&mut self, sector: u64, end: u64, threshold: u64) {
         let dist = sector.abs_diff(self.last_end);
-        if self.samples > 0 {
+        if self.mean_threshold > 0 && self.samples > 0 {
             self.mean = if self.samples == 1 {
                 dist
             } else {

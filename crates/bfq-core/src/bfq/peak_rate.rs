@@ -129,6 +129,7 @@ impl PeakRate {
 
     /// A request was dispatched (kernel estimator). `device_idle`: nothing
     /// was in flight before it. Returns true when the estimate changed.
+    #[inline]
     pub fn on_dispatch(
         &mut self,
         cfg: &PeakRateConfig,
@@ -170,6 +171,7 @@ impl PeakRate {
     }
 
     /// Ends the window; folds its sample into the estimate if valid.
+    #[cold]
     fn close(&mut self, cfg: &PeakRateConfig) -> bool {
         let Some(start) = self.win_start.take() else {
             return false;
