@@ -643,3 +643,64 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn h5_raised_flows_keep_idling_when_seeky() {
+    // A lone random reader: after 40 requests it is seeky. Raised
+    // (interactive) it is waited for at least 20 ms; not raised, 2 ms.
+    let idle_after_seeks = |kv: &[(&str, &str)]| {
+        let mut s = profile("bfq", kv);
+        let f = s.add_flow(0, FlowSpec::default()).unwrap();
+        let mut now = 0;
+        let mut rng = common::Rng::new(3);
+        for id in 0..40u64 {
+            let sector = (rng.next() % 1_000_000) * 1024;
+            s.add_request(
+                now,
+                Request {
+                    id,
+                    flow: f,
+                    sector,
+                    sectors: 8,
+                    op: Op::Read,
+                    sync: true,
+                },
+            )
+            .unwrap();
+            let Dispatch::Request(r) = s.dispatch(now) else {
+                panic!()
+            };
+            now += MS;
+            s.complete(now, r.id).unwrap();
+        }
+        match s.dispatch(now) {
+            Dispatch::Idle { until } => until - now,
+            d => panic!("{d:?}"),
+        }
+    };
+    assert_eq!(idle_after_seeks(&[]), 20 * MS);
+    assert_eq!(idle_after_seeks(&[("low_latency", "0")]), 2 * MS);
+}
+
+#[test]
+fn h5_interactive_raising_ends_after_its_service_cap() {
+    // A lone greedy reader of default weight: raised at start, the raising
+    // ends once it got 120000 sectors (about 0.6 s on this disk), long
+    // before its duration (3..25 s).
+    let go = |kv: &[(&str, &str)]| {
+        let mut s = profile("bfq", kv);
+        let log = run(
+            &mut s,
+            disk(),
+            &[sync_reader(FlowSpec::default(), 0)],
+            2 * SEC,
+            1,
+        );
+        s.flow_weight(log.flows[0]).unwrap()
+    };
+    assert_eq!(go(&[]), (40, RaiseKind::None));
+    assert_eq!(
+        go(&[("wr_max_service", "0")]),
+        (1200, RaiseKind::Interactive)
+    );
+}
