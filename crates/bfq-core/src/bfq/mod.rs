@@ -1278,6 +1278,10 @@ impl Scheduler for Bfq {
                     continue;
                 };
                 let in_flight = fs.in_flight;
+                if in_flight == 0 && turn.idle_until.is_some_and(|u| now >= u) {
+                    self.expire(now, ExpireReason::TooIdle);
+                    continue;
+                }
                 if let Some(r) = self.try_inject(now) {
                     return Dispatch::Request(r);
                 }
