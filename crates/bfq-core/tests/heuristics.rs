@@ -321,6 +321,23 @@ fn h6_idling_only_where_guarantees_need_it() {
     };
     let off = [("injection", "0")];
     let (r_asym, _) = go(&off, 300);
+    // Three flows, 300:100:100: the in-service flow counts in the scenario
+    // while it is idled for, so it stays asymmetric.
+    let mut s = profile("bfq", &off);
+    let log = run(
+        &mut s,
+        flash(),
+        &[
+            reader(300, 0),
+            reader(100, 500_000_000),
+            reader(100, 900_000_000),
+        ],
+        5 * SEC,
+        1,
+    );
+    let r3 = log.per_flow[0] as f64 / log.per_flow[1] as f64;
+    eprintln!("300:100:100: ratio {r3:.2}");
+    assert!((r3 - 3.0).abs() < 0.3, "{r3}");
     let (r_2010, _) = go(&[("injection", "0"), ("guarantee_idling", "0")], 300);
     eprintln!("3:1 weights: ratio {r_asym:.2} with guarantee idling, {r_2010:.2} without");
     assert!((r_asym - 3.0).abs() < 0.3, "{r_asym}");

@@ -806,7 +806,11 @@ impl Bfq {
         }
         fs.budget = next;
         let raise_over = fs.raise.expired(&self.cfg.wr, now);
+        let gone_idle = !busy && fs.in_flight == 0;
         self.wf2q.expire(turn.entity, charge, busy, next);
+        if gone_idle {
+            self.set_busy(turn.flow, false, now);
+        }
         if raise_over {
             self.end_raise(turn.flow);
         } else if raised && self.cfg.wr.linear_decay {
@@ -1133,6 +1137,9 @@ impl Scheduler for Bfq {
         let fs = &mut self.topo.any_flow_mut(owner).data;
         let was_empty = fs.queue.is_empty();
         let was_idle = was_empty && fs.in_flight == 0;
+        // Idle-to-busy switch: not for the active flow idled for (it stays
+        // busy until its turn ends).
+        let woke = !fs.busy;
         let first = !fs.started;
         fs.started = true;
         fs.queue.push(&self.table, slot);
@@ -1170,7 +1177,7 @@ impl Scheduler for Bfq {
             }
         }
         let mut in_time = false;
-        if was_idle {
+        if woke {
             // Waker detection (heuristic 7).
             if self.cfg.inject.enabled {
                 let last = self.last_completion;
@@ -1389,7 +1396,9 @@ impl Scheduler for Bfq {
         let idle_now = fs.in_flight == 0 && fs.queue.is_empty();
         let entity = fs.entity;
         self.last_completion = Some((owner.0, now));
-        if idle_now {
+        // The active flow stays busy until its turn ends (as the kernel's
+        // in-service queue): the idling decision must see it.
+        if idle_now && self.turn.is_none_or(|t| t.flow != owner) {
             self.set_busy(owner, false, now);
         }
         if let Some(turn) = self.turn {
