@@ -322,15 +322,16 @@ proptest! {
     /// exactly once, and no backlogged flow passed over forever.
     #[test]
     fn theorem_1_and_exactly_once(flows in proptest::collection::vec(pflow(), 1..8), seed in any::<u64>(), max_budget in prop_oneof![Just(512u64), Just(4096), Just(16384)], profile in prop_oneof![Just("bfq-2010"), Just("bfq"), Just("bfq-plus-2014")]) {
-        // With the heuristics on (profiles bfq and bfq-plus-2014) weight
-        // raising is switched off: raised flows are meant to get more than
-        // their share. Everything else stays on; the async over-charge never
-        // applies here because flows with different weights make the
-        // scenario asymmetric (and the flows only read).
+        // With the heuristics on (profiles bfq and bfq-plus-2014), the two
+        // heuristics whose purpose is to give some flows less or more than
+        // their weighted share are switched off: weight raising, and the
+        // async over-charge (it applies to async flows in symmetric
+        // scenarios, e.g. a sync and an async flow of equal weight).
+        // Everything else stays on.
         // Theorem 1 assumes no budget timeout (no over-charge): random
         // 1-sector requests can make a turn outlast the default 125 ms even
         // on this fast device, so T_max is made long here.
-        let mut s = Bfq::from_profile(profile, &Settings::from_pairs([("max_budget", max_budget.to_string()), ("low_latency", "0".to_string()), ("timeout_sync", "10s".to_string())])).unwrap();
+        let mut s = Bfq::from_profile(profile, &Settings::from_pairs([("max_budget", max_budget.to_string()), ("low_latency", "0".to_string()), ("async_charge_factor", "1".to_string()), ("timeout_sync", "10s".to_string())])).unwrap();
         let defs: Vec<FlowDef> = flows.iter().enumerate().map(|(i, p)| {
             let kind = if p.sync { Kind::Sync { think: 50 * US } } else { Kind::Async { depth: 4 } };
             let mut d = FlowDef::new(p.weight, kind);
