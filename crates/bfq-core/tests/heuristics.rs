@@ -721,3 +721,150 @@ fn h5_interactive_raising_ends_after_its_service_cap() {
         (1200, RaiseKind::Interactive)
     );
 }
+
+#[derive(Clone, Debug)]
+enum FuzzOp {
+    AddFlow {
+        default_weight: bool,
+        weight: u32,
+        group: usize,
+        class: u8,
+    },
+    RemoveFlow(usize),
+    AddReq {
+        flow: usize,
+        near: bool,
+        sync: bool,
+        write: bool,
+        size: u32,
+    },
+    Dispatch {
+        dt_us: u64,
+    },
+    Complete {
+        which: usize,
+        dt_us: u64,
+    },
+}
+
+fn fuzz_op() -> impl Strategy<Value = FuzzOp> {
+    prop_oneof![
+        1 => (any::<bool>(), 1u32..=1000, 0usize..3, 0u8..3).prop_map(|(d, w, g, c)| FuzzOp::AddFlow { default_weight: d, weight: w, group: g, class: c }),
+        1 => (0usize..16).prop_map(FuzzOp::RemoveFlow),
+        6 => (0usize..16, any::<bool>(), any::<bool>(), any::<bool>(), 1u32..=256).prop_map(|(flow, near, sync, write, size)| FuzzOp::AddReq { flow, near, sync, write, size }),
+        6 => (0u64..20_000).prop_map(|dt_us| FuzzOp::Dispatch { dt_us }),
+        5 => (0usize..8, 0u64..5_000).prop_map(|(which, dt_us)| FuzzOp::Complete { which, dt_us }),
+    ]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 60, .. ProptestConfig::default() })]
+
+    /// Random calls through the interface — flows created and removed at
+    /// any time, requests of removed flows, merges, injection, preemption:
+    /// no panic, every accepted request dispatched and completed exactly
+    /// once, nothing left behind.
+    #[test]
+    fn interface_fuzz_with_every_heuristic(ops in proptest::collection::vec(fuzz_op(), 1..400), prof in 0u8..3, dev in 0u8..3) {
+        let name = ["bfq", "bfq-plus-2014", "bfq-2010"][prof as usize];
+        let mut s = profile(name, &[]);
+        s.set_device(match dev {
+            0 => DeviceInfo::default(),
+            1 => DeviceInfo { queue_depth: 8, queues_internally: true, rotational: false },
+            _ => DeviceInfo { queue_depth: 32, queues_internally: true, rotational: true },
+        });
+        let g1 = s.add_group(GroupId::ROOT, 300).unwrap();
+        let g2 = s.add_group(g1, 100).unwrap();
+        let groups = [GroupId::ROOT, g1, g2];
+        let mut flows: Vec<FlowId> = (0..4).map(|i| s.add_flow(0, if i % 2 == 0 { FlowSpec::default() } else { FlowSpec::with_weight(100 * i) }).unwrap()).collect();
+        let mut pos: Vec<u64> = (0..4).map(|i| (i / 2) * 10_000_000).collect();
+        let mut in_flight: Vec<u64> = vec![];
+        let mut accepted = std::collections::BTreeSet::new();
+        let mut dispatched = std::collections::BTreeSet::new();
+        let mut now: Time = 0;
+        let mut next_id = 0u64;
+        let mut rng = common::Rng::new(11);
+        let mut take = |s: &mut Bfq, now: Time, in_flight: &mut Vec<u64>, dispatched: &mut std::collections::BTreeSet<u64>| -> Option<Time> {
+            match s.dispatch(now) {
+                Dispatch::Request(r) => {
+                    assert!(dispatched.insert(r.id), "dispatched twice");
+                    in_flight.push(r.id);
+                    None
+                }
+                Dispatch::Idle { until } => { assert!(until > now); Some(until) }
+                _ => None,
+            }
+        };
+        for op in ops {
+            match op {
+                FuzzOp::AddFlow { default_weight, weight, group, class } => {
+                    let spec = FlowSpec {
+                        weight: if default_weight { None } else { Some(weight) },
+                        prio: IoPrio { class: IoClass::ALL[class as usize], level: 4 },
+                        group: groups[group],
+                    };
+                    flows.push(s.add_flow(now, spec).unwrap());
+                    // Pairs of flows share a region: merge candidates.
+                    pos.push((flows.len() as u64 / 2) * 10_000_000);
+                }
+                FuzzOp::RemoveFlow(i) => {
+                    if let Some(&f) = flows.get(i) {
+                        let _ = s.remove_flow(now, f);
+                    }
+                }
+                FuzzOp::AddReq { flow, near, sync, write, size } => {
+                    let Some(&f) = flows.get(flow) else { continue };
+                    let sector = if near {
+                        pos[flow] += 2 * u64::from(size);
+                        pos[flow] + (flow as u64 % 2) * u64::from(size)
+                    } else {
+                        (rng.next() % 1_000_000) * 1024
+                    };
+                    next_id += 1;
+                    let r = Request { id: next_id, flow: f, sector, sectors: size, op: if write { Op::Write } else { Op::Read }, sync };
+                    if s.add_request(now, r).is_ok() {
+                        accepted.insert(next_id);
+                    }
+                }
+                FuzzOp::Dispatch { dt_us } => {
+                    now += dt_us * US;
+                    take(&mut s, now, &mut in_flight, &mut dispatched);
+                }
+                FuzzOp::Complete { which, dt_us } => {
+                    now += dt_us * US;
+                    if !in_flight.is_empty() {
+                        let id = in_flight.swap_remove(which % in_flight.len());
+                        s.complete(now, id).unwrap();
+                    }
+                }
+            }
+        }
+        // Drain.
+        let mut guard = 0;
+        loop {
+            guard += 1;
+            prop_assert!(guard < 1_000_000, "no progress");
+            if let Some(until) = take(&mut s, now, &mut in_flight, &mut dispatched) {
+                if let Some(id) = in_flight.pop() {
+                    now += 10 * US;
+                    s.complete(now, id).unwrap();
+                } else {
+                    now = until;
+                }
+                continue;
+            }
+            if s.queued() == 0 && in_flight.is_empty() {
+                break;
+            }
+            if let Some(id) = in_flight.pop() {
+                now += 10 * US;
+                s.complete(now, id).unwrap();
+            } else {
+                now += MS;
+            }
+        }
+        s.check_invariants();
+        prop_assert_eq!(&accepted, &dispatched);
+        prop_assert_eq!(s.queued() + s.in_flight(), 0);
+    }
+}
