@@ -784,7 +784,7 @@ proptest! {
         let mut now: Time = 0;
         let mut next_id = 0u64;
         let mut rng = common::Rng::new(11);
-        let mut take = |s: &mut Bfq, now: Time, in_flight: &mut Vec<u64>, dispatched: &mut std::collections::BTreeSet<u64>| -> Option<Time> {
+        let take = |s: &mut Bfq, now: Time, in_flight: &mut Vec<u64>, dispatched: &mut std::collections::BTreeSet<u64>| -> Option<Time> {
             match s.dispatch(now) {
                 Dispatch::Request(r) => {
                     assert!(dispatched.insert(r.id), "dispatched twice");
