@@ -868,3 +868,84 @@ proptest! {
         prop_assert_eq!(s.queued() + s.in_flight(), 0);
     }
 }
+
+#[test]
+fn h7_waker_is_injected_first() {
+    // X (weight 300) wakes up each time W completes: W becomes X's waker.
+    // While X is idled for, W's request is injected before Z's, which
+    // B-WF2Q+ would pick otherwise (it is real-time; preemption is off so
+    // that it waits). `gap` is how long after W's completion
+    // X issues: 1 ms makes W its waker, 6 ms does not.
+    let injected_flow = |gap: Time| {
+        let mut s = profile("bfq", &[("low_latency", "0"), ("preemption", "0")]);
+        s.set_device(DeviceInfo {
+            queue_depth: 8,
+            queues_internally: true,
+            rotational: false,
+        });
+        let x = s.add_flow(0, FlowSpec::with_weight(300)).unwrap();
+        let w = s.add_flow(0, FlowSpec::with_weight(100)).unwrap();
+        // Z is real-time: B-WF2Q+ serves it first.
+        let z = s
+            .add_flow(
+                0,
+                FlowSpec {
+                    prio: IoPrio {
+                        class: IoClass::Rt,
+                        level: 4,
+                    },
+                    ..FlowSpec::with_weight(100)
+                },
+            )
+            .unwrap();
+        let mut id = 0;
+        let mut now: Time = 0;
+        let mut req = |flow: FlowId, sector: u64| {
+            id += 1;
+            Request {
+                id,
+                flow,
+                sector,
+                sectors: 8,
+                op: Op::Read,
+                sync: true,
+            }
+        };
+        // Serve what is queued; on idling, wait it out or stop.
+        let drain = |s: &mut Bfq, now: &mut Time, wait: bool| loop {
+            match s.dispatch(*now) {
+                Dispatch::Request(r) => {
+                    *now += 100 * US;
+                    s.complete(*now, r.id).unwrap();
+                }
+                Dispatch::Idle { until } if wait => *now = until,
+                _ => break,
+            }
+        };
+        for k in 0..3u64 {
+            s.add_request(now, req(w, k * 1000)).unwrap();
+            drain(&mut s, &mut now, false);
+            now += gap;
+            s.add_request(now, req(x, 500_000 + k * 1000)).unwrap();
+            drain(&mut s, &mut now, true);
+            now += 50 * MS;
+        }
+        // X in service and idled for; W and Z have a request each.
+        s.add_request(now, req(x, 600_000)).unwrap();
+        let Dispatch::Request(r) = s.dispatch(now) else {
+            panic!()
+        };
+        assert_eq!(r.flow, x);
+        s.add_request(now, req(w, 700_000)).unwrap();
+        s.add_request(now, req(z, 800_000)).unwrap();
+        now += 100 * US;
+        s.complete(now, r.id).unwrap();
+        match s.dispatch(now) {
+            Dispatch::Request(r) => r.flow,
+            d => panic!("{d:?}"),
+        }
+    };
+    let (x_waker, x_no_waker) = (injected_flow(MS), injected_flow(6 * MS));
+    assert_eq!(x_waker, FlowId(1));
+    assert_eq!(x_no_waker, FlowId(2));
+}
