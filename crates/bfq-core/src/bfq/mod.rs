@@ -907,7 +907,7 @@ impl Bfq {
 
     /// Heuristic 7: a request of another flow while the active one idles.
     fn try_inject(&mut self, now: Time) -> Option<Request> {
-        if !self.cfg.inject.enabled || !self.device.queues_internally {
+        if !self.cfg.inject.enabled || !self.device.queues_internally || self.cfg.guarantee.strict {
             return None;
         }
         let turn = self.turn?;
