@@ -987,6 +987,7 @@ impl Bfq {
         if empty {
             // Nothing left to schedule: its F already accounts a budget.
             fs.inj.debt = 0;
+            fs.budget_left = 0;
             self.wf2q.deactivate_queued(entity);
         }
         self.note_dispatch(now, &req);
