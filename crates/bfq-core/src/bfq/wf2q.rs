@@ -354,8 +354,15 @@ impl Wf2q {
     /// activating its ancestors as needed. `budget` is the budget to
     /// timestamp with.
     pub fn activate(&mut self, id: EntityId, budget: u64) {
+        self.activate_at(id, budget, None)
+    }
+
+    /// As [`Wf2q::activate`], but with `start` given for the flow entity
+    /// (in-time wake-up: S = its old F, back-shifted, even if below V).
+    pub fn activate_at(&mut self, id: EntityId, budget: u64, start: Option<u64>) {
         let mut id = id;
         let mut budget = budget;
+        let mut start = start;
         loop {
             let e = self.entities[id as usize];
             debug_assert_eq!(e.state, EState::Idle);
@@ -363,7 +370,7 @@ impl Wf2q {
             let v = t.v;
             t.wsum += u64::from(e.weight);
             let ent = &mut self.entities[id as usize];
-            ent.start = v.max(e.finish);
+            ent.start = start.take().unwrap_or(v.max(e.finish));
             ent.budget = budget;
             ent.finish = ent.start + vdelta(budget, u64::from(e.weight));
             ent.service = 0;
@@ -515,6 +522,31 @@ impl Wf2q {
             return Some(IoClass::Idle);
         }
         IoClass::ALL.into_iter().find(|&c| has(c))
+    }
+
+    /// The flow [`Wf2q::select`] would pick now among queued entities
+    /// (ignoring the in-service path), without changing anything:
+    /// O(depth). Used by injection and preemption.
+    pub fn peek_next_flow(&self, now: Time) -> Option<u32> {
+        let mut g = GroupId::ROOT;
+        loop {
+            let class = self.pick_class(g, now)?;
+            let t = &self.sd(g).trees[class as usize];
+            // The least F among eligible entities, or the least S.
+            let mut best = t.elig.first().copied();
+            // Ineligible entities that V has reached are eligible too.
+            if let Some(&(s, id)) = t.inelig.first() {
+                let f = self.entities[id as usize].finish;
+                if best.is_none() || (s <= t.v && f < best.map_or(u64::MAX, |b| b.0)) {
+                    best = Some((f, id));
+                }
+            }
+            let (_, id) = best?;
+            match self.entities[id as usize].kind {
+                Kind::Flow(f) => return Some(f),
+                Kind::Group(child) => g = child,
+            }
+        }
     }
 
     /// Selects the next flow to serve (Fig. 4 `get_next_application`),
