@@ -125,16 +125,6 @@ impl BudgetConfig {
         self.min_budget = (m / 32).max(1);
     }
 
-    /// What the turn costs under the 2010 rules: the service received, or
-    /// the whole budget on a timeout (over-charge). The heuristics'
-    /// charging rules are in [`super::charging`].
-    pub fn charge(&self, reason: ExpireReason, budget: u64, served: u64) -> u64 {
-        match reason {
-            ExpireReason::Timeout => budget.max(served),
-            _ => served,
-        }
-    }
-
     /// The flow's next budget (2010 rules; context-free form).
     pub fn next_budget(&self, reason: ExpireReason, budget: u64, served: u64) -> u64 {
         self.next_budget_with(reason, budget, served, FeedbackCtx::default())
@@ -202,8 +192,6 @@ mod tests {
         );
         assert_eq!(c.next_budget(ExpireReason::TooIdle, 4096, 1000), 1000);
         assert_eq!(c.next_budget(ExpireReason::TooIdle, 4096, 1), 512);
-        assert_eq!(c.charge(ExpireReason::Timeout, 4096, 100), 4096);
-        assert_eq!(c.charge(ExpireReason::TooIdle, 4096, 100), 100);
     }
 
     #[test]

@@ -99,8 +99,11 @@ pub struct TurnInfo {
 /// What a turn costs the flow in B-WF2Q+ (>= the service counted).
 pub fn turn_charge(rule: ChargeRule, t: &TurnInfo) -> u64 {
     match rule {
+        // 2010 paper Sec. III-D: a flow that does not consume its budget
+        // within T_max "is unconditionally (over)charged for a B_i,max
+        // service" (B_i,max = B_max with the simplified interface).
         ChargeRule::Paper2010 => match t.reason {
-            ExpireReason::Timeout => t.budget.max(t.served),
+            ExpireReason::Timeout => t.max_budget.max(t.served),
             _ => t.served,
         },
         ChargeRule::Plus2014 => {
@@ -252,9 +255,10 @@ mod tests {
             turn_charge(ChargeRule::Plus2014, &turn(Timeout, 4000, 125 * MS)),
             8192
         );
+        // 2010: over-charged B_max (not the flow's own, smaller budget).
         assert_eq!(
             turn_charge(ChargeRule::Paper2010, &turn(Timeout, 2000, 125 * MS)),
-            8192
+            16384
         );
     }
 

@@ -329,7 +329,8 @@ impl BfqConfig {
         let queue = QueueConfig {
             fifo_expire_sync: s.duration("fifo_expire_sync", d.queue.fifo_expire_sync)?,
             fifo_expire_async: s.duration("fifo_expire_async", d.queue.fifo_expire_async)?,
-            back_seek_max: s.u64("back_seek_max", d.queue.back_seek_max / 2)? * 2,
+            // sysfs unit: KiB; kept in sectors.
+            back_seek_max: s.u64_in("back_seek_max", d.queue.back_seek_max / 2, 0, 1 << 40)? * 2,
             back_seek_penalty: s.u64_in("back_seek_penalty", d.queue.back_seek_penalty, 1, 1000)?,
         };
         let timeout_sync = s.duration("timeout_sync", d.timeout_sync)?;
@@ -1337,6 +1338,16 @@ impl Scheduler for Bfq {
                 charging::request_charge(&self.cfg.charge, sectors, r.op, r.sync, raised, asym);
             if turn.served + charge > turn.budget.max(charge) && turn.served > 0 {
                 // Fig. 3 lines 24-38: not enough budget left.
+                self.expire(now, ExpireReason::BudgetExhausted);
+                continue;
+            }
+            // Kernel: an idle-class flow gets one request per turn while
+            // other flows have requests queued, so it only takes what no
+            // one else wants.
+            if turn.served > 0
+                && self.wf2q.entity(turn.entity).class == IoClass::Idle
+                && self.table.queued() > fs.queue.len()
+            {
                 self.expire(now, ExpireReason::BudgetExhausted);
                 continue;
             }
