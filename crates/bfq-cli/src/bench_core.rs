@@ -18,6 +18,13 @@ pub struct Args {
     /// Schedulers to measure (repeatable; default bfq and fifo).
     #[arg(long = "scheduler")]
     pub schedulers: Vec<String>,
+    /// Requests kept queued per flow.
+    #[arg(long, default_value_t = 2)]
+    pub queued: u32,
+    /// Random sectors instead of sequential streams (deep random queues
+    /// exercise the per-flow sorted order).
+    #[arg(long)]
+    pub random: bool,
     /// Requests measured per configuration.
     #[arg(long, default_value_t = 2_000_000)]
     pub requests: u64,
@@ -43,10 +50,27 @@ struct Report {
     results: Vec<Row>,
 }
 
+/// Where each new request goes: after the one just served, or anywhere.
+#[derive(Clone, Copy)]
+struct Placement {
+    random: bool,
+}
+
+impl Placement {
+    fn sector(self, id: u64, after: u64) -> u64 {
+        if self.random {
+            // A fixed odd multiplier scatters ids over ~1 TiB.
+            (id.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 33) << 3
+        } else {
+            after
+        }
+    }
+}
+
 /// Runs `n` add+dispatch+complete cycles; returns (ns, allocations).
 fn cycles(
     s: &mut dyn Scheduler,
-    flows: &[bfq_core::FlowId],
+    place: Placement,
     next_id: &mut u64,
     now: &mut Time,
     n: u64,
@@ -62,7 +86,7 @@ fn cycles(
         let req = Request {
             id: *next_id,
             flow: r.flow,
-            sector: r.end() + 8,
+            sector: place.sector(*next_id, r.end() + 8),
             sectors: 8,
             op: Op::Write,
             sync: false,
@@ -71,11 +95,17 @@ fn cycles(
         s.add_request(*now, req).expect("add");
     }
     let ns = t0.elapsed().as_nanos() as f64;
-    let _ = flows;
     (ns, alloc_count() - a0)
 }
 
-fn measure(name: &str, settings: &Settings, nflows: u32, requests: u64) -> anyhow::Result<Row> {
+fn measure(
+    name: &str,
+    settings: &Settings,
+    nflows: u32,
+    queued: u32,
+    place: Placement,
+    requests: u64,
+) -> anyhow::Result<Row> {
     let mut s = bfq_schedulers::build(name, settings)?;
     let flows: Vec<_> = (0..nflows)
         .map(|i| s.add_flow(0, FlowSpec::with_weight(1 + i % 1000)))
@@ -83,11 +113,11 @@ fn measure(name: &str, settings: &Settings, nflows: u32, requests: u64) -> anyho
     let mut next_id = 0u64;
     let mut now: Time = 0;
     for (i, &f) in flows.iter().enumerate() {
-        for k in 0..2u64 {
+        for k in 0..u64::from(queued) {
             let req = Request {
                 id: next_id,
                 flow: f,
-                sector: i as u64 * 1_000_000 + k * 8,
+                sector: place.sector(next_id, i as u64 * 1_000_000 + k * 8),
                 sectors: 8,
                 op: Op::Write,
                 sync: false,
@@ -98,8 +128,8 @@ fn measure(name: &str, settings: &Settings, nflows: u32, requests: u64) -> anyho
     }
     // Warm up: every flow served several times, capacities settled.
     let warm = (requests / 4).max(u64::from(nflows) * 8);
-    cycles(s.as_mut(), &flows, &mut next_id, &mut now, warm);
-    let (ns, allocs) = cycles(s.as_mut(), &flows, &mut next_id, &mut now, requests);
+    cycles(s.as_mut(), place, &mut next_id, &mut now, warm);
+    let (ns, allocs) = cycles(s.as_mut(), place, &mut next_id, &mut now, requests);
     Ok(Row {
         scheduler: name.to_string(),
         flows: nflows,
@@ -122,6 +152,10 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     if a.requests == 0 {
         anyhow::bail!("--requests must be positive");
     }
+    if a.queued == 0 {
+        anyhow::bail!("--queued must be positive");
+    }
+    let place = Placement { random: a.random };
     let mut settings = Settings::new();
     for kv in &a.set {
         let (k, v) = Settings::parse_pair(kv)?;
@@ -143,6 +177,8 @@ pub fn run(a: Args) -> anyhow::Result<()> {
                     &settings
                 },
                 n,
+                a.queued,
+                place,
                 a.requests,
             )?;
             if a.json {

@@ -5,16 +5,19 @@
 //! defaults: fifo_expire_sync 125 ms, fifo_expire_async 250 ms,
 //! back_seek_max 16 MiB (32768 sectors), back_seek_penalty 2.
 //!
-//! Sorted order is a `VecDeque` of (sector, slot) kept sorted: binary
-//! search to insert and find the next request; sequential streams insert at
-//! the back and leave from the front, so shifts are O(1) in the common case.
-//! The FIFO is a `VecDeque` of (slot, generation) with lazy deletion of
-//! entries already dispatched in sorted order. Both keep their capacity:
-//! no allocation per request in steady state.
+//! Sorted order ([`Sorted`]) is a `VecDeque` of (sector, slot) kept sorted
+//! while the queue is shallow — binary search, and sequential streams
+//! insert at the back and leave from the front, so shifts are O(1) and
+//! nothing is allocated in steady state — and a `BTreeSet`, like the
+//! kernel's rbtree, once it holds more than [`DEEP`] requests (a writeback
+//! flow with thousands of random writes), where shifting would cost
+//! O(queue length) per request. It returns to the `VecDeque` when it
+//! drains. The FIFO is a `VecDeque` of (slot, generation) with lazy
+//! deletion of entries already dispatched in sorted order.
 
 use crate::table::{RequestTable, SlotIdx};
 use crate::types::Time;
-use std::collections::VecDeque;
+use std::collections::{BTreeSet, VecDeque};
 
 /// How the next request is chosen inside the active flow.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -27,10 +30,98 @@ pub struct QueueConfig {
     pub back_seek_penalty: u64,
 }
 
+/// Queue length beyond which the sorted order moves to a B-tree.
+pub const DEEP: usize = 128;
+
+/// Requests of one flow in (sector, slot) order.
+#[derive(Clone, Debug)]
+enum Sorted {
+    Shallow(VecDeque<(u64, SlotIdx)>),
+    Deep(BTreeSet<(u64, SlotIdx)>),
+}
+
+impl Default for Sorted {
+    fn default() -> Self {
+        Sorted::Shallow(VecDeque::new())
+    }
+}
+
+impl Sorted {
+    fn len(&self) -> usize {
+        match self {
+            Sorted::Shallow(v) => v.len(),
+            Sorted::Deep(b) => b.len(),
+        }
+    }
+
+    fn insert(&mut self, key: (u64, SlotIdx)) {
+        match self {
+            Sorted::Shallow(v) if v.len() >= DEEP => {
+                let mut b: BTreeSet<_> = v.drain(..).collect();
+                b.insert(key);
+                *self = Sorted::Deep(b);
+            }
+            Sorted::Shallow(v) => {
+                let i = match v.back() {
+                    Some(&last) if last < key => v.len(),
+                    None => 0,
+                    _ => v.partition_point(|&k| k < key),
+                };
+                v.insert(i, key);
+            }
+            Sorted::Deep(b) => {
+                b.insert(key);
+            }
+        }
+    }
+
+    fn remove(&mut self, key: (u64, SlotIdx)) {
+        match self {
+            Sorted::Shallow(v) => {
+                let i = if v.front() == Some(&key) {
+                    0
+                } else {
+                    v.partition_point(|&k| k < key)
+                };
+                debug_assert_eq!(v[i], key);
+                v.remove(i);
+            }
+            Sorted::Deep(b) => {
+                let removed = b.remove(&key);
+                debug_assert!(removed, "removing a request that is not queued");
+                if b.is_empty() {
+                    *self = Sorted::default();
+                }
+            }
+        }
+    }
+
+    /// The nearest request at or after `head` and the nearest before it.
+    fn around(&self, head: u64) -> (Option<(u64, SlotIdx)>, Option<(u64, SlotIdx)>) {
+        match self {
+            Sorted::Shallow(v) => {
+                let i = v.partition_point(|&(sec, _)| sec < head);
+                (v.get(i).copied(), i.checked_sub(1).map(|j| v[j]))
+            }
+            Sorted::Deep(b) => (
+                b.range((head, 0)..).next().copied(),
+                b.range(..(head, 0)).next_back().copied(),
+            ),
+        }
+    }
+
+    fn first(&self) -> Option<(u64, SlotIdx)> {
+        match self {
+            Sorted::Shallow(v) => v.front().copied(),
+            Sorted::Deep(b) => b.first().copied(),
+        }
+    }
+}
+
 /// One flow's queued requests.
 #[derive(Clone, Debug, Default)]
 pub struct FlowQueue {
-    sorted: VecDeque<(u64, SlotIdx)>,
+    sorted: Sorted,
     fifo: VecDeque<(SlotIdx, u32)>,
     /// Queued sync requests.
     pub sync_queued: u32,
@@ -46,19 +137,13 @@ impl FlowQueue {
     /// Whether nothing is queued.
     #[inline]
     pub fn is_empty(&self) -> bool {
-        self.sorted.is_empty()
+        self.sorted.len() == 0
     }
 
     /// Adds a request (already stored in `table` at `slot`).
     pub fn push<X: Copy + Default>(&mut self, table: &RequestTable<X>, slot: SlotIdx) {
         let s = table.slot(slot);
-        let key = (s.req.sector, slot);
-        let i = match self.sorted.back() {
-            Some(&last) if last < key => self.sorted.len(),
-            None => 0,
-            _ => self.sorted.partition_point(|&k| k < key),
-        };
-        self.sorted.insert(i, key);
+        self.sorted.insert((s.req.sector, slot));
         self.fifo.push_back((slot, s.gen));
         if s.req.sync {
             self.sync_queued += 1;
@@ -74,7 +159,7 @@ impl FlowQueue {
         now: Time,
         cfg: &QueueConfig,
     ) -> Option<SlotIdx> {
-        if self.sorted.is_empty() {
+        if self.is_empty() {
             return None;
         }
         // Drop FIFO entries already dispatched in sorted order.
@@ -95,44 +180,38 @@ impl FlowQueue {
                 return Some(slot);
             }
         }
-        Some(self.sorted[self.clook_index(head, cfg)].1)
+        self.clook_next(head, cfg).map(|k| k.1)
     }
 
-    /// Index in `sorted` of the C-LOOK choice from `head`.
-    fn clook_index(&self, head: u64, cfg: &QueueConfig) -> usize {
-        let i = self.sorted.partition_point(|&(sec, _)| sec < head);
-        let fwd = (i < self.sorted.len()).then(|| self.sorted[i].0 - head);
-        let back = (i > 0)
-            .then(|| head - self.sorted[i - 1].0)
-            .filter(|&d| d <= cfg.back_seek_max)
-            .map(|d| d.saturating_mul(cfg.back_seek_penalty));
-        match (fwd, back) {
-            (Some(f), Some(b)) if b < f => i - 1,
-            (Some(_), _) => i,
-            (None, Some(_)) => i - 1,
-            // Nothing ahead or near behind: wrap to the lowest sector.
-            (None, None) => 0,
+    /// The C-LOOK choice from `head`: the nearest request ahead, unless a
+    /// near one behind is cheaper after the backward-seek penalty; with
+    /// nothing ahead or near behind, wrap to the lowest sector.
+    fn clook_next(&self, head: u64, cfg: &QueueConfig) -> Option<(u64, SlotIdx)> {
+        let (ahead, behind) = self.sorted.around(head);
+        let behind = behind.filter(|&(sec, _)| head - sec <= cfg.back_seek_max);
+        match (ahead, behind) {
+            (Some(f), Some(b))
+                if (head - b.0).saturating_mul(cfg.back_seek_penalty) < f.0 - head =>
+            {
+                Some(b)
+            }
+            (Some(f), _) => Some(f),
+            (None, Some(b)) => Some(b),
+            (None, None) => self.sorted.first(),
         }
     }
 
     /// Removes the request at `slot` (returned by `peek`).
     pub fn remove<X: Copy + Default>(&mut self, table: &RequestTable<X>, slot: SlotIdx) {
         let s = table.slot(slot);
-        let key = (s.req.sector, slot);
-        let i = if self.sorted.front() == Some(&key) {
-            0
-        } else {
-            self.sorted.partition_point(|&k| k < key)
-        };
-        debug_assert_eq!(self.sorted[i], key);
-        self.sorted.remove(i);
+        self.sorted.remove((s.req.sector, slot));
         if s.req.sync {
             self.sync_queued -= 1;
         }
         if self.fifo.front().is_some_and(|&(f, _)| f == slot) {
             self.fifo.pop_front();
         }
-        if self.sorted.is_empty() {
+        if self.is_empty() {
             self.fifo.clear();
         }
     }
@@ -223,5 +302,57 @@ mod tests {
                 .map(|s| t.slot(s).req.id),
             Some(1)
         );
+    }
+
+    /// Across the shallow/deep threshold, in both directions, the queue
+    /// makes the same C-LOOK choices as a plain sorted-vector reference.
+    #[test]
+    fn deep_queues_choose_like_shallow_ones() {
+        let mut t = RequestTable::new();
+        let mut q = FlowQueue::default();
+        let mut reference: Vec<(u64, SlotIdx)> = vec![];
+        let mut x = 12345u64;
+        let mut rnd = move || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        let mut head = 0u64;
+        let mut id = 0u64;
+        for round in 0..6 {
+            // Grow well past DEEP, then drain to a few, twice over.
+            let (adds, takes) = if round % 2 == 0 {
+                (3 * DEEP, DEEP)
+            } else {
+                (10, 2 * DEEP + 5)
+            };
+            for _ in 0..adds {
+                let sector = rnd() % 2_000_000;
+                let slot = add(&mut t, &mut q, id, sector, 0);
+                reference.push((sector, slot));
+                id += 1;
+            }
+            reference.sort();
+            for _ in 0..takes.min(reference.len()) {
+                let got = q.peek(&t, head, 0, &cfg()).unwrap();
+                // Reference C-LOOK on the sorted vector.
+                let i = reference.partition_point(|&(sec, _)| sec < head);
+                let behind = (i > 0)
+                    .then(|| reference[i - 1])
+                    .filter(|&(sec, _)| head - sec <= cfg().back_seek_max);
+                let want = match (reference.get(i).copied(), behind) {
+                    (Some(f), Some(b)) if (head - b.0) * 2 < f.0 - head => b,
+                    (Some(f), _) => f,
+                    (None, Some(b)) => b,
+                    (None, None) => reference[0],
+                };
+                assert_eq!(got, want.1, "round {round}");
+                reference.retain(|&k| k != want);
+                q.remove(&t, got);
+                head = t.dispatch(0, got).end();
+            }
+            assert_eq!(q.len(), reference.len());
+        }
     }
 }
