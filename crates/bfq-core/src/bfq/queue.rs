@@ -33,6 +33,9 @@ pub struct QueueConfig {
 /// Queue length beyond which the sorted order moves to a B-tree.
 pub const DEEP: usize = 128;
 
+/// A queued request's place in sorted order: (first sector, slot).
+type Key = (u64, SlotIdx);
+
 /// Requests of one flow in (sector, slot) order.
 #[derive(Clone, Debug)]
 enum Sorted {
@@ -97,7 +100,7 @@ impl Sorted {
     }
 
     /// The nearest request at or after `head` and the nearest before it.
-    fn around(&self, head: u64) -> (Option<(u64, SlotIdx)>, Option<(u64, SlotIdx)>) {
+    fn around(&self, head: u64) -> (Option<Key>, Option<Key>) {
         match self {
             Sorted::Shallow(v) => {
                 let i = v.partition_point(|&(sec, _)| sec < head);
