@@ -951,3 +951,84 @@ fn h7_waker_is_injected_first() {
     assert_eq!(x_waker, FlowId(1));
     assert_eq!(x_no_waker, FlowId(2));
 }
+
+#[test]
+fn h7_injection_engages_when_the_next_request_arrives_at_completion() {
+    // Regression: two sync random readers (weights 300 and 100) on a
+    // queueing flash device, each issuing its next request at the very
+    // instant its previous one completes, before the scheduler dispatches
+    // again (as bfq-sim does). The idling flow is never empty with nothing
+    // in flight, so counting its own in-flight request against the inject
+    // limit (which starts at 1) meant nothing was ever injected, the limit
+    // never grew, and injection changed nothing (2018-io-control).
+    let go = |inj: &str| {
+        let mut s = profile("bfq", &[("injection", inj), ("low_latency", "0")]);
+        s.set_device(DeviceInfo {
+            queue_depth: 32,
+            queues_internally: true,
+            rotational: false,
+        });
+        let flows = [
+            s.add_flow(0, FlowSpec::with_weight(300)).unwrap(),
+            s.add_flow(0, FlowSpec::with_weight(100)).unwrap(),
+        ];
+        let mut id: u64 = 0;
+        let mut seed: u64 = 12345;
+        let mut next = |f: usize| {
+            id += 1;
+            seed = seed
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            Request {
+                id,
+                flow: flows[f],
+                sector: (seed >> 20) % 100_000_000 / 8 * 8 + f as u64 * 200_000_000,
+                sectors: 8,
+                op: Op::Read,
+                sync: true,
+            }
+        };
+        let mut owner = std::collections::HashMap::new();
+        for f in 0..2 {
+            let r = next(f);
+            owner.insert(r.id, f);
+            s.add_request(0, r).unwrap();
+        }
+        // Every request takes 150 us, in parallel (a flash device).
+        let mut in_flight: Vec<(Time, u64)> = vec![];
+        let mut done = [0u64; 2];
+        let mut now: Time = 0;
+        let mut idle: Option<Time> = None;
+        while now < SEC {
+            loop {
+                match s.dispatch(now) {
+                    Dispatch::Request(r) => in_flight.push((now + 150 * US, r.id)),
+                    Dispatch::Idle { until } => {
+                        idle = Some(until);
+                        break;
+                    }
+                    _ => break,
+                }
+            }
+            let t_c = in_flight.iter().map(|x| x.0).min().unwrap_or(Time::MAX);
+            now = t_c.min(idle.take().unwrap_or(Time::MAX));
+            assert!(now < Time::MAX);
+            let (fin, rest): (Vec<_>, Vec<_>) = in_flight.iter().partition(|x| x.0 <= now);
+            in_flight = rest;
+            for (_, rid) in fin {
+                s.complete(now, rid).unwrap();
+                let f = owner[&rid];
+                done[f] += 1;
+                let r = next(f);
+                owner.insert(r.id, f);
+                s.add_request(now, r).unwrap();
+            }
+        }
+        (done[0] + done[1], s.stats().injected)
+    };
+    let (on, injected) = go("1");
+    let (off, _) = go("0");
+    eprintln!("with injection {on} requests ({injected} injected), without {off}");
+    assert!(injected > 0);
+    assert!(on as f64 > 1.3 * off as f64, "{on} vs {off}");
+}

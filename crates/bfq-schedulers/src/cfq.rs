@@ -281,11 +281,17 @@ impl Cfq {
         n.class == IoClass::Rt && a.class != IoClass::Rt
     }
 
-    /// `cfq_update_idle_window`: idle for this queue at all?
+    /// `cfq_update_idle_window`: idle for this queue at all? On a device
+    /// that queues internally (hw_tag) only seeky queues lose idling
+    /// (2.6.3x: `cfqd->hw_tag && CIC_SEEKY(cic)`); sequential ones are
+    /// still waited for.
     fn idle_window(&self, q: u32) -> bool {
         let st = &self.queues[q as usize].stats;
         let valid = st.ttime_samples > SAMPLE_VALID;
-        self.slice_idle > 0 && !self.hw_tag && (!valid || st.ttime_mean <= self.slice_idle)
+        let seeky = st.seek_samples > SAMPLE_VALID && st.seek_mean > SEEKY;
+        self.slice_idle > 0
+            && !(self.hw_tag && seeky)
+            && (!valid || st.ttime_mean <= self.slice_idle)
     }
 
     fn fifo_head(&mut self, q: u32) -> Option<SlotIdx> {

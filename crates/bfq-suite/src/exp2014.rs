@@ -535,7 +535,7 @@ pub fn devel() -> Experiment {
         title: "Progress of code-development tasks under 10r-seq and 10r-rand",
         source: "2014 report, Section 7.5, Figs. 8 and 9",
         device: SYS3,
-        what: "Synthetic stand-ins for the paper's tasks (no kernel tree here): compile = sync 16 kB random reads with 20 ms of CPU between them plus a buffered writer of object files; checkout = sync 64 kB reads with 1 ms think plus buffered writes; merge = sync 32 kB reads with 2 ms think plus buffered writes; each in a 2 GB area. Progress = MiB the task read in 60 s (20 s with --quick), and as a percentage of its progress on an idle disk.",
+        what: "Synthetic stand-ins for the paper's tasks (no kernel tree here): compile = sync 16 kB random reads with 20 ms of CPU between them plus a buffered writer of object files (160 kB bursts, 100 ms apart once flushed); checkout = sync 64 kB reads with 1 ms think plus buffered writes (2 MB bursts, 30 ms apart); merge = sync 32 kB reads with 2 ms think plus buffered writes (640 kB bursts, 50 ms apart); each in a 2 GB area. Progress = MiB the task read in 60 s (20 s with --quick), and as a percentage of its progress on an idle disk.",
         metrics: vec![
             metric("progress", "Task progress (data read)", "MiB", true),
             metric("agg", "Aggregate throughput of the workload", "MiB/s", false),
@@ -562,14 +562,18 @@ fn run_devel(v: &Variant, c: &Config, ctx: &Ctx) -> anyhow::Result<RunOut> {
         c,
     );
     s.push_str(&workload(w));
-    let (block, think, wr_on, wr_off) = match task {
-        "compile" => ("16k", "20ms", "64k..256k", "50ms..150ms"),
-        "checkout" => ("64k", "1ms", "1M..4M", "10ms..50ms"),
-        _ => ("32k", "2ms", "256k..1M", "20ms..80ms"),
+    // The task's writes go through the page cache (buffered), in bursts:
+    // `wr_bytes` dirtied, then a pause of `wr_pause` after the flusher wrote
+    // them (a buffered writer cannot be on_off in the simulator; bytes +
+    // repeat is its bursty form).
+    let (block, think, wr_bytes, wr_pause) = match task {
+        "compile" => ("16k", "20ms", "160k", "100ms"),
+        "checkout" => ("64k", "1ms", "2M", "30ms"),
+        _ => ("32k", "2ms", "640k", "50ms"),
     };
     let _ = write!(
         s,
-        "\n[[flow]]\nname = \"task\"\npattern = \"rand\"\nblock = \"{block}\"\nthink = \"{think}\"\nstart = \"2s\"\nregion = {}\n\n[[flow]]\nname = \"task-writes\"\nop = \"write\"\npattern = \"seq\"\nbuffered = true\nstart = \"2s\"\non_off = {{ on = \"{wr_on}\", off = \"{wr_off}\" }}\nregion = {}\n",
+        "\n[[flow]]\nname = \"task\"\npattern = \"rand\"\nblock = \"{block}\"\nthink = \"{think}\"\nstart = \"2s\"\nregion = {}\n\n[[flow]]\nname = \"task-writes\"\nop = \"write\"\npattern = \"seq\"\nbuffered = true\nstart = \"2s\"\nbytes = \"{wr_bytes}\"\nrepeat = \"{wr_pause}\"\nregion = {}\n",
         region(70 << 30, 2 << 30),
         region(72 << 30, 2 << 30)
     );

@@ -37,9 +37,11 @@ fn configs() -> Vec<Config> {
         low,
         max,
         // The article's bfq plugs dispatching for a sync process with a
-        // differentiated weight even on a queueing device; today's `bfq`
-        // (with injection, the article's "improved version") does not.
-        cfg("prop-bfq", "bfq", &[("idle_on_queueing_devices", "true")]),
+        // differentiated weight even on a queueing device (guarantee
+        // idling, on in the `bfq` profile) and has no injection; today's
+        // `bfq` (with injection, the article's "improved version") fills
+        // those idle periods with other flows' requests.
+        cfg("prop-bfq", "bfq", &[("injection", "0")]),
         cfg("prop-bfq (today's bfq)", "bfq", &[]),
     ]
 }
@@ -102,7 +104,7 @@ pub fn io_control() -> Experiment {
         title: "Throttling vs proportional share: target, interferers and total throughput",
         source: "2018 article, Tables 1-2, Figs. 1-4",
         device: DEV,
-        what: "One target (a sync reader, random 4 kB or sequential) and four active interferers, each in its own group, plus five groups that never do I/O. Interferers per Table 1: four sequential sync readers or writers; one sequential and three random (4k, 128k, 1024k) readers or writers; four random 4 kB readers; or two sporadic readers and two sporadic writers (ON 4-64 MB, OFF 50-500 ms). Writers are async with 32 requests in flight in their group (the article's buffered writes, with cgroup writeback). Policies per Table 2: low-none (low limits 10/10/20 MB/s), max-none (max limits 10/15/25 MB/s), prop-bfq (weights 300/100/200; bfq idling on the queueing device as the article's bfq did), today's bfq (no idling on queueing devices, injection: the article's \"improved version\"), and none. 10 s per run (3 s with --quick).",
+        what: "One target (a sync reader, random 4 kB or sequential) and four active interferers, each in its own group, plus five groups that never do I/O. Interferers per Table 1: four sequential sync readers or writers; one sequential and three random (4k, 128k, 1024k) readers or writers; four random 4 kB readers; or two sporadic readers and two sporadic writers (ON 4-64 MB, OFF 50-500 ms). Writers are async with 32 requests in flight in their group (the article's buffered writes, with cgroup writeback). Policies per Table 2: low-none (low limits 10/10/20 MB/s), max-none (max limits 10/15/25 MB/s), prop-bfq (weights 300/100/200; bfq without injection: it idles for the weighted sync queues on the queueing device, as the article's bfq did), today's bfq (the same with injection: the article's \"improved version\"), and none. 10 s per run (3 s with --quick).",
         metrics: vec![
             metric("target", "Target throughput", "MiB/s", true),
             metric("interferers", "Interferers' throughput", "MiB/s", false),

@@ -8,10 +8,13 @@
 //!   charged its whole budget.
 //! - `bfq-plus-2014` (report Sec. 4.4): a *slow* flow — one that consumed
 //!   its budget at a rate at which the whole budget could not have been
-//!   consumed within T_max, which includes every budget timeout — is charged
-//!   its whole budget, except when it received little service (at most
-//!   B_max/8: its first seek has not yet been amortised) or consumed most of
-//!   its budget (at least 2/3: it is only in a slow zone of the disk).
+//!   consumed within T_max — is charged its whole budget, except when it
+//!   received little service (at most B_max/8: its first seek has not yet
+//!   been amortised) or consumed most of its budget (at least 2/3: it is
+//!   only in a slow zone of the disk). A flow that hits the budget timeout
+//!   (a random one) is charged its whole budget unless it consumed 2/3 of
+//!   it (report 3.5 and 4.3: random flows are still over-charged on
+//!   timeout; the little-service exemption is for slow flows only).
 //! - `kernel` (default; reference "Budget timeout and time charging"): a
 //!   flow is slow when it is seeky and was served under 1 ms, or, after at
 //!   least 20 ms, was served less than B_max/2; a slow flow, or one that hit
@@ -107,15 +110,23 @@ pub fn turn_charge(rule: ChargeRule, t: &TurnInfo) -> u64 {
             _ => t.served,
         },
         ChargeRule::Plus2014 => {
+            // Report Sec. 3.5 and 4.3: a flow that hits the budget timeout
+            // (a random one) is still over-charged its whole budget in
+            // BFQ+; the 4.4 refinements only spare it when it consumed at
+            // least 2/3 of the budget (item 2, "never"). The little-service
+            // exemption (item 1) is for *slow* flows deactivated for
+            // another reason (BFQ-v1: `slow || (timeout && budget_left >=
+            // budget / 3)`).
+            let timeout = t.reason == ExpireReason::Timeout;
             // Slow: at this rate the budget would not fit in T_max.
-            let slow = t.reason == ExpireReason::Timeout
-                || (t.elapsed > 0
-                    && u128::from(t.served) * u128::from(t.timeout)
-                        < u128::from(t.budget) * u128::from(t.elapsed)
-                    && t.reason != ExpireReason::BudgetExhausted);
+            let slow = !timeout
+                && t.elapsed > 0
+                && u128::from(t.served) * u128::from(t.timeout)
+                    < u128::from(t.budget) * u128::from(t.elapsed)
+                && t.reason != ExpireReason::BudgetExhausted;
             let little = t.served <= t.max_budget / 8;
             let most = 3 * t.served >= 2 * t.budget;
-            if slow && !little && !most && !t.raised {
+            if ((slow && !little) || timeout) && !most && !t.raised {
                 t.budget.max(t.served)
             } else {
                 t.served
@@ -241,10 +252,21 @@ mod tests {
     #[test]
     fn report_exemptions() {
         use ExpireReason::*;
-        // Timeout after little service (<= B_max/8): not over-charged.
+        // Timeout after little service (a random flow): still
+        // over-charged its whole budget (report 3.5, 4.3).
         assert_eq!(
             turn_charge(ChargeRule::Plus2014, &turn(Timeout, 2000, 125 * MS)),
+            8192
+        );
+        // Slow (not timed out) after little service (<= B_max/8): not
+        // over-charged (report 4.4 item 1).
+        assert_eq!(
+            turn_charge(ChargeRule::Plus2014, &turn(TooIdle, 2000, 100 * MS)),
             2000
+        );
+        assert_eq!(
+            turn_charge(ChargeRule::Plus2014, &turn(TooIdle, 3000, 100 * MS)),
+            8192
         );
         // Timeout having consumed 2/3: not over-charged.
         assert_eq!(

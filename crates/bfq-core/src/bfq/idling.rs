@@ -5,8 +5,9 @@
 //!
 //! - T_wait 8 ms (kernel slice_idle), cut to 2 ms for flows detected as
 //!   seeky: waiting for a random flow buys no throughput (Sec. II-B).
-//! - No idling for asynchronous flows, for the idle class, or on devices
-//!   that queue internally (unless `idle_on_queueing_devices`).
+//! - No idling for asynchronous flows, for the idle class, or for seeky
+//!   flows on devices that queue internally (unless
+//!   `idle_on_queueing_devices`; kernel 2.6.3x `hw_tag && BFQQ_SEEKY`).
 //! - Seeky detection (kernel): a flow is seeky when more than 19 of its
 //!   last 32 requests started farther than 800 sectors from the end of
 //!   the previous one.
@@ -311,7 +312,12 @@ impl IdleConfig {
         if self.slice_idle == 0 || !sync || class == IoClass::Idle {
             return None;
         }
-        if device.queues_internally && !self.idle_on_queueing_devices {
+        // Kernel of the 2010 paper and the 2014 report (2.6.3x
+        // `bfq_update_idle_window`, as CFQ's): on a device that queues
+        // internally (hw_tag) only *seeky* flows lose idling; a sequential
+        // flow is still waited for, so that the drive is not fed
+        // interleaved requests of many streams.
+        if device.queues_internally && !self.idle_on_queueing_devices && seeky {
             return None;
         }
         Some(if seeky {
@@ -373,6 +379,7 @@ mod tests {
         assert_eq!(c.wait_time(&disk, IoClass::Be, true, true), Some(2 * MS));
         assert_eq!(c.wait_time(&disk, IoClass::Be, false, false), None);
         assert_eq!(c.wait_time(&disk, IoClass::Idle, true, false), None);
-        assert_eq!(c.wait_time(&ncq, IoClass::Be, true, false), None);
+        assert_eq!(c.wait_time(&ncq, IoClass::Be, true, false), Some(8 * MS));
+        assert_eq!(c.wait_time(&ncq, IoClass::Be, true, true), None);
     }
 }

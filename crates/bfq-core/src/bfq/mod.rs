@@ -920,8 +920,15 @@ impl Bfq {
         }
         let turn = self.turn?;
         let a = self.flow_state(turn.flow);
-        let limit = a.inj.limit.min(self.device.queue_depth);
-        if self.table.in_flight() >= limit as usize {
+        // The limit bounds the *other* flows' requests in flight, as the
+        // samples that learn it count them (`others`): counting the idling
+        // flow's own request too would, with a depth-1 sync flow whose
+        // next request arrives at the instant the previous one completes,
+        // never let the first injection happen, so the limit could never
+        // grow from 1 and injection would do nothing.
+        let limit = a.inj.limit.min(self.device.queue_depth) as usize;
+        let others = self.table.in_flight().saturating_sub(a.in_flight as usize);
+        if others >= limit {
             return None;
         }
         let cands = [a.inj.waker, a.inj.woken, self.wf2q.peek_next_flow(now)];
