@@ -394,6 +394,14 @@ impl<F, G> Topology<F, G> {
             .expect("flow with held requests")
     }
 
+    /// A flow that still exists (live, or removed but still holding
+    /// requests), if any: for references a policy keeps to other flows,
+    /// which may have been freed since.
+    #[inline]
+    pub fn existing_flow_mut(&mut self, id: FlowId) -> Option<&mut FlowEntry<F>> {
+        self.flows.get_mut(id.0 as usize).and_then(Option::as_mut)
+    }
+
     /// Any flow still held, mutably.
     #[inline]
     pub fn any_flow_mut(&mut self, id: FlowId) -> &mut FlowEntry<F> {

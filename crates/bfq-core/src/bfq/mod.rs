@@ -934,7 +934,7 @@ impl Bfq {
         let cands = [a.inj.waker, a.inj.woken, self.wf2q.peek_next_flow(now)];
         for c in cands.into_iter().flatten() {
             let cf = FlowId(c);
-            if cf == turn.flow || self.topo.flow_capacity() <= c as usize {
+            if cf == turn.flow {
                 continue;
             }
             if let Some(r) = self.dispatch_injected(cf, now) {
@@ -949,7 +949,9 @@ impl Bfq {
         let qcfg = self.cfg.queue;
         let asym = self.census.asymmetric();
         let turn = self.turn?;
-        let fs = &mut self.topo.any_flow_mut(f).data;
+        // The candidate (the idling flow's waker or woken flow) may have
+        // been removed and freed since it was recorded.
+        let fs = &mut self.topo.existing_flow_mut(f)?.data;
         if fs.queue.is_empty() || self.wf2q.entity(fs.entity).state != EState::Queued {
             return None;
         }
