@@ -1,0 +1,130 @@
+//! Workload runner on regular files (no root), and with root on a loop
+//! device under the kernel's schedulers (skipped with a message otherwise).
+
+use bfq_engine::sys::{self, LoopDevice};
+use bfq_engine::workload::{self, Backend, Dir, FlowDesc, Pattern, RunConfig};
+use bfq_engine::Settings;
+use std::time::Duration;
+
+fn flows() -> Vec<FlowDesc> {
+    let mut a = FlowDesc::reader("seq", Pattern::Seq, 64 << 10);
+    a.weight = Some(100);
+    a.bytes = Some(2 << 20);
+    let mut b = FlowDesc::reader("rand", Pattern::Rand, 4096);
+    b.weight = Some(300);
+    b.depth = 4;
+    b.bytes = Some(1 << 20);
+    b.repeat = 2;
+    let mut c = FlowDesc::reader(
+        "replay",
+        Pattern::Replay(vec![(0, 4096), (8192, 8192)]),
+        4096,
+    );
+    c.bytes = Some(64 << 10);
+    c.think = Duration::from_micros(10);
+    vec![a, b, c]
+}
+
+#[test]
+fn runs_flows_through_the_engine_on_a_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let target = dir.path().join("target.img");
+    let mut cfg = RunConfig::new(
+        &target,
+        Backend::parse("fifo", Settings::new()),
+        Duration::from_secs(30),
+    );
+    cfg.create_size = Some(16 << 20);
+    let r = workload::run(&cfg, &flows()).unwrap();
+    assert_eq!(r.flows.len(), 3);
+    // Byte budgets end the run long before the duration.
+    assert_eq!(r.flows[0].bytes, 2 << 20);
+    assert_eq!(r.flows[1].bytes, 2 << 20, "two repetitions of 1 MiB");
+    assert_eq!(r.flows[2].bytes, 64 << 10);
+    assert!(r.flows.iter().all(|f| f.errors == 0));
+
+    // Writes are refused unless allowed.
+    let mut w = flows();
+    w[0].dir = Dir::Write;
+    let e = workload::run(&cfg, &w).unwrap_err();
+    assert_eq!(e.kind(), std::io::ErrorKind::PermissionDenied);
+    cfg.allow_writes = true;
+    let r = workload::run(&cfg, &w).unwrap();
+    assert_eq!(r.flows[0].bytes, 2 << 20);
+
+    // The kernel's schedulers need a block device.
+    let cfg = RunConfig::new(
+        &target,
+        Backend::parse("kernel:bfq", Settings::new()),
+        Duration::from_secs(1),
+    );
+    assert!(workload::run(&cfg, &flows()).is_err());
+}
+
+#[test]
+fn kernel_side_by_side_on_a_loop_device() {
+    if !sys::is_root() {
+        eprintln!("SKIPPED kernel_side_by_side_on_a_loop_device: needs root");
+        return;
+    }
+    if !std::path::Path::new("/dev/loop-control").exists() {
+        eprintln!("SKIPPED kernel_side_by_side_on_a_loop_device: no loop devices");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let img = dir.path().join("loop.img");
+    workload::create_filled(&img, 32 << 20).unwrap();
+    let dev = match LoopDevice::create(&img, 32 << 20, true) {
+        Ok(d) => d,
+        Err(e) => {
+            eprintln!("SKIPPED kernel_side_by_side_on_a_loop_device: {e}");
+            return;
+        }
+    };
+    let (_, before) = sys::block_schedulers(dev.path()).unwrap();
+    for sched in ["kernel:bfq", "kernel:none", "fifo"] {
+        let cfg = RunConfig::new(
+            dev.path(),
+            Backend::parse(sched, Settings::new()),
+            Duration::from_secs(30),
+        );
+        let r = workload::run(&cfg, &flows()).unwrap_or_else(|e| panic!("{sched}: {e}"));
+        assert_eq!(r.flows[0].bytes, 2 << 20, "{sched}");
+        assert!(
+            r.flows.iter().all(|f| f.errors == 0),
+            "{sched}: {:?}",
+            r.flows
+        );
+    }
+    let (_, after) = sys::block_schedulers(dev.path()).unwrap();
+    assert_eq!(before, after, "the device's scheduler is restored");
+    // No cgroup of ours is left.
+    let pid = std::process::id();
+    assert!(!std::path::Path::new(&format!("{}/bfq-rs-{pid}-0", sys::BLKIO_V1)).exists());
+    // Writes to a device are refused unless allowed.
+    let mut w = flows();
+    w[0].dir = Dir::Write;
+    let cfg = RunConfig::new(
+        dev.path(),
+        Backend::parse("kernel:none", Settings::new()),
+        Duration::from_secs(1),
+    );
+    assert!(workload::run(&cfg, &w).is_err());
+    dev.remove().unwrap();
+}
+
+#[test]
+fn refuses_mounted_devices() {
+    // The root filesystem's device is mounted: always refused.
+    let mounts = std::fs::read_to_string("/proc/self/mounts").unwrap();
+    let Some(src) = mounts
+        .lines()
+        .filter_map(|l| l.split_whitespace().next())
+        .find(|s| s.starts_with("/dev/") && sys::is_block_device(std::path::Path::new(s)))
+    else {
+        eprintln!("SKIPPED refuses_mounted_devices: no mounted block device");
+        return;
+    };
+    let e = sys::check_not_mounted(std::path::Path::new(src)).unwrap_err();
+    assert_eq!(e.kind(), std::io::ErrorKind::ResourceBusy, "{e}");
+}
