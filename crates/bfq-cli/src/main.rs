@@ -4,6 +4,9 @@
 use clap::{Parser, Subcommand};
 
 mod bench_core;
+mod bench_engine;
+mod loopdev;
+mod run;
 
 #[derive(Parser)]
 #[command(
@@ -22,6 +25,13 @@ enum Cmd {
     Schedulers,
     /// Measure CPU time per request of the schedulers' hot path.
     BenchCore(bench_core::Args),
+    /// Run a scenario's flows as real I/O: through the engine with a
+    /// scheduler of the project, or with kernel:bfq|mq-deadline|kyber|none.
+    Run(run::Args),
+    /// Make or remove a loop device (for the kernel's schedulers).
+    Loop(loopdev::Args),
+    /// The engine's benchmarks, side by side with the kernel's schedulers.
+    BenchEngine(bench_engine::Args),
 }
 
 fn main() {
@@ -34,6 +44,9 @@ fn main() {
             Ok(())
         }
         Cmd::BenchCore(a) => bench_core::run(a),
+        Cmd::Run(a) => run::run(a),
+        Cmd::Loop(a) => loopdev::run(a),
+        Cmd::BenchEngine(a) => bench_engine::run(a),
     };
     if let Err(e) = result {
         eprintln!("bfq: error: {e:#}");
