@@ -49,6 +49,12 @@ pub enum BenchCmd {
         /// Use this block device instead of making a loop device.
         #[arg(long)]
         device: Option<PathBuf>,
+        /// Nice value of the engine's dispatcher thread.
+        #[arg(long, default_value_t = 0, allow_hyphen_values = true)]
+        nice: i32,
+        /// Engine reads go through io_uring's worker threads (IOSQE_ASYNC).
+        #[arg(long)]
+        async_submit: bool,
     },
     /// Requests per second through the scheduler with io_uring NOPs.
     Nop {
@@ -162,7 +168,18 @@ pub fn run(a: Args) -> anyhow::Result<()> {
             depth,
             size,
             device,
-        } => randread(flows, schedulers, seconds, depth, &size, device, a.json),
+            nice,
+            async_submit,
+        } => randread(
+            flows,
+            schedulers,
+            seconds,
+            depth,
+            &size,
+            device,
+            (nice, async_submit),
+            a.json,
+        ),
         BenchCmd::Nop {
             schedulers,
             flows,
@@ -189,6 +206,7 @@ fn randread(
     depth: u32,
     size: &str,
     device: Option<PathBuf>,
+    (nice, async_submit): (i32, bool),
     json_out: bool,
 ) -> anyhow::Result<()> {
     sys::require_root("bench-engine randread (loop device, kernel schedulers)")?;
@@ -229,6 +247,8 @@ fn randread(
                 Duration::from_secs_f64(seconds),
             );
             cfg.queue_depth = depth;
+            cfg.dispatcher_nice = nice;
+            cfg.async_submit = async_submit;
             let r = workload::run(&cfg, &descs).map_err(|e| anyhow::anyhow!("{s}: {e}"))?;
             let errs: u64 = r.flows.iter().map(|f| f.errors).sum();
             if errs > 0 {
@@ -246,9 +266,12 @@ fn randread(
                   "results": row.iter().map(|(_, r)| report_json(r)).collect::<Vec<_>>()})
             })
             .collect();
-        println!("{}", serde_json::to_string_pretty(&json!({
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&json!({
             "bench": "randread", "device": dev, "block": 4096, "total_depth": depth,
-            "seconds": seconds, "rows": v}))?);
+            "seconds": seconds, "rows": v}))?
+        );
         return Ok(());
     }
     println!(
@@ -340,14 +363,20 @@ fn nop(
         out.push((s.clone(), total as f64 / secs, stats.parks));
     }
     if json_out {
-        println!("{}", serde_json::to_string_pretty(&json!({
-            "bench": "nop", "flows": flows, "depth": depth, "window": window, "seconds": seconds,
-            "results": out.iter().map(|(s, r, parks)| json!({"scheduler": s, "req_per_s": r, "dispatcher_parks": parks})).collect::<Vec<_>>()
-        }))?);
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&json!({
+                "bench": "nop", "flows": flows, "depth": depth, "window": window, "seconds": seconds,
+                "results": out.iter().map(|(s, r, parks)| json!({"scheduler": s, "req_per_s": r, "dispatcher_parks": parks})).collect::<Vec<_>>()
+            }))?
+        );
     } else {
         println!("io_uring NOP requests through the engine: {flows} flow(s), window {window}, device depth {depth}, {seconds} s");
         for (s, r, parks) in &out {
-            println!("{s:>10}: {:>8.0} K req/s  (dispatcher parked {parks} times)", r / 1e3);
+            println!(
+                "{s:>10}: {:>8.0} K req/s  (dispatcher parked {parks} times)",
+                r / 1e3
+            );
         }
     }
     Ok(())
@@ -400,12 +429,15 @@ fn fairness(
     }
     drop(tmp);
     if json_out {
-        println!("{}", serde_json::to_string_pretty(&json!({
-            "bench": "fairness", "block": block, "seconds": seconds, "engine_depth": depth,
-            "results": results.iter().map(|(w, _, r)| json!({
-                "weights": w, "worst_share_error": r.worst_share_error(), "run": report_json(r)
-            })).collect::<Vec<_>>()
-        }))?);
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&json!({
+                "bench": "fairness", "block": block, "seconds": seconds, "engine_depth": depth,
+                "results": results.iter().map(|(w, _, r)| json!({
+                    "weights": w, "worst_share_error": r.worst_share_error(), "run": report_json(r)
+                })).collect::<Vec<_>>()
+            }))?
+        );
         return Ok(());
     }
     println!("Greedy sequential readers ({} KiB), loop device (direct I/O) over a regular file, {seconds} s each", block >> 10);

@@ -31,7 +31,8 @@ pub enum LoopCmd {
 }
 
 pub fn parse_size(s: &str) -> anyhow::Result<u64> {
-    bfq_core::settings::parse_u64(s).ok_or_else(|| anyhow::anyhow!("bad size '{s}' (e.g. 1G, 512M)"))
+    bfq_core::settings::parse_u64(s)
+        .ok_or_else(|| anyhow::anyhow!("bad size '{s}' (e.g. 1G, 512M)"))
 }
 
 pub fn run(a: Args) -> anyhow::Result<()> {
@@ -47,15 +48,14 @@ pub fn run(a: Args) -> anyhow::Result<()> {
             if fill && !file.exists() {
                 bfq_engine::workload::create_filled(&file, size)?;
             }
-            let dev = sys::LoopDevice::create(&file, size, !buffered)
-                .or_else(|e| {
-                    if buffered {
-                        Err(e)
-                    } else {
-                        // Backing filesystems without O_DIRECT: buffered.
-                        sys::LoopDevice::create(&file, size, false)
-                    }
-                })?;
+            let dev = sys::LoopDevice::create(&file, size, !buffered).or_else(|e| {
+                if buffered {
+                    Err(e)
+                } else {
+                    // Backing filesystems without O_DIRECT: buffered.
+                    sys::LoopDevice::create(&file, size, false)
+                }
+            })?;
             println!("{}", dev.keep().display());
             Ok(())
         }

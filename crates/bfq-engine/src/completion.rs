@@ -11,10 +11,13 @@ use std::thread::Thread;
 
 /// The dispatcher's view of a completion slot: it only delivers results.
 pub(crate) trait Sink: Send + Sync {
-    fn complete(&self, res: io::Result<usize>);
+    /// Stores the result; returns who to wake (the caller wakes it, maybe
+    /// later, in a batch).
+    fn complete(&self, res: io::Result<usize>) -> Waiter;
 }
 
-enum Waiter {
+/// Someone waiting for a result.
+pub(crate) enum Waiter {
     None,
     Waker(Waker),
     Thread(Thread),
@@ -44,21 +47,29 @@ impl<B: Send + 'static> Slot<B> {
     }
 }
 
-impl<B: Send + 'static> Sink for Slot<B> {
-    fn complete(&self, res: io::Result<usize>) {
-        let waiter = {
-            let mut g = self.inner.lock().unwrap_or_else(|p| p.into_inner());
-            if g.result.is_some() {
-                return;
-            }
-            g.result = Some(res);
-            std::mem::replace(&mut g.waiter, Waiter::None)
-        };
-        match waiter {
+impl Waiter {
+    /// Wakes the waiter, if any.
+    pub(crate) fn wake(self) {
+        match self {
             Waiter::None => {}
             Waiter::Waker(w) => w.wake(),
             Waiter::Thread(t) => t.unpark(),
         }
+    }
+
+    pub(crate) fn is_none(&self) -> bool {
+        matches!(self, Waiter::None)
+    }
+}
+
+impl<B: Send + 'static> Sink for Slot<B> {
+    fn complete(&self, res: io::Result<usize>) -> Waiter {
+        let mut g = self.inner.lock().unwrap_or_else(|p| p.into_inner());
+        if g.result.is_some() {
+            return Waiter::None;
+        }
+        g.result = Some(res);
+        std::mem::replace(&mut g.waiter, Waiter::None)
     }
 }
 

@@ -8,6 +8,7 @@
 //! was about to block (`Shared::parked`), so a busy engine makes no wake-up
 //! syscalls.
 
+use crate::completion::Waiter;
 use crate::engine::{cancelled, Cmd, EngineStats, Op, OpKind, Shared, ShutdownMode};
 use bfq_core::{Dispatch, Op as SOp, Request, Scheduler, Time, SECTOR_BYTES};
 use io_uring::{opcode, squeue, types, IoUring};
@@ -29,6 +30,8 @@ const CMD_BATCH: usize = 1024;
 pub(crate) struct DispatcherConfig {
     pub depth: u32,
     pub allow_short: bool,
+    pub nice: i32,
+    pub async_submit: bool,
 }
 
 struct Held {
@@ -57,6 +60,10 @@ pub(crate) struct Dispatcher {
     timer_armed: bool,
     stopping: Option<ShutdownMode>,
     stats: EngineStats,
+    /// Waiters of completed requests, woken once the next requests are
+    /// submitted (so a woken submitter does not preempt the dispatcher
+    /// in the middle of a batch).
+    wakes: Vec<Waiter>,
 }
 
 fn monotonic_now() -> libc::timespec {
@@ -119,6 +126,7 @@ impl Dispatcher {
             timer_armed: false,
             stopping: None,
             stats: EngineStats::default(),
+            wakes: Vec::new(),
         })
     }
 
@@ -281,7 +289,12 @@ impl Dispatcher {
             (OpKind::Write, true) => opcode::Write::new(types::Fixed(0), op.ptr, op.len)
                 .offset(op.offset)
                 .build(),
-            _ => opcode::Nop::new().build(),
+            _ => return opcode::Nop::new().build().user_data(u64::from(idx)),
+        };
+        let sqe = if self.cfg.async_submit {
+            sqe.flags(squeue::Flags::ASYNC)
+        } else {
+            sqe
         };
         sqe.user_data(u64::from(idx))
     }
@@ -355,7 +368,10 @@ impl Dispatcher {
         if result.is_err() {
             self.stats.errors += 1;
         }
-        op.finish(result);
+        let w = op.finish_deferred(result);
+        if !w.is_none() {
+            self.wakes.push(w);
+        }
     }
 
     /// Reaps every completion available. Returns how many.
@@ -450,6 +466,12 @@ impl Dispatcher {
         }
     }
 
+    fn flush_wakes(&mut self) {
+        for w in self.wakes.drain(..) {
+            w.wake();
+        }
+    }
+
     fn main_loop(&mut self) {
         loop {
             let mut busy = self.drain_commands();
@@ -458,13 +480,16 @@ impl Dispatcher {
                 busy |= self.dispatch();
             }
             if self.done() {
+                self.flush_wakes();
                 return;
             }
             self.arm_reads();
             if busy {
                 let _ = self.ring.submit();
+                self.flush_wakes();
                 continue;
             }
+            self.flush_wakes();
             // About to block: announce it, then look once more.
             self.shared.parked.store(true, Ordering::SeqCst);
             match self.rx.try_recv() {
@@ -492,7 +517,19 @@ impl Dispatcher {
     /// Runs until shutdown. Every held request is completed or cancelled
     /// before this returns, even if the scheduler panics.
     pub(crate) fn run(mut self) {
+        if self.cfg.nice != 0 {
+            // SAFETY: plain syscall on this thread; failure (not root) is
+            // harmless.
+            unsafe {
+                libc::setpriority(
+                    libc::PRIO_PROCESS,
+                    crate::sys::gettid() as libc::id_t,
+                    self.cfg.nice,
+                )
+            };
+        }
         let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| self.main_loop()));
+        self.flush_wakes();
         self.stopping = Some(ShutdownMode::Cancel);
         // Refuse what is still in the channel.
         while let Ok(cmd) = self.rx.try_recv() {

@@ -1,7 +1,7 @@
 //! The engine's public API: [`EngineBuilder`], [`Engine`], [`Flow`].
 
 use crate::buf::{IoBuf, IoBufMut};
-use crate::completion::{IoResult, Pending, Sink, Slot};
+use crate::completion::{IoResult, Pending, Sink, Slot, Waiter};
 use crate::dispatcher::{Dispatcher, DispatcherConfig};
 use bfq_core::{
     DeviceInfo, FlowId, FlowSpec, GroupId, IoClass, IoPrio, SchedError, Scheduler, Settings,
@@ -44,10 +44,16 @@ pub(crate) struct Op {
 unsafe impl Send for Op {}
 
 impl Op {
-    /// Delivers the result (once).
+    /// Delivers the result (once) and wakes the waiter.
     pub(crate) fn finish(&mut self, res: io::Result<usize>) {
-        if let Some(s) = self.sink.take() {
-            s.complete(res);
+        self.finish_deferred(res).wake();
+    }
+
+    /// Delivers the result (once); the caller wakes the returned waiter.
+    pub(crate) fn finish_deferred(&mut self, res: io::Result<usize>) -> Waiter {
+        match self.sink.take() {
+            Some(s) => s.complete(res),
+            None => Waiter::None,
         }
     }
 }
@@ -156,6 +162,8 @@ pub struct EngineBuilder {
     create_size: Option<u64>,
     device: Option<DeviceInfo>,
     allow_short: bool,
+    dispatcher_nice: i32,
+    async_submit: bool,
 }
 
 impl EngineBuilder {
@@ -171,6 +179,8 @@ impl EngineBuilder {
             create_size: None,
             device: None,
             allow_short: false,
+            dispatcher_nice: 0,
+            async_submit: false,
         }
     }
 
@@ -241,6 +251,21 @@ impl EngineBuilder {
         self
     }
 
+    /// Nice value of the dispatcher thread (default 0; negative values
+    /// need root and keep woken submitters from preempting it).
+    pub fn dispatcher_nice(mut self, nice: i32) -> Self {
+        self.dispatcher_nice = nice.clamp(-20, 19);
+        self
+    }
+
+    /// Hand every read and write to io_uring's worker threads
+    /// (`IOSQE_ASYNC`) instead of issuing it on the dispatcher thread: the
+    /// block layer's submission work then runs in parallel on other cores.
+    pub fn async_submit(mut self, on: bool) -> Self {
+        self.async_submit = on;
+        self
+    }
+
     /// Opens the target, builds the scheduler and starts the dispatcher.
     pub fn open(self) -> io::Result<Engine> {
         let mut sched = match self.instance {
@@ -283,6 +308,8 @@ impl EngineBuilder {
         let cfg = DispatcherConfig {
             depth: device.queue_depth.max(1),
             allow_short: self.allow_short,
+            nice: self.dispatcher_nice,
+            async_submit: self.async_submit,
         };
         // The ring is created on the dispatcher thread (single issuer).
         let (ready_tx, ready_rx) = mpsc::sync_channel(1);

@@ -163,6 +163,10 @@ pub struct RunConfig {
     /// does not exist.
     pub create_size: Option<u64>,
     pub groups: Vec<GroupDesc>,
+    /// Nice value of the engine's dispatcher thread.
+    pub dispatcher_nice: i32,
+    /// Engine reads and writes go through io_uring's workers (IOSQE_ASYNC).
+    pub async_submit: bool,
 }
 
 impl RunConfig {
@@ -176,6 +180,8 @@ impl RunConfig {
             queue_depth: 64,
             create_size: None,
             groups: Vec::new(),
+            dispatcher_nice: 0,
+            async_submit: false,
         }
     }
 }
@@ -437,11 +443,7 @@ pub fn layout(flows: &[FlowDesc], target_len: u64, align: u64) -> Vec<(u64, u64)
         .unwrap_or(0);
     let n_auto = flows.iter().filter(|f| f.region.is_none()).count() as u64;
     let free = target_len.saturating_sub(explicit_end);
-    let share = if n_auto == 0 {
-        0
-    } else {
-        (free / n_auto) / align * align
-    };
+    let share = free.checked_div(n_auto).unwrap_or(0) / align * align;
     let mut k = 0;
     flows
         .iter()
@@ -584,6 +586,8 @@ fn run_engine(
         .queue_depth(cfg.queue_depth)
         .direct(cfg.direct)
         .writable(cfg.allow_writes)
+        .dispatcher_nice(cfg.dispatcher_nice)
+        .async_submit(cfg.async_submit)
         .open()?;
     // Groups, parents first.
     let mut gids: HashMap<String, GroupId> = HashMap::new();

@@ -231,7 +231,7 @@ fn many_flows_many_threads() {
                 let flow = engine
                     .flow(FlowOptions::weight(1 + (t as u32 * 37) % 1000))
                     .unwrap();
-                let base = t * 256 << 10;
+                let base = (t * 256) << 10;
                 for i in 0..16u64 {
                     let data = pattern(t * 100 + i, 4096);
                     let (r, _) = flow.write(base + i * 4096, AlignedBuf::from_slice(&data));
@@ -381,7 +381,8 @@ fn scheduler_panic_fails_requests_without_hanging() {
     assert!(r.is_err());
     let (r, ()) = flow.nop_async(0, 1).wait();
     assert!(r.is_err());
-    assert!(engine.shutdown(ShutdownMode::Drain).is_err() || true);
+    // The dispatcher caught the panic: shutting down still works.
+    engine.shutdown(ShutdownMode::Drain).unwrap();
 }
 
 #[test]
