@@ -1,19 +1,180 @@
 //! `bfq bench-core`: CPU nanoseconds per request (add + dispatch +
-//! complete) in steady state, for each scheduler at each flow count, side
-//! by side in one run. Filled in by the core issue.
+//! complete) in steady state, for BFQ and the FIFO policy through the same
+//! interface, at each number of backlogged flows, side by side in one run.
+//! Also counts heap allocations per request on that path.
 
+use crate::alloc_count;
+use bfq_core::{Dispatch, FlowSpec, Op, Request, Scheduler, Settings, Time, US};
 use clap::Args as ClapArgs;
+use serde::Serialize;
+use std::time::Instant;
 
 #[derive(ClapArgs)]
 pub struct Args {
-    /// Numbers of backlogged flows to measure (repeatable).
+    /// Numbers of backlogged flows to measure (repeatable; default 1, 100,
+    /// 1000, 10000).
     #[arg(long = "flows")]
     pub flows: Vec<u32>,
+    /// Schedulers to measure (repeatable; default bfq and fifo).
+    #[arg(long = "scheduler")]
+    pub schedulers: Vec<String>,
+    /// Requests measured per configuration.
+    #[arg(long, default_value_t = 2_000_000)]
+    pub requests: u64,
+    /// Scheduler setting key=value (repeatable), e.g. `--set max_budget=64`
+    /// to switch flows every few requests and stress B-WF2Q+ selection.
+    #[arg(long = "set", value_name = "KEY=VALUE")]
+    pub set: Vec<String>,
     /// Print JSON instead of a table.
     #[arg(long)]
     pub json: bool,
 }
 
-pub fn run(_a: Args) -> anyhow::Result<()> {
-    anyhow::bail!("bench-core is not implemented yet")
+#[derive(Serialize)]
+struct Row {
+    scheduler: String,
+    flows: u32,
+    ns_per_request: f64,
+    allocs_per_request: f64,
+}
+
+#[derive(Serialize)]
+struct Report {
+    results: Vec<Row>,
+}
+
+/// Runs `n` add+dispatch+complete cycles; returns (ns, allocations).
+fn cycles(
+    s: &mut dyn Scheduler,
+    flows: &[bfq_core::FlowId],
+    next_id: &mut u64,
+    now: &mut Time,
+    n: u64,
+) -> (f64, u64) {
+    let a0 = alloc_count();
+    let t0 = Instant::now();
+    for _ in 0..n {
+        *now += US;
+        let Dispatch::Request(r) = s.dispatch(*now) else {
+            panic!("backlogged scheduler dispatched nothing")
+        };
+        s.complete(*now, r.id).expect("complete");
+        let req = Request {
+            id: *next_id,
+            flow: r.flow,
+            sector: r.end() + 8,
+            sectors: 8,
+            op: Op::Write,
+            sync: false,
+        };
+        *next_id += 1;
+        s.add_request(*now, req).expect("add");
+    }
+    let ns = t0.elapsed().as_nanos() as f64;
+    let _ = flows;
+    (ns, alloc_count() - a0)
+}
+
+fn measure(name: &str, settings: &Settings, nflows: u32, requests: u64) -> anyhow::Result<Row> {
+    let mut s = bfq_schedulers::build(name, settings)?;
+    let flows: Vec<_> = (0..nflows)
+        .map(|i| s.add_flow(0, FlowSpec::with_weight(1 + i % 1000)))
+        .collect::<Result<_, _>>()?;
+    let mut next_id = 0u64;
+    let mut now: Time = 0;
+    for (i, &f) in flows.iter().enumerate() {
+        for k in 0..2u64 {
+            let req = Request {
+                id: next_id,
+                flow: f,
+                sector: i as u64 * 1_000_000 + k * 8,
+                sectors: 8,
+                op: Op::Write,
+                sync: false,
+            };
+            next_id += 1;
+            s.add_request(now, req)?;
+        }
+    }
+    // Warm up: every flow served several times, capacities settled.
+    let warm = (requests / 4).max(u64::from(nflows) * 8);
+    cycles(s.as_mut(), &flows, &mut next_id, &mut now, warm);
+    let (ns, allocs) = cycles(s.as_mut(), &flows, &mut next_id, &mut now, requests);
+    Ok(Row {
+        scheduler: name.to_string(),
+        flows: nflows,
+        ns_per_request: ns / requests as f64,
+        allocs_per_request: allocs as f64 / requests as f64,
+    })
+}
+
+pub fn run(a: Args) -> anyhow::Result<()> {
+    let flows = if a.flows.is_empty() {
+        vec![1, 100, 1000, 10000]
+    } else {
+        a.flows
+    };
+    let scheds = if a.schedulers.is_empty() {
+        vec!["bfq".to_string(), "fifo".to_string()]
+    } else {
+        a.schedulers
+    };
+    if a.requests == 0 {
+        anyhow::bail!("--requests must be positive");
+    }
+    let mut settings = Settings::new();
+    for kv in &a.set {
+        let (k, v) = Settings::parse_pair(kv)?;
+        settings.set(k, v);
+    }
+    let no_settings = Settings::new();
+    let mut results = vec![];
+    for &n in &flows {
+        if n == 0 {
+            anyhow::bail!("--flows must be positive");
+        }
+        for name in &scheds {
+            // Settings apply to the schedulers that know them (BFQ).
+            let row = measure(
+                name,
+                if name == "fifo" {
+                    &no_settings
+                } else {
+                    &settings
+                },
+                n,
+                a.requests,
+            )?;
+            if a.json {
+                eprintln!(
+                    "{:<12} flows {:>6}: {:>8.1} ns/request, {:.4} allocations/request",
+                    row.scheduler, row.flows, row.ns_per_request, row.allocs_per_request
+                );
+            }
+            results.push(row);
+        }
+    }
+    if a.json {
+        println!("{}", serde_json::to_string_pretty(&Report { results })?);
+    } else {
+        println!(
+            "{:<12} {:>7} {:>14} {:>12} {:>10}",
+            "scheduler", "flows", "ns/request", "allocs/req", "vs fifo"
+        );
+        for r in &results {
+            let fifo = results
+                .iter()
+                .find(|x| x.scheduler == "fifo" && x.flows == r.flows)
+                .map(|x| r.ns_per_request / x.ns_per_request);
+            println!(
+                "{:<12} {:>7} {:>14.1} {:>12.4} {:>10}",
+                r.scheduler,
+                r.flows,
+                r.ns_per_request,
+                r.allocs_per_request,
+                fifo.map_or("-".into(), |x| format!("{x:.2}x"))
+            );
+        }
+    }
+    Ok(())
 }

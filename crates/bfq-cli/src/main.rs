@@ -2,11 +2,43 @@
 //! module; see docs/ for each.
 
 use clap::{Parser, Subcommand};
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::sync::atomic::{AtomicU64, Ordering};
 
 mod bench_core;
 mod bench_engine;
 mod loopdev;
 mod run;
+mod sim;
+
+/// Counts heap allocations, so that benchmarks can show the hot paths
+/// allocate nothing per request.
+struct CountingAlloc;
+
+static ALLOCS: AtomicU64 = AtomicU64::new(0);
+
+// SAFETY: forwards to the system allocator unchanged.
+unsafe impl GlobalAlloc for CountingAlloc {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        ALLOCS.fetch_add(1, Ordering::Relaxed);
+        unsafe { System.alloc(layout) }
+    }
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        unsafe { System.dealloc(ptr, layout) }
+    }
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        ALLOCS.fetch_add(1, Ordering::Relaxed);
+        unsafe { System.realloc(ptr, layout, new_size) }
+    }
+}
+
+#[global_allocator]
+static GLOBAL: CountingAlloc = CountingAlloc;
+
+/// Heap allocations made by this process so far.
+pub fn alloc_count() -> u64 {
+    ALLOCS.load(Ordering::Relaxed)
+}
 
 #[derive(Parser)]
 #[command(
@@ -32,6 +64,8 @@ enum Cmd {
     Loop(loopdev::Args),
     /// The engine's benchmarks, side by side with the kernel's schedulers.
     BenchEngine(bench_engine::Args),
+    /// Run a scenario in the simulator (docs/scenarios.md).
+    Sim(sim::Args),
 }
 
 fn main() {
@@ -47,6 +81,7 @@ fn main() {
         Cmd::Run(a) => run::run(a),
         Cmd::Loop(a) => loopdev::run(a),
         Cmd::BenchEngine(a) => bench_engine::run(a),
+        Cmd::Sim(a) => sim::run(a),
     };
     if let Err(e) = result {
         eprintln!("bfq: error: {e:#}");

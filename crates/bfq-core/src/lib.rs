@@ -19,13 +19,16 @@
 //! assert_eq!(s.dispatch(5_000_000), Dispatch::Empty);
 //! ```
 
+pub mod bfq;
 pub mod error;
 pub mod fifo;
+pub mod fluid;
 pub mod scheduler;
 pub mod settings;
 pub mod table;
 pub mod types;
 
+pub use bfq::{Bfq, BfqConfig};
 pub use error::SchedError;
 pub use fifo::Fifo;
 pub use scheduler::Scheduler;

@@ -214,7 +214,7 @@ mod tests {
         s.for_scheduler("bfq");
         assert_eq!(s.duration("slice_idle", 0).unwrap(), 2 * MS);
         assert_eq!(s.u64("max_budget", 0).unwrap(), 4096);
-        assert_eq!(s.bool("low_latency", true).unwrap(), true);
+        assert!(s.bool("low_latency", true).unwrap());
         let e = s.finish().unwrap_err();
         assert_eq!(e.to_string(), "scheduler 'bfq' has no setting 'zzz'");
     }

@@ -3,8 +3,23 @@
 //! Every scheduler of the project, by name, behind the one
 //! [`bfq_core::Scheduler`] interface. [`build`] is the registry the
 //! simulator, the engine and the suite use.
+//!
+//! The baselines the BFQ papers compare against live here, one module
+//! each; docs/schedulers.md describes each with its settings and sources.
 
-use bfq_core::{Fifo, SchedError, Scheduler, Settings};
+pub mod anticipatory;
+pub mod cfq;
+pub mod clook;
+pub mod deadline;
+pub mod noop;
+pub mod scan_edf;
+pub mod throttle;
+mod util;
+pub mod yfq;
+
+pub use util::Node;
+
+use bfq_core::{Bfq, BfqConfig, Fifo, SchedError, Scheduler, Settings};
 
 /// A scheduler the registry can build.
 #[derive(Clone, Copy, Debug)]
@@ -16,10 +31,65 @@ pub struct Entry {
 }
 
 /// Every name [`build`] accepts, with a one-line summary.
-pub const SCHEDULERS: &[Entry] = &[Entry {
-    name: "fifo",
-    summary: "first come, first served; no idling (the kernel's `none` order)",
-}];
+pub const SCHEDULERS: &[Entry] = &[
+    Entry {
+        name: "bfq",
+        summary: "Budget Fair Queueing with today's kernel defaults (bfq-core)",
+    },
+    Entry {
+        name: "bfq-2010",
+        summary:
+            "BFQ exactly as the 2010 paper: B-WF2Q+, linear budgets, T_wait idling, no heuristics",
+    },
+    Entry {
+        name: "fifo",
+        summary: "first come, first served; no idling (the kernel's `none` order)",
+    },
+    Entry {
+        name: "noop",
+        summary: "FIFO with back merging of contiguous requests (Linux noop)",
+    },
+    Entry {
+        name: "clook",
+        summary: "one global C-LOOK elevator, no idling",
+    },
+    Entry {
+        name: "deadline",
+        summary: "sorted lists plus read/write FIFOs with expiry, batches (Linux deadline)",
+    },
+    Entry {
+        name: "as",
+        summary:
+            "anticipatory: one-way elevator, batches, idling for the last sync reader (Linux AS)",
+    },
+    Entry {
+        name: "as-prio",
+        summary: "anticipatory with I/O priorities: per-level lists and tokens (Gupta et al.)",
+    },
+    Entry {
+        name: "cfq",
+        summary:
+            "Completely Fair Queueing: per-process time slices in round robin, idling (Linux CFQ)",
+    },
+    Entry {
+        name: "yfq",
+        summary: "YFQ: batches of bt_size requests chosen by WFQ, C-LOOK within a batch",
+    },
+    Entry {
+        name: "scan-edf",
+        summary:
+            "SCAN-EDF: per-flow relative deadlines rounded to delta, C-LOOK among equal deadlines",
+    },
+    Entry {
+        name: "throttle-max",
+        summary:
+            "blk-throttle max limits: per-flow/per-group bandwidth and IOPS token buckets over FIFO",
+    },
+    Entry {
+        name: "throttle-low",
+        summary: "blk-throttle low limits: everyone held to its low limit while one is below it",
+    },
+];
 
 /// Builds scheduler `name` with `settings` (`key=value`, documented per
 /// scheduler in docs/schedulers.md). Unknown names and unknown or invalid
@@ -28,7 +98,19 @@ pub fn build(name: &str, settings: &Settings) -> Result<Box<dyn Scheduler>, Sche
     let mut s = settings.clone();
     s.for_scheduler(name);
     let sched: Box<dyn Scheduler> = match name {
+        "bfq" => Box::new(Bfq::new(BfqConfig::from_settings(&mut s)?).with_name("bfq")),
+        "bfq-2010" => Box::new(Bfq::new(BfqConfig::from_settings(&mut s)?).with_name("bfq-2010")),
         "fifo" | "none" => Box::new(Fifo::new()),
+        "noop" => Box::new(noop::Noop::new(&mut s)?),
+        "clook" => Box::new(clook::Clook::new(&mut s)?),
+        "deadline" => Box::new(deadline::Deadline::new(&mut s)?),
+        "as" => Box::new(anticipatory::Anticipatory::new(&mut s, false)?),
+        "as-prio" => Box::new(anticipatory::Anticipatory::new(&mut s, true)?),
+        "cfq" => Box::new(cfq::Cfq::new(&mut s)?),
+        "yfq" => Box::new(yfq::Yfq::new(&mut s)?),
+        "scan-edf" => Box::new(scan_edf::ScanEdf::new(&mut s)?),
+        "throttle-max" => Box::new(throttle::Throttle::new(&mut s, false)?),
+        "throttle-low" => Box::new(throttle::Throttle::new(&mut s, true)?),
         _ => return Err(SchedError::UnknownScheduler(name.to_string())),
     };
     s.finish()?;
@@ -44,6 +126,12 @@ mod tests {
         for e in SCHEDULERS {
             build(e.name, &Settings::new()).unwrap_or_else(|err| panic!("{}: {err}", e.name));
         }
+        let s = Settings::from_pairs([("max_budget", "4096"), ("slice_idle", "4ms")]);
+        assert_eq!(build("bfq", &s).unwrap().name(), "bfq");
+        assert!(matches!(
+            build("bfq", &Settings::from_pairs([("nope", "1")])),
+            Err(SchedError::UnknownSetting { .. })
+        ));
         assert!(matches!(
             build("nope", &Settings::new()),
             Err(SchedError::UnknownScheduler(_))

@@ -1,0 +1,130 @@
+//! `bfq sim`: runs a scenario file in the simulator (crate bfq-sim) with
+//! any scheduler of the registry. See docs/scenarios.md.
+
+use anyhow::Context;
+use bfq_core::{Settings, Time};
+use bfq_sim::{simulate, Scenario, SimOptions};
+use clap::Args as ClapArgs;
+use std::io::{BufWriter, Write};
+use std::path::PathBuf;
+
+#[derive(ClapArgs)]
+pub struct Args {
+    /// Scenario file (TOML, docs/scenarios.md).
+    pub scenario: PathBuf,
+    /// Scheduler name (overrides the scenario's [scheduler] name).
+    #[arg(long)]
+    pub scheduler: Option<String>,
+    /// Scheduler setting key=value (repeatable; overrides the scenario's).
+    #[arg(long = "set", value_name = "KEY=VALUE")]
+    pub set: Vec<String>,
+    /// Seed (overrides the scenario's).
+    #[arg(long)]
+    pub seed: Option<u64>,
+    /// Simulated duration (overrides the scenario's), e.g. 10s.
+    #[arg(long)]
+    pub duration: Option<String>,
+    /// Write the results as JSON to this file ("-" for stdout).
+    #[arg(long)]
+    pub json: Option<PathBuf>,
+    /// Write the event trace CSV (t_ns,event,flow,req,sector,sectors,op).
+    #[arg(long)]
+    pub trace: Option<PathBuf>,
+    /// Report simulated requests per second of wall time (to stderr).
+    #[arg(long)]
+    pub bench: bool,
+    /// No progress bar.
+    #[arg(long, short)]
+    pub quiet: bool,
+}
+
+pub fn run(a: Args) -> anyhow::Result<()> {
+    let mut sc = Scenario::from_file(&a.scenario)?;
+    if let Some(d) = &a.duration {
+        let ns = bfq_core::settings::parse_duration(d)
+            .with_context(|| format!("--duration: invalid duration '{d}'"))?;
+        sc.duration = bfq_sim::units::Dur(ns);
+    }
+    let name = a
+        .scheduler
+        .clone()
+        .unwrap_or_else(|| sc.scheduler_name().to_string());
+    let mut settings: Settings =
+        if a.scheduler.is_some() && a.scheduler.as_deref() != sc.scheduler.name.as_deref() {
+            // a different scheduler: the scenario's settings were for another one
+            Settings::new()
+        } else {
+            sc.scheduler.settings.clone()
+        };
+    for kv in &a.set {
+        let (k, v) = Settings::parse_pair(kv).map_err(|e| anyhow::anyhow!("--set {kv}: {e}"))?;
+        settings.set(k, v);
+    }
+    let sched = bfq_schedulers::build(&name, &settings)
+        .map_err(|e| anyhow::anyhow!("scheduler '{name}': {e}"))?;
+    let seed = a.seed.unwrap_or(sc.seed);
+
+    let mut trace_file = match &a.trace {
+        Some(p) => Some(BufWriter::with_capacity(
+            1 << 20,
+            std::fs::File::create(p).with_context(|| format!("creating {}", p.display()))?,
+        )),
+        None => None,
+    };
+    let bar = if a.quiet || a.bench {
+        None
+    } else {
+        let b = indicatif::ProgressBar::new(1000);
+        b.set_style(
+            indicatif::ProgressStyle::with_template(
+                "{spinner} simulated {msg} [{bar:30}] {elapsed}",
+            )
+            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+        );
+        b.set_draw_target(indicatif::ProgressDrawTarget::stderr());
+        Some(b)
+    };
+    let wall = std::time::Instant::now();
+    let mut progress = |now: Time, end: Time| {
+        if let Some(b) = &bar {
+            // show the bar only for runs that take a while
+            if wall.elapsed().as_millis() > 500 {
+                b.set_position(now.saturating_mul(1000) / end.max(1));
+                b.set_message(format!("{:.1}/{:.1} s", now as f64 / 1e9, end as f64 / 1e9));
+            }
+        }
+    };
+    let opts = SimOptions {
+        trace: trace_file.as_mut().map(|w| w as &mut dyn Write),
+        progress: Some(&mut progress),
+        stop_at: None,
+    };
+    let r = simulate(&sc, sched, seed, opts)?;
+    let elapsed = wall.elapsed();
+    if let Some(b) = &bar {
+        b.finish_and_clear();
+    }
+    if let Some(mut w) = trace_file {
+        w.flush()?;
+    }
+    print!("{}", r.summary());
+    if let Some(p) = &a.json {
+        let j = r.to_json() + "\n";
+        if p.as_os_str() == "-" {
+            print!("{j}");
+        } else {
+            std::fs::write(p, j).with_context(|| format!("writing {}", p.display()))?;
+        }
+    }
+    if a.bench {
+        let s = elapsed.as_secs_f64();
+        eprintln!(
+            "bench: {} requests in {:.3} s wall = {:.2} M simulated requests/s; {:.1} simulated s per wall s",
+            r.requests,
+            s,
+            r.requests as f64 / s / 1e6,
+            r.sim_time_s / s
+        );
+    }
+    Ok(())
+}

@@ -1,0 +1,589 @@
+//! B-WF2Q+: the budget-based WF2Q+ that picks which flow (or group) gets the
+//! next budget. 2010 paper, Sec. II-D and II-E, Fig. 4; kernel `bfq-wf2q.c`
+//! semantics as summarised in reference/linux-bfq-mechanisms.md.
+//!
+//! Every entity (a flow, or a group as one entity among its siblings) has a
+//! virtual start time S and finish time F = S + budget / weight. Each group
+//! holds one *service tree* per class (RT, BE, IDLE) with its own system
+//! virtual time V. An entity is *eligible* when S <= V; the next in service
+//! is the eligible entity with least F. V grows by `served / sum of active
+//! weights` on every dispatch (Fig. 4 lines 29-31) and is pushed up to the
+//! least S when nothing is eligible (lines 19-22).
+//!
+//! Data structure: each tree keeps its eligible entities in a binary heap
+//! ordered by F and its not-yet-eligible ones in a heap ordered by S. V
+//! never decreases, so an entity moves from the second heap to the first at
+//! most once per activation: selection, insertion and removal are
+//! O(log N) amortized — the same bound as the kernel's F-ordered tree
+//! augmented with the subtree minimum S, with simpler code.
+//!
+//! Virtual times are fixed point: one unit of service over a weight of one
+//! is `1 << SERVICE_SHIFT`, as the kernel's `WFQ_SERVICE_SHIFT`.
+
+use crate::types::{GroupId, IoClass, Time};
+
+/// Fixed-point shift of virtual time (kernel: WFQ_SERVICE_SHIFT = 22).
+pub const SERVICE_SHIFT: u32 = 22;
+
+/// Virtual-time cost of `service` sectors for total weight `weight`.
+#[inline]
+pub fn vdelta(service: u64, weight: u64) -> u64 {
+    debug_assert!(weight > 0);
+    (service << SERVICE_SHIFT) / weight.max(1)
+}
+
+/// Index of an entity in [`Wf2q`].
+pub type EntityId = u32;
+
+/// What an entity stands for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    /// A flow, by its index.
+    Flow(u32),
+    /// A group, by its id.
+    Group(GroupId),
+}
+
+/// Where an entity stands in the scheduler.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum EState {
+    /// Not backlogged; `finish` survives for `S = max(V, F)` on return.
+    Idle,
+    /// Backlogged, waiting in its tree.
+    Queued,
+    /// Selected: its budget is being served.
+    InService,
+    /// Freed slot.
+    Dead,
+}
+
+/// A schedulable entity: a flow or a group.
+#[derive(Clone, Copy, Debug)]
+pub struct Entity {
+    pub kind: Kind,
+    /// Weight in the parent's tree (may be raised for flows).
+    pub weight: u32,
+    pub class: IoClass,
+    /// Group whose trees hold this entity.
+    pub parent: GroupId,
+    /// Virtual start time.
+    pub start: u64,
+    /// Virtual finish time.
+    pub finish: u64,
+    /// Budget used for timestamping, in sectors.
+    pub budget: u64,
+    /// Service charged since it was selected, in sectors.
+    pub service: u64,
+    pub state: EState,
+}
+
+/// One service tree: a class within a group.
+#[derive(Clone, Debug, Default)]
+struct Tree {
+    /// System virtual time of this tree.
+    v: u64,
+    /// Sum of the weights of its active (queued or in-service) entities.
+    wsum: u64,
+    /// Eligible entities, min-heap on (F, id).
+    elig: Vec<(u64, EntityId)>,
+    /// Not yet eligible entities, min-heap on (S, id).
+    inelig: Vec<(u64, EntityId)>,
+}
+
+/// Per-group scheduling state.
+#[derive(Clone, Debug)]
+struct SchedData {
+    /// The entity of this group in its parent's tree (None for the root).
+    entity: Option<EntityId>,
+    /// Child entity in service, if any.
+    in_service: Option<EntityId>,
+    /// Children that are queued or in service.
+    busy: u32,
+    /// Last time an idle-class child was selected.
+    last_idle_service: Time,
+    trees: [Tree; IoClass::COUNT],
+}
+
+impl SchedData {
+    fn new(entity: Option<EntityId>, now: Time) -> Self {
+        SchedData {
+            entity,
+            in_service: None,
+            busy: 0,
+            last_idle_service: now,
+            trees: Default::default(),
+        }
+    }
+}
+
+/// The hierarchical B-WF2Q+ scheduler.
+#[derive(Clone, Debug)]
+pub struct Wf2q {
+    entities: Vec<Entity>,
+    /// Heap position of each entity (valid while queued).
+    pos: Vec<u32>,
+    free: Vec<EntityId>,
+    groups: Vec<Option<SchedData>>,
+    /// Idle-class starvation timeout (kernel BFQ_CL_IDLE_TIMEOUT, 200 ms).
+    idle_class_timeout: Time,
+}
+
+impl Wf2q {
+    /// A scheduler holding the root group only.
+    pub fn new(idle_class_timeout: Time) -> Self {
+        Wf2q {
+            entities: Vec::new(),
+            pos: Vec::new(),
+            free: Vec::new(),
+            groups: vec![Some(SchedData::new(None, 0))],
+            idle_class_timeout,
+        }
+    }
+
+    /// The entity `id`.
+    #[inline]
+    pub fn entity(&self, id: EntityId) -> &Entity {
+        &self.entities[id as usize]
+    }
+
+    /// The entity `id`, mutably. Do not change `weight` of an active entity
+    /// this way: use [`Wf2q::set_weight`].
+    #[inline]
+    pub fn entity_mut(&mut self, id: EntityId) -> &mut Entity {
+        &mut self.entities[id as usize]
+    }
+
+    /// Creates an idle entity in group `parent`'s tree of `class`.
+    pub fn new_entity(
+        &mut self,
+        kind: Kind,
+        parent: GroupId,
+        class: IoClass,
+        weight: u32,
+        budget: u64,
+    ) -> EntityId {
+        let e = Entity {
+            kind,
+            weight,
+            class,
+            parent,
+            start: 0,
+            finish: 0,
+            budget,
+            service: 0,
+            state: EState::Idle,
+        };
+        match self.free.pop() {
+            Some(id) => {
+                self.entities[id as usize] = e;
+                id
+            }
+            None => {
+                self.entities.push(e);
+                self.pos.push(u32::MAX);
+                (self.entities.len() - 1) as EntityId
+            }
+        }
+    }
+
+    /// Frees an idle entity.
+    pub fn free_entity(&mut self, id: EntityId) {
+        debug_assert_eq!(self.entities[id as usize].state, EState::Idle);
+        self.entities[id as usize].state = EState::Dead;
+        self.free.push(id);
+    }
+
+    /// Adds the scheduling level of a new group, whose entity is `entity`.
+    pub fn add_group(&mut self, group: GroupId, entity: EntityId, now: Time) {
+        let i = group.0 as usize;
+        if self.groups.len() <= i {
+            self.groups.resize_with(i + 1, || None);
+        }
+        self.groups[i] = Some(SchedData::new(Some(entity), now));
+    }
+
+    /// Drops the scheduling level of an empty group; returns its entity.
+    pub fn remove_group(&mut self, group: GroupId) -> Option<EntityId> {
+        self.groups[group.0 as usize]
+            .take()
+            .and_then(|sd| sd.entity)
+    }
+
+    #[inline]
+    fn sd(&self, g: GroupId) -> &SchedData {
+        self.groups[g.0 as usize].as_ref().expect("live group")
+    }
+
+    #[inline]
+    fn sd_mut(&mut self, g: GroupId) -> &mut SchedData {
+        self.groups[g.0 as usize].as_mut().expect("live group")
+    }
+
+    #[inline]
+    fn tree_mut(&mut self, g: GroupId, class: IoClass) -> &mut Tree {
+        &mut self.sd_mut(g).trees[class as usize]
+    }
+
+    /// System virtual time of `group`'s tree for `class`.
+    pub fn vtime(&self, group: GroupId, class: IoClass) -> u64 {
+        self.sd(group).trees[class as usize].v
+    }
+
+    /// Sum of active weights in `group`'s tree for `class`.
+    pub fn wsum(&self, group: GroupId, class: IoClass) -> u64 {
+        self.sd(group).trees[class as usize].wsum
+    }
+
+    /// The group entity of `group` (None for the root).
+    pub fn group_entity(&self, group: GroupId) -> Option<EntityId> {
+        self.sd(group).entity
+    }
+
+    /// Children of `group` that are queued or in service.
+    pub fn busy_children(&self, group: GroupId) -> u32 {
+        self.sd(group).busy
+    }
+
+    /// Number of classes with active entities directly under the root, and
+    /// whether more than one group below the root is active: inputs of the
+    /// "asymmetric scenario" checks of the heuristics.
+    pub fn root_active_classes(&self) -> usize {
+        self.sd(GroupId::ROOT)
+            .trees
+            .iter()
+            .filter(|t| t.wsum > 0)
+            .count()
+    }
+
+    // ---- heap primitives (min-heaps on (key, id), positions in `pos`) ----
+
+    fn heap_push(heap: &mut Vec<(u64, EntityId)>, pos: &mut [u32], item: (u64, EntityId)) {
+        heap.push(item);
+        let i = heap.len() - 1;
+        pos[item.1 as usize] = i as u32;
+        Self::sift_up(heap, pos, i);
+    }
+
+    fn sift_up(heap: &mut [(u64, EntityId)], pos: &mut [u32], mut i: usize) {
+        while i > 0 {
+            let p = (i - 1) / 2;
+            if heap[i] < heap[p] {
+                heap.swap(i, p);
+                pos[heap[i].1 as usize] = i as u32;
+                pos[heap[p].1 as usize] = p as u32;
+                i = p;
+            } else {
+                break;
+            }
+        }
+    }
+
+    fn sift_down(heap: &mut [(u64, EntityId)], pos: &mut [u32], mut i: usize) {
+        let n = heap.len();
+        loop {
+            let l = 2 * i + 1;
+            if l >= n {
+                break;
+            }
+            let r = l + 1;
+            let c = if r < n && heap[r] < heap[l] { r } else { l };
+            if heap[c] < heap[i] {
+                heap.swap(i, c);
+                pos[heap[i].1 as usize] = i as u32;
+                pos[heap[c].1 as usize] = c as u32;
+                i = c;
+            } else {
+                break;
+            }
+        }
+    }
+
+    fn heap_remove_at(
+        heap: &mut Vec<(u64, EntityId)>,
+        pos: &mut [u32],
+        i: usize,
+    ) -> (u64, EntityId) {
+        let last = heap.len() - 1;
+        heap.swap(i, last);
+        let item = heap.pop().expect("non-empty heap");
+        pos[item.1 as usize] = u32::MAX;
+        if i < heap.len() {
+            pos[heap[i].1 as usize] = i as u32;
+            Self::sift_down(heap, pos, i);
+            Self::sift_up(heap, pos, i);
+        }
+        item
+    }
+
+    // ---- tree operations ----
+
+    /// Puts a queued entity in its tree's eligible or ineligible heap.
+    fn enqueue(&mut self, id: EntityId) {
+        let e = self.entities[id as usize];
+        let (groups, pos) = (&mut self.groups, &mut self.pos);
+        let t = &mut groups[e.parent.0 as usize]
+            .as_mut()
+            .expect("live group")
+            .trees[e.class as usize];
+        if e.start <= t.v {
+            Self::heap_push(&mut t.elig, pos, (e.finish, id));
+        } else {
+            Self::heap_push(&mut t.inelig, pos, (e.start, id));
+        }
+    }
+
+    /// Takes a queued entity out of its tree's heaps.
+    fn dequeue(&mut self, id: EntityId) {
+        let e = self.entities[id as usize];
+        let i = self.pos[id as usize] as usize;
+        let (groups, pos) = (&mut self.groups, &mut self.pos);
+        let t = &mut groups[e.parent.0 as usize]
+            .as_mut()
+            .expect("live group")
+            .trees[e.class as usize];
+        // The entity is in the heap whose slot i holds it.
+        if t.elig.get(i).is_some_and(|x| x.1 == id) {
+            Self::heap_remove_at(&mut t.elig, pos, i);
+        } else {
+            debug_assert!(t.inelig.get(i).is_some_and(|x| x.1 == id));
+            Self::heap_remove_at(&mut t.inelig, pos, i);
+        }
+    }
+
+    /// Makes an idle entity backlogged (Fig. 4 line 6: S = max(V, F)),
+    /// activating its ancestors as needed. `budget` is the budget to
+    /// timestamp with.
+    pub fn activate(&mut self, id: EntityId, budget: u64) {
+        let mut id = id;
+        let mut budget = budget;
+        loop {
+            let e = self.entities[id as usize];
+            debug_assert_eq!(e.state, EState::Idle);
+            let t = self.tree_mut(e.parent, e.class);
+            let v = t.v;
+            t.wsum += u64::from(e.weight);
+            let ent = &mut self.entities[id as usize];
+            ent.start = v.max(e.finish);
+            ent.budget = budget;
+            ent.finish = ent.start + vdelta(budget, u64::from(e.weight));
+            ent.service = 0;
+            ent.state = EState::Queued;
+            self.enqueue(id);
+            let sd = self.sd_mut(e.parent);
+            sd.busy += 1;
+            let pe = sd.entity;
+            match pe {
+                Some(pe) if self.entities[pe as usize].state == EState::Idle => {
+                    // A group's budget is its next child's budget.
+                    id = pe;
+                    budget = budget.max(1);
+                }
+                _ => break,
+            }
+        }
+    }
+
+    /// Changes an entity's weight (e.g. weight raising), keeping the
+    /// tree's weight sum right. Takes effect at its next timestamping.
+    pub fn set_weight(&mut self, id: EntityId, weight: u32) {
+        let e = self.entities[id as usize];
+        if e.weight == weight {
+            return;
+        }
+        if matches!(e.state, EState::Queued | EState::InService) {
+            let t = self.tree_mut(e.parent, e.class);
+            t.wsum = t.wsum - u64::from(e.weight) + u64::from(weight);
+        }
+        self.entities[id as usize].weight = weight;
+    }
+
+    /// Charges `service` sectors dispatched for the in-service entity `id`
+    /// at every level up to the root (Fig. 4 `inc_tot_service`).
+    pub fn served(&mut self, id: EntityId, service: u64) {
+        let mut id = id;
+        loop {
+            let e = &mut self.entities[id as usize];
+            e.service += service;
+            let (parent, class) = (e.parent, e.class);
+            let t = self.tree_mut(parent, class);
+            t.v += vdelta(service, t.wsum.max(1));
+            match self.sd(parent).entity {
+                Some(pe) => id = pe,
+                None => break,
+            }
+        }
+    }
+
+    /// Whether an in-service entity still has backlog: a flow as reported
+    /// by `flow_busy`, a group when a child is still active.
+    fn still_busy(&self, id: EntityId, flow_busy: bool) -> bool {
+        match self.entities[id as usize].kind {
+            Kind::Flow(_) => flow_busy,
+            Kind::Group(g) => self.sd(g).busy > 0,
+        }
+    }
+
+    /// Ends the service slot of the in-service flow entity `id` and of its
+    /// in-service ancestors. `charge` (>= service received) is what the
+    /// slot costs the flow: F is corrected to S + charge / w (Fig. 4
+    /// `update_vfintime`). An entity still backlogged is re-inserted with
+    /// S = F (timestamp back-shifting, Fig. 4 line 11) and `next_budget`
+    /// (for groups, their next child's budget); otherwise it goes idle,
+    /// keeping F.
+    pub fn expire(&mut self, id: EntityId, charge: u64, flow_busy: bool, next_budget: u64) {
+        let extra = charge.saturating_sub(self.entities[id as usize].service);
+        let mut id = id;
+        let mut budget = next_budget;
+        loop {
+            let busy = self.still_busy(id, flow_busy);
+            let e = &mut self.entities[id as usize];
+            debug_assert_eq!(e.state, EState::InService);
+            e.service += extra;
+            e.finish = e.start + vdelta(e.service, u64::from(e.weight));
+            let (parent, weight) = (e.parent, e.weight);
+            if busy {
+                e.start = e.finish;
+                e.budget = budget;
+                e.finish = e.start + vdelta(budget, u64::from(weight));
+                e.service = 0;
+                e.state = EState::Queued;
+                self.enqueue(id);
+            } else {
+                e.state = EState::Idle;
+                e.service = 0;
+                let class = e.class;
+                self.tree_mut(parent, class).wsum -= u64::from(weight);
+                self.sd_mut(parent).busy -= 1;
+            }
+            let sd = self.sd_mut(parent);
+            sd.in_service = None;
+            match sd.entity {
+                Some(pe) => {
+                    id = pe;
+                    budget = self.next_budget_of(parent).unwrap_or(budget);
+                }
+                None => break,
+            }
+        }
+    }
+
+    /// Takes a queued entity out of the scheduler (its flow was removed or
+    /// drained while not in service), deactivating idle ancestors.
+    pub fn deactivate_queued(&mut self, id: EntityId) {
+        let mut id = id;
+        loop {
+            let e = self.entities[id as usize];
+            debug_assert_eq!(e.state, EState::Queued);
+            self.dequeue(id);
+            self.entities[id as usize].state = EState::Idle;
+            self.tree_mut(e.parent, e.class).wsum -= u64::from(e.weight);
+            let sd = self.sd_mut(e.parent);
+            sd.busy -= 1;
+            let (pe, busy) = (sd.entity, sd.busy);
+            match pe {
+                Some(pe) if busy == 0 && self.entities[pe as usize].state == EState::Queued => {
+                    id = pe
+                }
+                _ => break,
+            }
+        }
+    }
+
+    /// Budget of the entity a group would serve next (for the group's own
+    /// timestamps): the least-F queued child of its highest busy class.
+    fn next_budget_of(&self, g: GroupId) -> Option<u64> {
+        let sd = self.sd(g);
+        sd.trees.iter().find(|t| t.wsum > 0).and_then(|t| {
+            t.elig
+                .first()
+                .or(t.inelig.first())
+                .map(|&(_, id)| self.entities[id as usize].budget)
+        })
+    }
+
+    /// Picks the class to serve in group `g`: RT, then BE, then IDLE —
+    /// except that IDLE goes first when it waited longer than the
+    /// starvation timeout (kernel BFQ_CL_IDLE_TIMEOUT).
+    fn pick_class(&self, g: GroupId, now: Time) -> Option<IoClass> {
+        let sd = self.sd(g);
+        let has = |c: IoClass| {
+            let t = &sd.trees[c as usize];
+            !t.elig.is_empty() || !t.inelig.is_empty()
+        };
+        if has(IoClass::Idle) && now.saturating_sub(sd.last_idle_service) > self.idle_class_timeout
+        {
+            return Some(IoClass::Idle);
+        }
+        IoClass::ALL.into_iter().find(|&c| has(c))
+    }
+
+    /// Selects the next flow to serve (Fig. 4 `get_next_application`),
+    /// descending from the root through groups. Marks the path in service.
+    /// Returns the flow's index, or None when nothing is queued.
+    pub fn select(&mut self, now: Time) -> Option<(u32, EntityId)> {
+        let mut g = GroupId::ROOT;
+        loop {
+            debug_assert!(self.sd(g).in_service.is_none());
+            let class = self.pick_class(g, now)?;
+            let (groups, pos) = (&mut self.groups, &mut self.pos);
+            let sd = groups[g.0 as usize].as_mut().expect("live group");
+            if class == IoClass::Idle {
+                sd.last_idle_service = now;
+            }
+            let t = &mut sd.trees[class as usize];
+            if t.elig.is_empty() {
+                // Nothing eligible: push V up to the least S (Fig. 4 l. 22).
+                t.v = t.v.max(t.inelig[0].0);
+            }
+            while let Some(&(s, id)) = t.inelig.first() {
+                if s > t.v {
+                    break;
+                }
+                Self::heap_remove_at(&mut t.inelig, pos, 0);
+                let f = self.entities[id as usize].finish;
+                Self::heap_push(&mut t.elig, pos, (f, id));
+            }
+            let (_, id) = Self::heap_remove_at(&mut t.elig, pos, 0);
+            sd.in_service = Some(id);
+            let e = &mut self.entities[id as usize];
+            e.state = EState::InService;
+            e.service = 0;
+            match e.kind {
+                Kind::Flow(f) => return Some((f, id)),
+                Kind::Group(child) => g = child,
+            }
+        }
+    }
+
+    /// Checks internal invariants (debug builds and tests).
+    pub fn check_invariants(&self) {
+        for (gi, sd) in self.groups.iter().enumerate() {
+            let Some(sd) = sd else { continue };
+            let mut busy = 0;
+            for t in &sd.trees {
+                let mut w = 0;
+                for &(f, id) in &t.elig {
+                    let e = &self.entities[id as usize];
+                    assert_eq!(e.finish, f);
+                    assert!(e.start <= t.v, "eligible entity with S > V");
+                    assert_eq!(e.parent.0 as usize, gi);
+                    w += u64::from(e.weight);
+                }
+                for &(s, id) in &t.inelig {
+                    assert_eq!(self.entities[id as usize].start, s);
+                    w += u64::from(self.entities[id as usize].weight);
+                }
+                busy += t.elig.len() + t.inelig.len();
+                if let Some(is) = sd.in_service {
+                    let e = &self.entities[is as usize];
+                    if std::ptr::eq(t, &sd.trees[e.class as usize]) {
+                        w += u64::from(e.weight);
+                    }
+                }
+                assert_eq!(w, t.wsum, "weight sum of group {gi}");
+            }
+            busy += usize::from(sd.in_service.is_some());
+            assert_eq!(busy as u32, sd.busy, "busy children of group {gi}");
+        }
+    }
+}

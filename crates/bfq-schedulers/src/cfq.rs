@@ -1,0 +1,550 @@
+//! `cfq`: Completely Fair Queueing, as in Linux 2.6.2x-2.6.33
+//! (`block/cfq-iosched.c`), the CFQ the 2010 and 2014 papers measured.
+//!
+//! - One sync queue per flow (process); async requests go to queues shared
+//!   by all flows of the same class and level.
+//! - Busy queues wait on one round-robin service tree per class (RT, BE,
+//!   IDLE; strictly in that order). A queue is keyed by the time it joined
+//!   plus an offset that lets higher priorities in earlier
+//!   (`(busy - 1) * (slice(level 0) - slice(level))`).
+//! - The queue in service owns the disk for a time slice,
+//!   `slice + slice / 5 * (4 - level)` with `slice_sync` (100 ms) for sync
+//!   queues and `slice_async` (40 ms) for async ones; the slice starts at
+//!   the queue's first completion. An async queue also stops after
+//!   `2 * (slice_async_rq + slice_async_rq * (7 - level))` requests.
+//! - Within a queue: a sector-sorted list served by the elevator with
+//!   penalised backward seeks (`back_seek_max`, `back_seek_penalty`), and a
+//!   FIFO (`fifo_expire_sync` 125 ms, `fifo_expire_async` 250 ms) checked
+//!   once per slice.
+//! - When the sync queue in service runs empty, the disk idles up to
+//!   `slice_idle` (8 ms; 2 ms for a seeky queue) for its next request, if
+//!   the process's mean think time is below `slice_idle` and the rest of
+//!   the slice covers it. No idling when the device queues internally
+//!   (the 2014 report, Section 5).
+//! - Preemption: an RT request preempts a BE/IDLE queue, a sync request an
+//!   async queue, anything an IDLE queue.
+//! - The IDLE class is served only after `idle_grace` (100 ms) without
+//!   other completions.
+//! - `low_latency` (2.6.32+, on by default): slices shrink so that the
+//!   busy sync queues of a class fit in `target_latency` (300 ms), never
+//!   below `2 * slice_idle` scaled by level; and async queues may keep only
+//!   as many requests in flight as whole `slice_sync`s have passed since
+//!   the last sync completion (at least one when none is in flight).
+//!
+//! Groups (the blkio controller of 2.6.33) are not modelled: all flows
+//! share one round robin.
+
+use crate::util::{choose_req, ensure, topology_methods, IoStats, SortList};
+use bfq_core::table::{RequestTable, SlotIdx, Topology};
+use bfq_core::{
+    DeviceInfo, Dispatch, FlowId, FlowSpec, IoClass, Op, ReqId, Request, SchedError, Scheduler,
+    Settings, Time, MS,
+};
+use std::collections::{BTreeSet, VecDeque};
+
+#[derive(Clone, Copy, Debug, Default)]
+struct Extra {
+    seq: u64,
+    expire: Time,
+    qid: u32,
+}
+
+#[derive(Debug)]
+struct Queue {
+    class: IoClass,
+    level: u8,
+    sync: bool,
+    sort: SortList<u64>,
+    fifo: VecDeque<(SlotIdx, u32)>,
+    queued: u32,
+    dispatched: u32,
+    /// Key in the service tree while waiting there.
+    tree_key: Option<(u64, u64)>,
+    /// `None` until the slice starts (first completion).
+    slice_end: Option<Time>,
+    slice_dispatch: u32,
+    fifo_checked: bool,
+    stats: IoStats,
+    last_end_request: Time,
+    last_pos: u64,
+    started: bool,
+}
+
+impl Queue {
+    fn new(class: IoClass, level: u8, sync: bool) -> Self {
+        Queue {
+            class,
+            level,
+            sync,
+            sort: SortList::default(),
+            fifo: VecDeque::new(),
+            queued: 0,
+            dispatched: 0,
+            tree_key: None,
+            slice_end: None,
+            slice_dispatch: 0,
+            fifo_checked: false,
+            stats: IoStats::default(),
+            last_end_request: 0,
+            last_pos: 0,
+            started: false,
+        }
+    }
+}
+
+/// Samples needed before the think time counts (`sample_valid`: > 80/256).
+const SAMPLE_VALID: u64 = 80;
+/// Mean seek distance above which a queue is seeky (`CIC_SEEKY`).
+const SEEKY: u64 = 8 * 1024;
+
+/// Completely Fair Queueing.
+#[derive(Debug)]
+pub struct Cfq {
+    table: RequestTable<Extra>,
+    topo: Topology<(), ()>,
+    queues: Vec<Queue>,
+    /// Flow -> its sync queue.
+    flow_q: Vec<u32>,
+    trees: [BTreeSet<(u64, u64, u32)>; 3],
+    active: Option<u32>,
+    idle_until: Option<Time>,
+    busy: [u32; 3],
+    busy_avg: [u32; 3],
+    tree_seq: u64,
+    seq: u64,
+    last_pos: u64,
+    sync_flight: u32,
+    last_end_nonidle: Time,
+    last_sync_end: Time,
+    hw_tag: bool,
+    // Tunables.
+    quantum: u32,
+    fifo_expire: [Time; 2],
+    back_max: u64,
+    back_penalty: u64,
+    slice_sync: Time,
+    slice_async: Time,
+    slice_async_rq: u32,
+    slice_idle: Time,
+    idle_grace: Time,
+    low_latency: bool,
+    target_latency: Time,
+}
+
+fn cls(c: IoClass) -> usize {
+    c as usize
+}
+
+impl Cfq {
+    /// Settings (defaults of Linux 2.6.33): `quantum` (4),
+    /// `fifo_expire_sync` (125 ms), `fifo_expire_async` (250 ms),
+    /// `back_seek_max` (16384 KiB), `back_seek_penalty` (2), `slice_sync`
+    /// (100 ms), `slice_async` (40 ms), `slice_async_rq` (2), `slice_idle`
+    /// (8 ms), `idle_grace` (100 ms), `low_latency` (1), `target_latency`
+    /// (300 ms).
+    pub fn new(s: &mut Settings) -> Result<Self, SchedError> {
+        let mut queues = Vec::new();
+        for c in [IoClass::Rt, IoClass::Be] {
+            for l in 0..8 {
+                queues.push(Queue::new(c, l, false));
+            }
+        }
+        queues.push(Queue::new(IoClass::Idle, 7, false));
+        Ok(Cfq {
+            table: RequestTable::new(),
+            topo: Topology::new(()),
+            queues,
+            flow_q: Vec::new(),
+            trees: Default::default(),
+            active: None,
+            idle_until: None,
+            busy: [0; 3],
+            busy_avg: [0; 3],
+            tree_seq: 0,
+            seq: 0,
+            last_pos: 0,
+            sync_flight: 0,
+            last_end_nonidle: 0,
+            last_sync_end: 0,
+            hw_tag: false,
+            quantum: s.u64_in("quantum", 4, 1, 1 << 16)? as u32,
+            fifo_expire: [
+                s.duration("fifo_expire_sync", 125 * MS)?,
+                s.duration("fifo_expire_async", 250 * MS)?,
+            ],
+            back_max: s.u64("back_seek_max", 16 * 1024)? * 2,
+            back_penalty: s.u64_in("back_seek_penalty", 2, 1, 1 << 20)?,
+            slice_sync: s.duration("slice_sync", 100 * MS)?.max(1),
+            slice_async: s.duration("slice_async", 40 * MS)?.max(1),
+            slice_async_rq: s.u64_in("slice_async_rq", 2, 1, 1 << 16)? as u32,
+            slice_idle: s.duration("slice_idle", 8 * MS)?,
+            idle_grace: s.duration("idle_grace", 100 * MS)?,
+            low_latency: s.bool("low_latency", true)?,
+            target_latency: s.duration("target_latency", 300 * MS)?.max(1),
+        })
+    }
+
+    fn async_qid(spec: &FlowSpec) -> u32 {
+        match spec.prio.class {
+            IoClass::Rt => u32::from(spec.prio.level),
+            IoClass::Be => 8 + u32::from(spec.prio.level),
+            IoClass::Idle => 16,
+        }
+    }
+
+    /// `cfq_prio_slice`.
+    fn prio_slice(&self, sync: bool, level: u8) -> Time {
+        let base = if sync {
+            self.slice_sync
+        } else {
+            self.slice_async
+        } as i64;
+        (base + base / 5 * (4 - i64::from(level))).max(1) as Time
+    }
+
+    /// The slice of queue `q` starting now, with `low_latency` scaling.
+    fn slice_for(&mut self, q: u32) -> Time {
+        let (sync, level, class) = {
+            let q = &self.queues[q as usize];
+            (q.sync, q.level, cls(q.class))
+        };
+        let mut slice = self.prio_slice(sync, level);
+        if self.low_latency {
+            let busy = self.busy[class];
+            let avg = self.busy_avg[class];
+            let (lo, hi) = (avg.min(busy), avg.max(busy));
+            self.busy_avg[class] = (3 * hi + lo + 2) / 4;
+            let iq = Time::from(self.busy_avg[class].max(1));
+            let expect = self.slice_sync * iq;
+            if expect > self.target_latency {
+                let low = slice.min(2 * self.slice_idle * slice / self.slice_sync);
+                slice = (slice * self.target_latency / expect).max(low).max(1);
+            }
+        }
+        slice
+    }
+
+    fn add_to_tree(&mut self, q: u32, now: Time, front: bool) {
+        let class = cls(self.queues[q as usize].class);
+        let key = if front {
+            0
+        } else {
+            let qq = &self.queues[q as usize];
+            let off = Time::from(self.busy[class].saturating_sub(1))
+                * self
+                    .prio_slice(true, 0)
+                    .saturating_sub(self.prio_slice(qq.sync, qq.level));
+            now + off
+        };
+        self.tree_seq += 1;
+        let k = (key, self.tree_seq);
+        self.trees[class].insert((k.0, k.1, q));
+        self.queues[q as usize].tree_key = Some(k);
+    }
+
+    fn remove_from_tree(&mut self, q: u32) {
+        let class = cls(self.queues[q as usize].class);
+        if let Some(k) = self.queues[q as usize].tree_key.take() {
+            self.trees[class].remove(&(k.0, k.1, q));
+        }
+    }
+
+    /// `cfq_slice_expired`: the active queue gives up the disk.
+    fn expire_active(&mut self, now: Time) {
+        if let Some(q) = self.active.take() {
+            self.idle_until = None;
+            let qq = &mut self.queues[q as usize];
+            qq.slice_end = None;
+            if qq.queued > 0 {
+                self.add_to_tree(q, now, false);
+            }
+        }
+    }
+
+    fn should_preempt(&self, new_q: u32, sync_req: bool) -> bool {
+        let Some(a) = self.active else {
+            return false;
+        };
+        if a == new_q {
+            return false;
+        }
+        let (n, a) = (&self.queues[new_q as usize], &self.queues[a as usize]);
+        if n.class == IoClass::Idle {
+            return false;
+        }
+        if a.class == IoClass::Idle {
+            return true;
+        }
+        if sync_req && !a.sync {
+            return true;
+        }
+        n.class == IoClass::Rt && a.class != IoClass::Rt
+    }
+
+    /// `cfq_update_idle_window`: idle for this queue at all?
+    fn idle_window(&self, q: u32) -> bool {
+        let st = &self.queues[q as usize].stats;
+        let valid = st.ttime_samples > SAMPLE_VALID;
+        self.slice_idle > 0 && !self.hw_tag && (!valid || st.ttime_mean <= self.slice_idle)
+    }
+
+    fn fifo_head(&mut self, q: u32) -> Option<SlotIdx> {
+        let qq = &mut self.queues[q as usize];
+        while let Some(&(idx, gen)) = qq.fifo.front() {
+            if self.table.is_queued(idx, gen) {
+                return Some(idx);
+            }
+            qq.fifo.pop_front();
+        }
+        None
+    }
+
+    /// Picks the next queue to serve (`cfq_get_next_queue`), or how long to
+    /// wait before the IDLE class may go.
+    fn next_queue(&mut self, now: Time) -> Result<Option<u32>, Time> {
+        for c in 0..3 {
+            if let Some(&(k0, k1, q)) = self.trees[c].iter().next() {
+                if c == cls(IoClass::Idle) {
+                    let ok_at = self.last_end_nonidle.saturating_add(self.idle_grace);
+                    if now < ok_at && self.last_end_nonidle > 0 {
+                        return Err(ok_at);
+                    }
+                }
+                self.trees[c].remove(&(k0, k1, q));
+                self.queues[q as usize].tree_key = None;
+                return Ok(Some(q));
+            }
+        }
+        Ok(None)
+    }
+
+    fn dispatch_from(&mut self, now: Time, q: u32) -> Option<Request> {
+        // Dispatch limits.
+        let (sync, dispatched) = {
+            let qq = &self.queues[q as usize];
+            (qq.sync, qq.dispatched)
+        };
+        let mut max = self.quantum;
+        if !sync && self.sync_flight > 0 {
+            return None;
+        }
+        if !sync && self.low_latency {
+            let mut depth = (now.saturating_sub(self.last_sync_end) / self.slice_sync) as u32;
+            if depth == 0 && dispatched == 0 {
+                depth = 1;
+            }
+            max = max.min(depth);
+        }
+        if dispatched >= max {
+            return None;
+        }
+        // FIFO first, once per slice.
+        let mut pick = None;
+        if !self.queues[q as usize].fifo_checked {
+            self.queues[q as usize].fifo_checked = true;
+            if let Some(h) = self.fifo_head(q) {
+                if self.table.slot(h).extra.expire <= now {
+                    pick = Some(h);
+                }
+            }
+        }
+        let idx = pick.or_else(|| {
+            choose_req(
+                &self.queues[q as usize].sort,
+                self.last_pos,
+                self.back_max,
+                self.back_penalty,
+            )
+        })?;
+        let seq = self.table.slot(idx).extra.seq;
+        let r = self.table.slot(idx).req;
+        let qq = &mut self.queues[q as usize];
+        qq.sort.remove(r.sector, seq);
+        qq.queued -= 1;
+        qq.dispatched += 1;
+        qq.slice_dispatch += 1;
+        if qq.queued == 0 {
+            let c = cls(qq.class);
+            self.busy[c] -= 1;
+        }
+        if sync {
+            self.sync_flight += 1;
+        }
+        self.last_pos = r.end();
+        let r = self.table.dispatch(now, idx);
+        // An async queue that used its share of requests, or an IDLE one,
+        // gives way at once if others wait.
+        let qq = &self.queues[q as usize];
+        let others = self.trees.iter().any(|t| !t.is_empty());
+        let maxrq = 2 * (self.slice_async_rq + self.slice_async_rq * (7 - u32::from(qq.level)));
+        if others && ((!qq.sync && qq.slice_dispatch >= maxrq) || qq.class == IoClass::Idle) {
+            self.expire_active(now);
+        }
+        Some(r)
+    }
+}
+
+impl Scheduler for Cfq {
+    fn name(&self) -> &str {
+        "cfq"
+    }
+    fn set_device(&mut self, device: DeviceInfo) {
+        self.hw_tag = device.queues_internally;
+    }
+    topology_methods!();
+    fn add_flow(&mut self, _now: Time, spec: FlowSpec) -> Result<FlowId, SchedError> {
+        let id = self.topo.add_flow(spec, ())?;
+        ensure(&mut self.flow_q, id.0 as usize);
+        self.flow_q[id.0 as usize] = self.queues.len() as u32;
+        let level = if spec.prio.class == IoClass::Idle {
+            7
+        } else {
+            spec.prio.level
+        };
+        self.queues.push(Queue::new(spec.prio.class, level, true));
+        Ok(id)
+    }
+    fn remove_flow(&mut self, _now: Time, flow: FlowId) -> Result<(), SchedError> {
+        self.topo.retire_flow(flow).map(|_| ())
+    }
+    fn add_request(&mut self, now: Time, req: Request) -> Result<(), SchedError> {
+        self.topo.check_flow(req.flow)?;
+        let sync = req.sync || req.op == Op::Read;
+        let q = if sync {
+            self.flow_q[req.flow.0 as usize]
+        } else {
+            Self::async_qid(&self.topo.flow(req.flow)?.spec)
+        };
+        self.seq += 1;
+        let idx = self.table.insert(
+            now,
+            req,
+            Extra {
+                seq: self.seq,
+                expire: now.saturating_add(self.fifo_expire[usize::from(!sync)]),
+                qid: q,
+            },
+        )?;
+        self.topo.hold(req.flow)?;
+        let gen = self.table.slot(idx).gen;
+        let qq = &mut self.queues[q as usize];
+        if sync {
+            if qq.started {
+                let think = if qq.dispatched == 0 && qq.queued == 0 {
+                    now.saturating_sub(qq.last_end_request)
+                        .min(2 * self.slice_idle)
+                } else {
+                    0
+                };
+                qq.stats.add_think(think);
+                qq.stats.add_seek(req.sector.abs_diff(qq.last_pos));
+            }
+            qq.started = true;
+            qq.last_pos = req.end();
+        }
+        qq.sort.insert(req.sector, self.seq, idx);
+        qq.fifo.push_back((idx, gen));
+        qq.queued += 1;
+        if qq.queued == 1 {
+            let c = cls(qq.class);
+            self.busy[c] += 1;
+        }
+        if self.active == Some(q) {
+            // The queue we idle for got its request.
+            self.idle_until = None;
+        } else if self.should_preempt(q, sync) {
+            self.remove_from_tree(q);
+            self.expire_active(now);
+            self.add_to_tree(q, now, true);
+        } else if self.queues[q as usize].tree_key.is_none() {
+            self.add_to_tree(q, now, false);
+        }
+        Ok(())
+    }
+    fn dispatch(&mut self, now: Time) -> Dispatch {
+        if self.table.queued() == 0 {
+            return Dispatch::Empty;
+        }
+        loop {
+            if let Some(q) = self.active {
+                let qq = &self.queues[q as usize];
+                if qq.slice_end.is_some_and(|e| now >= e) {
+                    self.expire_active(now);
+                    continue;
+                }
+                if qq.queued > 0 {
+                    if let Some(r) = self.dispatch_from(now, q) {
+                        return Dispatch::Request(r);
+                    }
+                    return Dispatch::Wait;
+                }
+                if let Some(until) = self.idle_until {
+                    if now < until {
+                        return Dispatch::Idle { until };
+                    }
+                    self.expire_active(now);
+                    continue;
+                }
+                if qq.dispatched > 0 && qq.sync && self.idle_window(q) {
+                    // Wait for the completion, then decide whether to idle.
+                    return Dispatch::Wait;
+                }
+                self.expire_active(now);
+                continue;
+            }
+            match self.next_queue(now) {
+                Ok(Some(q)) => {
+                    self.active = Some(q);
+                    self.idle_until = None;
+                    let qq = &mut self.queues[q as usize];
+                    qq.slice_end = None;
+                    qq.slice_dispatch = 0;
+                    qq.fifo_checked = false;
+                }
+                Ok(None) => return Dispatch::Wait,
+                Err(until) => return Dispatch::Idle { until },
+            }
+        }
+    }
+    fn complete(&mut self, now: Time, id: ReqId) -> Result<(), SchedError> {
+        let slot = self.table.complete(id)?;
+        self.topo.release(slot.req.flow);
+        let q = slot.extra.qid;
+        let qq = &mut self.queues[q as usize];
+        qq.dispatched -= 1;
+        qq.last_end_request = now;
+        if qq.sync {
+            self.sync_flight -= 1;
+            self.last_sync_end = now;
+        }
+        if qq.class != IoClass::Idle {
+            self.last_end_nonidle = now;
+        }
+        if self.active == Some(q) {
+            if self.queues[q as usize].slice_end.is_none() {
+                let s = self.slice_for(q);
+                self.queues[q as usize].slice_end = Some(now + s);
+            }
+            let qq = &self.queues[q as usize];
+            let end = qq.slice_end.unwrap_or(now);
+            if now >= end {
+                self.expire_active(now);
+            } else if qq.sync && qq.queued == 0 && qq.dispatched == 0 {
+                // cfq_arm_slice_timer.
+                let st = qq.stats;
+                let valid = st.ttime_samples > SAMPLE_VALID;
+                let idle_window = self.idle_window(q);
+                let seeky = st.seek_samples > SAMPLE_VALID && st.seek_mean > SEEKY;
+                let mut sl = self.slice_idle;
+                if seeky {
+                    sl = sl.min(2 * MS);
+                }
+                let fits = !valid || end - now >= st.ttime_mean;
+                if idle_window && fits {
+                    self.idle_until = Some(now + sl);
+                }
+            }
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,80 @@
+//! `noop`: first come, first served with back merging (Linux
+//! `noop-iosched`, 2.6.x). No sorting, no idling.
+//!
+//! Merging follows [`crate::util::Merger`]: a request starting where a
+//! queued request (or merged unit) of the same direction ends joins it and
+//! is dispatched right after it, whatever flow issued it; units are capped
+//! at `max_sectors`.
+
+use crate::util::{
+    dispatch_pending, dispatch_unit, merge_or_head, topology_methods, MergeLink, Merger,
+};
+use bfq_core::table::{RequestTable, SlotIdx, Topology};
+use bfq_core::{
+    DeviceInfo, Dispatch, FlowId, FlowSpec, ReqId, Request, SchedError, Scheduler, Settings, Time,
+};
+use std::collections::VecDeque;
+
+/// Default merge cap: 1024 sectors (the kernel's `max_sectors_kb` = 512).
+pub const DEFAULT_MAX_SECTORS: u64 = 1024;
+
+/// FIFO with back merging.
+#[derive(Debug)]
+pub struct Noop {
+    table: RequestTable<MergeLink>,
+    topo: Topology<(), ()>,
+    queue: VecDeque<SlotIdx>,
+    merger: Merger,
+}
+
+impl Noop {
+    /// Settings: `max_sectors` (merge cap in sectors, 0 disables merging).
+    pub fn new(s: &mut Settings) -> Result<Self, SchedError> {
+        let max = s.u64("max_sectors", DEFAULT_MAX_SECTORS)?;
+        Ok(Noop {
+            table: RequestTable::new(),
+            topo: Topology::new(()),
+            queue: VecDeque::new(),
+            merger: Merger::new(max),
+        })
+    }
+}
+
+impl Scheduler for Noop {
+    fn name(&self) -> &str {
+        "noop"
+    }
+    fn set_device(&mut self, _device: DeviceInfo) {}
+    topology_methods!();
+    fn add_flow(&mut self, _now: Time, spec: FlowSpec) -> Result<FlowId, SchedError> {
+        self.topo.add_flow(spec, ())
+    }
+    fn remove_flow(&mut self, _now: Time, flow: FlowId) -> Result<(), SchedError> {
+        self.topo.retire_flow(flow).map(|_| ())
+    }
+    fn add_request(&mut self, now: Time, req: Request) -> Result<(), SchedError> {
+        self.topo.check_flow(req.flow)?;
+        let idx = self.table.insert(now, req, MergeLink::default())?;
+        self.topo.hold(req.flow)?;
+        if !merge_or_head(&mut self.table, &mut self.merger, idx, 0) {
+            self.queue.push_back(idx);
+        }
+        Ok(())
+    }
+    fn dispatch(&mut self, now: Time) -> Dispatch {
+        if let Some(r) = dispatch_pending(&mut self.table, &mut self.merger, now) {
+            return Dispatch::Request(r);
+        }
+        match self.queue.pop_front() {
+            Some(h) => {
+                Dispatch::Request(dispatch_unit(&mut self.table, &mut self.merger, now, h, 0))
+            }
+            None => Dispatch::Empty,
+        }
+    }
+    fn complete(&mut self, _now: Time, id: ReqId) -> Result<(), SchedError> {
+        let slot = self.table.complete(id)?;
+        self.topo.release(slot.req.flow);
+        Ok(())
+    }
+}

@@ -1,0 +1,416 @@
+//! One deterministic test of each baseline's defining behaviour, on the
+//! harness in `common/`.
+
+mod common;
+
+use bfq_core::{
+    Dispatch, FlowSpec, GroupId, IoClass, IoPrio, Op, Request, Scheduler, Settings, MS, SEC,
+};
+use common::{Disk, FlowCfg, Sim};
+
+fn mean(v: &[usize]) -> f64 {
+    v.iter().sum::<usize>() as f64 / v.len().max(1) as f64
+}
+
+/// Two sequential sync readers far apart, each thinking 2 ms between
+/// requests. AS idles through the think time and keeps serving the same
+/// reader; the work-conserving deadline elevator switches at every request.
+#[test]
+fn as_keeps_a_sequential_reader_going_through_its_think_time() {
+    let run = |name: &str| {
+        let mut sim = Sim::with(name, &[], Disk::default());
+        sim.add_flow(FlowCfg::seq_reader(0).think(2 * MS));
+        sim.add_flow(FlowCfg::seq_reader(100_000_000).think(2 * MS));
+        sim.run(5 * SEC);
+        (mean(&sim.run_lengths()), sim.total_bytes())
+    };
+    let (as_run, as_bytes) = run("as");
+    let (dl_run, dl_bytes) = run("deadline");
+    eprintln!("as: run {as_run:.1} bytes {as_bytes}; deadline: run {dl_run:.1} bytes {dl_bytes}");
+    assert!(dl_run < 1.5, "deadline alternates: {dl_run}");
+    assert!(as_run > 20.0, "AS keeps serving one reader: {as_run}");
+    assert!(as_bytes > 3 * dl_bytes, "and gets much more throughput");
+    // With anticipation off, AS degenerates to a deadline-like elevator.
+    let mut sim = Sim::with("as", &[("antic_expire", "0")], Disk::default());
+    sim.add_flow(FlowCfg::seq_reader(0).think(2 * MS));
+    sim.add_flow(FlowCfg::seq_reader(100_000_000).think(2 * MS));
+    sim.run(5 * SEC);
+    assert!(mean(&sim.run_lengths()) < 1.5);
+}
+
+/// Two greedy sequential readers, one in the outer zone (60 MB/s) and one
+/// in the inner zone (~36 MB/s). CFQ gives them equal disk time, so the
+/// outer reader gets proportionally more bandwidth.
+#[test]
+fn cfq_hands_equal_time_not_equal_bytes() {
+    let disk = Disk::default();
+    let mut sim = Sim::with("cfq", &[], disk);
+    let outer = sim.add_flow(FlowCfg::seq_reader(0));
+    let inner = sim.add_flow(FlowCfg::seq_reader(disk.capacity - (1 << 23)));
+    let t = 10 * SEC;
+    sim.run(t);
+    let (o, i) = (&sim.stats[outer], &sim.stats[inner]);
+    let time_ratio = o.dev_time as f64 / i.dev_time as f64;
+    let bw_ratio = o.bw(t) / i.bw(t);
+    eprintln!(
+        "cfq: time ratio {time_ratio:.3}, bandwidth ratio {bw_ratio:.3}, runs {:.1}",
+        mean(&sim.run_lengths())
+    );
+    assert!((time_ratio - 1.0).abs() < 0.05, "equal time: {time_ratio}");
+    assert!(bw_ratio > 1.4, "outer reader gets more bytes: {bw_ratio}");
+    // Each slice is ~100 ms of one reader's sequential requests.
+    assert!(mean(&sim.run_lengths()) > 50.0);
+}
+
+/// Two sequential readers with four requests outstanding each (read-ahead).
+/// YFQ fills every batch of four with requests of both, by WFQ finish tag,
+/// so the disk switches between the files inside every batch; CFQ serves
+/// one file for a whole slice.
+#[test]
+fn yfq_interleaves_flows_inside_batches_and_loses_sequentiality() {
+    let run = |name: &str| {
+        let mut sim = Sim::with(
+            name,
+            &[("bt_size", "4")][..if name == "yfq" { 1 } else { 0 }],
+            Disk::default(),
+        );
+        sim.add_flow(FlowCfg::seq_reader(0).depth(4));
+        sim.add_flow(FlowCfg::seq_reader(60_000_000).depth(4));
+        sim.run(5 * SEC);
+        sim
+    };
+    let yfq = run("yfq");
+    let cfq = run("cfq");
+    // Each batch takes two requests of each reader (equal tags); C-LOOK
+    // then serves the two of the reader under the head first, so the
+    // longest a reader keeps the disk is 2 + 2 requests across a batch
+    // boundary: never more than bt_size in a row.
+    let runs = yfq.run_lengths();
+    let yr = mean(&runs);
+    let longest = runs.iter().copied().max().unwrap_or(0);
+    eprintln!(
+        "yfq: run mean {yr:.2} max {longest}, bytes {} vs cfq {} (cfq run {:.1})",
+        yfq.total_bytes(),
+        cfq.total_bytes(),
+        mean(&cfq.run_lengths())
+    );
+    assert!(
+        longest <= 4,
+        "no reader gets more than a batch in a row: {longest}"
+    );
+    assert!(mean(&cfq.run_lengths()) > 10.0 * yr);
+    assert!(
+        yfq.total_bytes() * 2 < cfq.total_bytes(),
+        "throughput is lost"
+    );
+    // Still fair between the two equal-weight flows.
+    let (a, b) = (yfq.stats[0].bytes as f64, yfq.stats[1].bytes as f64);
+    assert!((a / b - 1.0).abs() < 0.05);
+}
+
+/// Three periodic flows (one random 4 KiB read every 100 ms, relative
+/// deadline 100 ms) next to an async writer keeping sixteen 1 MiB writes
+/// queued (relative deadline 1 s). The load is feasible, and SCAN-EDF meets
+/// every periodic deadline; FIFO does not.
+#[test]
+fn scan_edf_meets_deadlines_of_periodic_flows_when_feasible() {
+    let run = |name: &str, settings: &[(&str, &str)]| {
+        let mut sim = Sim::with(name, settings, Disk::default());
+        for i in 0..3u64 {
+            let mut p = FlowCfg::rand_reader(i * 30_000_000, 20_000_000);
+            p.kind = common::Kind::Periodic { period: 100 * MS };
+            p.start = i * 7 * MS;
+            sim.add_flow(p);
+        }
+        sim.add_flow(FlowCfg::async_writer(100_000_000, 16).sectors(2048));
+        sim.run(10 * SEC);
+        sim
+    };
+    let edf = run(
+        "scan-edf",
+        &[
+            ("deadline.f0", "100ms"),
+            ("deadline.f1", "100ms"),
+            ("deadline.f2", "100ms"),
+            ("deadline.f3", "1s"),
+            ("delta", "20ms"),
+        ],
+    );
+    let fifo = run("fifo", &[]);
+    for i in 0..3 {
+        let (e, f) = (&edf.stats[i], &fifo.stats[i]);
+        eprintln!(
+            "flow {i}: scan-edf max {} ms ({} done), fifo max {} ms",
+            e.max_latency() / MS,
+            e.completed,
+            f.max_latency() / MS
+        );
+        assert!(e.completed >= 99);
+        assert!(e.max_latency() <= 100 * MS, "deadline met");
+        assert!(f.max_latency() > 100 * MS, "FIFO misses it");
+    }
+    assert!(
+        edf.stats[3].bw(10 * SEC) > 20e6,
+        "the writer still gets the rest"
+    );
+}
+
+const MIB: f64 = 1024.0 * 1024.0;
+
+/// Two groups limited to 10 MiB/s each; only one has a (greedy) reader.
+/// It gets its 10 MiB/s and no more, though the disk could do ~6x that:
+/// what the idle group does not use is lost.
+#[test]
+fn throttle_max_leaves_bandwidth_unused_when_a_group_is_idle() {
+    let set = [("max_bps.g1", "10M"), ("max_bps.g2", "10M")];
+    let mut sim = Sim::with("throttle-max", &set, Disk::default());
+    let g1 = sim.add_group(GroupId::ROOT, 100);
+    let _g2 = sim.add_group(GroupId::ROOT, 100);
+    let spec = FlowSpec {
+        group: g1,
+        ..FlowSpec::default()
+    };
+    let a = sim.add_flow(FlowCfg::seq_reader(0).spec(spec));
+    let t = 10 * SEC;
+    sim.run(t);
+    let bw = sim.stats[a].bw(t) / MIB;
+    let mut free = Sim::with("fifo", &[], Disk::default());
+    let b = free.add_flow(FlowCfg::seq_reader(0));
+    free.run(t);
+    let free_bw = free.stats[b].bw(t) / MIB;
+    eprintln!("throttle-max: {bw:.2} MiB/s (unthrottled {free_bw:.2})");
+    assert!((bw - 10.0).abs() < 0.5, "held to its max: {bw}");
+    assert!(free_bw > 4.0 * bw, "the rest of the disk stays unused");
+}
+
+/// A random-reading target with a 10 MiB/s low limit it cannot reach, and
+/// two sequential readers with 1 MiB/s low limits. While the target is
+/// active (and under its low limit) everyone is held to its low limit;
+/// once the target stops and goes idle, nobody is throttled.
+#[test]
+fn throttle_low_clamps_everyone_while_the_target_is_under_its_low_limit() {
+    let set = [
+        ("low_bps.g1", "10M"),
+        ("low_bps.g2", "1M"),
+        ("low_bps.g3", "1M"),
+    ];
+    let mut sim = Sim::with("throttle-low", &set, Disk::default());
+    let groups: Vec<GroupId> = (0..3).map(|_| sim.add_group(GroupId::ROOT, 100)).collect();
+    let in_group = |g: GroupId| FlowSpec {
+        group: g,
+        ..FlowSpec::default()
+    };
+    let target = sim.add_flow(
+        FlowCfg::rand_reader(0, 1 << 26)
+            .spec(in_group(groups[0]))
+            .during(0, 5 * SEC),
+    );
+    let i1 = sim.add_flow(FlowCfg::seq_reader(1 << 25).spec(in_group(groups[1])));
+    let i2 = sim.add_flow(FlowCfg::seq_reader(1 << 26).spec(in_group(groups[2])));
+    sim.run(5 * SEC);
+    let before: Vec<u64> = sim.stats.iter().map(|s| s.bytes).collect();
+    sim.run(10 * SEC);
+    let rate = |b: u64| b as f64 / 5.0 / MIB;
+    let t_bw = rate(before[target]);
+    let (a1, a2) = (rate(before[i1]), rate(before[i2]));
+    let (b1, b2) = (
+        rate(sim.stats[i1].bytes - before[i1]),
+        rate(sim.stats[i2].bytes - before[i2]),
+    );
+    eprintln!(
+        "throttle-low: target {t_bw:.2}; interferers {a1:.2} {a2:.2} -> {b1:.2} {b2:.2} MiB/s"
+    );
+    assert!(t_bw < 10.0, "the target stays under its low limit");
+    for x in [a1, a2] {
+        assert!((x - 1.0).abs() < 0.1, "clamped to the low limit: {x}");
+    }
+    for x in [b1, b2] {
+        assert!(x > 2.0, "unthrottled once the target is idle: {x}");
+    }
+}
+
+/// A high-priority random reader (BE level 0) against 1 then 4
+/// low-priority random readers (BE level 7). as-prio anticipates the
+/// high-priority reader and gives the low level a few tokens per round, so
+/// its latency stays flat; plain AS treats them alike and the latency grows
+/// with the number of readers.
+#[test]
+fn as_prio_keeps_high_priority_latency_flat_as_low_priority_readers_are_added() {
+    let run = |name: &str, lows: u64| {
+        let mut sim = Sim::with(name, &[], Disk::default());
+        let hi = FlowSpec {
+            prio: IoPrio {
+                class: IoClass::Be,
+                level: 0,
+            },
+            ..FlowSpec::default()
+        };
+        let lo = FlowSpec {
+            prio: IoPrio {
+                class: IoClass::Be,
+                level: 7,
+            },
+            ..FlowSpec::default()
+        };
+        let h = sim.add_flow(FlowCfg::rand_reader(0, 1 << 24).spec(hi).think(MS));
+        for i in 0..lows {
+            sim.add_flow(FlowCfg::rand_reader((i + 1) << 24, 1 << 24).spec(lo));
+        }
+        sim.run(10 * SEC);
+        sim.stats[h].mean_latency()
+    };
+    let (p1, p4) = (run("as-prio", 1), run("as-prio", 4));
+    let (a1, a4) = (run("as", 1), run("as", 4));
+    eprintln!(
+        "high-priority mean latency: as-prio {:.2} -> {:.2} ms, as {:.2} -> {:.2} ms",
+        p1 as f64 / 1e6,
+        p4 as f64 / 1e6,
+        a1 as f64 / 1e6,
+        a4 as f64 / 1e6
+    );
+    assert!((p4 as f64) < 1.25 * p1 as f64, "flat under as-prio");
+    assert!((a4 as f64) > 1.5 * a1 as f64, "grows under as");
+    assert!(p4 < a4);
+}
+
+fn rd(id: u64, flow: bfq_core::FlowId, sector: u64) -> Request {
+    Request {
+        id,
+        flow,
+        sector,
+        sectors: 8,
+        op: Op::Read,
+        sync: true,
+    }
+}
+
+fn order(s: &mut Box<dyn Scheduler>) -> Vec<u64> {
+    let mut v = Vec::new();
+    while let Dispatch::Request(r) = s.dispatch(0) {
+        v.push(r.id);
+    }
+    v
+}
+
+/// noop is FIFO, but a request contiguous to a queued one is dispatched
+/// right behind it (back merge), whoever issued it.
+#[test]
+fn noop_merges_contiguous_requests() {
+    let mut s = bfq_schedulers::build("noop", &Settings::new()).unwrap();
+    let a = s.add_flow(0, FlowSpec::default()).unwrap();
+    let b = s.add_flow(0, FlowSpec::default()).unwrap();
+    s.add_request(0, rd(1, a, 0)).unwrap();
+    s.add_request(0, rd(2, b, 5000)).unwrap();
+    s.add_request(0, rd(3, b, 8)).unwrap();
+    s.add_request(0, rd(4, a, 16)).unwrap();
+    assert_eq!(order(&mut s), vec![1, 3, 4, 2]);
+    let mut off =
+        bfq_schedulers::build("noop", &Settings::from_pairs([("max_sectors", "0")])).unwrap();
+    let a = off.add_flow(0, FlowSpec::default()).unwrap();
+    for (id, sec) in [(1, 0), (2, 5000), (3, 8)] {
+        off.add_request(0, rd(id, a, sec)).unwrap();
+    }
+    assert_eq!(order(&mut off), vec![1, 2, 3]);
+}
+
+/// clook sweeps upwards from the head and wraps; deadline serves an
+/// expired read before continuing its sweep.
+#[test]
+fn clook_sweeps_and_deadline_expires() {
+    let mut s = bfq_schedulers::build("clook", &Settings::new()).unwrap();
+    let a = s.add_flow(0, FlowSpec::default()).unwrap();
+    s.add_request(0, rd(1, a, 500)).unwrap();
+    let Dispatch::Request(_) = s.dispatch(0) else {
+        panic!()
+    };
+    for (id, sec) in [(2, 100), (3, 900), (4, 600), (5, 50)] {
+        s.add_request(0, rd(id, a, sec)).unwrap();
+    }
+    assert_eq!(order(&mut s), vec![4, 3, 5, 2]);
+
+    // deadline: one-way batches in sector order; with fifo_batch = 1 every
+    // request starts a batch and an expired FIFO head goes first.
+    let run = |settings: &[(&str, &str)]| {
+        let mut d =
+            bfq_schedulers::build("deadline", &Settings::from_pairs(settings.iter().copied()))
+                .unwrap();
+        let a = d.add_flow(0, FlowSpec::default()).unwrap();
+        for (id, sec) in [(1, 100), (2, 50), (3, 200), (4, 300)] {
+            d.add_request(0, rd(id, a, sec)).unwrap();
+        }
+        let mut v = Vec::new();
+        let mut now = 0;
+        while let Dispatch::Request(r) = d.dispatch(now) {
+            v.push(r.id);
+            now += 20 * MS;
+            d.complete(now, r.id).unwrap();
+        }
+        v
+    };
+    assert_eq!(run(&[]), vec![1, 3, 4, 2]);
+    assert_eq!(
+        run(&[("fifo_batch", "1"), ("read_expire", "10ms")]),
+        vec![1, 2, 3, 4]
+    );
+}
+
+/// CFQ classes: an RT reader preempts the BE queue in service, so its
+/// latency is about one request's service time; an IDLE-class reader gets
+/// (almost) nothing while a BE reader keeps the disk busy.
+#[test]
+fn cfq_serves_rt_first_and_idle_class_last() {
+    let mut sim = Sim::with("cfq", &[], Disk::default());
+    let prio = |class| FlowSpec {
+        prio: IoPrio { class, level: 4 },
+        ..FlowSpec::default()
+    };
+    let be = sim.add_flow(FlowCfg::seq_reader(0).spec(prio(IoClass::Be)));
+    let rt = sim.add_flow(
+        FlowCfg::rand_reader(50_000_000, 1 << 24)
+            .spec(prio(IoClass::Rt))
+            .think(20 * MS),
+    );
+    let idle = sim.add_flow(FlowCfg::seq_reader(100_000_000).spec(prio(IoClass::Idle)));
+    sim.run(10 * SEC);
+    let (b, r, i) = (&sim.stats[be], &sim.stats[rt], &sim.stats[idle]);
+    eprintln!(
+        "cfq classes: rt mean {:.1} ms max {:.1} ms; be {} MiB, idle {} KiB",
+        r.mean_latency() as f64 / 1e6,
+        r.max_latency() as f64 / 1e6,
+        b.bytes >> 20,
+        i.bytes >> 10
+    );
+    assert!(r.max_latency() < 25 * MS, "RT waits at most one request");
+    assert!(i.bytes * 100 < b.bytes, "IDLE class starves behind BE");
+}
+
+/// Every registered scheduler runs a mixed workload (sequential and random
+/// sync readers with and without think time, an async writer, a periodic
+/// reader, flows in groups, a depth-4 device) to the end without breaking
+/// the harness's contract checks, and serves every flow.
+#[test]
+fn every_scheduler_runs_a_mixed_workload() {
+    for e in bfq_schedulers::SCHEDULERS {
+        let disk = Disk {
+            queue_depth: 4,
+            ..Disk::default()
+        };
+        let mut sim = Sim::with(e.name, &[], disk);
+        let g = sim.add_group(GroupId::ROOT, 200);
+        let in_g = FlowSpec {
+            group: g,
+            ..FlowSpec::default()
+        };
+        sim.add_flow(FlowCfg::seq_reader(0));
+        sim.add_flow(FlowCfg::seq_reader(1 << 26).think(3 * MS).spec(in_g));
+        sim.add_flow(FlowCfg::rand_reader(1 << 25, 1 << 25).depth(2));
+        sim.add_flow(FlowCfg::async_writer(90_000_000, 8).spec(in_g));
+        let mut p = FlowCfg::rand_reader(0, 1 << 27);
+        p.kind = common::Kind::Periodic { period: 50 * MS };
+        sim.add_flow(p);
+        sim.run(3 * SEC);
+        for (i, s) in sim.stats.iter().enumerate() {
+            assert!(s.completed > 0, "{}: flow {i} starved", e.name);
+        }
+    }
+}

@@ -1,0 +1,642 @@
+//! Rotational disk model (facts and formulas: reference/device-models.md,
+//! "Rotational disks").
+//!
+//! - **Geometry, zoned bit recording**: `zones` zones of equal cylinder
+//!   count; sectors per track fall linearly from the outer zone (sector 0)
+//!   to the inner one so that the sustained sequential rate goes from
+//!   `rate_outer` to `rate_inner` (MB/s, 10^6 bytes, including head
+//!   switches). The number of cylinders follows from the capacity.
+//! - **Seek**: Lee's curve as DiskSim uses it, from the single-cylinder,
+//!   average and full-stroke datasheet times:
+//!   `seek(d) = s1 + b (d-1) + a sqrt(d-1)`, `seek(0) = 0`; writes add a
+//!   settle time.
+//! - **Rotation**: the platter turns at `rpm` from time 0; every sector has
+//!   an angular phase (with track skew so that a sequential transfer
+//!   crosses tracks without losing a revolution). After the seek the head
+//!   waits until the sector comes under it.
+//! - **Transfer**: `(period + head_switch) / sectors_per_track` per sector.
+//! - **Read cache with read-ahead**: after a read the drive keeps reading
+//!   the following sectors (up to `read_ahead` bytes) into a cache segment
+//!   while it has nothing else to do; a read that falls in a segment is a
+//!   hit (served at bus rate), and a read that continues the stream being
+//!   prefetched completes as soon as the head gets there. So short gaps
+//!   between sequential sync reads cost nothing, as on real drives.
+//!   `cache_segments` segments, LRU.
+//! - **Write-back cache**: writes complete on arrival (bus transfer) while
+//!   dirty data fits in `cache_size`; the dirty data is destaged later,
+//!   when the drive idles or, above 3/4 full, ahead of queued reads. So
+//!   writes can starve reads.
+//! - **NCQ**: with `ncq_depth > 1` the drive holds up to that many
+//!   commands and serves the one with the shortest positioning time
+//!   (seek + rotational wait), except that a command older than
+//!   `ncq_max_wait` goes first (assumed aging; 0 disables it).
+
+use super::{DevRequest, Device};
+use bfq_core::{DeviceInfo, Op, ReqId, Time, SECTOR_BYTES};
+use serde::Serialize;
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, VecDeque};
+
+/// Parameters of a rotational disk. Every field may be overridden in a
+/// scenario's `[device]` table (docs/scenarios.md).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct DiskParams {
+    /// Capacity in bytes.
+    pub capacity: u64,
+    /// Spindle speed.
+    pub rpm: u32,
+    /// Recording surfaces (heads).
+    pub heads: u32,
+    /// Number of recording zones.
+    pub zones: u32,
+    /// Sustained sequential rate at the outer edge (sector 0), MB/s (10^6).
+    pub rate_outer: f64,
+    /// Sustained sequential rate at the inner edge, MB/s.
+    pub rate_inner: f64,
+    /// Single-cylinder seek, ns.
+    pub seek_single: Time,
+    /// Average seek, ns.
+    pub seek_avg: Time,
+    /// Full-stroke seek, ns.
+    pub seek_full: Time,
+    /// Extra settle time of a write seek, ns.
+    pub write_settle: Time,
+    /// Head switch time, ns (also the track skew).
+    pub head_switch: Time,
+    /// Controller overhead per command going to the media, ns.
+    pub overhead: Time,
+    /// Controller overhead of a command served from the cache, ns.
+    pub hit_overhead: Time,
+    /// Interface rate, MB/s (cache hits and write-back transfers).
+    pub bus_rate: f64,
+    /// Cache size in bytes (read segments and write-back buffer share it).
+    pub cache_size: u64,
+    /// Read cache segments.
+    pub cache_segments: u32,
+    /// Read-ahead after a read, bytes (0 disables the read cache).
+    pub read_ahead: u64,
+    /// Write-back caching (writes complete on arrival).
+    pub write_cache: bool,
+    /// Delay before destaging dirty data once the drive idles, ns.
+    pub destage_delay: Time,
+    /// Internal queue depth; 1 means no NCQ.
+    pub ncq_depth: u32,
+    /// NCQ aging: a command waiting longer than this is served first, ns
+    /// (0: pure shortest-positioning-time-first).
+    pub ncq_max_wait: Time,
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Zone {
+    start: u64,
+    end: u64,
+    cyl0: u64,
+    spt: u64,
+    /// ns per sector in a sequential transfer.
+    t_sec: f64,
+    /// Revolutions per sector (t_sec / period).
+    phase_step: f64,
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Cmd {
+    id: ReqId,
+    sector: u64,
+    sectors: u32,
+    op: Op,
+    arrival: Time,
+}
+
+impl Cmd {
+    fn end(&self) -> u64 {
+        self.sector + u64::from(self.sectors)
+    }
+}
+
+#[derive(Clone, Copy, Debug)]
+enum Busy {
+    /// A host command, finishing at the time stored with it.
+    Cmd(Cmd),
+    /// Destaging `n` dirty sectors.
+    Destage(u64),
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Prefetch {
+    /// First cached sector of the stream.
+    lo: u64,
+    /// Sector under the head at `base_time`.
+    base_sector: u64,
+    base_time: Time,
+    /// Prefetch stops here.
+    limit: u64,
+    t_sec: f64,
+}
+
+impl Prefetch {
+    fn hi_at(&self, now: Time) -> u64 {
+        let n = (now.saturating_sub(self.base_time) as f64 / self.t_sec) as u64;
+        (self.base_sector + n).min(self.limit)
+    }
+    fn time_of(&self, sector: u64) -> Time {
+        self.base_time
+            + ((sector.saturating_sub(self.base_sector)) as f64 * self.t_sec).ceil() as Time
+    }
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Seg {
+    lo: u64,
+    hi: u64,
+    stamp: u64,
+}
+
+/// A rotational disk (see the module documentation).
+#[derive(Debug)]
+pub struct Disk {
+    p: DiskParams,
+    zones: Vec<Zone>,
+    capacity: u64,
+    cylinders: u64,
+    period: f64,
+    seek_a: f64,
+    seek_b: f64,
+    head_cyl: u64,
+    busy: Option<(Time, Busy)>,
+    queue: Vec<Cmd>,
+    instant: BinaryHeap<Reverse<(Time, u64, ReqId)>>,
+    seq: u64,
+    prefetch: Option<Prefetch>,
+    segs: Vec<Seg>,
+    seg_max: u64,
+    ra_sectors: u64,
+    dirty: VecDeque<(u64, u64)>,
+    dirty_sectors: u64,
+    dirty_limit: u64,
+    destage_at: Option<Time>,
+    in_flight: usize,
+}
+
+fn frac(x: f64) -> f64 {
+    x - x.floor()
+}
+
+impl Disk {
+    /// Builds the disk. Parameters are assumed valid (see
+    /// [`DiskParams::validate`]).
+    pub fn new(p: DiskParams) -> Disk {
+        let capacity = (p.capacity / SECTOR_BYTES).max(1);
+        let period = 60e9 / f64::from(p.rpm.max(1));
+        let hs = p.head_switch as f64;
+        let nz = p.zones.max(1) as usize;
+        let heads = u64::from(p.heads.max(1));
+        let spts: Vec<u64> = (0..nz)
+            .map(|z| {
+                let f = if nz > 1 {
+                    z as f64 / (nz - 1) as f64
+                } else {
+                    0.0
+                };
+                let rate = p.rate_outer + (p.rate_inner - p.rate_outer) * f; // MB/s
+                                                                             // bytes per ns = rate * 1e-3
+                ((rate * 1e-3 * (period + hs) / SECTOR_BYTES as f64).round() as u64).max(1)
+            })
+            .collect();
+        let per_cyl: u64 = spts.iter().sum::<u64>() * heads;
+        let cyl_per_zone = capacity.div_ceil(per_cyl).max(1);
+        let mut zones = Vec::with_capacity(nz);
+        let mut start = 0;
+        for (z, &spt) in spts.iter().enumerate() {
+            let mut end = start + cyl_per_zone * heads * spt;
+            if z == nz - 1 || end > capacity {
+                end = capacity;
+            }
+            let t_sec = (period + hs) / spt as f64;
+            zones.push(Zone {
+                start,
+                end,
+                cyl0: z as u64 * cyl_per_zone,
+                spt,
+                t_sec,
+                phase_step: t_sec / period,
+            });
+            start = end;
+            if start >= capacity {
+                break;
+            }
+        }
+        let cylinders = cyl_per_zone * nz as u64;
+        let c = cylinders as f64;
+        let (s1, sa, sf) = (p.seek_single as f64, p.seek_avg as f64, p.seek_full as f64);
+        let seek_a = (-10.0 * s1 + 15.0 * sa - 5.0 * sf) / (3.0 * c.sqrt());
+        let seek_b = (7.0 * s1 - 15.0 * sa + 8.0 * sf) / (3.0 * c);
+        let segs_n = u64::from(p.cache_segments.max(1));
+        let seg_max = (p.cache_size / SECTOR_BYTES / segs_n).max(1);
+        let ra_sectors = (p.read_ahead / SECTOR_BYTES).min(seg_max);
+        let dirty_limit = p.cache_size / SECTOR_BYTES / 2;
+        Disk {
+            p,
+            zones,
+            capacity,
+            cylinders,
+            period,
+            seek_a,
+            seek_b,
+            head_cyl: 0,
+            busy: None,
+            queue: Vec::with_capacity(32),
+            instant: BinaryHeap::new(),
+            seq: 0,
+            prefetch: None,
+            segs: Vec::new(),
+            seg_max,
+            ra_sectors,
+            dirty: VecDeque::new(),
+            dirty_sectors: 0,
+            dirty_limit,
+            destage_at: None,
+            in_flight: 0,
+        }
+    }
+
+    /// The parameters.
+    pub fn params(&self) -> &DiskParams {
+        &self.p
+    }
+
+    /// Number of cylinders of the derived geometry.
+    pub fn cylinders(&self) -> u64 {
+        self.cylinders
+    }
+
+    /// Seek time over `d` cylinders (Lee's curve), ns.
+    pub fn seek_time(&self, d: u64) -> f64 {
+        if d == 0 {
+            return 0.0;
+        }
+        let x = (d - 1) as f64;
+        (self.p.seek_single as f64 + self.seek_b * x + self.seek_a * x.sqrt()).max(0.0)
+    }
+
+    /// Rotation period, ns.
+    pub fn period(&self) -> f64 {
+        self.period
+    }
+
+    /// Sustained sequential transfer rate at `sector`, bytes per second.
+    pub fn media_rate_at(&self, sector: u64) -> f64 {
+        SECTOR_BYTES as f64 * 1e9 / self.zone(sector).t_sec
+    }
+
+    fn zone(&self, sector: u64) -> &Zone {
+        let i = self
+            .zones
+            .partition_point(|z| z.end <= sector)
+            .min(self.zones.len() - 1);
+        &self.zones[i]
+    }
+
+    fn locate(&self, sector: u64) -> (u64, f64, f64) {
+        let z = self.zone(sector);
+        let idx = sector.saturating_sub(z.start);
+        let track = idx / z.spt;
+        let cyl = (z.cyl0 + track / u64::from(self.p.heads.max(1))).min(self.cylinders - 1);
+        (cyl, frac(idx as f64 * z.phase_step), z.t_sec)
+    }
+
+    /// Time to position for `sector` starting at `t` (overhead + seek +
+    /// settle + rotational wait), and the transfer time per sector there.
+    fn position(&self, t: Time, sector: u64, op: Op) -> (f64, f64, u64) {
+        let (cyl, phase, t_sec) = self.locate(sector);
+        let mut dt = self.p.overhead as f64 + self.seek_time(cyl.abs_diff(self.head_cyl));
+        if op == Op::Write {
+            dt += self.p.write_settle as f64;
+        }
+        let rot = frac((t as f64 + dt) / self.period);
+        dt += frac(phase - rot) * self.period;
+        (dt, t_sec, cyl)
+    }
+
+    fn bus_time(&self, sectors: u64) -> Time {
+        (sectors as f64 * SECTOR_BYTES as f64 / (self.p.bus_rate * 1e-3)).round() as Time
+    }
+
+    fn push_instant(&mut self, t: Time, id: ReqId) {
+        self.seq += 1;
+        self.instant.push(Reverse((t, self.seq, id)));
+    }
+
+    fn cache_hit(&mut self, c: &Cmd) -> bool {
+        self.seq += 1;
+        let stamp = self.seq;
+        for s in self.segs.iter_mut() {
+            if s.lo <= c.sector && c.end() <= s.hi {
+                s.stamp = stamp;
+                return true;
+            }
+        }
+        false
+    }
+
+    fn streamable(&self, c: &Cmd, now: Time) -> bool {
+        match &self.prefetch {
+            Some(pf) if c.op == Op::Read => {
+                c.sector >= pf.lo
+                    && c.sector <= pf.limit
+                    && (c.end() <= pf.limit || pf.hi_at(now) < pf.limit)
+                    && self.zone(c.sector).start == self.zone(pf.base_sector).start
+            }
+            _ => false,
+        }
+    }
+
+    /// Stops the read-ahead at `t`, keeping what it read as a segment.
+    fn freeze_prefetch(&mut self, t: Time) {
+        if let Some(pf) = self.prefetch.take() {
+            let hi = pf.hi_at(t);
+            self.head_cyl = self.locate(hi.min(self.capacity - 1)).0;
+            let lo = pf.lo.max(hi.saturating_sub(self.seg_max));
+            if hi > lo {
+                self.seq += 1;
+                self.segs.push(Seg {
+                    lo,
+                    hi,
+                    stamp: self.seq,
+                });
+                if self.segs.len() > self.p.cache_segments.max(1) as usize {
+                    let (i, _) = self
+                        .segs
+                        .iter()
+                        .enumerate()
+                        .min_by_key(|(_, s)| s.stamp)
+                        .expect("non-empty");
+                    self.segs.remove(i);
+                }
+            }
+        }
+    }
+
+    fn invalidate(&mut self, lo: u64, hi: u64) {
+        self.segs.retain(|s| s.hi <= lo || s.lo >= hi);
+    }
+
+    /// Starts command `c` on the actuator at `t`.
+    fn start_cmd(&mut self, t: Time, c: Cmd) {
+        self.destage_at = None;
+        if self.streamable(&c, t) {
+            let pf = self.prefetch.as_mut().expect("streamable");
+            // a stream still running is extended; one that stopped at its
+            // limit only serves what it read
+            if pf.hi_at(t) < pf.limit {
+                pf.limit = pf.limit.max((c.end() + self.ra_sectors).min(self.capacity));
+            }
+            let fin = pf.time_of(c.end()).max(t + self.p.hit_overhead);
+            self.busy = Some((fin, Busy::Cmd(c)));
+            return;
+        }
+        self.freeze_prefetch(t);
+        let (dt, t_sec, _) = self.position(t, c.sector, c.op);
+        let fin = t as f64 + dt + f64::from(c.sectors) * t_sec;
+        self.busy = Some((fin.ceil() as Time, Busy::Cmd(c)));
+    }
+
+    fn start_destage(&mut self, t: Time) {
+        self.destage_at = None;
+        self.freeze_prefetch(t);
+        // The nearest of the oldest few dirty extents (elevator-like).
+        let k = self.dirty.len().min(16);
+        let mut best = 0;
+        let mut best_d = u64::MAX;
+        for i in 0..k {
+            let cyl = self.locate(self.dirty[i].0).0;
+            let d = cyl.abs_diff(self.head_cyl);
+            if d < best_d {
+                best_d = d;
+                best = i;
+            }
+        }
+        let (sector, n) = self.dirty.remove(best).expect("dirty");
+        let (dt, t_sec, _) = self.position(t, sector, Op::Write);
+        let fin = t as f64 + dt + n as f64 * t_sec;
+        self.busy = Some((fin.ceil() as Time, Busy::Destage(n)));
+    }
+
+    /// The actuator is free at `t`: choose what to do next.
+    fn start_next(&mut self, t: Time) {
+        debug_assert!(self.busy.is_none());
+        let urgent = self.dirty_sectors > self.dirty_limit * 3 / 4;
+        if !self.dirty.is_empty() && (urgent || self.queue.is_empty()) {
+            if urgent {
+                self.start_destage(t);
+                return;
+            }
+            // idle: destage after a short delay unless something arrives
+            if self.destage_at.is_none() {
+                self.destage_at = Some(t + self.p.destage_delay);
+            }
+            return;
+        }
+        if self.queue.is_empty() {
+            return;
+        }
+        let i = if self.queue.len() == 1 {
+            0
+        } else {
+            self.pick(t)
+        };
+        let c = self.queue.remove(i);
+        self.start_cmd(t, c);
+    }
+
+    /// Shortest positioning time first, with aging.
+    fn pick(&self, t: Time) -> usize {
+        if self.p.ncq_max_wait > 0 {
+            if let Some((i, _)) = self
+                .queue
+                .iter()
+                .enumerate()
+                .filter(|(_, c)| t.saturating_sub(c.arrival) > self.p.ncq_max_wait)
+                .min_by_key(|(i, c)| (c.arrival, *i))
+            {
+                return i;
+            }
+        }
+        let mut best = 0;
+        let mut best_t = f64::INFINITY;
+        for (i, c) in self.queue.iter().enumerate() {
+            let pt = if self.streamable(c, t) {
+                -1.0
+            } else {
+                self.position(t, c.sector, c.op).0
+            };
+            if pt < best_t {
+                best_t = pt;
+                best = i;
+            }
+        }
+        best
+    }
+
+    fn finish_busy(&mut self, t: Time, b: Busy, done: &mut Vec<(Time, ReqId)>) {
+        match b {
+            Busy::Cmd(c) => {
+                self.in_flight -= 1;
+                done.push((t, c.id));
+                let end = c.end().min(self.capacity);
+                self.head_cyl = self.locate(end.saturating_sub(1)).0;
+                if c.op == Op::Read && self.ra_sectors > 0 {
+                    match self.prefetch.as_mut() {
+                        // continuing the stream, which goes on linearly
+                        Some(pf) => pf.limit = pf.limit.max(end),
+                        None => {
+                            let t_sec = self.zone(c.sector).t_sec;
+                            self.prefetch = Some(Prefetch {
+                                lo: c.sector,
+                                base_sector: end,
+                                base_time: t,
+                                limit: (end + self.ra_sectors).min(self.capacity),
+                                t_sec,
+                            });
+                        }
+                    }
+                } else if c.op == Op::Write {
+                    self.invalidate(c.sector, c.end());
+                }
+            }
+            Busy::Destage(n) => {
+                self.dirty_sectors -= n;
+            }
+        }
+    }
+}
+
+impl Device for Disk {
+    fn info(&self) -> DeviceInfo {
+        DeviceInfo {
+            queue_depth: self.p.ncq_depth.max(1),
+            queues_internally: self.p.ncq_depth > 1,
+            rotational: true,
+        }
+    }
+
+    fn capacity_sectors(&self) -> u64 {
+        self.capacity
+    }
+
+    fn submit(&mut self, now: Time, r: DevRequest) {
+        self.in_flight += 1;
+        let c = Cmd {
+            id: r.id,
+            sector: r.sector.min(self.capacity - 1),
+            sectors: r.sectors.max(1),
+            op: r.op,
+            arrival: now,
+        };
+        let n = u64::from(c.sectors);
+        match c.op {
+            Op::Read if self.ra_sectors > 0 && self.cache_hit(&c) => {
+                let t = now + self.p.hit_overhead + self.bus_time(n);
+                self.push_instant(t, c.id);
+                return;
+            }
+            Op::Write if self.p.write_cache && self.dirty_sectors + n <= self.dirty_limit => {
+                self.invalidate(c.sector, c.end());
+                self.dirty_sectors += n;
+                match self.dirty.back_mut() {
+                    Some(last) if last.0 + last.1 == c.sector && last.1 + n <= 2048 => last.1 += n,
+                    _ => self.dirty.push_back((c.sector, n)),
+                }
+                let t = now + self.p.hit_overhead + self.bus_time(n);
+                self.push_instant(t, c.id);
+                if self.busy.is_none() && self.queue.is_empty() && self.destage_at.is_none() {
+                    self.start_next(now);
+                }
+                return;
+            }
+            _ => {}
+        }
+        self.queue.push(c);
+        if self.busy.is_none() {
+            self.destage_at = None;
+            self.start_next(now);
+        }
+    }
+
+    fn next_event(&self) -> Option<Time> {
+        let a = self.instant.peek().map(|r| r.0 .0);
+        let b = self.busy.map(|b| b.0);
+        let c = if self.busy.is_none() {
+            self.destage_at
+        } else {
+            None
+        };
+        [a, b, c].into_iter().flatten().min()
+    }
+
+    fn advance(&mut self, now: Time, done: &mut Vec<(Time, ReqId)>) {
+        loop {
+            let ti = self.instant.peek().map(|r| r.0 .0).unwrap_or(Time::MAX);
+            let tb = self.busy.map(|b| b.0).unwrap_or(Time::MAX);
+            let td = if self.busy.is_none() {
+                self.destage_at.unwrap_or(Time::MAX)
+            } else {
+                Time::MAX
+            };
+            let t = ti.min(tb).min(td);
+            if t > now {
+                return;
+            }
+            if ti == t {
+                let Reverse((t, _, id)) = self.instant.pop().expect("peeked");
+                self.in_flight -= 1;
+                done.push((t, id));
+            } else if tb == t {
+                let (t, b) = self.busy.take().expect("busy");
+                self.finish_busy(t, b, done);
+                self.start_next(t);
+            } else {
+                self.destage_at = None;
+                if self.queue.is_empty() && !self.dirty.is_empty() {
+                    self.start_destage(t);
+                } else {
+                    self.start_next(t);
+                }
+            }
+        }
+    }
+
+    fn in_flight(&self) -> usize {
+        self.in_flight
+    }
+}
+
+impl DiskParams {
+    /// Checks ranges; returns the first problem as `(field, why)`.
+    pub fn validate(&self) -> Result<(), (&'static str, String)> {
+        let pos = |f: &'static str, ok: bool| {
+            if ok {
+                Ok(())
+            } else {
+                Err((f, "must be positive".to_string()))
+            }
+        };
+        pos("capacity", self.capacity >= 1 << 20)?;
+        pos("rpm", self.rpm > 0)?;
+        pos("heads", self.heads > 0)?;
+        pos("zones", self.zones > 0)?;
+        pos("rate_outer", self.rate_outer > 0.0)?;
+        pos("rate_inner", self.rate_inner > 0.0)?;
+        pos("bus_rate", self.bus_rate > 0.0)?;
+        pos("cache_segments", self.cache_segments > 0)?;
+        if !(self.seek_single <= self.seek_avg && self.seek_avg <= self.seek_full) {
+            return Err((
+                "seek_avg",
+                "need seek_single <= seek_avg <= seek_full".into(),
+            ));
+        }
+        if self.ncq_depth == 0 || self.ncq_depth > 32 {
+            return Err(("ncq_depth", "must be in 1..=32 (1 = no NCQ)".into()));
+        }
+        Ok(())
+    }
+}

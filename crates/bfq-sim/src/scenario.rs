@@ -1,0 +1,884 @@
+//! Scenario files (TOML): the public contract documented in
+//! docs/scenarios.md and shared with the engine (`bfq run`) and the suite.
+//!
+//! [`Scenario`] is the file as written (serde, unknown fields refused);
+//! [`Scenario::plan`] resolves it against the device into a [`Plan`]:
+//! presets and overrides applied, regions in sectors, groups and flows
+//! checked. Every error names the file, the field and what is wrong.
+
+use crate::device::{preset, DeviceParams, PRESETS};
+use crate::replay::{parse_csv, parse_msr, ReplayFormat, ReplayRow};
+use crate::units::{Dur, Extent, Range, Size};
+use bfq_core::{IoClass, IoPrio, Op, Settings, Time, SEC, SECTOR_BYTES};
+use serde::de::{self, Deserializer};
+use serde::Deserialize;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+/// A bad scenario: which file, which field, what is wrong.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{origin}: {field}{sep}{why}", sep = if field.is_empty() { "" } else { ": " })]
+pub struct ScenarioError {
+    /// The file (or the caller's name for the text).
+    pub origin: String,
+    /// The field, e.g. `flow[2] 'file1'.block` (may be empty for syntax
+    /// errors, whose message carries line, column and key).
+    pub field: String,
+    /// What is wrong.
+    pub why: String,
+}
+
+/// A scenario file as written.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Scenario {
+    /// Title.
+    pub name: String,
+    /// Free text.
+    #[serde(default)]
+    pub description: String,
+    /// Simulated time limit (finite flows may end sooner). Default 30 s.
+    #[serde(default = "default_duration")]
+    pub duration: Dur,
+    /// Seed of every random choice (overridable with `--seed`). Default 1.
+    #[serde(default = "default_seed")]
+    pub seed: u64,
+    /// The device: a preset and field overrides.
+    #[serde(default)]
+    pub device: DeviceDef,
+    /// The scheduler: name and settings.
+    #[serde(default)]
+    pub scheduler: SchedulerDef,
+    /// Groups (cgroups), by path.
+    #[serde(default, rename = "group")]
+    pub groups: Vec<GroupDef>,
+    /// The flows.
+    #[serde(default, rename = "flow")]
+    pub flows: Vec<FlowDef>,
+    /// Output options.
+    #[serde(default)]
+    pub output: OutputDef,
+    /// Where the scenario came from (file path or caller-given name).
+    #[serde(skip)]
+    pub origin: String,
+    /// Directory relative paths (replay files) are resolved against.
+    #[serde(skip)]
+    pub base_dir: PathBuf,
+    /// Replay files loaded at parse time, by flow index.
+    #[serde(skip)]
+    pub replays: Vec<Option<Arc<Vec<ReplayRow>>>>,
+}
+
+fn default_duration() -> Dur {
+    Dur(30 * SEC)
+}
+fn default_seed() -> u64 {
+    1
+}
+
+/// `[device]`: `preset = "name"` plus any field of that preset to override.
+#[derive(Clone, Debug, PartialEq)]
+pub struct DeviceDef {
+    /// Preset name (default `maxtor-stm332061`).
+    pub preset: String,
+    /// Overridden fields, sorted by name.
+    pub overrides: Vec<(String, toml::Value)>,
+}
+
+impl Default for DeviceDef {
+    fn default() -> Self {
+        DeviceDef {
+            preset: "maxtor-stm332061".into(),
+            overrides: Vec::new(),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for DeviceDef {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let t = toml::Table::deserialize(d)?;
+        let mut def = DeviceDef::default();
+        for (k, v) in t {
+            if k == "preset" {
+                def.preset = v
+                    .as_str()
+                    .ok_or_else(|| de::Error::custom("preset must be a string"))?
+                    .to_string();
+            } else {
+                def.overrides.push((k, v));
+            }
+        }
+        Ok(def)
+    }
+}
+
+/// `[scheduler]`: `name` plus the scheduler's settings by their documented
+/// names (values may be strings, integers, floats or booleans).
+#[derive(Clone, Debug, PartialEq, Default)]
+pub struct SchedulerDef {
+    /// Scheduler name for `bfq_schedulers::build` (default `fifo`).
+    pub name: Option<String>,
+    /// Settings, in file order of keys (sorted).
+    pub settings: Settings,
+}
+
+impl<'de> Deserialize<'de> for SchedulerDef {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let t = toml::Table::deserialize(d)?;
+        let mut def = SchedulerDef::default();
+        for (k, v) in t {
+            let s = match &v {
+                toml::Value::String(s) => s.clone(),
+                toml::Value::Integer(i) => i.to_string(),
+                toml::Value::Float(f) => f.to_string(),
+                toml::Value::Boolean(b) => b.to_string(),
+                _ => {
+                    return Err(de::Error::custom(format!(
+                        "scheduler setting '{k}' must be a string, number or boolean"
+                    )))
+                }
+            };
+            if k == "name" {
+                def.name = Some(s);
+            } else {
+                def.settings.set(k, s);
+            }
+        }
+        Ok(def)
+    }
+}
+
+/// `[[group]]`: a group (cgroup) by path; parents are created as needed
+/// with the default weight 100.
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct GroupDef {
+    /// `/a` or `/a/b`.
+    pub path: String,
+    /// 1..=1000, default 100.
+    #[serde(default = "default_group_weight")]
+    pub weight: u32,
+}
+
+fn default_group_weight() -> u32 {
+    bfq_core::DEFAULT_GROUP_WEIGHT
+}
+
+/// `[output]`.
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct OutputDef {
+    /// Interval of the per-flow throughput time series (default 1 s).
+    #[serde(default = "default_interval")]
+    pub series_interval: Dur,
+}
+
+impl Default for OutputDef {
+    fn default() -> Self {
+        OutputDef {
+            series_interval: default_interval(),
+        }
+    }
+}
+
+fn default_interval() -> Dur {
+    Dur(SEC)
+}
+
+/// Direction.
+#[derive(Clone, Copy, Debug, Deserialize, PartialEq, Eq, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum OpDef {
+    #[default]
+    Read,
+    Write,
+}
+
+impl From<OpDef> for Op {
+    fn from(o: OpDef) -> Op {
+        match o {
+            OpDef::Read => Op::Read,
+            OpDef::Write => Op::Write,
+        }
+    }
+}
+
+/// Access pattern of a flow.
+#[derive(Clone, Copy, Debug, Deserialize, PartialEq, Eq, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum Pattern {
+    /// Sequential through the region (wrapping around).
+    #[default]
+    Seq,
+    /// Uniformly random block-aligned positions in the region.
+    Rand,
+    /// Replay of a file (`replay = "path"`).
+    Replay,
+    /// The 2010 paper's web-server process (Section V-E), see [`WebDef`].
+    Web,
+}
+
+/// I/O class.
+#[derive(Clone, Copy, Debug, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum ClassDef {
+    Rt,
+    Be,
+    Idle,
+}
+
+/// Where a flow's file lies.
+#[derive(Clone, Copy, Debug, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct RegionDef {
+    /// Start: `"0%"`, `"10G"`, `"-128M"` (from the end). Default 0.
+    #[serde(default = "zero_extent")]
+    pub start: Extent,
+    /// Length: `"128M"` or `"10%"`. Default: to the end of the device.
+    pub size: Option<Extent>,
+}
+
+fn zero_extent() -> Extent {
+    Extent::Bytes(0)
+}
+
+/// ON/OFF behaviour: read/write `on` bytes, then sleep `off`, repeat.
+#[derive(Clone, Copy, Debug, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct OnOffDef {
+    /// Bytes per ON phase, uniform in the range.
+    pub on: Range<Size>,
+    /// Length of an OFF phase, uniform in the range.
+    pub off: Range<Dur>,
+}
+
+/// Periodic soft real-time flow: every `every`, a batch of `bytes` is
+/// released; a batch completing later than `deadline` after its release
+/// is a deadline miss (a dropped frame).
+#[derive(Clone, Copy, Debug, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct PeriodicDef {
+    /// Period.
+    pub every: Dur,
+    /// Bytes per batch.
+    pub bytes: Size,
+    /// Relative deadline (default: the period).
+    pub deadline: Option<Dur>,
+}
+
+/// The 2010 paper's web-server process (Section V-E): reads files one
+/// after another; with probability `small_prob` a small file of `small`
+/// bytes at a random place in the first `split` of the region, otherwise a
+/// large file of `large` bytes in the rest; every `log_every` files it
+/// appends `log` bytes to a common log (a buffered write).
+#[derive(Clone, Copy, Debug, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct WebDef {
+    #[serde(default = "web_small")]
+    pub small: Size,
+    #[serde(default = "web_small_prob")]
+    pub small_prob: f64,
+    #[serde(default = "web_large")]
+    pub large: Range<Size>,
+    #[serde(default = "web_log_every")]
+    pub log_every: u32,
+    #[serde(default = "web_log")]
+    pub log: Range<Size>,
+    #[serde(default = "web_split")]
+    pub split: f64,
+}
+
+fn web_small() -> Size {
+    Size(16 << 10)
+}
+fn web_small_prob() -> f64 {
+    0.9
+}
+fn web_large() -> Range<Size> {
+    Range {
+        lo: Size(1 << 20),
+        hi: Size(30 << 20),
+    }
+}
+fn web_log_every() -> u32 {
+    10
+}
+fn web_log() -> Range<Size> {
+    Range {
+        lo: Size(1 << 10),
+        hi: Size(16 << 10),
+    }
+}
+fn web_split() -> f64 {
+    0.5
+}
+
+impl Default for WebDef {
+    fn default() -> Self {
+        WebDef {
+            small: web_small(),
+            small_prob: web_small_prob(),
+            large: web_large(),
+            log_every: web_log_every(),
+            log: web_log(),
+            split: web_split(),
+        }
+    }
+}
+
+/// `[[flow]]`: one workload (or `count` identical ones).
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct FlowDef {
+    /// Name in outputs (with `count > 1`: `name.1`, `name.2`, ...).
+    pub name: String,
+    /// Identical copies of this flow (default 1), e.g. the 100 processes
+    /// of the 2010 DBMS and web-server workloads.
+    #[serde(default = "one")]
+    pub count: u32,
+    /// `read` (default) or `write`.
+    #[serde(default)]
+    pub op: OpDef,
+    /// `seq` (default), `rand`, `replay` or `web`.
+    #[serde(default)]
+    pub pattern: Pattern,
+    /// Replay file, relative to the scenario file (pattern = replay).
+    pub replay: Option<String>,
+    /// `csv` (default) or `msr`.
+    pub replay_format: Option<ReplayFormat>,
+    /// Request size (default 128k for seq/web, 4k for rand).
+    pub block: Option<Size>,
+    /// One request at a time, the next issued on completion (default true
+    /// for reads and false for writes).
+    pub sync: Option<bool>,
+    /// Outstanding requests when `sync = false` (default 1).
+    pub depth: Option<u32>,
+    /// OS read-ahead of a sync sequential reader: how far ahead of the
+    /// application requests are kept in flight (default 128k for seq sync
+    /// reads, as Linux's read_ahead_kb; "0" disables).
+    pub readahead: Option<Size>,
+    /// Writes go through the page cache and the system-wide flusher
+    /// (default false: direct I/O).
+    #[serde(default)]
+    pub buffered: bool,
+    /// Where the flow's file lies (default: the whole device).
+    pub region: Option<RegionDef>,
+    /// Stop after this many bytes per run (default: no limit).
+    pub bytes: Option<Size>,
+    /// Weight 1..=1000 (default from class and level, as the kernel).
+    pub weight: Option<u32>,
+    /// `rt`, `be` (default) or `idle`.
+    pub class: Option<ClassDef>,
+    /// Priority level 0..=7 (default 4).
+    pub level: Option<u8>,
+    /// Group path (default the root).
+    pub group: Option<String>,
+    /// When the flow starts (default 0).
+    #[serde(default)]
+    pub start: Dur,
+    /// Pause after each completed request before issuing the next
+    /// (default 0).
+    #[serde(default)]
+    pub think: Dur,
+    /// Restart the whole flow this long after each run ends.
+    pub repeat: Option<Dur>,
+    /// Number of runs when repeating (default: until the end).
+    pub runs: Option<u32>,
+    /// ON/OFF behaviour.
+    pub on_off: Option<OnOffDef>,
+    /// Periodic soft real-time behaviour.
+    pub periodic: Option<PeriodicDef>,
+    /// Web-server parameters (pattern = web).
+    pub web: Option<WebDef>,
+}
+
+fn one() -> u32 {
+    1
+}
+
+/// A group resolved: parent index into [`Plan::groups`] (None = root).
+#[derive(Clone, Debug, PartialEq)]
+pub struct GroupPlan {
+    pub path: String,
+    pub parent: Option<usize>,
+    pub weight: u32,
+}
+
+/// A flow resolved against the device: everything in sectors and ns.
+#[derive(Clone, Debug)]
+pub struct FlowPlan {
+    pub name: String,
+    pub op: Op,
+    pub pattern: Pattern,
+    pub block: u32,
+    pub sync: bool,
+    pub depth: u32,
+    pub readahead: u64,
+    pub buffered: bool,
+    pub region_start: u64,
+    pub region_len: u64,
+    pub bytes: Option<u64>,
+    pub weight: Option<u32>,
+    pub prio: IoPrio,
+    pub group: Option<usize>,
+    pub start: Time,
+    pub think: Time,
+    pub repeat: Option<Time>,
+    pub runs: Option<u32>,
+    pub on_off: Option<OnOffDef>,
+    pub periodic: Option<PeriodicDef>,
+    pub web: Option<WebDef>,
+    pub replay: Option<Arc<Vec<ReplayRow>>>,
+    pub replay_open_loop: bool,
+    /// Index of the `[[flow]]` entry and the copy number.
+    pub def_index: usize,
+    pub copy: u32,
+}
+
+/// A scenario resolved against its device.
+#[derive(Clone, Debug)]
+pub struct Plan {
+    pub device: DeviceParams,
+    pub groups: Vec<GroupPlan>,
+    pub flows: Vec<FlowPlan>,
+    pub duration: Time,
+    pub series_interval: Time,
+}
+
+impl Scenario {
+    /// Reads and checks a scenario file.
+    pub fn from_file(path: impl AsRef<Path>) -> Result<Scenario, ScenarioError> {
+        let path = path.as_ref();
+        let origin = path.display().to_string();
+        let text = std::fs::read_to_string(path).map_err(|e| ScenarioError {
+            origin: origin.clone(),
+            field: String::new(),
+            why: format!("cannot read: {e}"),
+        })?;
+        let base = path.parent().map(Path::to_path_buf).unwrap_or_default();
+        Scenario::from_toml_str_in(&text, &origin, &base)
+    }
+
+    /// Parses and checks scenario text; `origin` names it in errors;
+    /// replay paths are relative to the current directory.
+    pub fn from_toml_str(text: &str, origin: &str) -> Result<Scenario, ScenarioError> {
+        Scenario::from_toml_str_in(text, origin, Path::new(""))
+    }
+
+    /// As [`Scenario::from_toml_str`], with replay paths relative to `base`.
+    pub fn from_toml_str_in(
+        text: &str,
+        origin: &str,
+        base: &Path,
+    ) -> Result<Scenario, ScenarioError> {
+        let mut s: Scenario = toml::from_str(text).map_err(|e| ScenarioError {
+            origin: origin.to_string(),
+            field: String::new(),
+            why: e.to_string().trim_end().to_string(),
+        })?;
+        s.origin = origin.to_string();
+        s.base_dir = base.to_path_buf();
+        s.load_replays()?;
+        s.plan()?;
+        Ok(s)
+    }
+
+    fn err(&self, field: impl Into<String>, why: impl Into<String>) -> ScenarioError {
+        ScenarioError {
+            origin: self.origin.clone(),
+            field: field.into(),
+            why: why.into(),
+        }
+    }
+
+    fn flow_field(&self, i: usize, field: &str) -> String {
+        format!("flow[{i}] '{}'.{field}", self.flows[i].name)
+    }
+
+    fn load_replays(&mut self) -> Result<(), ScenarioError> {
+        let mut out = Vec::with_capacity(self.flows.len());
+        for (i, f) in self.flows.iter().enumerate() {
+            if f.pattern != Pattern::Replay {
+                if f.replay.is_some() {
+                    return Err(self.err(
+                        self.flow_field(i, "replay"),
+                        "only with pattern = \"replay\"",
+                    ));
+                }
+                out.push(None);
+                continue;
+            }
+            let Some(rel) = &f.replay else {
+                return Err(self.err(
+                    self.flow_field(i, "replay"),
+                    "pattern = \"replay\" needs replay = \"file.csv\"",
+                ));
+            };
+            let path = self.base_dir.join(rel);
+            let text = std::fs::read_to_string(&path).map_err(|e| {
+                self.err(
+                    self.flow_field(i, "replay"),
+                    format!("cannot read {}: {e}", path.display()),
+                )
+            })?;
+            let rows = match f.replay_format.unwrap_or(ReplayFormat::Csv) {
+                ReplayFormat::Csv => parse_csv(&text),
+                ReplayFormat::Msr => parse_msr(&text),
+            }
+            .map_err(|e| {
+                self.err(
+                    self.flow_field(i, "replay"),
+                    format!("{}: {e}", path.display()),
+                )
+            })?;
+            out.push(Some(Arc::new(rows)));
+        }
+        self.replays = out;
+        Ok(())
+    }
+
+    /// The device parameters: preset with overrides applied and checked.
+    pub fn device_params(&self) -> Result<DeviceParams, ScenarioError> {
+        let mut p = preset(&self.device.preset).ok_or_else(|| {
+            let names: Vec<&str> = PRESETS.iter().map(|p| p.0).collect();
+            self.err(
+                "device.preset",
+                format!(
+                    "unknown preset '{}' (known: {})",
+                    self.device.preset,
+                    names.join(", ")
+                ),
+            )
+        })?;
+        for (k, v) in &self.device.overrides {
+            p.set(k, v)
+                .map_err(|why| self.err(format!("device.{k}"), why))?;
+        }
+        p.validate()
+            .map_err(|(f, why)| self.err(format!("device.{f}"), why))?;
+        Ok(p)
+    }
+
+    /// Resolves the scenario (see [`Plan`]).
+    pub fn plan(&self) -> Result<Plan, ScenarioError> {
+        let device = self.device_params()?;
+        let cap = device.capacity() / SECTOR_BYTES;
+        if self.duration.0 == 0 {
+            return Err(self.err("duration", "must be positive"));
+        }
+        if self.output.series_interval.0 == 0 {
+            return Err(self.err("output.series_interval", "must be positive"));
+        }
+        // groups
+        let mut groups: Vec<GroupPlan> = Vec::new();
+        fn ensure(groups: &mut Vec<GroupPlan>, path: &str, weight: Option<u32>) -> usize {
+            if let Some(i) = groups.iter().position(|g| g.path == path) {
+                if let Some(w) = weight {
+                    groups[i].weight = w;
+                }
+                return i;
+            }
+            let parent = match path.rfind('/') {
+                Some(0) | None => None,
+                Some(k) => Some(ensure(groups, &path[..k], None)),
+            };
+            groups.push(GroupPlan {
+                path: path.to_string(),
+                parent,
+                weight: weight.unwrap_or(bfq_core::DEFAULT_GROUP_WEIGHT),
+            });
+            groups.len() - 1
+        }
+        for (i, g) in self.groups.iter().enumerate() {
+            let p = g.path.trim_end_matches('/');
+            if !p.starts_with('/') || p.len() < 2 || p.contains("//") {
+                return Err(self.err(
+                    format!("group[{i}].path"),
+                    format!("'{}' is not a path such as \"/a\" or \"/a/b\"", g.path),
+                ));
+            }
+            if !(bfq_core::MIN_WEIGHT..=bfq_core::MAX_WEIGHT).contains(&g.weight) {
+                return Err(self.err(format!("group[{i}].weight"), "must be in 1..=1000"));
+            }
+            if self.groups[..i]
+                .iter()
+                .any(|o| o.path.trim_end_matches('/') == p)
+            {
+                return Err(self.err(format!("group[{i}].path"), format!("'{p}' defined twice")));
+            }
+            ensure(&mut groups, p, Some(g.weight));
+        }
+        if self.flows.is_empty() {
+            return Err(self.err("flow", "a scenario needs at least one [[flow]]"));
+        }
+        let mut flows = Vec::new();
+        for (i, f) in self.flows.iter().enumerate() {
+            let fe = |field: &str, why: String| self.err(self.flow_field(i, field), why);
+            if f.name.trim().is_empty() {
+                return Err(fe("name", "must not be empty".into()));
+            }
+            if self.flows[..i].iter().any(|o| o.name == f.name) {
+                return Err(fe("name", format!("'{}' is used by another flow", f.name)));
+            }
+            if f.count == 0 {
+                return Err(fe("count", "must be at least 1".into()));
+            }
+            let op: Op = f.op.into();
+            let def_block = if f.pattern == Pattern::Rand {
+                4 << 10
+            } else {
+                128 << 10
+            };
+            let block = f.block.map(|b| b.0).unwrap_or(def_block);
+            if block == 0 || block % SECTOR_BYTES != 0 {
+                return Err(fe(
+                    "block",
+                    format!("{block} bytes is not a positive multiple of 512"),
+                ));
+            }
+            if block > 64 << 20 {
+                return Err(fe("block", "must be at most 64M".into()));
+            }
+            let block = (block / SECTOR_BYTES) as u32;
+            let sync = f.sync.unwrap_or(op == Op::Read);
+            let depth = f.depth.unwrap_or(1);
+            if depth == 0 || depth > 4096 {
+                return Err(fe("depth", "must be in 1..=4096".into()));
+            }
+            if sync && f.depth.is_some_and(|d| d > 1) {
+                return Err(fe("depth", "depth > 1 needs sync = false".into()));
+            }
+            if f.buffered && op != Op::Write {
+                return Err(fe("buffered", "only writes can be buffered".into()));
+            }
+            let def_ra = if f.pattern == Pattern::Seq && sync && op == Op::Read {
+                128 << 10
+            } else {
+                0
+            };
+            let readahead = f.readahead.map(|s| s.0).unwrap_or(def_ra) / SECTOR_BYTES;
+            // region
+            let (rs, rl) = match &f.region {
+                None => (0, cap),
+                Some(r) => {
+                    let s = r.start.resolve(cap * SECTOR_BYTES) / SECTOR_BYTES;
+                    let l = match r.size {
+                        None => cap.saturating_sub(s),
+                        Some(e) => e.resolve(cap * SECTOR_BYTES) / SECTOR_BYTES,
+                    };
+                    (s, l)
+                }
+            };
+            if rl < u64::from(block) || rs + rl > cap {
+                return Err(fe(
+                    "region",
+                    format!(
+                        "[{} .. {}) bytes does not fit a {}-byte block on a device of {} bytes",
+                        rs * SECTOR_BYTES,
+                        (rs + rl) * SECTOR_BYTES,
+                        u64::from(block) * SECTOR_BYTES,
+                        cap * SECTOR_BYTES
+                    ),
+                ));
+            }
+            if let Some(w) = f.weight {
+                if !(bfq_core::MIN_WEIGHT..=bfq_core::MAX_WEIGHT).contains(&w) {
+                    return Err(fe("weight", format!("{w} is not in 1..=1000")));
+                }
+            }
+            let level = f.level.unwrap_or(4);
+            if level > 7 {
+                return Err(fe("level", format!("{level} is not in 0..=7")));
+            }
+            let class = match f.class {
+                None | Some(ClassDef::Be) => IoClass::Be,
+                Some(ClassDef::Rt) => IoClass::Rt,
+                Some(ClassDef::Idle) => IoClass::Idle,
+            };
+            let group = match &f.group {
+                None => None,
+                Some(g) if g == "/" => None,
+                Some(g) => Some(
+                    groups
+                        .iter()
+                        .position(|x| x.path == g.trim_end_matches('/'))
+                        .ok_or_else(|| {
+                            fe(
+                                "group",
+                                format!("unknown group '{g}' (declare it in a [[group]])"),
+                            )
+                        })?,
+                ),
+            };
+            if f.bytes.is_some_and(|b| b.0 == 0) {
+                return Err(fe("bytes", "must be positive".into()));
+            }
+            if f.repeat.is_none() && f.runs.is_some() {
+                return Err(fe("runs", "only with repeat".into()));
+            }
+            if let Some(oo) = &f.on_off {
+                if oo.on.hi.0 == 0 {
+                    return Err(fe("on_off.on", "must be positive".into()));
+                }
+            }
+            if let Some(p) = &f.periodic {
+                if p.every.0 == 0 || p.bytes.0 == 0 {
+                    return Err(fe("periodic", "every and bytes must be positive".into()));
+                }
+                if f.on_off.is_some() {
+                    return Err(fe("periodic", "cannot be combined with on_off".into()));
+                }
+            }
+            if f.web.is_some() && f.pattern != Pattern::Web {
+                return Err(fe("web", "only with pattern = \"web\"".into()));
+            }
+            let web = if f.pattern == Pattern::Web {
+                let w = f.web.unwrap_or_default();
+                if !(0.0..=1.0).contains(&w.small_prob) || !(0.0 < w.split && w.split < 1.0) {
+                    return Err(fe(
+                        "web",
+                        "small_prob must be in 0..=1 and split in (0, 1)".into(),
+                    ));
+                }
+                if w.small.0 == 0 || w.large.lo.0 == 0 {
+                    return Err(fe("web", "file sizes must be positive".into()));
+                }
+                Some(w)
+            } else {
+                None
+            };
+            if f.pattern == Pattern::Replay && (f.on_off.is_some() || f.periodic.is_some()) {
+                return Err(fe(
+                    "pattern",
+                    "replay cannot be combined with on_off or periodic".into(),
+                ));
+            }
+            for copy in 0..f.count {
+                flows.push(FlowPlan {
+                    name: if f.count > 1 {
+                        format!("{}.{}", f.name, copy + 1)
+                    } else {
+                        f.name.clone()
+                    },
+                    op,
+                    pattern: f.pattern,
+                    block,
+                    sync,
+                    depth: if sync { 1 } else { depth },
+                    readahead,
+                    buffered: f.buffered,
+                    region_start: rs,
+                    region_len: rl,
+                    bytes: f.bytes.map(|b| b.0),
+                    weight: f.weight,
+                    prio: IoPrio { class, level },
+                    group,
+                    start: f.start.0,
+                    think: f.think.0,
+                    repeat: f.repeat.map(|d| d.0),
+                    runs: f.runs,
+                    on_off: f.on_off,
+                    periodic: f.periodic,
+                    web,
+                    replay: self.replays.get(i).cloned().flatten(),
+                    replay_open_loop: f.replay_format == Some(ReplayFormat::Msr),
+                    def_index: i,
+                    copy,
+                });
+            }
+        }
+        Ok(Plan {
+            device,
+            groups,
+            flows,
+            duration: self.duration.0,
+            series_interval: self.output.series_interval.0,
+        })
+    }
+
+    /// The scheduler name: the file's, or `fifo`.
+    pub fn scheduler_name(&self) -> &str {
+        self.scheduler.name.as_deref().unwrap_or("fifo")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn err(text: &str) -> String {
+        Scenario::from_toml_str(text, "t.toml")
+            .unwrap_err()
+            .to_string()
+    }
+
+    const OK: &str = "name = \"x\"\n[[flow]]\nname = \"a\"\n";
+
+    #[test]
+    fn minimal_parses() {
+        let s = Scenario::from_toml_str(OK, "t.toml").unwrap();
+        assert_eq!(s.scheduler_name(), "fifo");
+        let p = s.plan().unwrap();
+        assert_eq!(p.flows.len(), 1);
+        assert_eq!(p.flows[0].block, 256);
+        assert!(p.flows[0].sync);
+        assert_eq!(p.flows[0].readahead, 256);
+    }
+
+    #[test]
+    fn errors_name_file_field_and_problem() {
+        let e = err("name = \"x\"\nbogus = 1\n[[flow]]\nname = \"a\"\n");
+        assert!(
+            e.starts_with("t.toml: ") && e.contains("unknown field `bogus`"),
+            "{e}"
+        );
+        let e = err("name = \"x\"\n[[flow]]\nname = \"a\"\nblock = \"12q\"\n");
+        assert!(
+            e.contains("invalid size '12q'") && e.contains("line 4"),
+            "{e}"
+        );
+        let e = err("name = \"x\"\n[device]\npreset = \"floppy\"\n[[flow]]\nname = \"a\"\n");
+        assert!(e.contains("device.preset: unknown preset 'floppy'"), "{e}");
+        let e = err("name = \"x\"\n[[flow]]\nname = \"a\"\ngroup = \"/nope\"\n");
+        assert!(
+            e.contains("flow[0] 'a'.group: unknown group '/nope'"),
+            "{e}"
+        );
+        let e = err("name = \"x\"\n[device]\nrpm = \"fast\"\n[[flow]]\nname = \"a\"\n");
+        assert!(
+            e.contains("device.rpm: expected a non-negative integer"),
+            "{e}"
+        );
+        let e = err("name = \"x\"\n[device]\nchannels = 4\n[[flow]]\nname = \"a\"\n");
+        assert!(e.contains("device.channels: unknown disk field"), "{e}");
+        let e = err(
+            "name = \"x\"\n[[flow]]\nname = \"a\"\nregion = { start = \"99%\", size = \"10G\" }\n",
+        );
+        assert!(e.contains("flow[0] 'a'.region"), "{e}");
+        let e = err("name = \"x\"\n[[flow]]\nname = \"a\"\npattern = \"replay\"\nreplay = \"/no/such.csv\"\n");
+        assert!(
+            e.contains("flow[0] 'a'.replay: cannot read /no/such.csv"),
+            "{e}"
+        );
+        let e = err("name = \"x\"\n[[flow]]\nname = \"a\"\nop = \"erase\"\n");
+        assert!(e.contains("unknown variant `erase`"), "{e}");
+        let e = err(
+            "name = \"x\"\n[[flow]]\nname = \"a\"\non_off = { on = \"5M..1M\", off = \"1ms\" }\n",
+        );
+        assert!(e.contains("end below its start"), "{e}");
+    }
+
+    #[test]
+    fn groups_create_parents() {
+        let s = Scenario::from_toml_str(
+            "name = \"x\"\n[[group]]\npath = \"/a/b\"\nweight = 300\n[[flow]]\nname = \"f\"\ngroup = \"/a/b\"\n",
+            "t",
+        )
+        .unwrap();
+        let p = s.plan().unwrap();
+        assert_eq!(p.groups.len(), 2);
+        assert_eq!(p.groups[0].path, "/a");
+        assert_eq!(p.groups[1].parent, Some(0));
+        assert_eq!(p.flows[0].group, Some(1));
+    }
+}

@@ -1,0 +1,1086 @@
+//! The discrete-event loop and the workload generators.
+//!
+//! Events: flow wake-ups and periodic releases in a binary heap ordered by
+//! (time, sequence number); the device's next internal event and the
+//! scheduler's idle timer are kept beside it (a newer `Idle{until}`
+//! replaces the older timer, so stale timers never fire). After every
+//! event, `dispatch` is called while the device has a free slot.
+//!
+//! Workloads (docs/scenarios.md): greedy sync readers with OS-like
+//! read-ahead, random readers, async readers/writers with a depth,
+//! buffered writers through one system-wide flusher flow (async, as
+//! Linux's writeback), ON/OFF flows, periodic soft real-time flows with
+//! deadlines, replays (application start-ups, CSV and MSR traces), and the
+//! 2010 paper's web-server processes (Section V-E); the DBMS workload
+//! (Section V-F) is `pattern = "rand"` with `count` and `depth`.
+//!
+//! Determinism: one PCG stream per flow, seeded from the scenario seed and
+//! the flow's index; no hash maps; no clock.
+
+use crate::device::{self, DevRequest, Device};
+use crate::replay::ReplayRow;
+use crate::result::{secs, FlowResult, Hist, SimResult};
+use crate::scenario::{FlowPlan, Pattern, Plan, Scenario, ScenarioError};
+use bfq_core::{
+    Dispatch, FlowId, FlowSpec, GroupId, Op, ReqId, Request, SchedError, Scheduler, Time,
+    SECTOR_BYTES,
+};
+use rand::{Rng, SeedableRng};
+use rand_pcg::Pcg64Mcg;
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, VecDeque};
+use std::io::Write;
+
+/// Why a simulation failed.
+#[derive(Debug, thiserror::Error)]
+pub enum SimError {
+    #[error(transparent)]
+    Scenario(#[from] ScenarioError),
+    #[error("scheduler '{scheduler}' refused {what}: {err}")]
+    Scheduler {
+        scheduler: String,
+        what: String,
+        err: SchedError,
+    },
+    #[error("writing the trace: {0}")]
+    Trace(#[from] std::io::Error),
+}
+
+/// Options of a run.
+#[derive(Default)]
+pub struct SimOptions<'a> {
+    /// Receives the trace CSV (`t_ns,event,flow,req,sector,sectors,op`);
+    /// pass a buffered writer.
+    pub trace: Option<&'a mut dyn Write>,
+    /// Called now and then with (simulated now, simulated end).
+    pub progress: Option<&'a mut dyn FnMut(Time, Time)>,
+    /// Stop earlier than the scenario's duration.
+    pub stop_at: Option<Time>,
+}
+
+/// Runs `scenario` with `scheduler` on the scenario's device.
+pub fn simulate(
+    scenario: &Scenario,
+    scheduler: Box<dyn Scheduler>,
+    seed: u64,
+    opts: SimOptions<'_>,
+) -> Result<SimResult, SimError> {
+    let plan = scenario.plan()?;
+    let dev = device::build(&plan.device);
+    simulate_plan(
+        &plan,
+        &scenario.name,
+        &scenario.device.preset,
+        scheduler,
+        dev,
+        seed,
+        opts,
+    )
+}
+
+/// Runs a resolved plan on a device built by the caller (e.g. a preset
+/// with overrides from the suite).
+pub fn simulate_plan(
+    plan: &Plan,
+    scenario_name: &str,
+    device_name: &str,
+    scheduler: Box<dyn Scheduler>,
+    dev: Box<dyn Device>,
+    seed: u64,
+    opts: SimOptions<'_>,
+) -> Result<SimResult, SimError> {
+    let mut sim = Sim::new(plan, scheduler, dev, seed)?;
+    sim.run(opts)?;
+    Ok(sim.result(scenario_name, device_name, seed))
+}
+
+const NONE: u32 = u32::MAX;
+
+/// What a request is for, beyond its flow.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Tag {
+    Plain,
+    /// A blocking replay row.
+    ReplayBlock,
+    /// Written by the flusher on behalf of `owner`.
+    Flush,
+}
+
+#[derive(Clone, Copy, Debug)]
+struct ReqInfo {
+    gen: u32,
+    owner: u32,
+    sector: u64,
+    sectors: u32,
+    op: Op,
+    queued_at: Time,
+    tag: Tag,
+    live: bool,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+enum Ev {
+    /// Flow wake-up; ignored unless it matches the flow's `wake_at`.
+    Wake(u32),
+    /// Periodic batch release.
+    Release(u32),
+    /// Start of a run.
+    RunStart(u32),
+}
+
+#[derive(Default, Debug)]
+struct Stats {
+    bytes: u64,
+    requests: u64,
+    lat: Hist,
+    batch_lat: Hist,
+    completions: Vec<Time>,
+    run_times: Vec<Time>,
+    misses: u64,
+    batches: u64,
+    series: Vec<u64>,
+    finished_at: Option<Time>,
+}
+
+/// Per-flow run-time state.
+struct Flow {
+    plan: FlowPlan,
+    rng: Pcg64Mcg,
+    sched: Option<FlowId>,
+    window: u32,
+    outstanding: u32,
+    /// In a run.
+    active: bool,
+    run_start: Time,
+    runs_done: u32,
+    /// Sleeping (think / off) until then.
+    wake_at: Option<Time>,
+    /// Sectors issued and completed in this run.
+    run_issued: u64,
+    run_done: u64,
+    /// Sector limit for this run (None: unlimited).
+    run_limit: Option<u64>,
+    /// Next sequential offset in the region.
+    pos: u64,
+    /// ON/OFF: sectors allowed in this ON phase (issued counted in phase_issued).
+    phase_budget: u64,
+    phase_issued: u64,
+    phase_done: u64,
+    /// Periodic: sectors released so far; batches pending (release, cumulative end).
+    released: u64,
+    batches: VecDeque<(Time, u64)>,
+    /// Replay.
+    cursor: usize,
+    blocked: bool,
+    delay_done: bool,
+    /// Web: current file (absolute start, sectors left to issue, total, small, started).
+    web_file: Option<(u64, u64, u64, bool, Time)>,
+    web_done_in_file: u64,
+    files: u32,
+    stats: Stats,
+}
+
+/// A source of dirty data for the flusher.
+struct Dirty {
+    owner: u32,
+    rand: bool,
+    block: u32,
+    start: u64,
+    len: u64,
+    pos: u64,
+    left: u64,
+    extents: VecDeque<(u64, u32)>,
+}
+
+struct Flusher {
+    sched: FlowId,
+    sources: Vec<Dirty>,
+    current: usize,
+    quantum_left: u64,
+    outstanding: u32,
+    depth: u32,
+    rng: Pcg64Mcg,
+}
+
+/// Writeback chunk per source turn (Linux MAX_WRITEBACK_PAGES: 4 MiB).
+const FLUSH_QUANTUM: u64 = (4 << 20) / SECTOR_BYTES;
+/// Largest merged writeback request (512 KiB, a common max_sectors_kb).
+const FLUSH_MAX_REQ: u32 = 1024;
+
+struct Sim<'p> {
+    sched: Box<dyn Scheduler>,
+    sched_name: String,
+    dev: Box<dyn Device>,
+    qd: usize,
+    cap: u64,
+    flows: Vec<Flow>,
+    flusher: Option<Flusher>,
+    groups: Vec<GroupId>,
+    reqs: Vec<ReqInfo>,
+    free: Vec<u32>,
+    heap: BinaryHeap<Reverse<(Time, u64, Ev)>>,
+    seq: u64,
+    timer: Option<Time>,
+    now: Time,
+    end: Time,
+    live: usize,
+    done: Vec<(Time, ReqId)>,
+    interval: Time,
+    web_log_pos: u64,
+    trace: Option<&'p mut dyn Write>,
+    requests: u64,
+}
+
+fn mix(seed: u64, i: u64) -> u64 {
+    // splitmix64 of seed and index
+    let mut z = seed
+        ^ i.wrapping_mul(0x9E37_79B9_7F4A_7C15)
+            .wrapping_add(0x632B_E59B_D9B4_E019);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}
+
+fn rng_range(rng: &mut Pcg64Mcg, lo: u64, hi: u64) -> u64 {
+    if hi <= lo {
+        lo
+    } else {
+        rng.gen_range(lo..=hi)
+    }
+}
+
+impl<'p> Sim<'p> {
+    fn new(
+        plan: &Plan,
+        mut sched: Box<dyn Scheduler>,
+        dev: Box<dyn Device>,
+        seed: u64,
+    ) -> Result<Self, SimError> {
+        let sched_name = sched.name().to_string();
+        let serr = |what: String, err| SimError::Scheduler {
+            scheduler: sched_name.clone(),
+            what,
+            err,
+        };
+        let info = dev.info();
+        sched.set_device(info);
+        let mut groups = Vec::with_capacity(plan.groups.len());
+        for g in &plan.groups {
+            let parent = g.parent.map(|p| groups[p]).unwrap_or(GroupId::ROOT);
+            let id = sched
+                .add_group(parent, g.weight)
+                .map_err(|e| serr(format!("group {}", g.path), e))?;
+            groups.push(id);
+        }
+        let cap = dev.capacity_sectors();
+        let mut flows = Vec::with_capacity(plan.flows.len());
+        let mut sources = Vec::new();
+        let mut need_flusher = false;
+        for (i, p) in plan.flows.iter().enumerate() {
+            let rng = Pcg64Mcg::seed_from_u64(mix(seed, i as u64 + 1));
+            let window = if p.sync {
+                1 + p.readahead.div_ceil(u64::from(p.block)) as u32
+            } else {
+                p.depth
+            };
+            if p.buffered {
+                need_flusher = true;
+                sources.push(Dirty {
+                    owner: i as u32,
+                    rand: p.pattern == Pattern::Rand,
+                    block: p.block,
+                    start: p.region_start,
+                    len: p.region_len,
+                    pos: 0,
+                    left: 0,
+                    extents: VecDeque::new(),
+                });
+            }
+            if p.pattern == Pattern::Web {
+                need_flusher = true;
+            }
+            flows.push(Flow {
+                plan: p.clone(),
+                rng,
+                sched: None,
+                window: window.max(1),
+                outstanding: 0,
+                active: false,
+                run_start: 0,
+                runs_done: 0,
+                wake_at: None,
+                run_issued: 0,
+                run_done: 0,
+                run_limit: None,
+                pos: 0,
+                phase_budget: u64::MAX,
+                phase_issued: 0,
+                phase_done: 0,
+                released: 0,
+                batches: VecDeque::new(),
+                cursor: 0,
+                blocked: false,
+                delay_done: false,
+                web_file: None,
+                web_done_in_file: 0,
+                files: 0,
+                stats: Stats::default(),
+            });
+        }
+        let flusher = if need_flusher {
+            let id = sched
+                .add_flow(0, FlowSpec::default())
+                .map_err(|e| serr("the flusher flow".into(), e))?;
+            if plan.flows.iter().any(|p| p.pattern == Pattern::Web) {
+                sources.push(Dirty {
+                    owner: NONE,
+                    rand: false,
+                    block: FLUSH_MAX_REQ,
+                    start: 0,
+                    len: cap,
+                    pos: 0,
+                    left: 0,
+                    extents: VecDeque::new(),
+                });
+            }
+            Some(Flusher {
+                sched: id,
+                sources,
+                current: 0,
+                quantum_left: FLUSH_QUANTUM,
+                outstanding: 0,
+                depth: 64.min(info.queue_depth.max(1) * 64),
+                rng: Pcg64Mcg::seed_from_u64(mix(seed, 0)),
+            })
+        } else {
+            None
+        };
+        let mut sim = Sim {
+            sched,
+            sched_name,
+            qd: info.queue_depth.max(1) as usize,
+            cap,
+            dev,
+            flows,
+            flusher,
+            groups,
+            reqs: Vec::with_capacity(1024),
+            free: Vec::with_capacity(1024),
+            heap: BinaryHeap::with_capacity(plan.flows.len() * 2 + 16),
+            seq: 0,
+            timer: None,
+            now: 0,
+            end: plan.duration,
+            live: plan.flows.len(),
+            done: Vec::with_capacity(64),
+            interval: plan.series_interval,
+            web_log_pos: 0,
+            trace: None,
+            requests: 0,
+        };
+        for i in 0..sim.flows.len() {
+            let t = sim.flows[i].plan.start;
+            sim.push(t, Ev::RunStart(i as u32));
+        }
+        Ok(sim)
+    }
+
+    fn push(&mut self, t: Time, ev: Ev) {
+        self.seq += 1;
+        self.heap.push(Reverse((t, self.seq, ev)));
+    }
+
+    fn serr(&self, what: String, err: SchedError) -> SimError {
+        SimError::Scheduler {
+            scheduler: self.sched_name.clone(),
+            what,
+            err,
+        }
+    }
+
+    fn trace_line(
+        &mut self,
+        t: Time,
+        ev: char,
+        owner: u32,
+        id: ReqId,
+        r: &ReqInfo,
+    ) -> Result<(), SimError> {
+        if let Some(w) = self.trace.as_mut() {
+            let name = if r.tag == Tag::Flush {
+                "flusher"
+            } else {
+                self.flows[owner as usize].plan.name.as_str()
+            };
+            writeln!(
+                w,
+                "{t},{ev},{name},{id},{},{},{}",
+                r.sector,
+                r.sectors,
+                if r.op == Op::Read { 'R' } else { 'W' }
+            )?;
+        }
+        Ok(())
+    }
+
+    /// Queues a request with the scheduler.
+    #[allow(clippy::too_many_arguments)]
+    fn issue(
+        &mut self,
+        owner: u32,
+        sched_flow: FlowId,
+        sector: u64,
+        sectors: u32,
+        op: Op,
+        sync: bool,
+        tag: Tag,
+    ) -> Result<ReqId, SimError> {
+        let now = self.now;
+        let slot = match self.free.pop() {
+            Some(s) => s,
+            None => {
+                self.reqs.push(ReqInfo {
+                    gen: 0,
+                    owner: 0,
+                    sector: 0,
+                    sectors: 0,
+                    op,
+                    queued_at: 0,
+                    tag,
+                    live: false,
+                });
+                (self.reqs.len() - 1) as u32
+            }
+        };
+        let info = &mut self.reqs[slot as usize];
+        info.gen = info.gen.wrapping_add(1);
+        info.owner = owner;
+        info.sector = sector;
+        info.sectors = sectors;
+        info.op = op;
+        info.queued_at = now;
+        info.tag = tag;
+        info.live = true;
+        let id = (u64::from(info.gen) << 32) | u64::from(slot);
+        let r = *info;
+        self.sched
+            .add_request(
+                now,
+                Request {
+                    id,
+                    flow: sched_flow,
+                    sector,
+                    sectors,
+                    op,
+                    sync,
+                },
+            )
+            .map_err(|e| self.serr(format!("request {id}"), e))?;
+        self.trace_line(now, 'Q', owner, id, &r)?;
+        Ok(id)
+    }
+
+    fn run(&mut self, mut opts: SimOptions<'p>) -> Result<(), SimError> {
+        if let Some(s) = opts.stop_at {
+            self.end = self.end.min(s);
+        }
+        self.trace = opts.trace.take();
+        if let Some(w) = self.trace.as_mut() {
+            writeln!(w, "t_ns,event,flow,req,sector,sectors,op")?;
+        }
+        let mut progress = opts.progress.take();
+        let mut iter: u64 = 0;
+        loop {
+            let th = self.heap.peek().map(|r| r.0 .0).unwrap_or(Time::MAX);
+            let td = self.dev.next_event().unwrap_or(Time::MAX);
+            let tt = self.timer.unwrap_or(Time::MAX);
+            let t = th.min(td).min(tt);
+            if t == Time::MAX || t >= self.end {
+                break;
+            }
+            if self.live == 0 && self.dev.in_flight() == 0 && self.sched.queued() == 0 {
+                break;
+            }
+            self.now = t;
+            if td == t {
+                self.dev.advance(t, &mut self.done);
+                let mut done = std::mem::take(&mut self.done);
+                for &(tc, id) in &done {
+                    self.now = tc;
+                    self.on_complete(id)?;
+                }
+                done.clear();
+                self.done = done;
+                self.now = t;
+            }
+            while let Some(Reverse((te, _, ev))) = self.heap.peek().copied() {
+                if te != t {
+                    break;
+                }
+                self.heap.pop();
+                self.on_event(ev)?;
+            }
+            if tt == t {
+                self.timer = None;
+            }
+            self.dispatch()?;
+            iter += 1;
+            if iter & 0xFFFF == 0 {
+                if let Some(p) = progress.as_mut() {
+                    p(self.now, self.end);
+                }
+            }
+        }
+        // if everything finished early, the run ends at the last activity
+        if self.live > 0 || self.now > self.end {
+            self.now = self.end;
+        }
+        if let Some(p) = progress.as_mut() {
+            p(self.now, self.end);
+        }
+        if let Some(w) = self.trace.as_mut() {
+            w.flush()?;
+        }
+        Ok(())
+    }
+
+    fn dispatch(&mut self) -> Result<(), SimError> {
+        let now = self.now;
+        while self.dev.in_flight() < self.qd {
+            match self.sched.dispatch(now) {
+                Dispatch::Request(r) => {
+                    let slot = (r.id & 0xFFFF_FFFF) as usize;
+                    let info = self.reqs.get(slot).copied();
+                    match info {
+                        Some(info) if info.live && u64::from(info.gen) == r.id >> 32 => {
+                            self.trace_line(now, 'D', info.owner, r.id, &info)?;
+                        }
+                        _ => {
+                            return Err(self.serr(
+                                "nothing: it dispatched an unknown request".into(),
+                                SchedError::UnknownRequest(r.id),
+                            ))
+                        }
+                    }
+                    self.dev.submit(
+                        now,
+                        DevRequest {
+                            id: r.id,
+                            sector: r.sector.min(self.cap - 1),
+                            sectors: r.sectors.max(1),
+                            op: r.op,
+                        },
+                    );
+                }
+                Dispatch::Idle { until } => {
+                    self.timer = Some(until.max(now + 1));
+                    break;
+                }
+                Dispatch::Wait | Dispatch::Empty => break,
+            }
+        }
+        Ok(())
+    }
+
+    fn on_complete(&mut self, id: ReqId) -> Result<(), SimError> {
+        let now = self.now;
+        self.sched
+            .complete(now, id)
+            .map_err(|e| self.serr(format!("completion of {id}"), e))?;
+        let slot = (id & 0xFFFF_FFFF) as u32;
+        let r = self.reqs[slot as usize];
+        self.reqs[slot as usize].live = false;
+        self.free.push(slot);
+        self.trace_line(now, 'C', r.owner, id, &r)?;
+        self.requests += 1;
+        let bytes = u64::from(r.sectors) * SECTOR_BYTES;
+        if r.tag == Tag::Flush {
+            if let Some(fl) = self.flusher.as_mut() {
+                fl.outstanding -= 1;
+            }
+        }
+        if r.owner != NONE {
+            let interval = self.interval;
+            let f = &mut self.flows[r.owner as usize];
+            let st = &mut f.stats;
+            st.bytes += bytes;
+            st.requests += 1;
+            st.lat.add(now - r.queued_at);
+            let b = (now / interval) as usize;
+            if b >= st.series.len() {
+                st.series.resize(b + 1, 0);
+            }
+            st.series[b] += bytes;
+            if r.tag != Tag::Flush {
+                self.flow_completed(r.owner as usize, &r)?;
+            } else {
+                let f = &mut self.flows[r.owner as usize];
+                f.run_done += u64::from(r.sectors);
+                if f.active && f.run_limit.is_some_and(|l| f.run_done >= l) {
+                    self.end_run(r.owner as usize)?;
+                }
+            }
+        }
+        if r.tag == Tag::Flush {
+            self.flush()?;
+        }
+        Ok(())
+    }
+
+    fn on_event(&mut self, ev: Ev) -> Result<(), SimError> {
+        let now = self.now;
+        match ev {
+            Ev::Wake(i) => {
+                let f = &mut self.flows[i as usize];
+                if f.wake_at == Some(now) {
+                    f.wake_at = None;
+                    self.pump(i as usize)?;
+                }
+            }
+            Ev::RunStart(i) => self.start_run(i as usize)?,
+            Ev::Release(i) => {
+                let f = &mut self.flows[i as usize];
+                if !f.active {
+                    return Ok(());
+                }
+                let p = f.plan.periodic.expect("periodic");
+                let n = p.bytes.0.div_ceil(SECTOR_BYTES);
+                f.released += n;
+                f.batches.push_back((now, f.released));
+                f.stats.batches += 1;
+                let next = now + p.every.0;
+                self.push(next, Ev::Release(i));
+                self.pump(i as usize)?;
+            }
+        }
+        Ok(())
+    }
+
+    fn start_run(&mut self, i: usize) -> Result<(), SimError> {
+        let now = self.now;
+        let spec = {
+            let p = &self.flows[i].plan;
+            FlowSpec {
+                weight: p.weight,
+                prio: p.prio,
+                group: p.group.map(|g| self.groups[g]).unwrap_or(GroupId::ROOT),
+            }
+        };
+        let name = self.flows[i].plan.name.clone();
+        let buffered = self.flows[i].plan.buffered;
+        let sched = if buffered {
+            None
+        } else {
+            Some(
+                self.sched
+                    .add_flow(now, spec)
+                    .map_err(|e| self.serr(format!("flow '{name}'"), e))?,
+            )
+        };
+        let f = &mut self.flows[i];
+        f.sched = sched;
+        f.active = true;
+        f.run_start = now;
+        f.run_issued = 0;
+        f.run_done = 0;
+        f.run_limit = f.plan.bytes.map(|b| b.div_ceil(SECTOR_BYTES));
+        f.pos = 0;
+        f.cursor = 0;
+        f.blocked = false;
+        f.delay_done = false;
+        f.wake_at = None;
+        if let Some(oo) = f.plan.on_off {
+            f.phase_budget = rng_range(&mut f.rng, oo.on.lo.0, oo.on.hi.0)
+                .div_ceil(SECTOR_BYTES)
+                .max(1);
+            f.phase_issued = 0;
+            f.phase_done = 0;
+        }
+        if f.plan.periodic.is_some() {
+            f.released = 0;
+            f.batches.clear();
+            self.push(now, Ev::Release(i as u32));
+        }
+        if buffered {
+            let limit = self.flows[i].run_limit.unwrap_or(u64::MAX);
+            if let Some(fl) = self.flusher.as_mut() {
+                if let Some(s) = fl.sources.iter_mut().find(|s| s.owner == i as u32) {
+                    s.left = limit;
+                    s.pos = 0;
+                }
+            }
+            self.flush()?;
+            return Ok(());
+        }
+        self.pump(i)
+    }
+
+    /// A run ended (all issued and completed).
+    fn end_run(&mut self, i: usize) -> Result<(), SimError> {
+        let now = self.now;
+        let f = &mut self.flows[i];
+        f.active = false;
+        f.stats.completions.push(now);
+        f.stats.run_times.push(now - f.run_start);
+        f.runs_done += 1;
+        if let Some(id) = f.sched.take() {
+            self.sched
+                .remove_flow(now, id)
+                .map_err(|e| self.serr("flow removal".into(), e))?;
+        }
+        let f = &mut self.flows[i];
+        let again = f.plan.repeat.is_some() && f.plan.runs.is_none_or(|r| f.runs_done < r);
+        if again {
+            let t = now + f.plan.repeat.unwrap_or(0);
+            self.push(t, Ev::RunStart(i as u32));
+        } else {
+            f.stats.finished_at = Some(now);
+            self.live -= 1;
+        }
+        Ok(())
+    }
+
+    fn sleep(&mut self, i: usize, until: Time) {
+        self.flows[i].wake_at = Some(until);
+        self.push(until, Ev::Wake(i as u32));
+    }
+
+    fn flow_completed(&mut self, i: usize, r: &ReqInfo) -> Result<(), SimError> {
+        let now = self.now;
+        let f = &mut self.flows[i];
+        f.outstanding -= 1;
+        let n = u64::from(r.sectors);
+        f.run_done += n;
+        f.phase_done += n;
+        if r.tag == Tag::ReplayBlock {
+            f.blocked = false;
+        }
+        // periodic batches
+        if f.plan.periodic.is_some() {
+            let dl = f.plan.periodic.and_then(|p| p.deadline).map(|d| d.0);
+            let every = f.plan.periodic.map(|p| p.every.0).unwrap_or(0);
+            let deadline = dl.unwrap_or(every);
+            while let Some(&(rel, end)) = f.batches.front() {
+                if f.run_done < end {
+                    break;
+                }
+                f.batches.pop_front();
+                let l = now - rel;
+                f.stats.batch_lat.add(l);
+                if l > deadline {
+                    f.stats.misses += 1;
+                }
+            }
+        }
+        // web file
+        if f.plan.pattern == Pattern::Web {
+            f.web_done_in_file += n;
+            if let Some((_, left, total, small, t0)) = f.web_file {
+                if left == 0 && f.web_done_in_file >= total {
+                    if small {
+                        f.stats.batch_lat.add(now - t0);
+                        f.stats.batches += 1;
+                    }
+                    f.web_file = None;
+                    f.files += 1;
+                    let w = f.plan.web.expect("web");
+                    if w.log_every > 0 && f.files % w.log_every == 0 {
+                        let bytes = rng_range(&mut f.rng, w.log.lo.0, w.log.hi.0).max(1);
+                        self.web_log(bytes)?;
+                    }
+                }
+            }
+        }
+        let f = &mut self.flows[i];
+        if f.plan.think > 0 && f.active {
+            let t = now + f.plan.think;
+            self.sleep(i, t);
+            return Ok(());
+        }
+        self.pump(i)
+    }
+
+    fn web_log(&mut self, bytes: u64) -> Result<(), SimError> {
+        let Some(fl) = self.flusher.as_mut() else {
+            return Ok(());
+        };
+        // the common log lies just before the middle of the device
+        let base = self.cap / 2 - (1 << 21).min(self.cap / 4);
+        let n = bytes.div_ceil(SECTOR_BYTES) as u32;
+        let s = base + self.web_log_pos % (1 << 21);
+        self.web_log_pos += u64::from(n);
+        if let Some(src) = fl.sources.iter_mut().find(|s| s.owner == NONE) {
+            src.extents.push_back((s, n));
+        }
+        self.flush()
+    }
+
+    /// Issues what flow `i` may issue now.
+    fn pump(&mut self, i: usize) -> Result<(), SimError> {
+        loop {
+            let now = self.now;
+            let f = &mut self.flows[i];
+            if !f.active || f.wake_at.is_some() || f.plan.buffered {
+                return Ok(());
+            }
+            if f.plan.pattern == Pattern::Replay {
+                return self.pump_replay(i);
+            }
+            // end of run?
+            let limit_hit = f.run_limit.is_some_and(|l| f.run_issued >= l);
+            if limit_hit {
+                if f.outstanding == 0 {
+                    return self.end_run(i);
+                }
+                return Ok(());
+            }
+            if f.outstanding >= f.window {
+                return Ok(());
+            }
+            // ON/OFF
+            if f.plan.on_off.is_some() && f.phase_issued >= f.phase_budget {
+                if f.outstanding > 0 {
+                    return Ok(());
+                }
+                let oo = f.plan.on_off.expect("on_off");
+                let off = rng_range(&mut f.rng, oo.off.lo.0, oo.off.hi.0);
+                f.phase_budget = rng_range(&mut f.rng, oo.on.lo.0, oo.on.hi.0)
+                    .div_ceil(SECTOR_BYTES)
+                    .max(1);
+                f.phase_issued = 0;
+                f.phase_done = 0;
+                if off > 0 {
+                    self.sleep(i, now + off);
+                    return Ok(());
+                }
+                continue;
+            }
+            // periodic credit
+            if f.plan.periodic.is_some() && f.run_issued >= f.released {
+                return Ok(());
+            }
+            let (sector, mut n) = match f.plan.pattern {
+                Pattern::Seq => {
+                    if f.pos >= f.plan.region_len {
+                        f.pos = 0;
+                    }
+                    let n = u64::from(f.plan.block).min(f.plan.region_len - f.pos);
+                    let s = f.plan.region_start + f.pos;
+                    f.pos += n;
+                    (s, n)
+                }
+                Pattern::Rand => {
+                    let blocks = f.plan.region_len / u64::from(f.plan.block);
+                    let b = f.rng.gen_range(0..blocks.max(1));
+                    (
+                        f.plan.region_start + b * u64::from(f.plan.block),
+                        u64::from(f.plan.block),
+                    )
+                }
+                Pattern::Web => {
+                    if f.web_file.is_none() {
+                        if f.outstanding > 0 {
+                            return Ok(());
+                        }
+                        let w = f.plan.web.expect("web");
+                        let small_area = ((f.plan.region_len as f64) * w.split) as u64;
+                        let small = f.rng.gen_bool(w.small_prob);
+                        let (lo, hi, len) = if small {
+                            (0, small_area, w.small.0.div_ceil(SECTOR_BYTES))
+                        } else {
+                            let b = rng_range(&mut f.rng, w.large.lo.0, w.large.hi.0);
+                            (
+                                small_area,
+                                f.plan.region_len,
+                                b.div_ceil(SECTOR_BYTES).max(1),
+                            )
+                        };
+                        let len = len.min(hi - lo).max(1);
+                        let start = f.plan.region_start
+                            + lo
+                            + (rng_range(&mut f.rng, 0, hi - lo - len) & !7);
+                        f.web_file = Some((start, len, len, small, now));
+                        f.web_done_in_file = 0;
+                    }
+                    let (start, left, total, small, t0) = f.web_file.expect("file");
+                    if left == 0 {
+                        return Ok(());
+                    }
+                    let n = left.min(u64::from(f.plan.block));
+                    let s = start + (total - left);
+                    f.web_file = Some((start, left - n, total, small, t0));
+                    (s, n)
+                }
+                Pattern::Replay => unreachable!(),
+            };
+            if let Some(l) = f.run_limit {
+                n = n.min(l - f.run_issued);
+            }
+            if f.plan.periodic.is_some() {
+                n = n.min(f.released - f.run_issued);
+            }
+            f.run_issued += n;
+            f.phase_issued += n;
+            f.outstanding += 1;
+            let (op, sync) = (f.plan.op, f.plan.sync);
+            let sf = f.sched.expect("active flow has a scheduler flow");
+            self.issue(i as u32, sf, sector, n as u32, op, sync, Tag::Plain)?;
+        }
+    }
+
+    fn pump_replay(&mut self, i: usize) -> Result<(), SimError> {
+        loop {
+            let now = self.now;
+            let f = &mut self.flows[i];
+            let rows = f.plan.replay.clone().expect("replay rows");
+            if f.cursor >= rows.len() {
+                if f.outstanding == 0 {
+                    return self.end_run(i);
+                }
+                return Ok(());
+            }
+            if f.blocked {
+                return Ok(());
+            }
+            let row: ReplayRow = rows[f.cursor];
+            if row.delay > 0 && !f.delay_done {
+                f.delay_done = true;
+                self.sleep(i, now + row.delay);
+                return Ok(());
+            }
+            f.delay_done = false;
+            f.cursor += 1;
+            let len = f.plan.region_len;
+            let sector = f.plan.region_start + row.sector % len;
+            let end = (f.plan.region_start + len).min(self.cap);
+            let n = (u64::from(row.sectors)).min(end - sector).max(1) as u32;
+            let blocking = row.sync && !f.plan.replay_open_loop;
+            if blocking {
+                f.blocked = true;
+            }
+            f.outstanding += 1;
+            f.run_issued += u64::from(n);
+            let sf = f.sched.expect("active flow has a scheduler flow");
+            let tag = if blocking {
+                Tag::ReplayBlock
+            } else {
+                Tag::Plain
+            };
+            self.issue(i as u32, sf, sector, n, row.op, row.sync, tag)?;
+        }
+    }
+
+    /// Lets the flusher issue writeback requests up to its depth.
+    fn flush(&mut self) -> Result<(), SimError> {
+        loop {
+            let Some(fl) = self.flusher.as_mut() else {
+                return Ok(());
+            };
+            if fl.outstanding >= fl.depth || fl.sources.is_empty() {
+                return Ok(());
+            }
+            // find a source with data, round robin with a quantum
+            let k = fl.sources.len();
+            let mut found = None;
+            for step in 0..k {
+                let idx = (fl.current + step) % k;
+                let s = &fl.sources[idx];
+                if s.left > 0 || !s.extents.is_empty() {
+                    found = Some(idx);
+                    break;
+                }
+            }
+            let Some(idx) = found else {
+                return Ok(());
+            };
+            if idx != fl.current {
+                fl.current = idx;
+                fl.quantum_left = FLUSH_QUANTUM;
+            }
+            let src = &mut fl.sources[idx];
+            let (sector, n) = if let Some((s, n)) = src.extents.pop_front() {
+                (s, n)
+            } else if src.rand {
+                let blocks = (src.len / u64::from(src.block)).max(1);
+                let b = fl.rng.gen_range(0..blocks);
+                let n = u64::from(src.block).min(src.left);
+                (src.start + b * u64::from(src.block), n as u32)
+            } else {
+                if src.pos >= src.len {
+                    src.pos = 0;
+                }
+                let n = u64::from(src.block.max(FLUSH_MAX_REQ))
+                    .min(src.len - src.pos)
+                    .min(src.left);
+                let s = src.start + src.pos;
+                src.pos += n;
+                (s, n as u32)
+            };
+            if src.owner != NONE {
+                src.left -= u64::from(n);
+            }
+            let owner = src.owner;
+            fl.quantum_left = fl.quantum_left.saturating_sub(u64::from(n));
+            if fl.quantum_left == 0 {
+                fl.current = (fl.current + 1) % k;
+                fl.quantum_left = FLUSH_QUANTUM;
+            }
+            fl.outstanding += 1;
+            let sf = fl.sched;
+            self.issue(owner, sf, sector, n.max(1), Op::Write, false, Tag::Flush)?;
+            if owner != NONE {
+                self.flows[owner as usize].run_issued += u64::from(n);
+            }
+        }
+    }
+
+    fn result(&mut self, scenario: &str, device: &str, seed: u64) -> SimResult {
+        let end = self.now;
+        // buffered writers with a byte limit: their run ends when written
+        let mut flows = Vec::with_capacity(self.flows.len());
+        let mut total = 0u64;
+        for f in &mut self.flows {
+            // periodic batches past deadline but unfinished
+            if let Some(p) = f.plan.periodic {
+                let dl = p.deadline.map(|d| d.0).unwrap_or(p.every.0);
+                f.stats.misses += f.batches.iter().filter(|(rel, _)| end > rel + dl).count() as u64;
+            }
+            let st = &f.stats;
+            total += st.bytes;
+            let fin = st.finished_at.unwrap_or(end);
+            let span = fin.saturating_sub(f.plan.start).max(1);
+            let nb = end.div_ceil(self.interval).max(1) as usize;
+            let mut series: Vec<f64> = st
+                .series
+                .iter()
+                .map(|&b| b as f64 / 1048576.0 / secs(self.interval))
+                .collect();
+            series.resize(nb.max(series.len()), 0.0);
+            flows.push(FlowResult {
+                name: f.plan.name.clone(),
+                bytes: st.bytes,
+                requests: st.requests,
+                throughput_mib_s: st.bytes as f64 / 1048576.0 / secs(span),
+                latency_ms: st.lat.stats_ms(),
+                completions_s: st.completions.iter().map(|&t| secs(t)).collect(),
+                deadline_misses: st.misses,
+                run_times_s: st.run_times.iter().map(|&t| secs(t)).collect(),
+                batches: st.batches,
+                batch_latency_ms: st.batch_lat.stats_ms(),
+                latency_cdf_ms: st.lat.cdf_ms(),
+                series_mib_s: series,
+            });
+        }
+        SimResult {
+            scenario: scenario.to_string(),
+            scheduler: self.sched_name.clone(),
+            seed,
+            sim_time_s: secs(end),
+            aggregate_mib_s: total as f64 / 1048576.0 / secs(end.max(1)),
+            flows,
+            device: device.to_string(),
+            requests: self.requests,
+            series_interval_s: secs(self.interval),
+        }
+    }
+}

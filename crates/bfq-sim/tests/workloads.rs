@@ -1,0 +1,362 @@
+//! Each workload kind, the flow/group mapping to the scheduler, and the
+//! event loop's handling of `Idle { until }`. FIFO is the policy (the only
+//! one in bfq-core); deterministic.
+
+use bfq_core::{
+    DeviceInfo, Dispatch, Fifo, FlowId, FlowSpec, GroupId, IoClass, ReqId, Request, SchedError,
+    Scheduler, Time, MS,
+};
+use bfq_sim::{simulate, Scenario, SimOptions, SimResult};
+use std::sync::{Arc, Mutex};
+
+fn sc(text: &str) -> Scenario {
+    Scenario::from_toml_str(text, "test.toml").unwrap_or_else(|e| panic!("{e}"))
+}
+
+fn run(text: &str) -> SimResult {
+    let s = sc(text);
+    simulate(&s, Box::new(Fifo::new()), s.seed, SimOptions::default()).unwrap()
+}
+
+fn run_traced(text: &str) -> (SimResult, String) {
+    let s = sc(text);
+    let mut t = Vec::new();
+    let r = simulate(
+        &s,
+        Box::new(Fifo::new()),
+        s.seed,
+        SimOptions {
+            trace: Some(&mut t),
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    (r, String::from_utf8(t).unwrap())
+}
+
+const STM: &str = "[device]\npreset = \"maxtor-stm332061\"\n";
+
+#[test]
+fn greedy_sync_sequential_reader_streams_at_media_rate() {
+    let r = run(&format!(
+        "name = \"t\"\nduration = \"5s\"\n{STM}[[flow]]\nname = \"r\"\n"
+    ));
+    let mb_s = r.flows[0].throughput_mib_s * 1.048576;
+    assert!(mb_s > 85.0 && mb_s < 89.5, "{mb_s}");
+    assert!((r.sim_time_s - 5.0).abs() < 1e-9);
+}
+
+#[test]
+fn finite_flow_ends_and_reports_its_completion() {
+    let r = run(&format!(
+        "name = \"t\"\nduration = \"60s\"\n{STM}[[flow]]\nname = \"r\"\nbytes = \"64M\"\nregion = {{ start = \"-64M\" }}\n"
+    ));
+    let f = &r.flows[0];
+    assert_eq!(f.bytes, 64 << 20);
+    assert_eq!(f.completions_s.len(), 1);
+    // inner zone, 55 MB/s
+    let mb_s = 64.0 * 1.048576 / f.completions_s[0];
+    assert!(mb_s > 51.0 && mb_s < 55.5, "{mb_s}");
+    assert!(
+        (r.sim_time_s - f.completions_s[0]).abs() < 1e-9,
+        "ends when all flows end"
+    );
+}
+
+#[test]
+fn random_reader_async_depth_uses_ncq() {
+    let base = "name = \"t\"\nduration = \"10s\"\n[device]\npreset = \"maxtor-7l250s0\"\n[[flow]]\nname = \"r\"\npattern = \"rand\"\n";
+    let sync = run(base);
+    let deep = run(&format!("{base}sync = false\ndepth = 32\n"));
+    let iops1 = sync.flows[0].requests as f64 / 10.0;
+    let iops32 = deep.flows[0].requests as f64 / 10.0;
+    assert!(iops1 > 65.0 && iops1 < 85.0, "{iops1}");
+    assert!(iops32 > 1.8 * iops1, "{iops32} vs {iops1}");
+}
+
+#[test]
+fn buffered_writers_go_through_one_flusher_and_hurt_reads() {
+    let reader = "[[flow]]\nname = \"reader\"\npattern = \"rand\"\nregion = { start = \"0\", size = \"10G\" }\n";
+    let alone = run(&format!("name = \"t\"\nduration = \"10s\"\n{STM}{reader}"));
+    let (mixed, trace) = run_traced(&format!(
+        "name = \"t\"\nduration = \"10s\"\n{STM}{reader}[[flow]]\nname = \"w1\"\nop = \"write\"\nbuffered = true\nregion = {{ start = \"20G\", size = \"5G\" }}\n[[flow]]\nname = \"w2\"\nop = \"write\"\nbuffered = true\nregion = {{ start = \"40G\", size = \"5G\" }}\n"
+    ));
+    assert!(mixed.flows[1].bytes > 0 && mixed.flows[2].bytes > 0);
+    assert!(!trace.contains(",w1,") && trace.contains(",flusher,"));
+    assert!(trace
+        .lines()
+        .filter(|l| l.contains(",flusher,"))
+        .all(|l| l.ends_with(",W")));
+    let a = alone.flows[0].latency_ms.mean;
+    let m = mixed.flows[0].latency_ms.mean;
+    assert!(
+        m > 1.5 * a,
+        "writes barely disturbed the reader: {m} vs {a}"
+    );
+}
+
+#[test]
+fn on_off_flow_alternates() {
+    let r = run(&format!(
+        "name = \"t\"\nduration = \"20s\"\n{STM}[[flow]]\nname = \"oo\"\non_off = {{ on = \"1M\", off = \"100ms\" }}\n"
+    ));
+    // 1 MiB at ~89 MB/s (~12 ms plus a revolution) then 100 ms off
+    let t = r.flows[0].throughput_mib_s;
+    assert!(t > 8.0 && t < 9.5, "{t}");
+}
+
+#[test]
+fn periodic_flow_counts_deadline_misses() {
+    let video = "[[flow]]\nname = \"video\"\nregion = { start = \"30G\", size = \"1G\" }\nblock = \"64k\"\nreadahead = \"0\"\nperiodic = { every = \"40ms\", bytes = \"128k\", deadline = \"30ms\" }\n";
+    let alone = run(&format!("name = \"t\"\nduration = \"10s\"\n{STM}{video}"));
+    let v = &alone.flows[0];
+    assert_eq!(v.batches, 250);
+    assert_eq!(v.deadline_misses, 0);
+    assert_eq!(v.bytes, 250 * 128 * 1024);
+    let mut loaded = format!("name = \"t\"\nduration = \"10s\"\n{STM}{video}");
+    for i in 0..10 {
+        loaded += &format!("[[flow]]\nname = \"r{i}\"\nregion = {{ start = \"{}G\", size = \"5G\" }}\nsync = false\ndepth = 8\n", 5 * i + 40);
+    }
+    let l = run(&loaded);
+    assert!(
+        l.flows[0].deadline_misses > 10,
+        "{}",
+        l.flows[0].deadline_misses
+    );
+}
+
+#[test]
+fn startup_replay_repeats_and_times_runs() {
+    let s = "name = \"t\"\nduration = \"60s\"\n[device]\npreset = \"maxtor-stm332061\"\n[[flow]]\nname = \"bash\"\npattern = \"replay\"\nreplay = \"traces/bash.csv\"\nregion = { start = \"60G\", size = \"20G\" }\nrepeat = \"1s\"\nruns = 10\n";
+    let scen = Scenario::from_toml_str_in(
+        s,
+        "t",
+        std::path::Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../../scenarios")),
+    )
+    .unwrap();
+    let r = simulate(&scen, Box::new(Fifo::new()), 1, SimOptions::default()).unwrap();
+    let f = &r.flows[0];
+    assert_eq!(f.completions_s.len(), 10);
+    assert_eq!(f.requests, 480);
+    // idle-disk start-up of bash: about 0.2 s (2014 report, Sec. 7.3)
+    for t in &f.run_times_s {
+        assert!(*t > 0.1 && *t < 0.35, "{t}");
+    }
+    assert!(r.sim_time_s < 15.0);
+}
+
+#[test]
+fn msr_trace_replays_open_loop() {
+    let dir = std::env::temp_dir().join(format!("bfq-sim-msr-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let mut text = String::new();
+    for i in 0..100u64 {
+        // one request every 1 ms (10_000 filetime units)
+        let op = if i % 4 == 0 { "Write" } else { "Read" };
+        text += &format!(
+            "{},src,0,{op},{},4096,100\n",
+            128166372000000000u64 + i * 10_000,
+            i * 7919 * 4096
+        );
+    }
+    std::fs::write(dir.join("t.csv"), text).unwrap();
+    let s = format!("name = \"t\"\nduration = \"10s\"\n{STM}[[flow]]\nname = \"msr\"\npattern = \"replay\"\nreplay = \"t.csv\"\nreplay_format = \"msr\"\n");
+    let scen = Scenario::from_toml_str_in(&s, "t", &dir).unwrap();
+    let (r, _) = {
+        let mut t = Vec::new();
+        let r = simulate(
+            &scen,
+            Box::new(Fifo::new()),
+            1,
+            SimOptions {
+                trace: Some(&mut t),
+                ..Default::default()
+            },
+        )
+        .unwrap();
+        (r, t)
+    };
+    std::fs::remove_dir_all(&dir).ok();
+    assert_eq!(r.flows[0].requests, 100);
+    assert_eq!(r.flows[0].completions_s.len(), 1);
+    // open loop: issued over ~99 ms whatever the completions
+    assert!(r.flows[0].completions_s[0] > 0.099 && r.flows[0].completions_s[0] < 1.0);
+}
+
+#[test]
+fn web_server_reads_small_and_large_files_and_logs() {
+    let (r, trace) = run_traced(
+        "name = \"t\"\nduration = \"20s\"\n[device]\npreset = \"ibm-dtla-307030\"\n[[flow]]\nname = \"web\"\ncount = 10\npattern = \"web\"\n",
+    );
+    assert_eq!(r.flows.len(), 10);
+    assert_eq!(r.flows[3].name, "web.4");
+    let small: u64 = r.flows.iter().map(|f| f.batches).sum();
+    assert!(small > 50, "{small}");
+    assert!(r.flows.iter().all(|f| f.batch_latency_ms.mean > 0.0));
+    assert!(
+        trace.contains(",flusher,"),
+        "log appends are buffered writes"
+    );
+}
+
+#[test]
+fn think_time_spaces_sync_requests() {
+    let r = run(&format!(
+        "name = \"t\"\nduration = \"10s\"\n{STM}[[flow]]\nname = \"r\"\npattern = \"rand\"\nthink = \"20ms\"\nregion = {{ start = \"0\", size = \"1G\" }}\n"
+    ));
+    let per = 10.0 / r.flows[0].requests as f64;
+    assert!(per > 0.022 && per < 0.032, "{per}");
+}
+
+/// Records what the simulator tells the scheduler.
+struct Recorder {
+    inner: Fifo,
+    log: Arc<Mutex<Vec<String>>>,
+}
+
+impl Scheduler for Recorder {
+    fn name(&self) -> &str {
+        "recorder"
+    }
+    fn set_device(&mut self, d: DeviceInfo) {
+        self.log.lock().unwrap().push(format!(
+            "device {} {} {}",
+            d.queue_depth, d.queues_internally, d.rotational
+        ));
+    }
+    fn add_group(&mut self, parent: GroupId, weight: u32) -> Result<GroupId, SchedError> {
+        let g = self.inner.add_group(parent, weight)?;
+        self.log
+            .lock()
+            .unwrap()
+            .push(format!("group {} parent {} weight {weight}", g.0, parent.0));
+        Ok(g)
+    }
+    fn remove_group(&mut self, g: GroupId) -> Result<(), SchedError> {
+        self.inner.remove_group(g)
+    }
+    fn add_flow(&mut self, now: Time, spec: FlowSpec) -> Result<FlowId, SchedError> {
+        let f = self.inner.add_flow(now, spec)?;
+        self.log.lock().unwrap().push(format!(
+            "flow {} at {now} weight {} class {} level {} group {}",
+            f.0,
+            spec.effective_weight(),
+            spec.prio.class.as_str(),
+            spec.prio.level,
+            spec.group.0
+        ));
+        Ok(f)
+    }
+    fn remove_flow(&mut self, now: Time, f: FlowId) -> Result<(), SchedError> {
+        self.log
+            .lock()
+            .unwrap()
+            .push(format!("remove {} at {now}", f.0));
+        self.inner.remove_flow(now, f)
+    }
+    fn add_request(&mut self, now: Time, r: Request) -> Result<(), SchedError> {
+        self.inner.add_request(now, r)
+    }
+    fn dispatch(&mut self, now: Time) -> Dispatch {
+        self.inner.dispatch(now)
+    }
+    fn complete(&mut self, now: Time, id: ReqId) -> Result<(), SchedError> {
+        self.inner.complete(now, id)
+    }
+    fn queued(&self) -> usize {
+        self.inner.queued()
+    }
+    fn in_flight(&self) -> usize {
+        self.inner.in_flight()
+    }
+}
+
+#[test]
+fn flows_and_groups_map_to_the_scheduler() {
+    let s = sc("name = \"t\"\nduration = \"1s\"\n[device]\npreset = \"maxtor-7l250s0\"\n[[group]]\npath = \"/a/b\"\nweight = 300\n[[flow]]\nname = \"x\"\ngroup = \"/a/b\"\nweight = 500\n[[flow]]\nname = \"y\"\nclass = \"idle\"\nlevel = 7\nstart = \"100ms\"\nbytes = \"1M\"\n");
+    let log = Arc::new(Mutex::new(Vec::new()));
+    let rec = Recorder {
+        inner: Fifo::new(),
+        log: log.clone(),
+    };
+    simulate(&s, Box::new(rec), 1, SimOptions::default()).unwrap();
+    let log = log.lock().unwrap();
+    assert_eq!(log[0], "device 32 true true");
+    assert_eq!(log[1], "group 1 parent 0 weight 100");
+    assert_eq!(log[2], "group 2 parent 1 weight 300");
+    assert_eq!(log[3], "flow 0 at 0 weight 500 class be level 4 group 2");
+    assert_eq!(
+        log[4],
+        "flow 1 at 100000000 weight 10 class idle level 7 group 0"
+    );
+    assert!(log[5].starts_with("remove 1 at "), "{}", log[5]);
+    assert_eq!(IoClass::Idle.as_str(), "idle");
+}
+
+/// Idles once for 5 ms at the first dispatch, then behaves as FIFO.
+struct IdleOnce {
+    inner: Fifo,
+    idled: bool,
+}
+
+impl Scheduler for IdleOnce {
+    fn name(&self) -> &str {
+        "idle-once"
+    }
+    fn set_device(&mut self, _: DeviceInfo) {}
+    fn add_group(&mut self, p: GroupId, w: u32) -> Result<GroupId, SchedError> {
+        self.inner.add_group(p, w)
+    }
+    fn remove_group(&mut self, g: GroupId) -> Result<(), SchedError> {
+        self.inner.remove_group(g)
+    }
+    fn add_flow(&mut self, now: Time, s: FlowSpec) -> Result<FlowId, SchedError> {
+        self.inner.add_flow(now, s)
+    }
+    fn remove_flow(&mut self, now: Time, f: FlowId) -> Result<(), SchedError> {
+        self.inner.remove_flow(now, f)
+    }
+    fn add_request(&mut self, now: Time, r: Request) -> Result<(), SchedError> {
+        self.inner.add_request(now, r)
+    }
+    fn dispatch(&mut self, now: Time) -> Dispatch {
+        if !self.idled && self.inner.queued() > 0 {
+            self.idled = true;
+            return Dispatch::Idle {
+                until: now + 5 * MS,
+            };
+        }
+        self.inner.dispatch(now)
+    }
+    fn complete(&mut self, now: Time, id: ReqId) -> Result<(), SchedError> {
+        self.inner.complete(now, id)
+    }
+    fn queued(&self) -> usize {
+        self.inner.queued()
+    }
+    fn in_flight(&self) -> usize {
+        self.inner.in_flight()
+    }
+}
+
+#[test]
+fn idle_until_is_honoured() {
+    let s = sc("name = \"t\"\nduration = \"1s\"\n[[flow]]\nname = \"r\"\nbytes = \"128k\"\nreadahead = \"0\"\n");
+    let mut t = Vec::new();
+    simulate(
+        &s,
+        Box::new(IdleOnce {
+            inner: Fifo::new(),
+            idled: false,
+        }),
+        1,
+        SimOptions {
+            trace: Some(&mut t),
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    let t = String::from_utf8(t).unwrap();
+    let d = t.lines().find(|l| l.contains(",D,")).unwrap();
+    assert!(d.starts_with("5000000,D,r,"), "{d}");
+}
