@@ -2,16 +2,21 @@
 //! threads against a file or block device, through the engine with any
 //! scheduler of the project or with the kernel's (`kernel:NAME`).
 //!
-//! The scenario format belongs to bfq-sim (`bfq sim`); its flows are
-//! converted to [`bfq_engine::workload::FlowDesc`] here. Until those types
-//! are wired in, flows can be given with `--flow key=value,...`.
+//! The scenario format belongs to bfq-sim (`bfq sim`, docs/scenarios.md):
+//! the scenario is planned against the target's size (regions laid out on
+//! the target), its flows converted to [`bfq_engine::workload::FlowDesc`],
+//! and the results written in the simulator's JSON format. Flows can also
+//! be given on the command line with `--flow key=value,...`.
 
 use bfq_core::settings::parse_duration;
-use bfq_core::{IoClass, IoPrio};
-use bfq_engine::workload::{self, Backend, Dir, FlowDesc, Pattern, RunConfig, RunReport};
+use bfq_core::{IoClass, SECTOR_BYTES};
+use bfq_engine::workload::{
+    self, Backend, Dir, FlowDesc, GroupDesc, OnOff, Pattern, Periodic, RunConfig, RunReport,
+};
 use bfq_engine::Settings;
+use bfq_sim::result::Hist;
+use bfq_sim::{FlowResult, Plan, Scenario, SimResult};
 use clap::Args as ClapArgs;
-use serde_json::json;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -24,18 +29,19 @@ pub struct Args {
     pub target: PathBuf,
     /// A scheduler of the project (`bfq schedulers`) or
     /// kernel:bfq|kernel:mq-deadline|kernel:kyber|kernel:none.
-    #[arg(long, default_value = "fifo")]
-    pub scheduler: String,
+    /// Default: the scenario's, else fifo.
+    #[arg(long)]
+    pub scheduler: Option<String>,
     /// Scheduler setting key=value (repeatable).
     #[arg(long = "set")]
     pub set: Vec<String>,
     /// A flow as key=value pairs separated by commas (repeatable), e.g.
-    /// `name=a,op=read,pattern=seq,bs=64k,depth=1,weight=100,class=be,level=4,bytes=64M,think=1ms,on=100ms,off=50ms,period=10ms,repeat=1,start=0,offset=0,len=256M`.
+    /// `name=a,op=read,pattern=seq,bs=64k,depth=1,weight=100,class=be,level=4,bytes=64M,think=1ms,on=1M,off=50ms,every=40ms,batch=256k,repeat=2,rerun=1s,start=0,offset=0,len=256M`.
     #[arg(long = "flow")]
     pub flows: Vec<String>,
-    /// Run length in seconds (flows with a byte budget may end earlier).
-    #[arg(long, default_value_t = 10.0)]
-    pub seconds: f64,
+    /// Run length in seconds (default: the scenario's duration, or 10).
+    #[arg(long)]
+    pub seconds: Option<f64>,
     /// Engine device queue depth.
     #[arg(long, default_value_t = 32)]
     pub depth: u32,
@@ -51,7 +57,7 @@ pub struct Args {
     /// Write the results as JSON to this file (`-` = stdout).
     #[arg(long)]
     pub json: Option<PathBuf>,
-    /// Per-request trace (needs the simulator's trace format: not yet).
+    /// Per-request trace (the simulator's trace format: not supported yet).
     #[arg(long)]
     pub trace: Option<PathBuf>,
 }
@@ -73,6 +79,8 @@ pub fn parse_flow(s: &str, index: usize) -> anyhow::Result<FlowDesc> {
     let mut len = None;
     let mut on = None;
     let mut off = None;
+    let mut every = None;
+    let mut batch = None;
     for kv in s.split(',').filter(|p| !p.trim().is_empty()) {
         let (k, v) = kv
             .split_once('=')
@@ -104,10 +112,12 @@ pub fn parse_flow(s: &str, index: usize) -> anyhow::Result<FlowDesc> {
             "level" => f.prio.level = v.parse().map_err(|_| bad(s, "bad level"))?,
             "bytes" => f.bytes = Some(size()?),
             "think" => f.think = dur(s, v)?,
-            "on" => on = Some(dur(s, v)?),
+            "on" => on = Some(size()?),
             "off" => off = Some(dur(s, v)?),
-            "period" => f.period = Some(dur(s, v)?),
+            "every" => every = Some(dur(s, v)?),
+            "batch" => batch = Some(size()?),
             "repeat" => f.repeat = v.parse().map_err(|_| bad(s, "bad repeat"))?,
+            "rerun" => f.rerun_after = dur(s, v)?,
             "start" => f.start = dur(s, v)?,
             "offset" => offset = Some(size()?),
             "len" => len = Some(size()?),
@@ -115,78 +125,258 @@ pub fn parse_flow(s: &str, index: usize) -> anyhow::Result<FlowDesc> {
             _ => return Err(bad(s, &format!("unknown key '{k}'"))),
         }
     }
-    if let (Some(on), Some(off)) = (on, off) {
-        f.on_off = Some((on, off));
+    match (on, off) {
+        (Some(on), Some(off)) => {
+            f.on_off = Some(OnOff {
+                on_bytes: (on, on),
+                off: (off, off),
+            })
+        }
+        (None, None) => {}
+        _ => return Err(bad(s, "on and off go together")),
+    }
+    match (every, batch) {
+        (Some(every), Some(bytes)) => f.periodic = Some(Periodic { every, bytes }),
+        (None, None) => {}
+        _ => return Err(bad(s, "every and batch go together")),
     }
     if offset.is_some() || len.is_some() {
         let o = offset.unwrap_or(0);
         let l = len.ok_or_else(|| bad(s, "offset needs len"))?;
         f.region = Some((o, l));
     }
-    let _ = IoPrio::DEFAULT;
     Ok(f)
 }
 
-pub fn report_json(r: &RunReport) -> serde_json::Value {
-    json!({
-        "backend": r.backend,
-        "target": r.target,
-        "seconds": r.seconds,
-        "iops": r.iops(),
-        "bytes": r.total_bytes(),
-        "flows": r.flows.iter().zip(r.shares()).map(|(f, (got, due))| json!({
-            "name": f.name, "weight": f.weight, "ios": f.ios, "bytes": f.bytes,
-            "errors": f.errors, "first_error": f.first_error,
-            "share": got, "weight_share": due,
-            "mib_s": f.bytes as f64 / r.seconds / 1048576.0,
-            "lat_mean_us": f.lat_mean_us, "lat_p50_us": f.lat_p50_us,
-            "lat_p99_us": f.lat_p99_us, "lat_max_us": f.lat_max_us,
-        })).collect::<Vec<_>>(),
-    })
+/// Converts a planned scenario's groups and flows.
+pub fn from_plan(plan: &Plan) -> anyhow::Result<(Vec<FlowDesc>, Vec<GroupDesc>)> {
+    let groups = plan
+        .groups
+        .iter()
+        .map(|g| GroupDesc {
+            name: g.path.clone(),
+            weight: g.weight,
+            parent: g.parent.map(|p| plan.groups[p].path.clone()),
+        })
+        .collect();
+    let mut flows = Vec::new();
+    for f in &plan.flows {
+        let pattern = match f.pattern {
+            bfq_sim::Pattern::Seq => Pattern::Seq,
+            bfq_sim::Pattern::Rand => Pattern::Rand,
+            bfq_sim::Pattern::Replay => Pattern::Replay(
+                f.replay
+                    .as_ref()
+                    .map(|rows| {
+                        rows.iter()
+                            .map(|r| (r.sector * SECTOR_BYTES, r.sectors * SECTOR_BYTES as u32))
+                            .collect()
+                    })
+                    .unwrap_or_default(),
+            ),
+            bfq_sim::Pattern::Web => {
+                anyhow::bail!(
+                    "flow {}: pattern = \"web\" is not supported by bfq run yet",
+                    f.name
+                )
+            }
+        };
+        if f.buffered {
+            eprintln!(
+                "bfq run: flow {}: buffered = true is ignored (the target is opened once, \
+                 O_DIRECT unless --buffered)",
+                f.name
+            );
+        }
+        let (repeat, rerun_after) = match f.repeat {
+            Some(gap) => (f.runs.unwrap_or(u32::MAX), Duration::from_nanos(gap)),
+            None => (1, Duration::ZERO),
+        };
+        flows.push(FlowDesc {
+            name: f.name.clone(),
+            dir: match f.op {
+                bfq_core::Op::Read => Dir::Read,
+                bfq_core::Op::Write => Dir::Write,
+            },
+            pattern,
+            block: f.block * SECTOR_BYTES as u32,
+            depth: if f.sync { 1 } else { f.depth.max(1) },
+            region: Some((f.region_start * SECTOR_BYTES, f.region_len * SECTOR_BYTES)),
+            bytes: f.bytes,
+            think: Duration::from_nanos(f.think),
+            on_off: f.on_off.map(|o| OnOff {
+                on_bytes: (o.on.lo.0, o.on.hi.0),
+                off: (
+                    Duration::from_nanos(o.off.lo.0),
+                    Duration::from_nanos(o.off.hi.0),
+                ),
+            }),
+            periodic: f.periodic.map(|p| Periodic {
+                every: Duration::from_nanos(p.every.0),
+                bytes: p.bytes.0,
+            }),
+            repeat,
+            rerun_after,
+            start: Duration::from_nanos(f.start),
+            weight: f.weight,
+            prio: f.prio,
+            group: f.group.map(|g| plan.groups[g].path.clone()),
+        });
+    }
+    Ok((flows, groups))
+}
+
+/// The results in the simulator's JSON format (`bfq sim --json`).
+pub fn to_sim_result(r: &RunReport, scenario: &str, seed: u64, interval: Duration) -> SimResult {
+    let iv = interval.as_secs_f64();
+    let flows = r
+        .flows
+        .iter()
+        .map(|f| {
+            let mut h = Hist::default();
+            for &l in &f.lat_ns {
+                h.add(l);
+            }
+            let end = f.run_ends_s.last().copied().unwrap_or(r.seconds).max(1e-9);
+            let mut prev = 0.0;
+            let run_times: Vec<f64> = f
+                .run_ends_s
+                .iter()
+                .map(|&e| {
+                    let d = e - prev;
+                    prev = e;
+                    d
+                })
+                .collect();
+            FlowResult {
+                name: f.name.clone(),
+                bytes: f.bytes,
+                requests: f.ios,
+                throughput_mib_s: f.bytes as f64 / end / 1048576.0,
+                latency_ms: h.stats_ms(),
+                completions_s: f.run_ends_s.clone(),
+                deadline_misses: 0,
+                run_times_s: run_times,
+                batches: 0,
+                batch_latency_ms: Default::default(),
+                latency_cdf_ms: h.cdf_ms(),
+                series_mib_s: f
+                    .series_bytes
+                    .iter()
+                    .map(|&b| b as f64 / iv / 1048576.0)
+                    .collect(),
+            }
+        })
+        .collect();
+    SimResult {
+        scenario: scenario.to_string(),
+        scheduler: r.backend.clone(),
+        seed,
+        sim_time_s: r.seconds,
+        aggregate_mib_s: r.total_bytes() as f64 / r.seconds.max(1e-9) / 1048576.0,
+        flows,
+        device: r.target.clone(),
+        requests: r.total_ios(),
+        series_interval_s: iv,
+    }
 }
 
 pub fn run(a: Args) -> anyhow::Result<()> {
-    if let Some(sc) = &a.scenario {
-        anyhow::bail!(
-            "{}: scenario files are read with bfq-sim's scenario types, which this build \
-             does not have yet; give the flows with --flow key=value,... meanwhile",
-            sc.display()
-        );
-    }
     if a.trace.is_some() {
-        anyhow::bail!("--trace needs the simulator's trace format, not wired in yet");
+        anyhow::bail!("--trace is not supported by bfq run yet (per-request trace of real I/O)");
     }
-    if a.flows.is_empty() {
-        anyhow::bail!("no flows: give a scenario or --flow");
-    }
-    let flows = a
-        .flows
-        .iter()
-        .enumerate()
-        .map(|(i, s)| parse_flow(s, i))
-        .collect::<anyhow::Result<Vec<_>>>()?;
-    let mut settings = Settings::new();
+    let mut create = match &a.create {
+        Some(c) => Some(crate::loopdev::parse_size(c)?),
+        None => None,
+    };
+    let (flows, groups, scenario, seed, duration, interval, sc_sched) = match &a.scenario {
+        Some(path) => {
+            if !a.flows.is_empty() {
+                anyhow::bail!("give a scenario or --flow, not both");
+            }
+            let mut sc = Scenario::from_file(path)?;
+            // Lay the scenario out on the target: its size replaces the
+            // simulated device's capacity.
+            if !a.target.exists() {
+                if let Some(size) = create.take() {
+                    workload::create_filled(&a.target, size)?;
+                }
+            }
+            let size = workload::target_len(&a.target).map_err(|e| {
+                anyhow::anyhow!(
+                    "{}: {e} (give --create SIZE to make it)",
+                    a.target.display()
+                )
+            })?;
+            sc.device.overrides.retain(|(k, _)| k != "capacity");
+            sc.device
+                .overrides
+                .push(("capacity".into(), toml::Value::Integer(size as i64)));
+            let plan = sc.plan()?;
+            let (flows, groups) = from_plan(&plan)?;
+            let sched = sc
+                .scheduler
+                .name
+                .clone()
+                .map(|n| (n, sc.scheduler.settings.clone()));
+            (
+                flows,
+                groups,
+                sc.name.clone(),
+                sc.seed,
+                Duration::from_nanos(plan.duration),
+                Duration::from_nanos(plan.series_interval),
+                sched,
+            )
+        }
+        None => {
+            if a.flows.is_empty() {
+                anyhow::bail!("no flows: give a scenario file or --flow");
+            }
+            let flows = a
+                .flows
+                .iter()
+                .enumerate()
+                .map(|(i, s)| parse_flow(s, i))
+                .collect::<anyhow::Result<Vec<_>>>()?;
+            (
+                flows,
+                Vec::new(),
+                "command line".to_string(),
+                0,
+                Duration::from_secs(10),
+                Duration::from_secs(1),
+                None,
+            )
+        }
+    };
+    let (name, mut settings) = match (&a.scheduler, sc_sched) {
+        (Some(n), Some((sn, st))) if *n == sn => (n.clone(), st),
+        (Some(n), _) => (n.clone(), Settings::new()),
+        (None, Some((sn, st))) => (sn, st),
+        (None, None) => ("fifo".to_string(), Settings::new()),
+    };
     for kv in &a.set {
         let (k, v) = Settings::parse_pair(kv)?;
         settings.set(k, v);
     }
-    let backend = Backend::parse(&a.scheduler, settings);
+    let backend = Backend::parse(&name, settings);
     if matches!(backend, Backend::Kernel { .. }) && !a.set.is_empty() {
         anyhow::bail!("--set applies to the project's schedulers, not kernel:*");
     }
-    let mut cfg = RunConfig::new(&a.target, backend, Duration::from_secs_f64(a.seconds));
+    let duration = a.seconds.map(Duration::from_secs_f64).unwrap_or(duration);
+    let mut cfg = RunConfig::new(&a.target, backend, duration);
     cfg.queue_depth = a.depth;
     cfg.allow_writes = a.allow_writes;
     cfg.direct = !a.buffered;
-    if let Some(c) = &a.create {
-        cfg.create_size = Some(crate::loopdev::parse_size(c)?);
-    }
+    cfg.create_size = create;
+    cfg.groups = groups;
+    cfg.series_interval = interval;
     let r = workload::run(&cfg, &flows)?;
+    let sim = to_sim_result(&r, &scenario, seed, interval);
     match &a.json {
-        Some(p) if p.as_os_str() == "-" => {
-            println!("{}", serde_json::to_string_pretty(&report_json(&r))?)
-        }
-        Some(p) => std::fs::write(p, serde_json::to_string_pretty(&report_json(&r))?)?,
+        Some(p) if p.as_os_str() == "-" => println!("{}", sim.to_json()),
+        Some(p) => std::fs::write(p, sim.to_json() + "\n")?,
         None => {}
     }
     if a.json.as_ref().is_none_or(|p| p.as_os_str() != "-") {
@@ -204,6 +394,9 @@ pub fn run(a: Args) -> anyhow::Result<()> {
                 f.lat_p99_us,
                 f.errors
             );
+            if let Some(e) = &f.first_error {
+                println!("               first error: {e}");
+            }
         }
     }
     Ok(())

@@ -48,7 +48,11 @@ fn main() -> std::io::Result<()> {
                     .open()
             })?,
     );
-    println!("{} ({} MiB) through '{sched}'", path.display(), engine.len() >> 20);
+    println!(
+        "{} ({} MiB) through '{sched}'",
+        path.display(),
+        engine.len() >> 20
+    );
     let run_for = Duration::from_secs(2);
 
     // Tenant 1: a writer filling the first half sequentially.
@@ -114,7 +118,11 @@ fn main() -> std::io::Result<()> {
         })
     };
 
-    for (name, t) in [("writer w100", writer), ("reader w300 rt", reader), ("async w200", asyncer)] {
+    for (name, t) in [
+        ("writer w100", writer),
+        ("reader w300 rt", reader),
+        ("async w200", asyncer),
+    ] {
         let bytes = t.join().expect("tenant thread");
         println!(
             "{name:>15}: {:>8.1} MiB/s",

@@ -59,12 +59,15 @@ pub struct FlowDesc {
     pub bytes: Option<u64>,
     /// Pause between a completion and the next request.
     pub think: Duration,
-    /// Alternate `on` busy and `off` silent.
-    pub on_off: Option<(Duration, Duration)>,
-    /// Issue one request every period (instead of back to back).
-    pub period: Option<Duration>,
-    /// Repeat the `bytes` budget this many times (with `think` between).
+    /// ON/OFF: move a number of bytes uniform in `on_bytes`, then stay
+    /// silent for a time uniform in `off`, and again.
+    pub on_off: Option<OnOff>,
+    /// Periodic: every `every`, release a batch of `bytes`.
+    pub periodic: Option<Periodic>,
+    /// Runs of the `bytes` budget (default 1).
     pub repeat: u32,
+    /// Pause between two runs.
+    pub rerun_after: Duration,
     /// Start this long after the run starts.
     pub start: Duration,
     /// Explicit weight; `None` derives it from the level.
@@ -87,8 +90,9 @@ impl FlowDesc {
             bytes: None,
             think: Duration::ZERO,
             on_off: None,
-            period: None,
+            periodic: None,
             repeat: 1,
+            rerun_after: Duration::ZERO,
             start: Duration::ZERO,
             weight: None,
             prio: IoPrio::DEFAULT,
@@ -100,6 +104,20 @@ impl FlowDesc {
     pub fn effective_weight(&self) -> u32 {
         self.weight.unwrap_or_else(|| self.prio.default_weight())
     }
+}
+
+/// ON/OFF behaviour (ranges are inclusive, sampled uniformly).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct OnOff {
+    pub on_bytes: (u64, u64),
+    pub off: (Duration, Duration),
+}
+
+/// Periodic behaviour.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Periodic {
+    pub every: Duration,
+    pub bytes: u64,
 }
 
 /// A group of flows (engine groups; flat on the kernel side).
@@ -167,6 +185,8 @@ pub struct RunConfig {
     pub dispatcher_nice: i32,
     /// Engine reads and writes go through io_uring's workers (IOSQE_ASYNC).
     pub async_submit: bool,
+    /// Interval of each flow's throughput series.
+    pub series_interval: Duration,
 }
 
 impl RunConfig {
@@ -182,6 +202,7 @@ impl RunConfig {
             groups: Vec::new(),
             dispatcher_nice: 0,
             async_submit: false,
+            series_interval: Duration::from_secs(1),
         }
     }
 }
@@ -200,6 +221,12 @@ pub struct FlowReport {
     pub lat_p50_us: f64,
     pub lat_p99_us: f64,
     pub lat_max_us: f64,
+    /// Every request's latency in nanoseconds, sorted.
+    pub lat_ns: Vec<u64>,
+    /// Bytes completed per `series_interval`.
+    pub series_bytes: Vec<u64>,
+    /// When each run of the byte budget ended (s since the start).
+    pub run_ends_s: Vec<f64>,
 }
 
 /// What a run did.
@@ -292,32 +319,59 @@ impl Cursor {
     }
 }
 
-/// Per-flow pacing: start delay, byte budget and repeats, think time,
-/// on/off, period.
+/// Per-flow pacing: start delay, byte budget and runs, think time,
+/// on/off, periodic batches.
 struct Pacer {
     start: Instant,
     desc_start: Duration,
     think: Duration,
-    on_off: Option<(Duration, Duration)>,
-    period: Option<Duration>,
+    on_off: Option<OnOff>,
+    on_left: u64,
+    periodic: Option<Periodic>,
+    batch_left: u64,
     next_period: Instant,
     budget: Option<u64>,
     left: u64,
     repeats_left: u32,
+    rerun_after: Duration,
+    run_ends: Vec<f64>,
+    ended: bool,
+    rng: Rng,
 }
 
 impl Pacer {
-    fn new(d: &FlowDesc, start: Instant) -> Self {
-        Pacer {
+    fn new(d: &FlowDesc, start: Instant, seed: u64) -> Self {
+        let mut p = Pacer {
             start,
             desc_start: d.start,
             think: d.think,
             on_off: d.on_off,
-            period: d.period,
+            on_left: u64::MAX,
+            periodic: d.periodic,
+            batch_left: d.periodic.map(|p| p.bytes).unwrap_or(u64::MAX),
             next_period: start + d.start,
             budget: d.bytes,
             left: d.bytes.unwrap_or(u64::MAX),
             repeats_left: d.repeat.max(1) - 1,
+            rerun_after: d.rerun_after,
+            run_ends: Vec::new(),
+            ended: false,
+            rng: Rng(0xD1B5_4A32_D192_ED03 ^ (seed + 7).wrapping_mul(0x9E37_79B9)),
+        };
+        if let Some(o) = p.on_off {
+            p.on_left = p.uniform(o.on_bytes.0, o.on_bytes.1).max(1);
+        }
+        if let Some(per) = p.periodic {
+            p.next_period = start + d.start + per.every;
+        }
+        p
+    }
+
+    fn uniform(&mut self, lo: u64, hi: u64) -> u64 {
+        if hi <= lo {
+            lo
+        } else {
+            lo + self.rng.next() % (hi - lo + 1)
         }
     }
 
@@ -337,38 +391,51 @@ impl Pacer {
 
     /// Waits until the flow may issue its next request; false = done.
     fn before(&mut self, stop: &AtomicBool, end: Instant) -> bool {
+        if self.ended {
+            return false;
+        }
         if self.left == 0 {
+            self.run_ends.push(self.start.elapsed().as_secs_f64());
             if self.repeats_left == 0 {
+                self.ended = true;
                 return false;
             }
             self.repeats_left -= 1;
             self.left = self.budget.unwrap_or(u64::MAX);
+            if !Self::sleep_until(Instant::now() + self.rerun_after, stop, end) {
+                return false;
+            }
         }
         if !Self::sleep_until(self.start + self.desc_start, stop, end) {
             return false;
         }
-        if let Some((on, off)) = self.on_off {
-            let cycle = on + off;
-            if !cycle.is_zero() {
-                let t = self.start.elapsed().saturating_sub(self.desc_start);
-                let phase = Duration::from_nanos((t.as_nanos() % cycle.as_nanos()) as u64);
-                if phase >= on && !Self::sleep_until(Instant::now() + (cycle - phase), stop, end) {
+        if let Some(o) = self.on_off {
+            if self.on_left == 0 {
+                let off = self.uniform(o.off.0.as_nanos() as u64, o.off.1.as_nanos() as u64);
+                if !Self::sleep_until(Instant::now() + Duration::from_nanos(off), stop, end) {
                     return false;
                 }
+                self.on_left = self.uniform(o.on_bytes.0, o.on_bytes.1).max(1);
             }
         }
-        if let Some(p) = self.period {
-            if !Self::sleep_until(self.next_period, stop, end) {
-                return false;
+        if let Some(p) = self.periodic {
+            if self.batch_left == 0 {
+                if !Self::sleep_until(self.next_period, stop, end) {
+                    return false;
+                }
+                self.next_period += p.every;
+                self.batch_left = p.bytes.max(1);
             }
-            self.next_period += p;
         }
         !stop.load(Ordering::Relaxed) && Instant::now() < end
     }
 
-    /// Counts a request against the byte budget when it is issued.
+    /// Counts a request against the budgets when it is issued.
     fn charge(&mut self, bytes: u32) {
-        self.left = self.left.saturating_sub(u64::from(bytes.max(1)));
+        let b = u64::from(bytes.max(1));
+        self.left = self.left.saturating_sub(b);
+        self.on_left = self.on_left.saturating_sub(b);
+        self.batch_left = self.batch_left.saturating_sub(b);
     }
 
     fn after(&mut self, _bytes: u64, stop: &AtomicBool, end: Instant) {
@@ -378,22 +445,42 @@ impl Pacer {
     }
 }
 
-#[derive(Default)]
 struct Acc {
     ios: u64,
     bytes: u64,
     errors: u64,
     first_error: Option<String>,
     lat_ns: Vec<u64>,
+    series: Vec<u64>,
+    interval_ns: u64,
+    start: Instant,
 }
 
 impl Acc {
+    fn new(interval: Duration) -> Acc {
+        Acc {
+            ios: 0,
+            bytes: 0,
+            errors: 0,
+            first_error: None,
+            lat_ns: Vec::new(),
+            series: Vec::new(),
+            interval_ns: (interval.as_nanos() as u64).max(1),
+            start: Instant::now(),
+        }
+    }
+
     fn record(&mut self, res: io::Result<usize>, lat: Duration) {
         match res {
             Ok(n) => {
                 self.ios += 1;
                 self.bytes += n as u64;
                 self.lat_ns.push(lat.as_nanos() as u64);
+                let k = (self.start.elapsed().as_nanos() as u64 / self.interval_ns) as usize;
+                if k >= self.series.len() {
+                    self.series.resize(k + 1, 0);
+                }
+                self.series[k] += n as u64;
             }
             Err(e) => {
                 self.errors += 1;
@@ -404,7 +491,7 @@ impl Acc {
         }
     }
 
-    fn report(mut self, d: &FlowDesc) -> FlowReport {
+    fn report(mut self, d: &FlowDesc, run_ends: Vec<f64>) -> FlowReport {
         self.lat_ns.sort_unstable();
         let n = self.lat_ns.len();
         let pct = |p: f64| -> f64 {
@@ -429,6 +516,9 @@ impl Acc {
             lat_p50_us: pct(0.5),
             lat_p99_us: pct(0.99),
             lat_max_us: pct(1.0),
+            lat_ns: std::mem::take(&mut self.lat_ns),
+            series_bytes: std::mem::take(&mut self.series),
+            run_ends_s: run_ends,
         }
     }
 }
@@ -472,7 +562,8 @@ pub fn create_filled(path: &Path, size: u64) -> io::Result<()> {
     f.sync_all()
 }
 
-fn target_len(path: &Path) -> io::Result<u64> {
+/// Size in bytes of a regular file or block device.
+pub fn target_len(path: &Path) -> io::Result<u64> {
     let f = OpenOptions::new().read(true).open(path)?;
     let m = f.metadata()?;
     if sys::is_block_device(path) {
@@ -640,9 +731,9 @@ fn run_engine(
         let stop = stop.clone();
         let barrier = barrier.clone();
         let duration = cfg.duration;
+        let interval = cfg.series_interval;
         threads.push(std::thread::spawn(move || {
             let mut cur = cursor(&d, region, i as u64);
-            let mut acc = Acc::default();
             let mut bufs: Vec<AlignedBuf> = (0..d.depth)
                 .map(|_| {
                     let mut b = AlignedBuf::new(d.block as usize);
@@ -653,7 +744,8 @@ fn run_engine(
             barrier.wait();
             let start = Instant::now();
             let end = start + duration;
-            let mut pacer = Pacer::new(&d, start);
+            let mut acc = Acc::new(interval);
+            let mut pacer = Pacer::new(&d, start, i as u64);
             let mut inflight = VecDeque::new();
             loop {
                 while inflight.len() < d.depth as usize && pacer.before(&stop, end) {
@@ -682,7 +774,7 @@ fn run_engine(
                 let (res, _) = p.wait();
                 acc.record(res, t0.elapsed());
             }
-            (acc.report(&d), start.elapsed())
+            (acc.report(&d, pacer.run_ends), start.elapsed())
         }));
     }
     barrier.wait();
@@ -729,6 +821,7 @@ fn run_kernel(
         let barrier = barrier.clone();
         let cg = cgroups[i].clone();
         let duration = cfg.duration;
+        let interval = cfg.series_interval;
         let target = cfg.target.clone();
         let direct = cfg.direct;
         let writable = cfg.allow_writes;
@@ -747,9 +840,9 @@ fn run_kernel(
             let file = setup?;
             let start = Instant::now();
             let end = start + duration;
-            let mut pacer = Pacer::new(&d, start);
+            let mut pacer = Pacer::new(&d, start, i as u64);
             let mut cur = cursor(&d, region, i as u64);
-            let mut acc = Acc::default();
+            let mut acc = Acc::new(interval);
             if d.depth <= 1 {
                 let mut b = AlignedBuf::new(d.block as usize);
                 b.fill(i as u8 | 1);
@@ -771,7 +864,7 @@ fn run_kernel(
             } else {
                 kernel_ring_loop(&file, &d, &mut cur, &mut pacer, &mut acc, &stop, end)?;
             }
-            Ok(acc.report(&d))
+            Ok(acc.report(&d, pacer.run_ends))
         }));
     }
     barrier.wait();
