@@ -55,6 +55,10 @@ pub enum BenchCmd {
         /// Engine reads go through io_uring's worker threads (IOSQE_ASYNC).
         #[arg(long)]
         async_submit: bool,
+        /// Measure each cell this many times, schedulers interleaved, and
+        /// keep the run with the median IOPS (damps a busy machine's noise).
+        #[arg(long, default_value_t = 1)]
+        repeat: u32,
     },
     /// Requests per second through the scheduler with io_uring NOPs.
     Nop {
@@ -92,6 +96,10 @@ pub enum BenchCmd {
         /// Engine device queue depth.
         #[arg(long, default_value_t = 32)]
         depth: u32,
+        /// Setting key=value for the engine schedulers other than fifo
+        /// (repeatable), e.g. idle_on_queueing_devices=1.
+        #[arg(long = "set")]
+        set: Vec<String>,
     },
 }
 
@@ -170,6 +178,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
             device,
             nice,
             async_submit,
+            repeat,
         } => randread(
             flows,
             schedulers,
@@ -177,7 +186,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
             depth,
             &size,
             device,
-            (nice, async_submit),
+            (nice, async_submit, repeat.max(1)),
             a.json,
         ),
         BenchCmd::Nop {
@@ -194,7 +203,16 @@ pub fn run(a: Args) -> anyhow::Result<()> {
             size,
             block,
             depth,
-        } => fairness(schedulers, seconds, file, &size, &block, depth, a.json),
+            set,
+        } => fairness(
+            schedulers,
+            seconds,
+            file,
+            &size,
+            &block,
+            (depth, set),
+            a.json,
+        ),
     }
 }
 
@@ -206,7 +224,7 @@ fn randread(
     depth: u32,
     size: &str,
     device: Option<PathBuf>,
-    (nice, async_submit): (i32, bool),
+    (nice, async_submit, repeat): (i32, bool, u32),
     json_out: bool,
 ) -> anyhow::Result<()> {
     sys::require_root("bench-engine randread (loop device, kernel schedulers)")?;
@@ -239,22 +257,30 @@ fn randread(
                 f
             })
             .collect();
-        let mut row = Vec::new();
-        for s in &scheds {
-            let mut cfg = RunConfig::new(
-                &dev,
-                Backend::parse(s, Settings::new()),
-                Duration::from_secs_f64(seconds),
-            );
-            cfg.queue_depth = depth;
-            cfg.dispatcher_nice = nice;
-            cfg.async_submit = async_submit;
-            let r = workload::run(&cfg, &descs).map_err(|e| anyhow::anyhow!("{s}: {e}"))?;
-            let errs: u64 = r.flows.iter().map(|f| f.errors).sum();
-            if errs > 0 {
-                anyhow::bail!("{s}: {errs} errors: {:?}", r.flows[0].first_error);
+        let mut runs: Vec<Vec<RunReport>> = scheds.iter().map(|_| Vec::new()).collect();
+        for _ in 0..repeat {
+            for (k, s) in scheds.iter().enumerate() {
+                let mut cfg = RunConfig::new(
+                    &dev,
+                    Backend::parse(s, Settings::new()),
+                    Duration::from_secs_f64(seconds),
+                );
+                cfg.queue_depth = depth;
+                cfg.dispatcher_nice = nice;
+                cfg.async_submit = async_submit;
+                let r = workload::run(&cfg, &descs).map_err(|e| anyhow::anyhow!("{s}: {e}"))?;
+                let errs: u64 = r.flows.iter().map(|f| f.errors).sum();
+                if errs > 0 {
+                    anyhow::bail!("{s}: {errs} errors: {:?}", r.flows[0].first_error);
+                }
+                runs[k].push(r);
             }
-            row.push((s.clone(), r));
+        }
+        let mut row = Vec::new();
+        for (s, mut v) in scheds.iter().zip(runs) {
+            v.sort_by(|a, b| a.iops().total_cmp(&b.iops()));
+            let median = v.swap_remove(v.len() / 2);
+            row.push((s.clone(), median));
         }
         rows.push((n, per, row));
     }
@@ -389,7 +415,7 @@ fn fairness(
     file: PathBuf,
     size: &str,
     block: &str,
-    depth: u32,
+    (depth, set): (u32, Vec<String>),
     json_out: bool,
 ) -> anyhow::Result<()> {
     sys::require_root("bench-engine fairness (loop device, kernel:bfq)")?;
@@ -417,9 +443,16 @@ fn fairness(
             })
             .collect();
         for s in &scheds {
+            let mut settings = Settings::new();
+            if s != "fifo" && !s.starts_with("kernel:") {
+                for kv in &set {
+                    let (k, v) = Settings::parse_pair(kv)?;
+                    settings.set(k, v);
+                }
+            }
             let mut cfg = RunConfig::new(
                 &dev,
-                Backend::parse(s, Settings::new()),
+                Backend::parse(s, settings),
                 Duration::from_secs_f64(seconds),
             );
             cfg.queue_depth = depth;
@@ -432,7 +465,7 @@ fn fairness(
         println!(
             "{}",
             serde_json::to_string_pretty(&json!({
-                "bench": "fairness", "block": block, "seconds": seconds, "engine_depth": depth,
+                "bench": "fairness", "block": block, "seconds": seconds, "engine_depth": depth, "engine_settings": set,
                 "results": results.iter().map(|(w, _, r)| json!({
                     "weights": w, "worst_share_error": r.worst_share_error(), "run": report_json(r)
                 })).collect::<Vec<_>>()
