@@ -401,3 +401,93 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_flow_specs() {
+        let f = parse_flow(
+            "name=a,op=write,pattern=rand,bs=64k,depth=4,weight=300,class=rt,level=2,bytes=1M,\
+             think=1ms,on=1M,off=5ms,every=40ms,batch=256k,repeat=2,rerun=1s,offset=4k,len=1M",
+            0,
+        )
+        .unwrap();
+        assert_eq!(f.name, "a");
+        assert_eq!(f.dir, Dir::Write);
+        assert_eq!(f.pattern, Pattern::Rand);
+        assert_eq!((f.block, f.depth, f.weight), (65536, 4, Some(300)));
+        assert_eq!((f.prio.class, f.prio.level), (IoClass::Rt, 2));
+        assert_eq!(f.region, Some((4096, 1 << 20)));
+        assert_eq!(f.on_off.unwrap().on_bytes, (1 << 20, 1 << 20));
+        assert_eq!(f.periodic.unwrap().every, Duration::from_millis(40));
+        assert_eq!((f.repeat, f.rerun_after), (2, Duration::from_secs(1)));
+        assert!(parse_flow("bogus=1", 0).is_err());
+        assert!(parse_flow("on=1M", 0).is_err());
+        assert!(parse_flow("offset=4k", 0).is_err());
+    }
+
+    #[test]
+    fn converts_a_planned_scenario() {
+        let text = r#"
+name = "t"
+duration = "2s"
+[device]
+capacity = "1G"
+[[group]]
+path = "/a/b"
+weight = 300
+[[flow]]
+name = "r"
+weight = 200
+group = "/a/b"
+region = { start = "50%", size = "100M" }
+bytes = "10M"
+repeat = "1s"
+runs = 3
+[[flow]]
+name = "w"
+op = "write"
+pattern = "rand"
+sync = false
+depth = 8
+count = 2
+on_off = { on = "1M", off = "10ms" }
+"#;
+        let sc = Scenario::from_toml_str(text, "test").unwrap();
+        let plan = sc.plan().unwrap();
+        let (flows, groups) = from_plan(&plan).unwrap();
+        assert_eq!(flows.len(), 3);
+        let r = &flows[0];
+        assert_eq!(r.region, Some((512 << 20, 100 << 20)));
+        assert_eq!((r.repeat, r.rerun_after), (3, Duration::from_secs(1)));
+        assert_eq!(r.group.as_deref(), Some("/a/b"));
+        assert_eq!(r.depth, 1);
+        let w = &flows[1];
+        assert_eq!((w.dir, w.depth, w.block), (Dir::Write, 8, 4096));
+        assert!(w.on_off.is_some());
+        let b = groups.iter().find(|g| g.name == "/a/b").unwrap();
+        assert_eq!((b.weight, b.parent.as_deref()), (300, Some("/a")));
+
+        let report = RunReport {
+            backend: "fifo".into(),
+            target: "x".into(),
+            seconds: 2.0,
+            flows: vec![workload::FlowReport {
+                name: "r".into(),
+                weight: 200,
+                ios: 2,
+                bytes: 8192,
+                lat_ns: vec![1000, 2000],
+                series_bytes: vec![4096, 4096],
+                run_ends_s: vec![0.5, 1.5],
+                ..Default::default()
+            }],
+        };
+        let j = to_sim_result(&report, "t", 1, Duration::from_secs(1));
+        assert_eq!(j.flows[0].run_times_s, vec![0.5, 1.0]);
+        assert_eq!(j.flows[0].requests, 2);
+        assert!(j.to_json().contains("\"scenario\": \"t\""));
+    }
+}

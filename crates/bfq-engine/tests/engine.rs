@@ -400,3 +400,58 @@ fn nop_engine_serves_many_requests() {
     let s = engine.shutdown(ShutdownMode::Drain).unwrap();
     assert_eq!(s.completed, 4000);
 }
+
+#[test]
+fn target_shrinking_under_the_engine_fails_only_reads_past_the_end() {
+    let f = tmpfile(1 << 20);
+    let engine = Engine::builder(f.path()).direct(false).open().unwrap();
+    let flow = engine.flow(FlowOptions::default()).unwrap();
+    let (r, _) = flow.read(900 << 10, vec![0u8; 4096]);
+    assert_eq!(r.unwrap(), 4096);
+    // The file loses its second half while the engine has it open.
+    f.as_file().set_len(512 << 10).unwrap();
+    let (r, _) = flow.read(900 << 10, vec![0u8; 4096]);
+    assert_eq!(r.unwrap_err().kind(), io::ErrorKind::UnexpectedEof);
+    let (r, _) = flow.read(0, vec![0u8; 4096]);
+    assert_eq!(r.unwrap(), 4096, "the rest is still served");
+}
+
+#[test]
+fn requests_of_a_closed_flow_complete_and_new_flows_work() {
+    let engine = Engine::nop().queue_depth(1).open().unwrap();
+    let a = engine.flow(FlowOptions::weight(100)).unwrap();
+    let pend: Vec<_> = (0..50).map(|i| a.nop_async(i, 1)).collect();
+    drop(a); // remove_flow while its requests are queued
+    let b = engine.flow(FlowOptions::weight(100)).unwrap();
+    for p in pend {
+        assert_eq!(p.wait().0.unwrap(), 512);
+    }
+    assert_eq!(b.nop_async(0, 1).wait().0.unwrap(), 512);
+}
+
+#[test]
+fn bfq_through_the_engine_if_registered() {
+    let f = tmpfile(1 << 20);
+    let engine = match Engine::builder(f.path())
+        .direct(false)
+        .scheduler("bfq")
+        .queue_depth(4)
+        .open()
+    {
+        Ok(e) => e,
+        Err(e) => {
+            eprintln!("SKIPPED bfq_through_the_engine_if_registered: {e}");
+            return;
+        }
+    };
+    let flows: Vec<_> = (1..=3)
+        .map(|w| engine.flow(FlowOptions::weight(100 * w)).unwrap())
+        .collect();
+    let pend: Vec<_> = (0..300u64)
+        .map(|i| flows[(i % 3) as usize].read_async((i % 256) * 4096, vec![0u8; 4096]))
+        .collect();
+    for p in pend {
+        assert_eq!(p.wait().0.unwrap(), 4096);
+    }
+    engine.shutdown(ShutdownMode::Drain).unwrap();
+}
