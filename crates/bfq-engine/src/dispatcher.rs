@@ -85,11 +85,12 @@ impl Dispatcher {
         cfg: DispatcherConfig,
     ) -> io::Result<Self> {
         let entries = (cfg.depth * 2 + 8).next_power_of_two();
-        let ring = IoUring::builder()
-            .setup_single_issuer()
-            .setup_coop_taskrun()
-            .build(entries)
-            .or_else(|_| IoUring::new(entries))?;
+        let mut b = IoUring::builder();
+        b.setup_single_issuer().setup_taskrun_flag();
+        // Completions are processed when the dispatcher enters the kernel
+        // anyway: no need to interrupt it for task work.
+        b.setup_coop_taskrun();
+        let ring = b.build(entries).or_else(|_| IoUring::new(entries))?;
         if let Some(f) = &file {
             ring.submitter().register_files(&[f.as_raw_fd()])?;
         }
