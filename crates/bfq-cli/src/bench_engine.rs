@@ -123,6 +123,7 @@ fn report_json(r: &RunReport) -> Value {
         "backend": r.backend,
         "seconds": r.seconds,
         "iops": r.iops(),
+        "cpu_us_per_io": r.cpu_us_per_io(),
         "mib_s": r.total_bytes() as f64 / r.seconds / 1048576.0,
         "flows": r.flows.iter().zip(r.shares()).map(|(f, (got, due))| json!({
             "name": f.name, "weight": f.weight, "ios": f.ios, "bytes": f.bytes,
@@ -310,11 +311,13 @@ fn randread(
     for s in &scheds {
         print!(" {:>13}", s);
     }
-    println!("   (K IOPS; ratios to kernel:bfq / kernel:none)");
+    println!();
+    print!("{:13}", "");
+    println!("   (K IOPS [process CPU us per request]; ratios to kernel:bfq / kernel:none)");
     for (n, per, row) in &rows {
         print!("{n:>6} {per:>6}");
         for (_, r) in row {
-            print!(" {:>13.1}", r.iops() / 1e3);
+            print!(" {:>7.1} [{:>3.1}]", r.iops() / 1e3, r.cpu_us_per_io());
         }
         let find = |k: &str| row.iter().find(|(s, _)| s == k).map(|(_, r)| r.iops());
         let (kb, kn) = (find("kernel:bfq"), find("kernel:none"));

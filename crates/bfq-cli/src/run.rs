@@ -474,6 +474,7 @@ on_off = { on = "1M", off = "10ms" }
             backend: "fifo".into(),
             target: "x".into(),
             seconds: 2.0,
+            cpu_seconds: 0.0,
             flows: vec![workload::FlowReport {
                 name: "r".into(),
                 weight: 200,

@@ -236,6 +236,10 @@ pub struct RunReport {
     pub target: String,
     pub seconds: f64,
     pub flows: Vec<FlowReport>,
+    /// CPU seconds (user + system) this process spent during the run, all
+    /// threads (the engine's dispatcher and io_uring workers included; the
+    /// kernel's own worker threads, e.g. a loop device's, are not).
+    pub cpu_seconds: f64,
 }
 
 impl RunReport {
@@ -247,6 +251,10 @@ impl RunReport {
     }
     pub fn iops(&self) -> f64 {
         self.total_ios() as f64 / self.seconds.max(1e-9)
+    }
+    /// Process CPU microseconds per completed request.
+    pub fn cpu_us_per_io(&self) -> f64 {
+        self.cpu_seconds * 1e6 / self.total_ios().max(1) as f64
     }
     /// Each flow's share of the bytes and of the weights: `(got, due)`.
     pub fn shares(&self) -> Vec<(f64, f64)> {
@@ -631,7 +639,8 @@ pub fn run(cfg: &RunConfig, flows: &[FlowDesc]) -> io::Result<RunReport> {
             ));
         }
     }
-    match &cfg.backend {
+    let cpu0 = process_cpu_seconds();
+    let mut r = match &cfg.backend {
         Backend::Engine {
             scheduler,
             settings,
@@ -650,7 +659,18 @@ pub fn run(cfg: &RunConfig, flows: &[FlowDesc]) -> io::Result<RunReport> {
             }
             run_kernel(cfg, scheduler, flows, &regions)
         }
-    }
+    }?;
+    r.cpu_seconds = process_cpu_seconds() - cpu0;
+    Ok(r)
+}
+
+/// User + system CPU seconds of this process so far.
+pub fn process_cpu_seconds() -> f64 {
+    // SAFETY: getrusage writes into a zeroed rusage.
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut ru) };
+    let tv = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
+    tv(ru.ru_utime) + tv(ru.ru_stime)
 }
 
 fn cursor(d: &FlowDesc, region: (u64, u64), seed: u64) -> Cursor {
@@ -793,6 +813,7 @@ fn run_engine(
         target: cfg.target.display().to_string(),
         seconds,
         flows: reports,
+        cpu_seconds: 0.0,
     })
 }
 
@@ -888,6 +909,7 @@ fn run_kernel(
         target: cfg.target.display().to_string(),
         seconds,
         flows: reports,
+        cpu_seconds: 0.0,
     })
 }
 
