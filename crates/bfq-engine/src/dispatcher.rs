@@ -574,5 +574,11 @@ impl Dispatcher {
         // Anything left (queued in Drain mode after a failure) is cancelled
         // by Op's Drop.
         self.held.clear();
+        // Let go of the target now rather than when the kernel gets round
+        // to tearing the ring down (so it can be unmounted or detached at
+        // once after shutdown).
+        if self.file.is_some() && self.in_flight == 0 {
+            let _ = self.ring.submitter().unregister_files();
+        }
     }
 }

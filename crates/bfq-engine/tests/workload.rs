@@ -128,3 +128,80 @@ fn refuses_mounted_devices() {
     let e = sys::check_not_mounted(std::path::Path::new(src)).unwrap_err();
     assert_eq!(e.kind(), std::io::ErrorKind::ResourceBusy, "{e}");
 }
+
+/// Unmounts on drop.
+struct Mount(std::path::PathBuf);
+impl Drop for Mount {
+    fn drop(&mut self) {
+        // A closed io_uring ring lets go of its registered file a little
+        // later (the kernel tears rings down asynchronously): retry, then
+        // detach lazily.
+        for _ in 0..100 {
+            let ok = std::process::Command::new("umount")
+                .arg(&self.0)
+                .stderr(std::process::Stdio::null())
+                .status()
+                .map(|s| s.success())
+                .unwrap_or(false);
+            if ok {
+                return;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        let _ = std::process::Command::new("umount")
+            .arg("-l")
+            .arg(&self.0)
+            .status();
+    }
+}
+
+#[test]
+fn full_filesystem_fails_the_write_with_enospc() {
+    if !sys::is_root() {
+        eprintln!("SKIPPED full_filesystem_fails_the_write_with_enospc: needs root");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let ok = std::process::Command::new("mount")
+        .args(["-t", "tmpfs", "-o", "size=256k", "bfq-engine-test"])
+        .arg(dir.path())
+        .status()
+        .map(|s| s.success())
+        .unwrap_or(false);
+    if !ok {
+        eprintln!("SKIPPED full_filesystem_fails_the_write_with_enospc: cannot mount tmpfs");
+        return;
+    }
+    let _m = Mount(dir.path().to_path_buf());
+    let path = dir.path().join("f");
+    std::fs::write(&path, b"").unwrap();
+    let engine = bfq_engine::Engine::builder(&path)
+        .writable(true)
+        .direct(false)
+        .open()
+        .unwrap();
+    let flow = engine.flow(bfq_engine::FlowOptions::default()).unwrap();
+    let mut saw_enospc = false;
+    for i in 0..128u64 {
+        let (r, _) = flow.write(i * 4096, vec![7u8; 4096]);
+        match r {
+            Ok(n) => assert_eq!(n, 4096),
+            Err(e) => {
+                assert!(
+                    e.raw_os_error() == Some(libc::ENOSPC)
+                        || e.kind() == std::io::ErrorKind::WriteZero,
+                    "{e}"
+                );
+                saw_enospc = true;
+                break;
+            }
+        }
+    }
+    assert!(saw_enospc, "a 256 KiB filesystem fills up");
+    // Reads still work after the failed write.
+    let (r, buf) = flow.read(0, vec![0u8; 4096]);
+    assert_eq!(r.unwrap(), 4096);
+    assert_eq!(buf[0], 7);
+    drop(flow);
+    drop(engine);
+}
