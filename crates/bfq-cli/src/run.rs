@@ -57,7 +57,8 @@ pub struct Args {
     /// Write the results as JSON to this file (`-` = stdout).
     #[arg(long)]
     pub json: Option<PathBuf>,
-    /// Per-request trace (the simulator's trace format: not supported yet).
+    /// Per-request trace CSV in the simulator's format
+    /// (`t_ns,event,flow,req,sector,sectors,op`; engine schedulers only).
     #[arg(long)]
     pub trace: Option<PathBuf>,
 }
@@ -282,9 +283,6 @@ pub fn to_sim_result(r: &RunReport, scenario: &str, seed: u64, interval: Duratio
 }
 
 pub fn run(a: Args) -> anyhow::Result<()> {
-    if a.trace.is_some() {
-        anyhow::bail!("--trace is not supported by bfq run yet (per-request trace of real I/O)");
-    }
     let mut create = match &a.create {
         Some(c) => Some(crate::loopdev::parse_size(c)?),
         None => None,
@@ -372,6 +370,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     cfg.create_size = create;
     cfg.groups = groups;
     cfg.series_interval = interval;
+    cfg.trace = a.trace.clone();
     let r = workload::run(&cfg, &flows)?;
     let sim = to_sim_result(&r, &scenario, seed, interval);
     match &a.json {

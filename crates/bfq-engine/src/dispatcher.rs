@@ -9,6 +9,7 @@
 //! syscalls.
 
 use crate::completion::Waiter;
+use crate::engine::TraceEvent;
 use crate::engine::{cancelled, Cmd, EngineStats, Op, OpKind, Shared, ShutdownMode};
 use bfq_core::{Dispatch, Op as SOp, Request, Scheduler, Time, SECTOR_BYTES};
 use io_uring::{opcode, squeue, types, IoUring};
@@ -27,16 +28,23 @@ const CANCEL_TOKEN: u64 = u64::MAX - 2;
 /// under a flood of submissions).
 const CMD_BATCH: usize = 1024;
 
+/// Receives trace events on the dispatcher thread.
+pub(crate) type TraceSink = Box<dyn FnMut(&TraceEvent) + Send>;
+
 pub(crate) struct DispatcherConfig {
     pub depth: u32,
     pub allow_short: bool,
     pub nice: i32,
     pub async_submit: bool,
+    pub trace: Option<TraceSink>,
 }
 
 struct Held {
     op: Op,
     dispatched: bool,
+    /// Trace: unique request number, and the scheduler's view.
+    seq: u64,
+    req: Request,
 }
 
 pub(crate) struct Dispatcher {
@@ -64,6 +72,7 @@ pub(crate) struct Dispatcher {
     /// submitted (so a woken submitter does not preempt the dispatcher
     /// in the middle of a batch).
     wakes: Vec<Waiter>,
+    seq: u64,
 }
 
 fn monotonic_now() -> libc::timespec {
@@ -128,6 +137,7 @@ impl Dispatcher {
             stopping: None,
             stats: EngineStats::default(),
             wakes: Vec::new(),
+            seq: 0,
         })
     }
 
@@ -268,10 +278,14 @@ impl Dispatcher {
         };
         match self.sched.add_request(now, req) {
             Ok(()) => {
+                self.seq += 1;
                 self.held[idx as usize] = Some(Held {
                     op,
                     dispatched: false,
+                    seq: self.seq,
+                    req,
                 });
+                self.trace(now, 'Q', idx);
             }
             Err(e) => {
                 self.free.push(idx);
@@ -314,6 +328,7 @@ impl Dispatcher {
                         Some(h) if !h.dispatched => h.dispatched = true,
                         _ => continue, // the scheduler returned a bogus id
                     }
+                    self.trace(now, 'D', idx);
                     let sqe = self.sqe_for(idx);
                     self.push(sqe);
                     self.in_flight += 1;
@@ -334,16 +349,34 @@ impl Dispatcher {
         any
     }
 
+    fn trace(&mut self, now: Time, event: char, idx: u32) {
+        if let Some(sink) = self.cfg.trace.as_mut() {
+            if let Some(h) = self.held.get(idx as usize).and_then(|h| h.as_ref()) {
+                sink(&TraceEvent {
+                    t: now,
+                    event,
+                    flow: h.req.flow,
+                    req: h.seq,
+                    sector: h.req.sector,
+                    sectors: h.req.sectors,
+                    write: h.req.op == SOp::Write,
+                });
+            }
+        }
+    }
+
     fn finish_io(&mut self, idx: u32, res: i32) {
-        let Some(Held { mut op, dispatched }) =
-            self.held.get_mut(idx as usize).and_then(|h| h.take())
+        let now = self.now();
+        self.trace(now, 'C', idx);
+        let Some(Held {
+            mut op, dispatched, ..
+        }) = self.held.get_mut(idx as usize).and_then(|h| h.take())
         else {
             return;
         };
         debug_assert!(dispatched);
         self.free.push(idx);
         self.in_flight -= 1;
-        let now = self.now();
         let _ = self.sched.complete(now, u64::from(idx));
         self.stats.completed += 1;
         let result = if res < 0 {

@@ -2,7 +2,7 @@
 
 use crate::buf::{IoBuf, IoBufMut};
 use crate::completion::{IoResult, Pending, Sink, Slot, Waiter};
-use crate::dispatcher::{Dispatcher, DispatcherConfig};
+use crate::dispatcher::{Dispatcher, DispatcherConfig, TraceSink};
 use bfq_core::{
     DeviceInfo, FlowId, FlowSpec, GroupId, IoClass, IoPrio, SchedError, Scheduler, Settings,
     SECTOR_BYTES,
@@ -111,6 +111,22 @@ impl Shared {
     }
 }
 
+/// One trace event (see [`EngineBuilder::trace`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TraceEvent {
+    /// Nanoseconds since the engine started.
+    pub t: bfq_core::Time,
+    /// `Q` queued in the scheduler, `D` dispatched to the device, `C`
+    /// completed.
+    pub event: char,
+    pub flow: FlowId,
+    /// Request number, unique over the engine's life.
+    pub req: u64,
+    pub sector: u64,
+    pub sectors: u32,
+    pub write: bool,
+}
+
 /// How [`Engine::shutdown`] treats requests not yet done.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ShutdownMode {
@@ -164,6 +180,7 @@ pub struct EngineBuilder {
     allow_short: bool,
     dispatcher_nice: i32,
     async_submit: bool,
+    trace: Option<TraceSink>,
 }
 
 impl EngineBuilder {
@@ -181,6 +198,7 @@ impl EngineBuilder {
             allow_short: false,
             dispatcher_nice: 0,
             async_submit: false,
+            trace: None,
         }
     }
 
@@ -266,6 +284,14 @@ impl EngineBuilder {
         self
     }
 
+    /// Calls `sink` on the dispatcher thread for every request queued
+    /// (`Q`), dispatched (`D`) and completed (`C`): the events of the
+    /// simulator's trace. Keep it cheap (e.g. a buffered writer).
+    pub fn trace(mut self, sink: impl FnMut(&TraceEvent) + Send + 'static) -> Self {
+        self.trace = Some(Box::new(sink));
+        self
+    }
+
     /// Opens the target, builds the scheduler and starts the dispatcher.
     pub fn open(self) -> io::Result<Engine> {
         let mut sched = match self.instance {
@@ -310,6 +336,7 @@ impl EngineBuilder {
             allow_short: self.allow_short,
             nice: self.dispatcher_nice,
             async_submit: self.async_submit,
+            trace: self.trace,
         };
         // The ring is created on the dispatcher thread (single issuer).
         let (ready_tx, ready_rx) = mpsc::sync_channel(1);

@@ -40,4 +40,4 @@ pub mod workload;
 pub use bfq_core::{DeviceInfo, FlowId, FlowSpec, GroupId, IoClass, IoPrio, Settings};
 pub use buf::{AlignedBuf, IoBuf, IoBufMut};
 pub use completion::{block_on, IoResult, Pending};
-pub use engine::{Engine, EngineBuilder, EngineStats, Flow, FlowOptions, ShutdownMode};
+pub use engine::{Engine, EngineBuilder, EngineStats, Flow, FlowOptions, ShutdownMode, TraceEvent};

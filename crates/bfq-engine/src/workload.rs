@@ -16,7 +16,7 @@ use bfq_core::{GroupId, IoClass, IoPrio, Settings};
 use io_uring::{opcode, types, IoUring};
 use std::collections::{HashMap, VecDeque};
 use std::fs::OpenOptions;
-use std::io;
+use std::io::{self, Write};
 use std::os::fd::AsRawFd;
 use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
@@ -187,6 +187,9 @@ pub struct RunConfig {
     pub async_submit: bool,
     /// Interval of each flow's throughput series.
     pub series_interval: Duration,
+    /// Write the simulator's trace CSV (`t_ns,event,flow,req,sector,
+    /// sectors,op`; engine backends only).
+    pub trace: Option<PathBuf>,
 }
 
 impl RunConfig {
@@ -203,6 +206,7 @@ impl RunConfig {
             dispatcher_nice: 0,
             async_submit: false,
             series_interval: Duration::from_secs(1),
+            trace: None,
         }
     }
 }
@@ -646,6 +650,12 @@ pub fn run(cfg: &RunConfig, flows: &[FlowDesc]) -> io::Result<RunReport> {
             settings,
         } => run_engine(cfg, scheduler, settings, flows, &regions),
         Backend::Kernel { scheduler } => {
+            if cfg.trace.is_some() {
+                return Err(io::Error::new(
+                    io::ErrorKind::Unsupported,
+                    "a trace is only recorded through the engine, not with kernel:*",
+                ));
+            }
             sys::require_root("--scheduler kernel:*")?;
             if !is_dev {
                 return Err(io::Error::new(
@@ -691,7 +701,38 @@ fn run_engine(
     flows: &[FlowDesc],
     regions: &[(u64, u64)],
 ) -> io::Result<RunReport> {
-    let engine = Engine::builder(&cfg.target)
+    type Names = Arc<std::sync::Mutex<HashMap<u32, String>>>;
+    let names: Names = Default::default();
+    let trace_out = match &cfg.trace {
+        Some(p) => {
+            let mut w = io::BufWriter::with_capacity(1 << 20, std::fs::File::create(p)?);
+            writeln!(w, "t_ns,event,flow,req,sector,sectors,op")?;
+            Some(Arc::new(std::sync::Mutex::new(w)))
+        }
+        None => None,
+    };
+    let mut builder = Engine::builder(&cfg.target);
+    if let Some(out) = &trace_out {
+        let out = out.clone();
+        let names = names.clone();
+        builder = builder.trace(move |e| {
+            let names = names.lock().unwrap_or_else(|p| p.into_inner());
+            let name = names.get(&e.flow.0).map(String::as_str).unwrap_or("?");
+            let mut w = out.lock().unwrap_or_else(|p| p.into_inner());
+            let _ = writeln!(
+                w,
+                "{},{},{},{},{},{},{}",
+                e.t,
+                e.event,
+                name,
+                e.req,
+                e.sector,
+                e.sectors,
+                if e.write { 'W' } else { 'R' }
+            );
+        });
+    }
+    let engine = builder
         .scheduler(scheduler)
         .settings(settings.clone())
         .queue_depth(cfg.queue_depth)
@@ -740,7 +781,12 @@ fn run_engine(
             .group(group);
         o.spec.weight = f.weight;
         o.sync = f.depth <= 1;
-        handles.push(engine.flow(o)?);
+        let flow = engine.flow(o)?;
+        names
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(flow.id().0, f.name.clone());
+        handles.push(flow);
     }
     let stop = Arc::new(AtomicBool::new(false));
     let barrier = Arc::new(Barrier::new(flows.len() + 1));
@@ -808,6 +854,9 @@ fn run_engine(
     }
     let seconds = t0.elapsed().as_secs_f64();
     engine.shutdown(ShutdownMode::Cancel)?;
+    if let Some(out) = trace_out {
+        out.lock().unwrap_or_else(|p| p.into_inner()).flush()?;
+    }
     Ok(RunReport {
         backend: cfg.backend.label(),
         target: cfg.target.display().to_string(),

@@ -205,3 +205,31 @@ fn full_filesystem_fails_the_write_with_enospc() {
     drop(flow);
     drop(engine);
 }
+
+#[test]
+fn trace_has_queue_dispatch_complete_for_every_request() {
+    let dir = tempfile::tempdir().unwrap();
+    let target = dir.path().join("t.img");
+    let trace = dir.path().join("trace.csv");
+    let mut cfg = RunConfig::new(
+        &target,
+        Backend::parse("fifo", Settings::new()),
+        Duration::from_secs(30),
+    );
+    cfg.create_size = Some(4 << 20);
+    cfg.trace = Some(trace.clone());
+    let mut f = FlowDesc::reader("reader", Pattern::Seq, 4096);
+    f.bytes = Some(100 * 4096);
+    let r = workload::run(&cfg, &[f]).unwrap();
+    assert_eq!(r.flows[0].ios, 100);
+    let text = std::fs::read_to_string(&trace).unwrap();
+    let mut lines = text.lines();
+    assert_eq!(lines.next(), Some("t_ns,event,flow,req,sector,sectors,op"));
+    let rows: Vec<Vec<&str>> = lines.map(|l| l.split(',').collect()).collect();
+    for ev in ["Q", "D", "C"] {
+        assert_eq!(rows.iter().filter(|r| r[1] == ev).count(), 100, "{ev}");
+    }
+    assert!(rows
+        .iter()
+        .all(|r| r[2] == "reader" && r[5] == "8" && r[6] == "R"));
+}
