@@ -55,6 +55,10 @@ pub enum BenchCmd {
         /// Engine reads go through io_uring's worker threads (IOSQE_ASYNC).
         #[arg(long)]
         async_submit: bool,
+        /// Engine submissions through an SQPOLL kernel thread that spins
+        /// this many ms when idle (0 = off).
+        #[arg(long, default_value_t = 0)]
+        sqpoll: u32,
         /// Measure each cell this many times, schedulers interleaved, and
         /// keep the run with the median IOPS (damps a busy machine's noise).
         #[arg(long, default_value_t = 1)]
@@ -180,6 +184,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
             nice,
             async_submit,
             repeat,
+            sqpoll,
         } => randread(
             flows,
             schedulers,
@@ -187,7 +192,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
             depth,
             &size,
             device,
-            (nice, async_submit, repeat.max(1)),
+            (nice, async_submit, repeat.max(1), sqpoll),
             a.json,
         ),
         BenchCmd::Nop {
@@ -225,7 +230,7 @@ fn randread(
     depth: u32,
     size: &str,
     device: Option<PathBuf>,
-    (nice, async_submit, repeat): (i32, bool, u32),
+    (nice, async_submit, repeat, sqpoll): (i32, bool, u32, u32),
     json_out: bool,
 ) -> anyhow::Result<()> {
     sys::require_root("bench-engine randread (loop device, kernel schedulers)")?;
@@ -269,6 +274,7 @@ fn randread(
                 cfg.queue_depth = depth;
                 cfg.dispatcher_nice = nice;
                 cfg.async_submit = async_submit;
+                cfg.sqpoll_idle_ms = sqpoll;
                 let r = workload::run(&cfg, &descs).map_err(|e| anyhow::anyhow!("{s}: {e}"))?;
                 let errs: u64 = r.flows.iter().map(|f| f.errors).sum();
                 if errs > 0 {

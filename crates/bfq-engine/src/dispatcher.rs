@@ -36,6 +36,7 @@ pub(crate) struct DispatcherConfig {
     pub allow_short: bool,
     pub nice: i32,
     pub async_submit: bool,
+    pub sqpoll_idle_ms: u32,
     pub trace: Option<TraceSink>,
 }
 
@@ -95,10 +96,15 @@ impl Dispatcher {
     ) -> io::Result<Self> {
         let entries = (cfg.depth * 2 + 8).next_power_of_two();
         let mut b = IoUring::builder();
-        b.setup_single_issuer().setup_taskrun_flag();
-        // Completions are processed when the dispatcher enters the kernel
-        // anyway: no need to interrupt it for task work.
-        b.setup_coop_taskrun();
+        b.setup_single_issuer();
+        if cfg.sqpoll_idle_ms > 0 {
+            // A kernel thread submits (and spins for this long when idle).
+            b.setup_sqpoll(cfg.sqpoll_idle_ms);
+        } else {
+            // Completions are processed when the dispatcher enters the
+            // kernel anyway: no need to interrupt it for task work.
+            b.setup_taskrun_flag().setup_coop_taskrun();
+        }
         let ring = b.build(entries).or_else(|_| IoUring::new(entries))?;
         if let Some(f) = &file {
             ring.submitter().register_files(&[f.as_raw_fd()])?;

@@ -185,6 +185,8 @@ pub struct RunConfig {
     pub dispatcher_nice: i32,
     /// Engine reads and writes go through io_uring's workers (IOSQE_ASYNC).
     pub async_submit: bool,
+    /// Engine submissions through an SQPOLL kernel thread (idle ms; 0 = off).
+    pub sqpoll_idle_ms: u32,
     /// Interval of each flow's throughput series.
     pub series_interval: Duration,
     /// Write the simulator's trace CSV (`t_ns,event,flow,req,sector,
@@ -205,6 +207,7 @@ impl RunConfig {
             groups: Vec::new(),
             dispatcher_nice: 0,
             async_submit: false,
+            sqpoll_idle_ms: 0,
             series_interval: Duration::from_secs(1),
             trace: None,
         }
@@ -740,6 +743,7 @@ fn run_engine(
         .writable(cfg.allow_writes)
         .dispatcher_nice(cfg.dispatcher_nice)
         .async_submit(cfg.async_submit)
+        .sqpoll(cfg.sqpoll_idle_ms)
         .open()?;
     // Groups, parents first.
     let mut gids: HashMap<String, GroupId> = HashMap::new();
