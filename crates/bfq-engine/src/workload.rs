@@ -878,12 +878,55 @@ fn run_kernel(
 ) -> io::Result<RunReport> {
     let _sched = sys::SchedulerGuard::set(&cfg.target, scheduler)?;
     let pid = std::process::id();
+    // Groups as nested blkio cgroups carrying their weights (parents
+    // first); each flow in its own cgroup inside its group's.
+    let mut group_dirs: HashMap<String, String> = HashMap::new();
+    let mut group_cgs: Vec<sys::Cgroup> = Vec::new();
+    let mut todo: Vec<&GroupDesc> = cfg.groups.iter().collect();
+    while !todo.is_empty() {
+        let before = todo.len();
+        let mut rest = Vec::new();
+        for g in todo {
+            let parent = match &g.parent {
+                None => Some(None),
+                Some(p) => group_dirs.get(p).map(|d| Some(d.clone())),
+            };
+            match parent {
+                Some(pdir) => {
+                    let k = group_cgs.len();
+                    let dir = match pdir {
+                        None => format!("bfq-rs-{pid}-g{k}"),
+                        Some(p) => format!("{p}/g{k}"),
+                    };
+                    group_cgs.push(sys::Cgroup::create(&dir, g.weight)?);
+                    group_dirs.insert(g.name.clone(), dir);
+                }
+                None => rest.push(g),
+            }
+        }
+        if rest.len() == before {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "groups with unknown or cyclic parents",
+            ));
+        }
+        todo = rest;
+    }
     let mut cgroups = Vec::new();
     for (i, f) in flows.iter().enumerate() {
-        cgroups.push(Arc::new(sys::Cgroup::create(
-            &format!("bfq-rs-{pid}-{i}"),
-            f.effective_weight(),
-        )?));
+        let dir = match &f.group {
+            None => format!("bfq-rs-{pid}-{i}"),
+            Some(g) => match group_dirs.get(g) {
+                Some(d) => format!("{d}/f{i}"),
+                None => {
+                    return Err(io::Error::new(
+                        io::ErrorKind::InvalidInput,
+                        format!("unknown group {g}"),
+                    ))
+                }
+            },
+        };
+        cgroups.push(Arc::new(sys::Cgroup::create(&dir, f.effective_weight())?));
     }
     let stop = Arc::new(AtomicBool::new(false));
     let barrier = Arc::new(Barrier::new(flows.len() + 1));
@@ -954,6 +997,9 @@ fn run_kernel(
     }
     let seconds = t0.elapsed().as_secs_f64();
     drop(cgroups);
+    while let Some(g) = group_cgs.pop() {
+        drop(g);
+    }
     if let Some(e) = err {
         return Err(e);
     }

@@ -96,11 +96,35 @@ fn kernel_side_by_side_on_a_loop_device() {
             r.flows
         );
     }
+    // Nested groups on the kernel side: cgroups inside cgroups.
+    let mut cfg = RunConfig::new(
+        dev.path(),
+        Backend::parse("kernel:bfq", Settings::new()),
+        Duration::from_secs(30),
+    );
+    cfg.groups = vec![
+        workload::GroupDesc {
+            name: "/a".into(),
+            weight: 300,
+            parent: None,
+        },
+        workload::GroupDesc {
+            name: "/a/b".into(),
+            weight: 100,
+            parent: Some("/a".into()),
+        },
+    ];
+    let mut g = flows();
+    g[0].group = Some("/a/b".into());
+    g[1].group = Some("/a".into());
+    let r = workload::run(&cfg, &g).unwrap();
+    assert!(r.flows.iter().all(|f| f.errors == 0), "{:?}", r.flows);
     let (_, after) = sys::block_schedulers(dev.path()).unwrap();
     assert_eq!(before, after, "the device's scheduler is restored");
     // No cgroup of ours is left.
     let pid = std::process::id();
     assert!(!std::path::Path::new(&format!("{}/bfq-rs-{pid}-0", sys::BLKIO_V1)).exists());
+    assert!(!std::path::Path::new(&format!("{}/bfq-rs-{pid}-g0", sys::BLKIO_V1)).exists());
     // Writes to a device are refused unless allowed.
     let mut w = flows();
     w[0].dir = Dir::Write;
