@@ -120,7 +120,7 @@ pub struct Periodic {
     pub bytes: u64,
 }
 
-/// A group of flows (engine groups; flat on the kernel side).
+/// A group of flows (engine groups; nested blkio cgroups on the kernel side).
 #[derive(Clone, Debug, PartialEq)]
 pub struct GroupDesc {
     pub name: String,
