@@ -171,7 +171,8 @@ pub fn detach_loop(dev: &Path) -> io::Result<()> {
 /// The kernel name of a block device (`/dev/loop3` -> `loop3`), following
 /// symlinks.
 pub fn dev_name(dev: &Path) -> io::Result<String> {
-    let real = fs::canonicalize(dev)?;
+    let real = fs::canonicalize(dev)
+        .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", dev.display())))?;
     real.file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "not a device path"))
