@@ -74,6 +74,9 @@ pub(crate) struct Dispatcher {
     /// in the middle of a batch).
     wakes: Vec<Waiter>,
     seq: u64,
+    /// Set when completions were reported in the middle of a dispatch
+    /// round (the round's `now` is stale).
+    clock_moved: bool,
 }
 
 fn monotonic_now() -> libc::timespec {
@@ -144,6 +147,7 @@ impl Dispatcher {
             stats: EngineStats::default(),
             wakes: Vec::new(),
             seq: 0,
+            clock_moved: false,
         })
     }
 
@@ -165,7 +169,10 @@ impl Dispatcher {
                 if e.raw_os_error() != Some(libc::EBUSY) && e.raw_os_error() != Some(libc::EINTR) {
                     panic!("io_uring submit failed: {e}");
                 }
+                // Completions reported to the scheduler carry a later time
+                // than the caller's `now`: tell it to read the clock again.
                 self.reap();
+                self.clock_moved = true;
             }
         }
     }
@@ -339,6 +346,10 @@ impl Dispatcher {
                     self.push(sqe);
                     self.in_flight += 1;
                     any = true;
+                    if self.clock_moved {
+                        self.clock_moved = false;
+                        now = self.now();
+                    }
                 }
                 Dispatch::Idle { until } => {
                     if until <= now && past_idles < 3 {
