@@ -10,6 +10,7 @@ mod bench_engine;
 mod loopdev;
 mod run;
 mod sim;
+mod suite;
 
 /// Counts heap allocations, so that benchmarks can show the hot paths
 /// allocate nothing per request.
@@ -66,6 +67,8 @@ enum Cmd {
     BenchEngine(bench_engine::Args),
     /// Run a scenario in the simulator (docs/scenarios.md).
     Sim(sim::Args),
+    /// Run the papers' benchmark suite and write report.{json,md,html}.
+    Suite(suite::Args),
 }
 
 fn main() {
@@ -82,6 +85,7 @@ fn main() {
         Cmd::Loop(a) => loopdev::run(a),
         Cmd::BenchEngine(a) => bench_engine::run(a),
         Cmd::Sim(a) => sim::run(a),
+        Cmd::Suite(a) => suite::run(a),
     };
     if let Err(e) = result {
         eprintln!("bfq: error: {e:#}");

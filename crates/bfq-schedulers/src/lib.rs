@@ -34,7 +34,11 @@ pub struct Entry {
 pub const SCHEDULERS: &[Entry] = &[
     Entry {
         name: "bfq",
-        summary: "Budget Fair Queueing with today's kernel defaults (bfq-core)",
+        summary: "Budget Fair Queueing with every heuristic of today's kernel, kernel defaults (bfq-core)",
+    },
+    Entry {
+        name: "bfq-plus-2014",
+        summary: "BFQ+ as in the 2014 report: peak rate, budget feedback, fair charging, write throttling, low latency",
     },
     Entry {
         name: "bfq-2010",
@@ -98,8 +102,16 @@ pub fn build(name: &str, settings: &Settings) -> Result<Box<dyn Scheduler>, Sche
     let mut s = settings.clone();
     s.for_scheduler(name);
     let sched: Box<dyn Scheduler> = match name {
-        "bfq" => Box::new(Bfq::new(BfqConfig::from_settings(&mut s)?).with_name("bfq")),
-        "bfq-2010" => Box::new(Bfq::new(BfqConfig::from_settings(&mut s)?).with_name("bfq-2010")),
+        "bfq" | "bfq-plus-2014" | "bfq-2010" => {
+            let base = BfqConfig::profile(name).expect("listed profile");
+            let cfg = BfqConfig::from_settings_on(base, &mut s)?;
+            let name: &'static str = match name {
+                "bfq" => "bfq",
+                "bfq-plus-2014" => "bfq-plus-2014",
+                _ => "bfq-2010",
+            };
+            Box::new(Bfq::new(cfg).with_name(name))
+        }
         "fifo" | "none" => Box::new(Fifo::new()),
         "noop" => Box::new(noop::Noop::new(&mut s)?),
         "clook" => Box::new(clook::Clook::new(&mut s)?),
@@ -128,6 +140,11 @@ mod tests {
         }
         let s = Settings::from_pairs([("max_budget", "4096"), ("slice_idle", "4ms")]);
         assert_eq!(build("bfq", &s).unwrap().name(), "bfq");
+        // Every profile takes every setting.
+        for p in ["bfq", "bfq-plus-2014", "bfq-2010"] {
+            let s = Settings::from_pairs([("low_latency", "0"), ("injection", "1")]);
+            assert_eq!(build(p, &s).unwrap().name(), p);
+        }
         assert!(matches!(
             build("bfq", &Settings::from_pairs([("nope", "1")])),
             Err(SchedError::UnknownSetting { .. })

@@ -371,7 +371,9 @@ fn check(name: &str, settings: &Settings, ops: &[OpKind]) {
     // flow's next request; once that time has passed, nothing is left.
     let mut last = s.dispatch(now);
     for _ in 0..4 {
-        let Dispatch::Idle { until } = last else { break };
+        let Dispatch::Idle { until } = last else {
+            break;
+        };
         assert!(until > now, "{name}: idle until the past");
         now = until;
         last = s.dispatch(now);

@@ -559,10 +559,23 @@ impl Scenario {
         Ok(p)
     }
 
-    /// Resolves the scenario (see [`Plan`]).
+    /// Resolves the scenario against its `[device]` (see [`Plan`]).
     pub fn plan(&self) -> Result<Plan, ScenarioError> {
         let device = self.device_params()?;
-        let cap = device.capacity() / SECTOR_BYTES;
+        let cap = device.capacity();
+        self.plan_on(device, cap)
+    }
+
+    /// Resolves the scenario against a device of `capacity` bytes (e.g. a
+    /// real device for the engine): regions given in percent or from the
+    /// end follow that capacity. `Plan::device` keeps the scenario's model.
+    pub fn plan_with_capacity(&self, capacity: u64) -> Result<Plan, ScenarioError> {
+        let device = self.device_params()?;
+        self.plan_on(device, capacity)
+    }
+
+    fn plan_on(&self, device: DeviceParams, capacity: u64) -> Result<Plan, ScenarioError> {
+        let cap = capacity / SECTOR_BYTES;
         if self.duration.0 == 0 {
             return Err(self.err("duration", "must be positive"));
         }
@@ -617,11 +630,17 @@ impl Scenario {
             if f.name.trim().is_empty() {
                 return Err(fe("name", "must not be empty".into()));
             }
+            if f.name.contains([',', '"', '\n', '\r']) || f.name == "flusher" {
+                return Err(fe(
+                    "name",
+                    "must not contain commas, quotes or newlines, nor be \"flusher\"".into(),
+                ));
+            }
             if self.flows[..i].iter().any(|o| o.name == f.name) {
                 return Err(fe("name", format!("'{}' is used by another flow", f.name)));
             }
-            if f.count == 0 {
-                return Err(fe("count", "must be at least 1".into()));
+            if f.count == 0 || f.count > 100_000 {
+                return Err(fe("count", "must be in 1..=100000".into()));
             }
             let op: Op = f.op.into();
             let def_block = if f.pattern == Pattern::Rand {
@@ -650,6 +669,19 @@ impl Scenario {
             }
             if f.buffered && op != Op::Write {
                 return Err(fe("buffered", "only writes can be buffered".into()));
+            }
+            if f.buffered
+                && (f.on_off.is_some()
+                    || f.periodic.is_some()
+                    || f.think.0 > 0
+                    || !matches!(f.pattern, Pattern::Seq | Pattern::Rand))
+            {
+                return Err(fe(
+                    "buffered",
+                    "buffered writers support pattern seq or rand with bytes/start/repeat only \
+                     (no on_off, periodic, think or replay)"
+                        .into(),
+                ));
             }
             let def_ra = if f.pattern == Pattern::Seq && sync && op == Op::Read {
                 128 << 10
@@ -722,8 +754,11 @@ impl Scenario {
                 }
             }
             if let Some(p) = &f.periodic {
-                if p.every.0 == 0 || p.bytes.0 == 0 {
-                    return Err(fe("periodic", "every and bytes must be positive".into()));
+                if p.every.0 < 100 * bfq_core::US || p.bytes.0 == 0 {
+                    return Err(fe(
+                        "periodic",
+                        "every must be at least 100us and bytes positive".into(),
+                    ));
                 }
                 if f.on_off.is_some() {
                     return Err(fe("periodic", "cannot be combined with on_off".into()));
@@ -734,7 +769,7 @@ impl Scenario {
             }
             let web = if f.pattern == Pattern::Web {
                 let w = f.web.unwrap_or_default();
-                if !(0.0..=1.0).contains(&w.small_prob) || !(0.0 < w.split && w.split < 1.0) {
+                if !((0.0..=1.0).contains(&w.small_prob) && 0.0 < w.split && w.split < 1.0) {
                     return Err(fe(
                         "web",
                         "small_prob must be in 0..=1 and split in (0, 1)".into(),

@@ -66,7 +66,7 @@ pub fn simulate(
     opts: SimOptions<'_>,
 ) -> Result<SimResult, SimError> {
     let plan = scenario.plan()?;
-    let dev = device::build(&plan.device);
+    let dev = device::build_seeded(&plan.device, seed);
     simulate_plan(
         &plan,
         &scenario.name,
@@ -784,7 +784,7 @@ impl<'p> Sim<'p> {
                     f.web_file = None;
                     f.files += 1;
                     let w = f.plan.web.expect("web");
-                    if w.log_every > 0 && f.files % w.log_every == 0 {
+                    if f.files.checked_rem(w.log_every) == Some(0) {
                         let bytes = rng_range(&mut f.rng, w.log.lo.0, w.log.hi.0).max(1);
                         self.web_log(bytes)?;
                     }
@@ -838,11 +838,10 @@ impl<'p> Sim<'p> {
                 return Ok(());
             }
             // ON/OFF
-            if f.plan.on_off.is_some() && f.phase_issued >= f.phase_budget {
+            if let Some(oo) = f.plan.on_off.filter(|_| f.phase_issued >= f.phase_budget) {
                 if f.outstanding > 0 {
                     return Ok(());
                 }
-                let oo = f.plan.on_off.expect("on_off");
                 let off = rng_range(&mut f.rng, oo.off.lo.0, oo.off.hi.0);
                 f.phase_budget = rng_range(&mut f.rng, oo.on.lo.0, oo.on.hi.0)
                     .div_ceil(SECTOR_BYTES)
@@ -895,10 +894,11 @@ impl<'p> Sim<'p> {
                                 b.div_ceil(SECTOR_BYTES).max(1),
                             )
                         };
-                        let len = len.min(hi - lo).max(1);
+                        let span = hi.saturating_sub(lo).max(1);
+                        let len = len.min(span).max(1);
                         let start = f.plan.region_start
-                            + lo
-                            + (rng_range(&mut f.rng, 0, hi - lo - len) & !7);
+                            + lo.min(f.plan.region_len - 1)
+                            + (rng_range(&mut f.rng, 0, span - len) & !7);
                         f.web_file = Some((start, len, len, small, now));
                         f.web_done_in_file = 0;
                     }

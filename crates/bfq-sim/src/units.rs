@@ -121,7 +121,7 @@ impl<'de> Deserialize<'de> for Dur {
                 self.visit_i64(i64::try_from(v).unwrap_or(-1))
             }
             fn visit_f64<E: de::Error>(self, v: f64) -> Result<Dur, E> {
-                if v.is_finite() && v >= 0.0 && v < 1e13 {
+                if (0.0..1e13).contains(&v) {
                     Ok(Dur((v * bfq_core::MS as f64).round() as Time))
                 } else {
                     Err(E::custom(format!("duration {v} ms is out of range")))

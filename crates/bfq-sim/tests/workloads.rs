@@ -360,3 +360,25 @@ fn idle_until_is_honoured() {
     let d = t.lines().find(|l| l.contains(",D,")).unwrap();
     assert!(d.starts_with("5000000,D,r,"), "{d}");
 }
+
+/// Odd but valid inputs run without panicking.
+#[test]
+fn degenerate_inputs_do_not_panic() {
+    for flow in [
+        "pattern = \"web\"\nregion = { start = \"-4k\" }\nblock = \"4k\"",
+        "pattern = \"web\"\nweb = { small = \"1G\", large = \"1T\" }",
+        "pattern = \"rand\"\nblock = \"4k\"\nregion = { start = \"0\", size = \"4k\" }",
+        "pattern = \"seq\"\nblock = \"64M\"\nregion = { start = \"-64M\" }\nsync = false\ndepth = 4096",
+        "op = \"write\"\nbuffered = true\nbytes = \"1\"\nrepeat = \"0ms\"\nruns = 3",
+        "on_off = { on = \"1\", off = \"0ms\" }\nbytes = \"1M\"",
+        "periodic = { every = \"100us\", bytes = \"1\" }",
+        "think = \"1ns\"\nrepeat = \"0s\"\nbytes = \"512\"",
+    ] {
+        for dev in ["ibm-dtla-307030", "maxtor-7l250s0", "ssd-plextor-m5s"] {
+            let r = run(&format!(
+                "name = \"t\"\nduration = \"200ms\"\n[device]\npreset = \"{dev}\"\n[[flow]]\nname = \"f\"\n{flow}\n"
+            ));
+            assert!(r.sim_time_s <= 0.2, "{flow}");
+        }
+    }
+}

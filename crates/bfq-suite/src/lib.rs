@@ -1,1 +1,43 @@
-//! placeholder, see the crate's issue
+//! # bfq-suite
+//!
+//! The papers' benchmark suite (issue 7), headless and reproducible: each
+//! experiment of the 2010 BFQ paper (Section V), the 2014 BFQ+ report
+//! (Section 7) and the 2018 I/O-control article is generated as scenario
+//! TOML (docs/scenarios.md), run in the simulator for every scheduler it is
+//! about and several seeds, and reported in `report.json`, `report.md` and
+//! `report.html` with the papers' own numbers beside ours and a verdict on
+//! each of the papers' findings. Experiment ids are documented in
+//! docs/suite.md.
+
+pub mod exp2010;
+pub mod exp2014;
+pub mod exp2018;
+pub mod model;
+pub mod paper_figures;
+pub mod report;
+pub mod runner;
+pub mod scen;
+pub mod settings;
+pub mod stats;
+
+pub use model::{ExpResult, Experiment};
+pub use runner::{run_suite, Options, Report};
+
+/// Every experiment, in report order.
+pub fn experiments() -> Vec<Experiment> {
+    vec![
+        exp2010::throughput(),
+        exp2010::fairness(),
+        exp2010::weights(),
+        exp2010::web(),
+        exp2010::dbms(),
+        exp2010::video(),
+        exp2014::throughput(),
+        exp2014::throughput_ncq(),
+        exp2014::startup(),
+        exp2014::startup_ncq(),
+        exp2014::video(),
+        exp2014::devel(),
+        exp2018::io_control(),
+    ]
+}

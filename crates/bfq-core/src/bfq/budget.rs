@@ -1,18 +1,29 @@
-//! Budgets: how many sectors a flow may be served per turn, and what a turn
-//! costs it. 2010 paper Sec. II-B/II-C and Fig. 3 lines 24-38 and 59-66;
-//! Sec. III-D for T_max and the over-charge.
+//! Budgets: how many sectors a flow may be served per turn, and how the
+//! next budget follows from how the turn ended (H-throughput).
 //!
-//! - Budget exhausted (the next request does not fit): the budget grows
-//!   linearly by `budget_inc_step`, up to B_max (Fig. 3 lines 30-34).
-//! - No more requests (idle after T_wait, or a non-idling flow emptied):
-//!   the next budget is the service consumed (Fig. 3 lines 60-61).
-//! - Budget timeout (the turn lasted T_max, default 125 ms): the flow is
-//!   charged its whole budget, so that slow, random flows cannot steal
-//!   disk time (Sec. III-D); the budget is kept.
+//! Three feedback rule sets, selected by `budget_feedback`:
 //!
-//! Defaults: B_max 16384 sectors; the paper leaves the initial budget and
-//! the step configurable; we start every flow at B_max/4 and step by B_max/8.
-//! The BFQ+ feedback rules (issue "BFQ+ heuristics") plug in here.
+//! - `2010` (2010 paper, Fig. 3 lines 24-38 and 59-66): exhaustion grows the
+//!   budget linearly by `budget_inc_step`; no more requests sets it to the
+//!   service consumed; a budget timeout keeps it. Initial budget B_max/4.
+//! - `bfq-plus-2014` (2014 report, Sec. 4.3, multiplicative increase /
+//!   linear decrease): no more backlog with requests still in flight
+//!   doubles the budget proactively, without requests in flight decreases
+//!   it by B_max/8; budget timeout doubles it; exhaustion multiplies it by
+//!   four. Initial budget B_max/2.
+//! - `kernel` (today's Linux BFQ, the default; reference
+//!   linux-bfq-mechanisms.md "Budgets"): too idle with requests in flight
+//!   min(2b, B_max), else b - 4*B_min when b > 5*B_min, otherwise B_min;
+//!   timeout min(2b, B_max); exhaustion min(4b, B_max); no more requests
+//!   (a flow that does not idle) max(service, B_min). Weight-raised flows
+//!   get 2*B_min, asynchronous flows B_max. Initial budget 2/3 of B_max.
+//!
+//! Every rule is capped at B_max and floored at B_min = B_max/32. When
+//! B_max is auto-tuned from the peak rate ([`super::peak_rate`]), the
+//! derived budgets are rescaled with it ([`BudgetConfig::rescale`]).
+//!
+//! What a turn *costs* (time charging of slow flows, write over-charge) is
+//! in [`super::charging`].
 
 /// Why the active flow's turn ended.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -27,19 +38,59 @@ pub enum ExpireReason {
     Timeout,
     /// The flow was removed.
     Removed,
+    /// A waking flow preempted it (heuristic 9, [`super::preemption`]).
+    Preempted,
+}
+
+/// Which budget feedback rules are in force.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Feedback {
+    /// 2010 paper: linear increase, set to the consumed service.
+    Paper2010,
+    /// 2014 report (BFQ+): x2 / x4 / minus B_max/8.
+    Plus2014,
+    /// Today's kernel (default).
+    Kernel,
+}
+
+impl Feedback {
+    /// Parses `2010`, `bfq-plus-2014` (or `report`, `plus`) or `kernel`.
+    pub fn parse(s: &str) -> Option<Feedback> {
+        match s {
+            "2010" | "paper" | "bfq-2010" => Some(Feedback::Paper2010),
+            "bfq-plus-2014" | "plus" | "report" | "2014" => Some(Feedback::Plus2014),
+            "kernel" => Some(Feedback::Kernel),
+            _ => None,
+        }
+    }
+}
+
+/// What the feedback rules need to know about the flow besides the turn.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct FeedbackCtx {
+    /// Requests of the flow still in flight at expiry.
+    pub in_flight: bool,
+    /// The flow is weight-raised.
+    pub raised: bool,
+    /// The flow's latest request was asynchronous.
+    pub async_flow: bool,
 }
 
 /// Budget parameters.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct BudgetConfig {
-    /// B_max, in sectors.
+    /// B_max, in sectors (the current value when auto-tuned).
     pub max_budget: u64,
     /// Budget of a new flow.
     pub initial_budget: u64,
-    /// Linear increase on exhaustion.
+    /// Linear increase on exhaustion (2010 rules only).
     pub inc_step: u64,
     /// Smallest budget ever assigned.
     pub min_budget: u64,
+    /// Feedback rules.
+    pub feedback: Feedback,
+    /// Initial budget as a percentage of B_max (used when rescaling).
+    pub initial_pct: u64,
 }
 
 impl BudgetConfig {
@@ -50,27 +101,77 @@ impl BudgetConfig {
             initial_budget: (max_budget / 4).max(1),
             inc_step: (max_budget / 8).max(1),
             min_budget: (max_budget / 32).max(1),
+            feedback: Feedback::Paper2010,
+            initial_pct: 25,
         }
     }
 
-    /// What the turn costs the flow in the scheduler: the service received,
-    /// or the whole budget on a timeout (over-charge).
-    pub fn charge(&self, reason: ExpireReason, budget: u64, served: u64) -> u64 {
-        match reason {
-            ExpireReason::Timeout => budget.max(served),
-            _ => served,
-        }
+    /// A scheme with the given rules and initial budget percentage.
+    pub fn with_rules(max_budget: u64, feedback: Feedback, initial_pct: u64) -> Self {
+        let mut b = BudgetConfig::paper_2010(max_budget);
+        b.feedback = feedback;
+        b.initial_pct = initial_pct;
+        b.rescale(max_budget);
+        b
     }
 
-    /// The flow's next budget (2010 paper: linear increase, set to the
-    /// consumed service on idling).
+    /// Sets a new B_max and the budgets derived from it (initial budget,
+    /// step, B_min = B_max/32).
+    pub fn rescale(&mut self, max_budget: u64) {
+        let m = max_budget.max(32);
+        self.max_budget = m;
+        self.initial_budget = (m * self.initial_pct / 100).max(1);
+        self.inc_step = (m / 8).max(1);
+        self.min_budget = (m / 32).max(1);
+    }
+
+    /// The flow's next budget (2010 rules; context-free form).
     pub fn next_budget(&self, reason: ExpireReason, budget: u64, served: u64) -> u64 {
-        let b = match reason {
-            ExpireReason::BudgetExhausted => budget.saturating_add(self.inc_step),
-            ExpireReason::TooIdle | ExpireReason::NoMoreRequests => served,
-            ExpireReason::Timeout | ExpireReason::Removed => budget,
+        self.next_budget_with(reason, budget, served, FeedbackCtx::default())
+    }
+
+    /// The flow's next budget under the configured feedback rules.
+    pub fn next_budget_with(
+        &self,
+        reason: ExpireReason,
+        budget: u64,
+        served: u64,
+        ctx: FeedbackCtx,
+    ) -> u64 {
+        let (min, max) = (self.min_budget, self.max_budget);
+        use ExpireReason::*;
+        let b = match self.feedback {
+            Feedback::Paper2010 => match reason {
+                BudgetExhausted => budget.saturating_add(self.inc_step),
+                TooIdle | NoMoreRequests => served,
+                Timeout | Removed | Preempted => budget,
+            },
+            Feedback::Plus2014 => match reason {
+                TooIdle | NoMoreRequests if ctx.in_flight => budget.saturating_mul(2),
+                TooIdle | NoMoreRequests => budget.saturating_sub(max / 8),
+                Timeout => budget.saturating_mul(2),
+                BudgetExhausted => budget.saturating_mul(4),
+                Removed | Preempted => budget,
+            },
+            Feedback::Kernel => {
+                if ctx.raised {
+                    2 * min
+                } else if ctx.async_flow {
+                    max
+                } else {
+                    match reason {
+                        TooIdle if ctx.in_flight => budget.saturating_mul(2),
+                        TooIdle if budget > 5 * min => budget - 4 * min,
+                        TooIdle => min,
+                        NoMoreRequests => served.max(min),
+                        Timeout => budget.saturating_mul(2),
+                        BudgetExhausted => budget.saturating_mul(4),
+                        Removed | Preempted => budget,
+                    }
+                }
+            }
         };
-        b.clamp(self.min_budget, self.max_budget)
+        b.clamp(min, max)
     }
 }
 
@@ -91,7 +192,42 @@ mod tests {
         );
         assert_eq!(c.next_budget(ExpireReason::TooIdle, 4096, 1000), 1000);
         assert_eq!(c.next_budget(ExpireReason::TooIdle, 4096, 1), 512);
-        assert_eq!(c.charge(ExpireReason::Timeout, 4096, 100), 4096);
-        assert_eq!(c.charge(ExpireReason::TooIdle, 4096, 100), 100);
+    }
+
+    #[test]
+    fn plus_and_kernel_rules() {
+        let p = BudgetConfig::with_rules(16384, Feedback::Plus2014, 50);
+        assert_eq!(p.initial_budget, 8192);
+        let inflight = FeedbackCtx {
+            in_flight: true,
+            ..FeedbackCtx::default()
+        };
+        let none = FeedbackCtx::default();
+        use ExpireReason::*;
+        assert_eq!(p.next_budget_with(TooIdle, 4096, 10, inflight), 8192);
+        assert_eq!(p.next_budget_with(TooIdle, 4096, 10, none), 4096 - 2048);
+        assert_eq!(p.next_budget_with(Timeout, 4096, 10, none), 8192);
+        assert_eq!(p.next_budget_with(BudgetExhausted, 4096, 4096, none), 16384);
+        let k = BudgetConfig::with_rules(16384, Feedback::Kernel, 66);
+        assert_eq!(k.min_budget, 512);
+        assert_eq!(k.next_budget_with(TooIdle, 4096, 10, inflight), 8192);
+        assert_eq!(k.next_budget_with(TooIdle, 4096, 10, none), 4096 - 2048);
+        assert_eq!(k.next_budget_with(TooIdle, 2000, 10, none), 512);
+        assert_eq!(k.next_budget_with(NoMoreRequests, 4096, 100, none), 512);
+        assert_eq!(k.next_budget_with(NoMoreRequests, 4096, 1000, none), 1000);
+        assert_eq!(k.next_budget_with(BudgetExhausted, 8192, 8192, none), 16384);
+        let raised = FeedbackCtx {
+            raised: true,
+            ..none
+        };
+        assert_eq!(
+            k.next_budget_with(BudgetExhausted, 8192, 8192, raised),
+            1024
+        );
+        let asy = FeedbackCtx {
+            async_flow: true,
+            ..none
+        };
+        assert_eq!(k.next_budget_with(TooIdle, 1024, 1, asy), 16384);
     }
 }

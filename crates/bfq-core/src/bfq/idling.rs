@@ -10,8 +10,35 @@
 //! - Seeky detection (kernel): a flow is seeky when more than 19 of its
 //!   last 32 requests started farther than 800 sectors from the end of
 //!   the previous one.
+//!
+//! ## Idling where guarantees need it (heuristic 6, `guarantee_idling`)
+//! With the switch on (kernel behaviour, reference "Idling"), a sync flow
+//! whose queue empties is waited for when idling *boosts throughput* —
+//! rotational device without internal queueing, or a sequential, I/O-bound
+//! flow with a short think time on a device that is not both
+//! non-rotational and queueing — and no flow is weight-raised; or when
+//! *service guarantees need it*: the flow is raised while other busy flows
+//! are not, the scenario is asymmetric (busy flows with different weights,
+//! more than one class busy, flows of more than one group busy), or it is
+//! the only busy flow. Otherwise (symmetric scenario on a queueing device)
+//! the device is not kept idle. Seeky flows in symmetric scenarios idle at
+//! most `slice_idle_seeky` (2 ms), raised flows at least
+//! `wr_min_idle_slice` (20 ms). `strict_guarantees`: always idle (at least
+//! 8 ms) and dispatch only when nothing is in flight.
+//!
+//! The scenario comes from [`Census`], counters kept up to date as flows
+//! become busy (a request queued or in flight) and idle: O(1) per event,
+//! no scan over flows.
+//!
+//! Think time (kernel): low-pass mean of the gap between a flow's last
+//! completion and its next request, 7/8 weight, samples capped at
+//! 2 x slice_idle; short when the mean is at most slice_idle/2. I/O-bound:
+//! the flow ended its last turn with backlog (budget exhausted or timeout),
+//! and is cleared when it went too idle having used under 20% of its
+//! budget — the kernel's flag, standing for "empty less than 20% of the
+//! time".
 
-use crate::types::{DeviceInfo, IoClass, Time};
+use crate::types::{DeviceInfo, IoClass, Time, MAX_WEIGHT, MS};
 
 /// Idling parameters.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -24,6 +51,14 @@ pub struct IdleConfig {
     pub idle_on_queueing_devices: bool,
     /// Distance (sectors) beyond which a request counts as a seek.
     pub seek_threshold: u64,
+    /// Seeky detection of the 2014 report (`seeky_detection =
+    /// bfq-plus-2014`): low-pass mean distance above
+    /// `seeky_mean_threshold` (8192), instead of the kernel's 19-of-32 rule.
+    pub seeky_report: bool,
+    pub seeky_mean_threshold: u64,
+    /// Report Sec. 4.4 item 3 (`seeky_grace`): a seeky flow gets the short
+    /// T_wait only after consuming B_max/8 in its turn.
+    pub seeky_grace: bool,
 }
 
 /// Per-flow access-pattern history for seeky detection.
@@ -35,24 +70,235 @@ pub struct SeekHistory {
     last_end: u64,
     /// Requests seen (saturating at 32).
     samples: u8,
+    /// Low-pass mean distance (report's detection).
+    mean: u64,
+    /// Use the report's mean-distance rule with this threshold (0: kernel).
+    mean_threshold: u64,
 }
 
 impl SeekHistory {
+    /// A history using the kernel rule, or the report's mean-distance rule
+    /// when `mean_threshold > 0`.
+    pub fn new(mean_threshold: u64) -> Self {
+        SeekHistory {
+            mean_threshold,
+            ..SeekHistory::default()
+        }
+    }
+
     /// Records a request at `sector..end`.
+    #[inline]
     pub fn record(&mut self, sector: u64, end: u64, threshold: u64) {
-        let seek = self.samples > 0 && sector.abs_diff(self.last_end) > threshold;
+        let dist = sector.abs_diff(self.last_end);
+        if self.mean_threshold > 0 && self.samples > 0 {
+            self.mean = if self.samples == 1 {
+                dist
+            } else {
+                (7 * self.mean + dist) / 8
+            };
+        }
+        let seek = self.samples > 0 && dist > threshold;
         self.bits = (self.bits << 1) | u32::from(seek);
         self.last_end = end;
         self.samples = self.samples.saturating_add(1).min(32);
     }
 
-    /// More than 19 of the last 32 requests were seeks.
+    /// Every one of the last 32 requests was a seek.
+    pub fn is_totally_seeky(&self) -> bool {
+        self.samples >= 32 && self.bits == u32::MAX
+    }
+
+    /// Kernel: more than 19 of the last 32 requests were seeks. Report:
+    /// the mean distance is above the threshold.
     pub fn is_seeky(&self) -> bool {
-        self.bits.count_ones() > 19
+        if self.mean_threshold > 0 {
+            self.samples > 1 && self.mean > self.mean_threshold
+        } else {
+            self.bits.count_ones() > 19
+        }
     }
 }
 
+/// Incremental census of busy flows, for the asymmetric-scenario test.
+#[derive(Clone, Debug)]
+pub struct Census {
+    weight_count: Vec<u32>,
+    /// Distinct original weights among busy flows.
+    pub distinct_weights: u32,
+    class_count: [u32; IoClass::COUNT],
+    /// Classes with busy flows.
+    pub busy_classes: u32,
+    group_count: Vec<u32>,
+    /// Groups (root included) with busy flows as direct children.
+    pub busy_groups: u32,
+    /// Busy flows.
+    pub busy_flows: u32,
+    /// Busy weight-raised flows.
+    pub raised_busy: u32,
+}
+
+impl Default for Census {
+    fn default() -> Self {
+        Census {
+            weight_count: vec![0; MAX_WEIGHT as usize + 1],
+            distinct_weights: 0,
+            class_count: [0; IoClass::COUNT],
+            busy_classes: 0,
+            group_count: vec![0; 1],
+            busy_groups: 0,
+            busy_flows: 0,
+            raised_busy: 0,
+        }
+    }
+}
+
+impl Census {
+    /// Makes room for group index `g` (called when groups are created).
+    pub fn reserve_group(&mut self, g: usize) {
+        if self.group_count.len() <= g {
+            self.group_count.resize(g + 1, 0);
+        }
+    }
+
+    /// A flow became busy (`add = true`) or idle.
+    pub fn update(&mut self, add: bool, weight: u32, class: IoClass, group: usize, raised: bool) {
+        fn step(c: &mut u32, total: &mut u32, add: bool) {
+            if add {
+                *c += 1;
+                if *c == 1 {
+                    *total += 1;
+                }
+            } else {
+                *c -= 1;
+                if *c == 0 {
+                    *total -= 1;
+                }
+            }
+        }
+        let w = (weight as usize).min(MAX_WEIGHT as usize);
+        step(&mut self.weight_count[w], &mut self.distinct_weights, add);
+        step(
+            &mut self.class_count[class as usize],
+            &mut self.busy_classes,
+            add,
+        );
+        self.reserve_group(group);
+        step(&mut self.group_count[group], &mut self.busy_groups, add);
+        if add {
+            self.busy_flows += 1;
+            self.raised_busy += u32::from(raised);
+        } else {
+            self.busy_flows -= 1;
+            self.raised_busy -= u32::from(raised);
+        }
+    }
+
+    /// Different weights, classes or groups among busy flows.
+    #[inline]
+    pub fn asymmetric(&self) -> bool {
+        self.distinct_weights > 1 || self.busy_classes > 1 || self.busy_groups > 1
+    }
+}
+
+/// Think-time tracking.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct ThinkTime {
+    /// Low-pass mean, ns.
+    pub mean: Time,
+    pub samples: u32,
+}
+
+impl ThinkTime {
+    /// Records the gap between the last completion and a new request.
+    pub fn record(&mut self, gap: Time, slice_idle: Time) {
+        let g = gap.min(2 * slice_idle.max(MS));
+        self.mean = if self.samples == 0 {
+            g
+        } else {
+            (7 * self.mean + g) / 8
+        };
+        self.samples = self.samples.saturating_add(1);
+    }
+
+    /// Short think time (always true before any sample).
+    pub fn short(&self, slice_idle: Time) -> bool {
+        self.samples == 0 || self.mean <= slice_idle / 2
+    }
+}
+
+/// What the idling decision needs to know about the flow.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct FlowIdle {
+    pub sync: bool,
+    pub class: Option<IoClass>,
+    pub seeky: bool,
+    /// Raised (any kind).
+    pub raised: bool,
+    /// Raised as interactive (idles at least `wr_min_idle_slice`).
+    pub interactive: bool,
+    pub io_bound: bool,
+    pub short_think: bool,
+}
+
+/// Heuristic idling settings.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct GuaranteeIdling {
+    /// `guarantee_idling`: the kernel's decision instead of the 2010 one.
+    pub enabled: bool,
+    /// `strict_guarantees`.
+    pub strict: bool,
+    /// Raised flows idle at least this long (0: no floor).
+    pub raised_min: Time,
+    /// Raised flows idle even when seeky (report and kernel).
+    pub raised_keep_idling: bool,
+}
+
 impl IdleConfig {
+    /// The idling decision with the heuristics (heuristic 5's "raised flows
+    /// keep idling" and heuristic 6).
+    pub fn wait_time_heur(
+        &self,
+        g: &GuaranteeIdling,
+        device: &DeviceInfo,
+        f: &FlowIdle,
+        census: &Census,
+    ) -> Option<Time> {
+        let class = f.class.unwrap_or(IoClass::Be);
+        if self.slice_idle == 0 || !f.sync || class == IoClass::Idle {
+            return None;
+        }
+        if g.strict {
+            return Some(self.slice_idle.max(8 * MS));
+        }
+        if !g.enabled {
+            // 2010 decision, but raised flows idle even when seeky.
+            let seeky = f.seeky && !(g.raised_keep_idling && f.raised);
+            let w = self.wait_time(device, class, f.sync, seeky)?;
+            return Some(if f.interactive {
+                w.max(g.raised_min)
+            } else {
+                w
+            });
+        }
+        let rot_noq = device.rotational && !device.queues_internally;
+        let seq_iob = !f.seeky && f.io_bound && f.short_think;
+        let boosts = rot_noq || ((device.rotational || !device.queues_internally) && seq_iob);
+        let boosts_ok = boosts && census.raised_busy == 0;
+        let asym = census.asymmetric();
+        let guar =
+            (f.raised && census.raised_busy < census.busy_flows) || asym || census.busy_flows <= 1;
+        if !(boosts_ok || guar) {
+            return None;
+        }
+        let mut sl = self.slice_idle;
+        if f.interactive {
+            sl = sl.max(g.raised_min);
+        } else if f.seeky && !asym && !f.raised {
+            sl = sl.min(self.slice_idle_seeky);
+        }
+        Some(sl)
+    }
+
     /// How long to keep the device idle for a flow whose queue just emptied
     /// (None: do not idle).
     pub fn wait_time(
@@ -92,6 +338,18 @@ mod tests {
             h.record(i * 1_000_000, i * 1_000_000 + 8, 800);
         }
         assert!(h.is_seeky());
+        // Report rule: a few far requests keep the mean high for a while.
+        let mut r = SeekHistory::new(8192);
+        r.record(0, 8, 800);
+        r.record(10_000_000, 10_000_008, 800);
+        for i in 0..8u64 {
+            r.record(10_000_008 + i * 8, 10_000_016 + i * 8, 800);
+        }
+        assert!(r.is_seeky());
+        for i in 8..80u64 {
+            r.record(10_000_008 + i * 8, 10_000_016 + i * 8, 800);
+        }
+        assert!(!r.is_seeky());
     }
 
     #[test]
@@ -101,6 +359,9 @@ mod tests {
             slice_idle_seeky: 2 * MS,
             idle_on_queueing_devices: false,
             seek_threshold: 800,
+            seeky_report: false,
+            seeky_mean_threshold: 8192,
+            seeky_grace: false,
         };
         let disk = DeviceInfo::default();
         let ncq = DeviceInfo {

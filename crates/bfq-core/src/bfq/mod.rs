@@ -1,5 +1,6 @@
 //! BFQ: Budget Fair Queueing, as in the 2010 paper (Sec. II, Fig. 3 and
-//! Fig. 4) with today's kernel defaults.
+//! Fig. 4), with the heuristics of BFQ+ (2014 report, Sec. 3.4-4.5) and of
+//! today's kernel, each switchable.
 //!
 //! One flow at a time — the *active* flow — is served exclusively, in
 //! C-LOOK order, until its budget is exhausted, its queue stays empty for
@@ -9,16 +10,35 @@
 //!
 //! Where each mechanism lives:
 //! - B-WF2Q+ timestamps, eligibility, V and back-shifting: [`wf2q`];
-//! - budget assignment and over-charging: [`budget`];
-//! - T_wait idling and seeky detection: [`idling`];
+//! - budget assignment and feedback (heuristic 2): [`budget`];
+//! - peak-rate estimation and auto B_max (heuristic 1): [`peak_rate`];
+//! - time charging of slow flows (3), async/write over-charge and
+//!   device-queue limits (4): [`charging`];
+//! - weight raising and burst detection (5): [`weight_raising`];
+//! - T_wait idling, seeky detection, think time, and idling where
+//!   guarantees need it (6): [`idling`];
+//! - injection while idling (7): [`injection`];
+//! - early queue merging (8): [`queue_merge`];
+//! - preemption and in-time wake-ups (9): [`preemption`];
 //! - C-LOOK, FIFO expiry and backward seeks inside a flow: [`queue`];
 //! - classes (RT > BE > IDLE, idle starvation timeout) and hierarchical
 //!   groups: [`wf2q`] (one tree per class per group);
-//! - the service loop (Fig. 3): this module.
+//! - the service loop (Fig. 3) and the profiles: this module.
+//!
+//! Profiles ([`BfqConfig::profile`]): `bfq` (every heuristic, kernel
+//! defaults), `bfq-plus-2014` (the 2014 report's heuristics and
+//! parameters), `bfq-2010` (no heuristics). Every setting overrides the
+//! profile's value; docs/bfq-settings.md lists them.
 
 pub mod budget;
+pub mod charging;
 pub mod idling;
+pub mod injection;
+pub mod peak_rate;
+pub mod preemption;
 pub mod queue;
+pub mod queue_merge;
+pub mod weight_raising;
 pub mod wf2q;
 
 use crate::error::SchedError;
@@ -26,10 +46,19 @@ use crate::scheduler::Scheduler;
 use crate::settings::Settings;
 use crate::table::{RequestTable, Topology};
 use crate::types::*;
-use budget::{BudgetConfig, ExpireReason};
-use idling::{IdleConfig, SeekHistory};
+use budget::{BudgetConfig, ExpireReason, Feedback, FeedbackCtx};
+use charging::{ChargeConfig, ChargeRule, TurnInfo};
+use idling::{Census, FlowIdle, GuaranteeIdling, IdleConfig, SeekHistory, ThinkTime};
+use injection::{InjectConfig, InjectState};
+use peak_rate::{Estimator, PeakRate, PeakRateConfig};
+use preemption::PreemptConfig;
 use queue::{FlowQueue, QueueConfig};
+use queue_merge::{MergeConfig, MergeState};
+use weight_raising::{Burst, BurstVerdict, Raise, RaiseKind, WrConfig};
 use wf2q::{EState, EntityId, Kind, Wf2q};
+
+/// Default B_max before the peak rate is known, and of the 2010 profile.
+pub const DEFAULT_MAX_BUDGET: u64 = 16384;
 
 /// Every setting of the `bfq` scheduler.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -41,17 +70,45 @@ pub struct BfqConfig {
     pub timeout_sync: Time,
     /// An idle-class flow is served anyway after this long without service.
     pub idle_class_timeout: Time,
+    /// Heuristic 1.
+    pub peak_rate: PeakRateConfig,
+    /// Heuristics 3 and 4.
+    pub charge: ChargeConfig,
+    /// Heuristic 5.
+    pub wr: WrConfig,
+    /// Heuristic 6.
+    pub guarantee: GuaranteeIdling,
+    /// Heuristic 7.
+    pub inject: InjectConfig,
+    /// Heuristic 8.
+    pub merge: MergeConfig,
+    /// Heuristic 9.
+    pub preempt: PreemptConfig,
+    /// Kernel: a flow idling with under 1/3 of its budget left is not
+    /// expired for timeout (part of heuristic 3).
+    pub timeout_grace: bool,
 }
 
 impl Default for BfqConfig {
+    /// The `bfq` profile: every heuristic with today's kernel defaults.
     fn default() -> Self {
+        BfqConfig::kernel()
+    }
+}
+
+impl BfqConfig {
+    /// The 2010 paper's BFQ: no heuristics (profile `bfq-2010`).
+    pub fn paper_2010() -> Self {
         BfqConfig {
-            budget: BudgetConfig::paper_2010(16384),
+            budget: BudgetConfig::paper_2010(DEFAULT_MAX_BUDGET),
             idle: IdleConfig {
                 slice_idle: 8 * MS,
                 slice_idle_seeky: 2 * MS,
                 idle_on_queueing_devices: false,
                 seek_threshold: 800,
+                seeky_report: false,
+                seeky_mean_threshold: 8192,
+                seeky_grace: false,
             },
             queue: QueueConfig {
                 fifo_expire_sync: 125 * MS,
@@ -61,25 +118,180 @@ impl Default for BfqConfig {
             },
             timeout_sync: 125 * MS,
             idle_class_timeout: 200 * MS,
+            peak_rate: PeakRateConfig {
+                auto: false,
+                ..PeakRateConfig::default()
+            },
+            charge: ChargeConfig::paper_2010(),
+            wr: WrConfig {
+                enabled: false,
+                ..WrConfig::kernel()
+            },
+            guarantee: GuaranteeIdling {
+                enabled: false,
+                strict: false,
+                raised_min: 0,
+                raised_keep_idling: false,
+            },
+            inject: InjectConfig {
+                enabled: false,
+                ..InjectConfig::default()
+            },
+            merge: MergeConfig {
+                enabled: false,
+                distance: 8192,
+            },
+            preempt: PreemptConfig {
+                enabled: false,
+                in_time: 24 * MS,
+            },
+            timeout_grace: false,
         }
     }
-}
 
-impl BfqConfig {
-    /// Reads the settings documented in docs/schedulers.md (`max_budget`,
-    /// `initial_budget`, `budget_inc_step`, `min_budget`, `slice_idle`,
-    /// `slice_idle_seeky`, `idle_on_queueing_devices`, `seek_threshold`,
-    /// `fifo_expire_sync`, `fifo_expire_async`, `back_seek_max` (KiB, as
-    /// sysfs), `back_seek_penalty`, `timeout_sync`, `idle_class_timeout`).
+    /// Today's kernel BFQ: every heuristic, kernel defaults (profile `bfq`).
+    pub fn kernel() -> Self {
+        let p = BfqConfig::paper_2010();
+        BfqConfig {
+            budget: BudgetConfig::with_rules(DEFAULT_MAX_BUDGET, Feedback::Kernel, 66),
+            peak_rate: PeakRateConfig::default(),
+            charge: ChargeConfig {
+                rule: ChargeRule::Kernel,
+                async_charge_factor: 3,
+                write_charge_factor: 1,
+                async_depth_pct: 50,
+                sync_write_depth_pct: 75,
+            },
+            wr: WrConfig::kernel(),
+            guarantee: GuaranteeIdling {
+                enabled: true,
+                strict: false,
+                raised_min: 20 * MS,
+                raised_keep_idling: true,
+            },
+            inject: InjectConfig::default(),
+            merge: MergeConfig {
+                enabled: true,
+                distance: 8192,
+            },
+            preempt: PreemptConfig {
+                enabled: true,
+                in_time: 3 * p.idle.slice_idle,
+            },
+            timeout_grace: true,
+            ..p
+        }
+    }
+
+    /// BFQ+ as in the 2014 report (profile `bfq-plus-2014`): H-peak-rate,
+    /// H-throughput, H-fairness, H-write-throt and H-low-latency with the
+    /// report's parameters; no injection, queue merging, preemption or
+    /// guarantee-driven idling (later kernel work).
+    pub fn plus_2014() -> Self {
+        let p = BfqConfig::paper_2010();
+        BfqConfig {
+            budget: BudgetConfig::with_rules(DEFAULT_MAX_BUDGET, Feedback::Plus2014, 50),
+            peak_rate: PeakRateConfig {
+                estimator: Estimator::Plus2014,
+                ..PeakRateConfig::default()
+            },
+            charge: ChargeConfig {
+                rule: ChargeRule::Plus2014,
+                async_charge_factor: 1,
+                write_charge_factor: 10,
+                async_depth_pct: 100,
+                sync_write_depth_pct: 100,
+            },
+            wr: WrConfig::plus_2014(),
+            idle: IdleConfig {
+                seeky_report: true,
+                seeky_grace: true,
+                ..p.idle
+            },
+            guarantee: GuaranteeIdling {
+                enabled: false,
+                strict: false,
+                raised_min: 0,
+                raised_keep_idling: true,
+            },
+            ..p
+        }
+    }
+
+    /// The configuration of a profile by scheduler name.
+    pub fn profile(name: &str) -> Option<BfqConfig> {
+        match name {
+            "bfq" => Some(BfqConfig::kernel()),
+            "bfq-plus-2014" => Some(BfqConfig::plus_2014()),
+            "bfq-2010" => Some(BfqConfig::paper_2010()),
+            _ => None,
+        }
+    }
+
+    /// The `bfq` profile with `key=value` overrides.
     pub fn from_settings(s: &mut Settings) -> Result<Self, SchedError> {
-        let d = BfqConfig::default();
-        let max_budget = s.u64_in("max_budget", d.budget.max_budget, 1, 1 << 24)?;
-        let paper = BudgetConfig::paper_2010(max_budget);
+        BfqConfig::from_settings_on(BfqConfig::kernel(), s)
+    }
+
+    /// `base` (a profile) with `key=value` overrides; every setting is
+    /// listed in docs/bfq-settings.md.
+    pub fn from_settings_on(base: BfqConfig, s: &mut Settings) -> Result<Self, SchedError> {
+        let d = base;
+        let bad = |key: &str, value: &str, why: &str| SchedError::InvalidSetting {
+            key: key.into(),
+            value: value.into(),
+            why: why.into(),
+        };
+        let auto_default = if d.peak_rate.auto {
+            0
+        } else {
+            d.budget.max_budget
+        };
+        let max_setting = s.u64_in("max_budget", auto_default, 0, 1 << 24)?;
+        let auto = max_setting == 0;
+        let max_budget = if auto {
+            DEFAULT_MAX_BUDGET
+        } else {
+            max_setting
+        };
+        let fb_name = match d.budget.feedback {
+            Feedback::Paper2010 => "2010",
+            Feedback::Plus2014 => "bfq-plus-2014",
+            Feedback::Kernel => "kernel",
+        };
+        let fb = s.string("budget_feedback", fb_name);
+        let feedback = Feedback::parse(&fb).ok_or_else(|| {
+            bad(
+                "budget_feedback",
+                &fb,
+                "expected kernel, bfq-plus-2014 or 2010",
+            )
+        })?;
+        let initial_pct = s.u64_in("initial_budget_pct", d.budget.initial_pct, 1, 100)?;
+        let derived = BudgetConfig::with_rules(max_budget, feedback, initial_pct);
         let budget = BudgetConfig {
             max_budget,
-            initial_budget: s.u64_in("initial_budget", paper.initial_budget, 1, max_budget)?,
-            inc_step: s.u64_in("budget_inc_step", paper.inc_step, 1, max_budget)?,
-            min_budget: s.u64_in("min_budget", paper.min_budget, 1, max_budget)?,
+            initial_budget: s.u64_in("initial_budget", derived.initial_budget, 1, max_budget)?,
+            inc_step: s.u64_in("budget_inc_step", derived.inc_step, 1, max_budget)?,
+            min_budget: s.u64_in("min_budget", derived.min_budget, 1, max_budget)?,
+            feedback,
+            initial_pct,
+        };
+        let est_name = match d.peak_rate.estimator {
+            Estimator::Kernel => "kernel",
+            Estimator::Plus2014 => "bfq-plus-2014",
+        };
+        let est = s.string("peak_rate_estimator", est_name);
+        let peak_rate = PeakRateConfig {
+            auto,
+            estimator: Estimator::parse(&est).ok_or_else(|| {
+                bad(
+                    "peak_rate_estimator",
+                    &est,
+                    "expected kernel or bfq-plus-2014",
+                )
+            })?,
+            ..d.peak_rate
         };
         let idle = IdleConfig {
             slice_idle: s.duration("slice_idle", d.idle.slice_idle)?,
@@ -87,27 +299,136 @@ impl BfqConfig {
             idle_on_queueing_devices: s
                 .bool("idle_on_queueing_devices", d.idle.idle_on_queueing_devices)?,
             seek_threshold: s.u64("seek_threshold", d.idle.seek_threshold)?,
+            seeky_report: {
+                let def = if d.idle.seeky_report {
+                    "bfq-plus-2014"
+                } else {
+                    "kernel"
+                };
+                let v = s.string("seeky_detection", def);
+                match v.as_str() {
+                    "kernel" => false,
+                    "bfq-plus-2014" | "report" => true,
+                    _ => {
+                        return Err(bad(
+                            "seeky_detection",
+                            &v,
+                            "expected kernel or bfq-plus-2014",
+                        ))
+                    }
+                }
+            },
+            seeky_mean_threshold: s.u64_in(
+                "seeky_mean_threshold",
+                d.idle.seeky_mean_threshold,
+                1,
+                1 << 40,
+            )?,
+            seeky_grace: s.bool("seeky_grace", d.idle.seeky_grace)?,
         };
         let queue = QueueConfig {
             fifo_expire_sync: s.duration("fifo_expire_sync", d.queue.fifo_expire_sync)?,
             fifo_expire_async: s.duration("fifo_expire_async", d.queue.fifo_expire_async)?,
-            back_seek_max: s.u64("back_seek_max", d.queue.back_seek_max / 2)? * 2,
+            // sysfs unit: KiB; kept in sectors.
+            back_seek_max: s.u64_in("back_seek_max", d.queue.back_seek_max / 2, 0, 1 << 40)? * 2,
             back_seek_penalty: s.u64_in("back_seek_penalty", d.queue.back_seek_penalty, 1, 1000)?,
         };
         let timeout_sync = s.duration("timeout_sync", d.timeout_sync)?;
         if timeout_sync == 0 {
-            return Err(SchedError::InvalidSetting {
-                key: "timeout_sync".into(),
-                value: "0".into(),
-                why: "must be positive".into(),
-            });
+            return Err(bad("timeout_sync", "0", "must be positive"));
         }
+        let rule_name = match d.charge.rule {
+            ChargeRule::Paper2010 => "2010",
+            ChargeRule::Plus2014 => "bfq-plus-2014",
+            ChargeRule::Kernel => "kernel",
+        };
+        let rn = s.string("time_charging", rule_name);
+        let charge = ChargeConfig {
+            rule: ChargeRule::parse(&rn).ok_or_else(|| {
+                bad(
+                    "time_charging",
+                    &rn,
+                    "expected kernel, bfq-plus-2014 or 2010",
+                )
+            })?,
+            async_charge_factor: s.u64_in(
+                "async_charge_factor",
+                d.charge.async_charge_factor,
+                1,
+                100,
+            )?,
+            write_charge_factor: s.u64_in(
+                "write_charge_factor",
+                d.charge.write_charge_factor,
+                1,
+                100,
+            )?,
+            async_depth_pct: s.u64_in(
+                "async_depth_pct",
+                u64::from(d.charge.async_depth_pct),
+                1,
+                100,
+            )? as u32,
+            sync_write_depth_pct: s.u64_in(
+                "sync_write_depth_pct",
+                u64::from(d.charge.sync_write_depth_pct),
+                1,
+                100,
+            )? as u32,
+        };
+        let w = d.wr;
+        let wr = WrConfig {
+            enabled: s.bool("low_latency", w.enabled)?,
+            coeff: s.u64_in("wr_coeff", u64::from(w.coeff), 1, 1000)? as u32,
+            max_time: s.duration("wr_max_time", w.max_time)?,
+            min_auto_time: s.duration("wr_min_auto_time", w.min_auto_time)?,
+            max_auto_time: s.duration("wr_max_auto_time", w.max_auto_time)?,
+            ref_time_rotational: s.duration("wr_ref_time_rotational", w.ref_time_rotational)?,
+            ref_time_nonrot: s.duration("wr_ref_time_nonrot", w.ref_time_nonrot)?,
+            max_service: s.u64("wr_max_service", w.max_service)?,
+            linear_decay: s.bool("wr_linear_decay", w.linear_decay)?,
+            min_idle_time: s.duration("wr_min_idle_time", w.min_idle_time)?,
+            default_weight_only: s.bool("wr_default_weight_only", w.default_weight_only)?,
+            rt_coeff: s.u64_in("wr_rt_coeff", u64::from(w.rt_coeff), 1, 100_000)? as u32,
+            rt_max_time: s.duration("wr_rt_max_time", w.rt_max_time)?,
+            max_softrt_rate: s.u64("wr_max_softrt_rate", w.max_softrt_rate)?,
+            burst_thresh: s.u64_in("burst_thresh", u64::from(w.burst_thresh), 0, 1000)? as u32,
+            burst_interval: s.duration("burst_interval", w.burst_interval)?,
+            min_idle_slice: s.duration("wr_min_idle_slice", w.min_idle_slice)?,
+        };
+        let guarantee = GuaranteeIdling {
+            enabled: s.bool("guarantee_idling", d.guarantee.enabled)?,
+            strict: s.bool("strict_guarantees", d.guarantee.strict)?,
+            raised_min: wr.min_idle_slice,
+            raised_keep_idling: s.bool("wr_keep_idling", d.guarantee.raised_keep_idling)?,
+        };
+        let inject = InjectConfig {
+            enabled: s.bool("injection", d.inject.enabled)?,
+            relearn: s.duration("inject_relearn", d.inject.relearn)?,
+            ..d.inject
+        };
+        let merge = MergeConfig {
+            enabled: s.bool("queue_merge", d.merge.enabled)?,
+            distance: s.u64("merge_distance", d.merge.distance)?,
+        };
+        let preempt = PreemptConfig {
+            enabled: s.bool("preemption", d.preempt.enabled)?,
+            in_time: s.duration("preempt_in_time", 3 * idle.slice_idle)?,
+        };
         Ok(BfqConfig {
             budget,
             idle,
             queue,
             timeout_sync,
             idle_class_timeout: s.duration("idle_class_timeout", d.idle_class_timeout)?,
+            peak_rate,
+            charge,
+            wr,
+            guarantee,
+            inject,
+            merge,
+            preempt,
+            timeout_grace: s.bool("timeout_grace", d.timeout_grace)?,
         })
     }
 }
@@ -119,15 +440,39 @@ pub struct FlowState {
     queue: FlowQueue,
     /// Budget for the flow's next turn.
     budget: u64,
-    /// Dispatched, not completed.
+    /// Dispatched, not completed (requests held in this flow's queue).
     in_flight: u32,
     /// C-LOOK head: end of the last dispatched request.
     head: u64,
     seek: SeekHistory,
-    /// Whether its latest request was synchronous.
+    /// Whether the flow counts as synchronous (its latest request was, or
+    /// it issued a sync request within 2 x slice_idle).
     sync: bool,
+    last_sync_at: Option<Time>,
     /// Total sectors dispatched (for statistics and tests).
     served_total: u64,
+    /// Original weight, class, group.
+    weight: u32,
+    class: IoClass,
+    group: GroupId,
+    default_weight: bool,
+    /// Counted as busy in the census.
+    busy: bool,
+    /// Issued at least one request.
+    started: bool,
+    in_large_burst: bool,
+    raise: Raise,
+    last_completion: Time,
+    idle_since: Time,
+    think: ThinkTime,
+    io_bound: bool,
+    soft_rt_next_start: Time,
+    busy_since: Time,
+    service_since_busy: u64,
+    /// Budget left when it last emptied (in-time wake-ups).
+    budget_left: u64,
+    inj: InjectState,
+    merge: MergeState,
 }
 
 /// The active flow's turn.
@@ -137,12 +482,18 @@ struct Turn {
     entity: EntityId,
     /// Budget of this turn.
     budget: u64,
-    /// Sectors dispatched in this turn.
+    /// Service counted in this turn (with over-charges and injected debt).
     served: u64,
+    /// Sectors actually dispatched in this turn.
+    real: u64,
     /// When the turn began (budget timeout).
     started: Time,
+    /// Budget timeout of this turn (T_max, longer for raised flows).
+    timeout: Time,
     /// Idling: the turn ends at this time unless a request arrives.
     idle_until: Option<Time>,
+    /// Sectors injected from other flows during this turn.
+    injected: u64,
 }
 
 /// Group-level data.
@@ -151,16 +502,37 @@ pub struct GroupState {
     entity: Option<EntityId>,
 }
 
+/// Counters for tests and reports.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct BfqStats {
+    pub injected: u64,
+    pub merges: u64,
+    pub splits: u64,
+    pub preemptions: u64,
+    pub raisings_interactive: u64,
+    pub raisings_soft_rt: u64,
+    pub turns: u64,
+}
+
 /// The BFQ scheduler.
 #[derive(Debug)]
 pub struct Bfq {
     name: &'static str,
     cfg: BfqConfig,
     device: DeviceInfo,
-    table: RequestTable<()>,
+    /// Per request: index of the flow whose queue holds it (differs from
+    /// `req.flow` when merged).
+    table: RequestTable<u32>,
     topo: Topology<FlowState, GroupState>,
     wf2q: Wf2q,
     turn: Option<Turn>,
+    census: Census,
+    peak: PeakRate,
+    burst: Burst,
+    last_completion: Option<(u32, Time)>,
+    async_in: u32,
+    sync_write_in: u32,
+    stats: BfqStats,
 }
 
 impl Bfq {
@@ -174,14 +546,29 @@ impl Bfq {
             topo: Topology::new(GroupState::default()),
             wf2q: Wf2q::new(cfg.idle_class_timeout),
             turn: None,
+            census: Census::default(),
+            peak: PeakRate::new(true),
+            burst: Burst::default(),
+            last_completion: None,
+            async_in: 0,
+            sync_write_in: 0,
+            stats: BfqStats::default(),
         }
     }
 
-    /// BFQ built from `key=value` settings; unknown keys are errors.
+    /// BFQ (profile `bfq`) built from `key=value` settings; unknown keys
+    /// are errors.
     pub fn from_settings(settings: &Settings) -> Result<Self, SchedError> {
+        Bfq::from_profile("bfq", settings)
+    }
+
+    /// A profile (`bfq`, `bfq-plus-2014`, `bfq-2010`) with overrides.
+    pub fn from_profile(profile: &str, settings: &Settings) -> Result<Self, SchedError> {
+        let base = BfqConfig::profile(profile)
+            .ok_or_else(|| SchedError::UnknownScheduler(profile.to_string()))?;
         let mut s = settings.clone();
-        s.for_scheduler("bfq");
-        let cfg = BfqConfig::from_settings(&mut s)?;
+        s.for_scheduler(profile);
+        let cfg = BfqConfig::from_settings_on(base, &mut s)?;
         s.finish()?;
         Ok(Bfq::new(cfg))
     }
@@ -192,7 +579,7 @@ impl Bfq {
         self
     }
 
-    /// The configuration in force.
+    /// The configuration in force (B_max is the current, tuned value).
     pub fn config(&self) -> &BfqConfig {
         &self.cfg
     }
@@ -207,9 +594,40 @@ impl Bfq {
         self.topo.flow(flow).ok().map(|f| f.data.budget)
     }
 
-    /// Sectors dispatched for a flow so far.
+    /// Sectors dispatched from a flow's queue so far.
     pub fn flow_served(&self, flow: FlowId) -> Option<u64> {
         self.topo.flow(flow).ok().map(|f| f.data.served_total)
+    }
+
+    /// The flow's current weight (raised or original) and raising kind.
+    pub fn flow_weight(&self, flow: FlowId) -> Option<(u32, RaiseKind)> {
+        self.topo
+            .flow(flow)
+            .ok()
+            .map(|f| (self.wf2q.entity(f.data.entity).weight, f.data.raise.kind))
+    }
+
+    /// Whether the flow's requests currently go to another flow's queue.
+    pub fn flow_merged_into(&self, flow: FlowId) -> Option<FlowId> {
+        self.topo
+            .flow(flow)
+            .ok()
+            .and_then(|f| f.data.merge.into.map(|(y, _)| FlowId(y)))
+    }
+
+    /// Current B_max.
+    pub fn max_budget(&self) -> u64 {
+        self.cfg.budget.max_budget
+    }
+
+    /// Estimated peak rate, sectors per second.
+    pub fn peak_rate(&self) -> u64 {
+        self.peak.rate
+    }
+
+    /// Event counters.
+    pub fn stats(&self) -> BfqStats {
+        self.stats
     }
 
     /// Checks internal invariants (tests; debug builds call it often).
@@ -225,14 +643,159 @@ impl Bfq {
         &mut self.topo.any_flow_mut(f).data
     }
 
-    /// Ends the active flow's turn (Fig. 3 lines 24-38 and 59-66).
-    fn expire(&mut self, reason: ExpireReason) {
+    /// Re-applies a flow's effective weight (raising) to its entity.
+    fn apply_weight(&mut self, f: FlowId) {
+        let wr = self.cfg.wr;
+        let fs = &self.topo.any_flow(f).data;
+        let w = fs.raise.weight(&wr, fs.weight);
+        let e = fs.entity;
+        self.wf2q.set_weight(e, w);
+    }
+
+    fn start_raise(&mut self, f: FlowId, kind: RaiseKind, now: Time) {
+        let wr = self.cfg.wr;
+        let (coeff, dur) = match kind {
+            RaiseKind::SoftRt => {
+                self.stats.raisings_soft_rt += 1;
+                (wr.rt_coeff, wr.rt_max_time)
+            }
+            _ => {
+                self.stats.raisings_interactive += 1;
+                (
+                    wr.coeff,
+                    wr.interactive_time(self.peak.rate, self.device.rotational),
+                )
+            }
+        };
+        let raised_budget = 2 * self.cfg.budget.min_budget;
+        let fs = &mut self.topo.any_flow_mut(f).data;
+        let was = fs.raise.on();
+        fs.raise.start(kind, coeff, now, dur);
+        // Raised flows get small budgets (kernel: 2 x min budget) so that
+        // they are served soon: a flow that starts raised is timestamped
+        // with that budget, not with the large budget of a new flow.
+        if !was {
+            fs.budget = fs.budget.min(raised_budget);
+        }
+        if fs.busy && !was {
+            self.census.raised_busy += 1;
+        }
+        self.apply_weight(f);
+    }
+
+    fn end_raise(&mut self, f: FlowId) {
+        let fs = &mut self.topo.any_flow_mut(f).data;
+        if !fs.raise.on() {
+            return;
+        }
+        fs.raise = Raise::default();
+        if fs.busy {
+            self.census.raised_busy -= 1;
+        }
+        self.apply_weight(f);
+    }
+
+    /// Marks a flow busy (request queued or in flight) or idle in the
+    /// census; on becoming idle, computes its soft real-time next start.
+    fn set_busy(&mut self, f: FlowId, busy: bool, now: Time) {
+        let slice_idle = self.cfg.idle.slice_idle;
+        let max_rt = self.cfg.wr.max_softrt_rate;
+        let fs = &mut self.topo.any_flow_mut(f).data;
+        if fs.busy == busy {
+            return;
+        }
+        fs.busy = busy;
+        let (w, c, g, r) = (fs.weight, fs.class, fs.group.0 as usize, fs.raise.on());
+        if busy {
+            fs.busy_since = now;
+            fs.service_since_busy = 0;
+        } else {
+            fs.idle_since = now;
+            if let Some(d) = (fs.service_since_busy * SEC).checked_div(max_rt) {
+                let by_rate = fs.busy_since + d;
+                fs.soft_rt_next_start = fs
+                    .soft_rt_next_start
+                    .max(by_rate)
+                    .max(now + slice_idle + 4 * MS);
+            }
+        }
+        self.census.update(busy, w, c, g, r);
+    }
+
+    /// Sets B_max from the peak rate (auto mode).
+    fn retune_max_budget(&mut self) {
+        if !self.cfg.peak_rate.auto {
+            return;
+        }
+        if let Some(m) = self.peak.max_budget(self.cfg.timeout_sync) {
+            self.cfg.budget.rescale(m);
+        }
+    }
+
+    /// Whether a flow is idled for, and how long.
+    fn wait_time(&self, fs: &FlowState, served_in_turn: u64) -> Option<Time> {
+        let grace = self.cfg.idle.seeky_grace && served_in_turn < self.cfg.budget.max_budget / 8;
+        let f = FlowIdle {
+            sync: fs.sync,
+            class: Some(fs.class),
+            seeky: fs.seek.is_seeky() && !grace,
+            raised: fs.raise.on(),
+            interactive: fs.raise.kind == RaiseKind::Interactive,
+            io_bound: fs.io_bound,
+            short_think: fs.think.short(self.cfg.idle.slice_idle),
+        };
+        self.cfg
+            .idle
+            .wait_time_heur(&self.cfg.guarantee, &self.device, &f, &self.census)
+    }
+
+    /// Ends the active flow's turn (Fig. 3 lines 24-38 and 59-66, with the
+    /// heuristics' charging and feedback rules).
+    fn expire(&mut self, now: Time, reason: ExpireReason) {
         let Some(turn) = self.turn.take() else { return };
+        let (rule, timeout_sync) = (self.cfg.charge.rule, self.cfg.timeout_sync);
+        let elapsed = now.saturating_sub(turn.started);
+        let fs = &self.topo.any_flow(turn.flow).data;
+        let seeky = fs.seek.is_seeky();
+        let raised = fs.raise.on();
+        let info = TurnInfo {
+            reason,
+            budget: turn.budget,
+            served: turn.served,
+            elapsed,
+            seeky,
+            raised,
+            max_budget: self.cfg.budget.max_budget,
+            timeout: timeout_sync,
+        };
+        let charge = charging::turn_charge(rule, &info);
+        // Heuristic 1, report estimator: sample the turn.
+        if self.cfg.peak_rate.auto
+            && self.cfg.peak_rate.estimator == Estimator::Plus2014
+            && self.peak.on_turn_end(
+                &self.cfg.peak_rate,
+                elapsed,
+                turn.real,
+                reason == ExpireReason::Timeout,
+                seeky,
+            )
+        {
+            self.retune_max_budget();
+        }
         let bcfg = self.cfg.budget;
-        let charge = bcfg.charge(reason, turn.budget, turn.served);
         let qcfg = self.cfg.queue;
         let fs = &mut self.topo.any_flow_mut(turn.flow).data;
-        let mut next = bcfg.next_budget(reason, turn.budget, turn.served);
+        let ctx = FeedbackCtx {
+            in_flight: fs.in_flight > 0,
+            raised,
+            async_flow: !fs.sync,
+        };
+        let mut next = bcfg.next_budget_with(reason, turn.budget, turn.served, ctx);
+        match reason {
+            ExpireReason::BudgetExhausted | ExpireReason::Timeout => fs.io_bound = true,
+            ExpireReason::TooIdle if 10 * turn.served <= 2 * turn.budget => fs.io_bound = false,
+            _ => {}
+        }
         let busy = !fs.queue.is_empty();
         if busy {
             // The next request must fit in a budget.
@@ -240,9 +803,27 @@ impl Bfq {
             if let Some(slot) = fs.queue.peek(&self.table, head, 0, &qcfg) {
                 next = next.max(u64::from(self.table.slot(slot).req.sectors));
             }
+        } else {
+            fs.budget_left = turn.budget.saturating_sub(turn.served);
+        }
+        // Heuristic 8: split a merged queue that turned seeky.
+        if fs.merge.members > 0 && seeky {
+            fs.merge.generation = fs.merge.generation.wrapping_add(1);
+            fs.merge.members = 0;
+            self.stats.splits += 1;
         }
         fs.budget = next;
+        let raise_over = fs.raise.expired(&self.cfg.wr, now);
+        let gone_idle = !busy && fs.in_flight == 0;
         self.wf2q.expire(turn.entity, charge, busy, next);
+        if gone_idle {
+            self.set_busy(turn.flow, false, now);
+        }
+        if raise_over {
+            self.end_raise(turn.flow);
+        } else if raised && self.cfg.wr.linear_decay {
+            self.apply_weight(turn.flow);
+        }
     }
 
     /// Starts the turn of the next flow chosen by B-WF2Q+.
@@ -251,28 +832,194 @@ impl Bfq {
             return false;
         };
         let flow = FlowId(f);
+        if self.flow_state(flow).raise.expired(&self.cfg.wr, now) {
+            self.end_raise(flow);
+        }
         let budget = self.wf2q.entity(entity).budget;
+        let fs = &mut self.topo.any_flow_mut(flow).data;
+        let debt = std::mem::take(&mut fs.inj.debt);
+        let timeout = if fs.raise.kind == RaiseKind::Interactive {
+            self.cfg.timeout_sync * u64::from(fs.raise.coeff.max(1))
+        } else {
+            self.cfg.timeout_sync
+        };
+        if debt > 0 {
+            self.wf2q.served(entity, debt);
+        }
+        self.stats.turns += 1;
         self.turn = Some(Turn {
             flow,
             entity,
             budget,
-            served: 0,
+            served: debt,
+            real: 0,
             started: now,
+            timeout,
             idle_until: None,
+            injected: 0,
         });
         true
     }
 
-    fn wait_time(&self, fs: &FlowState, class: IoClass) -> Option<Time> {
-        self.cfg
-            .idle
-            .wait_time(&self.device, class, fs.sync, fs.seek.is_seeky())
+    /// Ends the turn of a flow about to be freed.
+    fn expire_if_active(&mut self, now: Time, flow: FlowId) {
+        if self.turn.is_some_and(|t| t.flow == flow) {
+            self.expire(now, ExpireReason::Removed);
+        }
     }
 
-    /// Ends the turn of a flow about to be freed.
-    fn expire_if_active(&mut self, flow: FlowId) {
-        if self.turn.is_some_and(|t| t.flow == flow) {
-            self.expire(ExpireReason::Removed);
+    /// Where a new request of `flow` is queued (heuristic 8).
+    fn merge_owner(&mut self, flow: FlowId, req: &Request) -> FlowId {
+        if !self.cfg.merge.enabled {
+            return flow;
+        }
+        let fs = &self.topo.any_flow(flow).data;
+        if let Some((y, gen)) = fs.merge.into {
+            let ok = self
+                .topo
+                .flow(FlowId(y))
+                .is_ok_and(|e| e.data.merge.generation == gen);
+            if ok {
+                return FlowId(y);
+            }
+            self.flow_state_mut(flow).merge.into = None;
+            return flow;
+        }
+        if !req.sync || (self.device.queues_internally && !self.device.rotational) {
+            return flow;
+        }
+        let Some(turn) = self.turn else { return flow };
+        let y = turn.flow;
+        if y == flow || !fs.queue.is_empty() || fs.in_flight > 0 || fs.seek.is_seeky() {
+            return flow;
+        }
+        let Ok(ye) = self.topo.flow(y) else {
+            return flow;
+        };
+        let ys = &ye.data;
+        if ys.merge.into.is_some()
+            || ys.group != fs.group
+            || ys.class != fs.class
+            || !ys.sync
+            || ys.seek.is_seeky()
+            || !queue_merge::close(req.sector, ys.head, self.cfg.merge.distance)
+        {
+            return flow;
+        }
+        let gen = ys.merge.generation;
+        self.flow_state_mut(y).merge.members += 1;
+        self.flow_state_mut(flow).merge.into = Some((y.0, gen));
+        self.stats.merges += 1;
+        y
+    }
+
+    /// Heuristic 7: a request of another flow while the active one idles.
+    fn try_inject(&mut self, now: Time) -> Option<Request> {
+        if !self.cfg.inject.enabled || !self.device.queues_internally || self.cfg.guarantee.strict {
+            return None;
+        }
+        let turn = self.turn?;
+        let a = self.flow_state(turn.flow);
+        let limit = a.inj.limit.min(self.device.queue_depth);
+        if self.table.in_flight() >= limit as usize {
+            return None;
+        }
+        let cands = [a.inj.waker, a.inj.woken, self.wf2q.peek_next_flow(now)];
+        for c in cands.into_iter().flatten() {
+            let cf = FlowId(c);
+            if cf == turn.flow || self.topo.flow_capacity() <= c as usize {
+                continue;
+            }
+            if let Some(r) = self.dispatch_injected(cf, now) {
+                self.stats.injected += 1;
+                return Some(r);
+            }
+        }
+        None
+    }
+
+    fn dispatch_injected(&mut self, f: FlowId, now: Time) -> Option<Request> {
+        let qcfg = self.cfg.queue;
+        let asym = self.census.asymmetric();
+        let turn = self.turn?;
+        let fs = &mut self.topo.any_flow_mut(f).data;
+        if fs.queue.is_empty() || self.wf2q.entity(fs.entity).state != EState::Queued {
+            return None;
+        }
+        // Injected service stays within the injected flow's share of what
+        // the active flow got in this turn (weights decide, not timing).
+        let (wa, wc) = (
+            u64::from(self.wf2q.entity(turn.entity).weight),
+            u64::from(self.wf2q.entity(fs.entity).weight),
+        );
+        if turn.injected * wa >= turn.real * wc {
+            return None;
+        }
+        let slot = fs.queue.peek(&self.table, fs.head, now, &qcfg)?;
+        let r = self.table.slot(slot).req;
+        let charge = charging::request_charge(
+            &self.cfg.charge,
+            u64::from(r.sectors),
+            r.op,
+            r.sync,
+            fs.raise.on(),
+            asym,
+        );
+        if fs.inj.debt + charge > fs.budget
+            || !charging::depth_allows(
+                &self.cfg.charge,
+                self.device.queue_depth,
+                r.op,
+                r.sync,
+                self.async_in,
+                self.sync_write_in,
+                self.census.raised_busy > 0,
+            )
+        {
+            return None;
+        }
+        fs.queue.remove(&self.table, slot);
+        let req = self.table.dispatch(now, slot);
+        fs.head = req.end();
+        fs.in_flight += 1;
+        fs.served_total += u64::from(req.sectors);
+        fs.service_since_busy += u64::from(req.sectors);
+        fs.inj.debt += charge;
+        if fs.raise.on() {
+            fs.raise.served += u64::from(req.sectors);
+        }
+        let (empty, entity) = (fs.queue.is_empty(), fs.entity);
+        if let Some(t) = self.turn.as_mut() {
+            t.injected += u64::from(req.sectors);
+        }
+        if empty {
+            // Nothing left to schedule: its F already accounts a budget.
+            fs.inj.debt = 0;
+            fs.budget_left = 0;
+            self.wf2q.deactivate_queued(entity);
+        }
+        self.note_dispatch(now, &req);
+        Some(req)
+    }
+
+    /// Book-keeping common to every dispatch.
+    fn note_dispatch(&mut self, now: Time, req: &Request) {
+        if !req.sync {
+            self.async_in += 1;
+        } else if req.op == Op::Write {
+            self.sync_write_in += 1;
+        }
+        if self.cfg.peak_rate.auto
+            && self.cfg.peak_rate.estimator == Estimator::Kernel
+            && self.peak.on_dispatch(
+                &self.cfg.peak_rate,
+                now,
+                req.sector,
+                req.end(),
+                self.table.in_flight() <= 1,
+            )
+        {
+            self.retune_max_budget();
         }
     }
 }
@@ -283,6 +1030,9 @@ impl Scheduler for Bfq {
     }
 
     fn set_device(&mut self, device: DeviceInfo) {
+        if device.rotational != self.device.rotational && self.peak.accepted == 0 {
+            self.peak = PeakRate::new(device.rotational);
+        }
         self.device = device;
     }
 
@@ -297,6 +1047,7 @@ impl Scheduler for Bfq {
         );
         self.topo.group_mut(g)?.data.entity = Some(e);
         self.wf2q.add_group(g, e, 0);
+        self.census.reserve_group(g.0 as usize);
         Ok(g)
     }
 
@@ -326,20 +1077,48 @@ impl Scheduler for Bfq {
             budget,
             in_flight: 0,
             head: 0,
-            seek: SeekHistory::default(),
+            seek: SeekHistory::new(if self.cfg.idle.seeky_report {
+                self.cfg.idle.seeky_mean_threshold
+            } else {
+                0
+            }),
             sync: true,
+            last_sync_at: None,
             served_total: 0,
+            weight,
+            class: spec.prio.class,
+            group: spec.group,
+            default_weight: weight == spec.prio.default_weight(),
+            busy: false,
+            started: false,
+            in_large_burst: false,
+            raise: Raise::default(),
+            last_completion: 0,
+            idle_since: 0,
+            think: ThinkTime::default(),
+            io_bound: true,
+            soft_rt_next_start: 0,
+            busy_since: 0,
+            service_since_busy: 0,
+            budget_left: 0,
+            inj: InjectState::default(),
+            merge: MergeState::default(),
         };
         let id = self.topo.add_flow(spec, state)?;
         debug_assert_eq!(id, next);
         Ok(id)
     }
 
-    fn remove_flow(&mut self, _now: Time, flow: FlowId) -> Result<(), SchedError> {
+    fn remove_flow(&mut self, now: Time, flow: FlowId) -> Result<(), SchedError> {
         let f = self.topo.flow(flow)?;
         let entity = f.data.entity;
         if f.held == 0 {
-            self.expire_if_active(flow);
+            self.expire_if_active(now, flow);
+            self.end_raise(flow);
+            self.set_busy(flow, false, now);
+            // Queues merged into it go back to their own.
+            let m = &mut self.flow_state_mut(flow).merge;
+            m.generation = m.generation.wrapping_add(1);
         }
         if self.topo.retire_flow(flow)? {
             self.wf2q.free_entity(entity);
@@ -349,25 +1128,132 @@ impl Scheduler for Bfq {
 
     fn add_request(&mut self, now: Time, req: Request) -> Result<(), SchedError> {
         self.topo.check_flow(req.flow)?;
-        let slot = self.table.insert(now, req, ())?;
-        let threshold = self.cfg.idle.seek_threshold;
-        let f = self.topo.hold(req.flow)?;
-        let fs = &mut f.data;
+        // Validates (zero length, duplicate id) before anything changes.
+        let slot = self.table.insert(now, req, req.flow.0)?;
+        let mut owner = self.merge_owner(req.flow, &req);
+        if owner != req.flow {
+            if self.topo.hold(owner).is_ok() {
+                self.table.slot_mut(slot).extra = owner.0;
+            } else {
+                owner = req.flow;
+                self.flow_state_mut(req.flow).merge.into = None;
+            }
+        }
+        self.topo.hold(req.flow)?;
+        let slice_idle = self.cfg.idle.slice_idle;
+        let seek_threshold = self.cfg.idle.seek_threshold;
+        let preempt = self.cfg.preempt;
+        let fs = &mut self.topo.any_flow_mut(owner).data;
         let was_empty = fs.queue.is_empty();
+        let was_idle = was_empty && fs.in_flight == 0;
+        // Idle-to-busy switch: not for the active flow idled for (it stays
+        // busy until its turn ends).
+        let woke = !fs.busy;
+        let first = !fs.started;
+        fs.started = true;
         fs.queue.push(&self.table, slot);
-        fs.seek.record(req.sector, req.end(), threshold);
-        fs.sync = req.sync;
-        let (entity, budget) = (fs.entity, fs.budget.max(u64::from(req.sectors)));
+        fs.seek.record(req.sector, req.end(), seek_threshold);
+        if req.sync {
+            fs.last_sync_at = Some(now);
+        }
+        fs.sync = req.sync
+            || fs
+                .last_sync_at
+                .is_some_and(|t| now.saturating_sub(t) <= 2 * slice_idle);
+        if was_idle && !first {
+            fs.think
+                .record(now.saturating_sub(fs.last_completion), slice_idle);
+        }
+        let (entity, group) = (fs.entity, fs.group);
+        // Heuristic 5: burst detection on the flow's first request.
+        if first && self.cfg.wr.enabled {
+            match self.burst.flow_started(&self.cfg.wr, owner.0, group, now) {
+                BurstVerdict::Normal => {}
+                BurstVerdict::Large => self.flow_state_mut(owner).in_large_burst = true,
+                BurstVerdict::BecameLarge => {
+                    self.flow_state_mut(owner).in_large_burst = true;
+                    let members = std::mem::take(&mut self.burst.members);
+                    for &m in &members {
+                        let mf = FlowId(m);
+                        if self.topo.flow(mf).is_ok() {
+                            self.flow_state_mut(mf).in_large_burst = true;
+                            self.end_raise(mf);
+                        }
+                    }
+                    self.burst.members = members;
+                    self.burst.members.clear();
+                }
+            }
+        }
+        let mut in_time = false;
+        if woke {
+            // Waker detection (heuristic 7).
+            if self.cfg.inject.enabled {
+                let last = self.last_completion;
+                if let Some(w) = self.topo.any_flow_mut(owner).data.inj.on_wake(
+                    &self.cfg.inject,
+                    owner.0,
+                    last,
+                    now,
+                ) {
+                    if self.topo.flow(FlowId(w)).is_ok() {
+                        self.flow_state_mut(FlowId(w)).inj.woken = Some(owner.0);
+                    }
+                }
+            }
+            // Heuristic 5: interactive or soft real-time raising.
+            let fs = self.flow_state(owner);
+            let wr = &self.cfg.wr;
+            if wr.enabled
+                && req.sync
+                && !fs.in_large_burst
+                && (!wr.default_weight_only || fs.default_weight)
+            {
+                let idle_long = first || now.saturating_sub(fs.idle_since) > wr.min_idle_time;
+                let soft_rt = wr.max_softrt_rate > 0
+                    && !first
+                    && now >= fs.soft_rt_next_start
+                    && !fs.seek.is_totally_seeky();
+                if idle_long {
+                    self.start_raise(owner, RaiseKind::Interactive, now);
+                } else if soft_rt {
+                    self.start_raise(owner, RaiseKind::SoftRt, now);
+                }
+            }
+            self.set_busy(owner, true, now);
+            let fs = self.flow_state(owner);
+            in_time = preempt.enabled
+                && fs.budget_left > 0
+                && now.saturating_sub(fs.last_completion) <= preempt.in_time;
+        }
+        let fs = &mut self.topo.any_flow_mut(owner).data;
+        let budget = fs.budget.max(u64::from(req.sectors));
         fs.budget = budget;
         if was_empty {
             match self.turn {
                 // Fig. 3 lines 14-16: the active flow's next request
                 // arrived: stop waiting.
-                Some(ref mut t) if t.flow == req.flow => t.idle_until = None,
+                Some(ref mut t) if t.flow == owner => {
+                    t.idle_until = None;
+                    fs.inj.refilled = true;
+                }
                 // Fig. 3 line 13: a newly backlogged flow joins B-WF2Q+.
                 _ => {
                     if self.wf2q.entity(entity).state == EState::Idle {
-                        self.wf2q.activate(entity, budget);
+                        if in_time {
+                            // Heuristic 9: keep the leftover budget and the
+                            // old timestamps.
+                            let b = fs.budget_left.max(u64::from(req.sectors));
+                            fs.budget = b;
+                            fs.budget_left = 0;
+                            let start = self.wf2q.entity(entity).finish;
+                            self.wf2q.activate_at(entity, b, Some(start));
+                        } else {
+                            self.wf2q.activate(entity, budget);
+                        }
+                        if preempt.enabled {
+                            self.maybe_preempt(now, owner, in_time);
+                        }
                     }
                 }
             }
@@ -387,64 +1273,120 @@ impl Scheduler for Bfq {
                 }
                 continue;
             };
-            // Budget timeout: T_max elapsed in this turn.
-            if now.saturating_sub(turn.started) >= self.cfg.timeout_sync && turn.served > 0 {
-                self.expire(ExpireReason::Timeout);
+            let fs = self.flow_state(turn.flow);
+            // Budget timeout: T_max elapsed in this turn. (Kernel: not
+            // while idling with under 1/3 of the budget left.)
+            if now.saturating_sub(turn.started) >= turn.timeout
+                && turn.served > 0
+                && !(self.cfg.timeout_grace
+                    && fs.queue.is_empty()
+                    && 3 * turn.budget.saturating_sub(turn.served) < turn.budget)
+            {
+                self.expire(now, ExpireReason::Timeout);
                 continue;
             }
-            let fs = self.flow_state(turn.flow);
-            let class = self.wf2q.entity(turn.entity).class;
             if fs.queue.is_empty() {
                 // Fig. 3 lines 50-51 and 59-66: wait T_wait for the next
                 // request of a synchronous flow, once its last request
                 // completed; otherwise the turn ends.
-                match self.wait_time(fs, class) {
-                    None => {
-                        self.expire(ExpireReason::NoMoreRequests);
+                let Some(wait) = self.wait_time(fs, turn.served) else {
+                    self.expire(now, ExpireReason::NoMoreRequests);
+                    continue;
+                };
+                let in_flight = fs.in_flight;
+                if in_flight == 0 && turn.idle_until.is_some_and(|u| now >= u) {
+                    self.expire(now, ExpireReason::TooIdle);
+                    continue;
+                }
+                if let Some(r) = self.try_inject(now) {
+                    return Dispatch::Request(r);
+                }
+                if in_flight > 0 {
+                    return Dispatch::Wait;
+                }
+                match turn.idle_until {
+                    Some(until) if now < until => return Dispatch::Idle { until },
+                    Some(_) => {
+                        self.expire(now, ExpireReason::TooIdle);
                         continue;
                     }
-                    Some(_) if fs.in_flight > 0 => return Dispatch::Wait,
-                    Some(_) => match turn.idle_until {
-                        Some(until) if now < until => return Dispatch::Idle { until },
-                        Some(_) => {
-                            self.expire(ExpireReason::TooIdle);
-                            continue;
-                        }
-                        None => {
-                            // Idling not armed (e.g. the request completed
-                            // before this turn began): arm it now.
-                            let until = now + self.wait_time(fs, class).unwrap_or(0);
-                            self.turn.as_mut().expect("turn").idle_until = Some(until);
-                            return Dispatch::Idle { until };
-                        }
-                    },
+                    None => {
+                        // Idling not armed (e.g. the request completed
+                        // before this turn began): arm it now.
+                        let until = now + wait;
+                        self.turn.as_mut().expect("turn").idle_until = Some(until);
+                        return Dispatch::Idle { until };
+                    }
                 }
             }
+            if self.cfg.guarantee.strict && self.table.in_flight() > 0 {
+                return Dispatch::Wait;
+            }
             let head = fs.head;
+            let raised = fs.raise.on();
             let flow = turn.flow;
             let qcfg = self.cfg.queue;
+            let asym = self.census.asymmetric();
             let fs = &mut self.topo.any_flow_mut(flow).data;
             let slot = fs
                 .queue
                 .peek(&self.table, head, now, &qcfg)
                 .expect("non-empty queue");
-            let sectors = u64::from(self.table.slot(slot).req.sectors);
-            if turn.served + sectors > turn.budget.max(sectors) && turn.served > 0 {
+            let r = self.table.slot(slot).req;
+            let sectors = u64::from(r.sectors);
+            let charge =
+                charging::request_charge(&self.cfg.charge, sectors, r.op, r.sync, raised, asym);
+            if turn.served + charge > turn.budget.max(charge) && turn.served > 0 {
                 // Fig. 3 lines 24-38: not enough budget left.
-                self.expire(ExpireReason::BudgetExhausted);
+                self.expire(now, ExpireReason::BudgetExhausted);
                 continue;
             }
+            // Kernel: an idle-class flow gets one request per turn while
+            // other flows have requests queued, so it only takes what no
+            // one else wants.
+            if turn.served > 0
+                && self.wf2q.entity(turn.entity).class == IoClass::Idle
+                && self.table.queued() > fs.queue.len()
+            {
+                self.expire(now, ExpireReason::BudgetExhausted);
+                continue;
+            }
+            if !charging::depth_allows(
+                &self.cfg.charge,
+                self.device.queue_depth,
+                r.op,
+                r.sync,
+                self.async_in,
+                self.sync_write_in,
+                self.census.raised_busy > 0,
+            ) {
+                return Dispatch::Wait;
+            }
             fs.queue.remove(&self.table, slot);
+            let in_flight_before = self.table.in_flight() as u32;
             let req = self.table.dispatch(now, slot);
             fs.head = req.end();
             fs.in_flight += 1;
             fs.served_total += sectors;
+            fs.service_since_busy += sectors;
+            if raised {
+                fs.raise.served += sectors;
+            }
+            if std::mem::take(&mut fs.inj.refilled)
+                && self.cfg.inject.enabled
+                && self.device.queues_internally
+            {
+                let others = in_flight_before - (fs.in_flight - 1);
+                fs.inj.sample = Some((req.id, now, others));
+            }
             let t = self.turn.as_mut().expect("turn");
-            t.served += sectors;
+            t.served += charge;
+            t.real += sectors;
             t.idle_until = None;
-            self.wf2q.served(turn.entity, sectors);
+            self.wf2q.served(turn.entity, charge);
+            self.note_dispatch(now, &req);
             #[cfg(debug_assertions)]
-            if self.table.queued() % 64 == 0 {
+            if self.table.queued().is_multiple_of(64) {
                 self.wf2q.check_invariants();
             }
             return Dispatch::Request(req);
@@ -454,25 +1396,51 @@ impl Scheduler for Bfq {
     fn complete(&mut self, now: Time, id: ReqId) -> Result<(), SchedError> {
         let slot = self.table.complete(id)?;
         let flow = slot.req.flow;
-        let fs = self.flow_state_mut(flow);
+        let owner = FlowId(slot.extra);
+        if !slot.req.sync {
+            self.async_in -= 1;
+        } else if slot.req.op == Op::Write {
+            self.sync_write_in -= 1;
+        }
+        if self.cfg.peak_rate.auto {
+            self.peak.on_complete(now, u64::from(slot.req.sectors));
+        }
+        let depth = self.device.queue_depth;
+        let fs = &mut self.topo.any_flow_mut(owner).data;
         fs.in_flight -= 1;
-        let (entity, idle_now) = (fs.entity, fs.in_flight == 0 && fs.queue.is_empty());
-        let class = self.wf2q.entity(entity).class;
+        fs.last_completion = now;
+        if fs.inj.sample.is_some_and(|s| s.0 == id) {
+            fs.inj.sample_done(&self.cfg.inject, now, depth);
+        }
+        let idle_now = fs.in_flight == 0 && fs.queue.is_empty();
+        let entity = fs.entity;
+        self.last_completion = Some((owner.0, now));
+        // The active flow stays busy until its turn ends (as the kernel's
+        // in-service queue): the idling decision must see it.
+        if idle_now && self.turn.is_none_or(|t| t.flow != owner) {
+            self.set_busy(owner, false, now);
+        }
         if let Some(turn) = self.turn {
-            if turn.flow == flow && idle_now {
+            if turn.flow == owner && idle_now {
                 // The last request completed with nothing queued: start
                 // waiting T_wait for the next one (kernel arms the idle
                 // timer on completion, as think time runs from there).
-                let wait = self.wait_time(self.flow_state(flow), class);
+                let wait = self.wait_time(self.flow_state(owner), turn.served);
                 self.turn.as_mut().expect("turn").idle_until = wait.map(|w| now + w);
             }
         }
-        let f = self.topo.any_flow(flow);
+        let f = self.topo.any_flow(owner);
         if f.retired && f.held == 1 {
-            self.expire_if_active(flow);
+            self.expire_if_active(now, owner);
         }
-        if self.topo.release(flow) {
+        if self.topo.release(owner) {
             self.wf2q.free_entity(entity);
+        }
+        if owner != flow {
+            let e = self.flow_state(flow).entity;
+            if self.topo.release(flow) {
+                self.wf2q.free_entity(e);
+            }
         }
         Ok(())
     }
@@ -483,5 +1451,27 @@ impl Scheduler for Bfq {
 
     fn in_flight(&self) -> usize {
         self.table.in_flight()
+    }
+}
+
+impl Bfq {
+    /// Heuristic 9: a waking flow preempts the in-service one.
+    fn maybe_preempt(&mut self, now: Time, x: FlowId, in_time: bool) {
+        let Some(turn) = self.turn else { return };
+        if turn.flow == x {
+            return;
+        }
+        let xs = self.flow_state(x);
+        let cs = self.flow_state(turn.flow);
+        let xc = if xs.raise.on() { xs.raise.coeff } else { 1 };
+        let cc = if cs.raise.on() { cs.raise.coeff } else { 1 };
+        let xe = *self.wf2q.entity(xs.entity);
+        let ce = *self.wf2q.entity(turn.entity);
+        if preemption::wants_to_preempt(&xe, xc, in_time, &ce, cc)
+            && self.wf2q.peek_next_flow(now) == Some(x.0)
+        {
+            self.stats.preemptions += 1;
+            self.expire(now, ExpireReason::Preempted);
+        }
     }
 }

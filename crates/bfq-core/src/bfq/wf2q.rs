@@ -25,6 +25,10 @@ use crate::types::{GroupId, IoClass, Time};
 /// Fixed-point shift of virtual time (kernel: WFQ_SERVICE_SHIFT = 22).
 pub const SERVICE_SHIFT: u32 = 22;
 
+/// A tree's virtual time beyond which its timestamps are shifted down
+/// ([`Wf2q::rebase`]), leaving 2^62 units of headroom.
+const REBASE_AT: u64 = 1 << 62;
+
 /// Virtual-time cost of `service` sectors for total weight `weight`.
 #[inline]
 pub fn vdelta(service: u64, weight: u64) -> u64 {
@@ -354,8 +358,15 @@ impl Wf2q {
     /// activating its ancestors as needed. `budget` is the budget to
     /// timestamp with.
     pub fn activate(&mut self, id: EntityId, budget: u64) {
+        self.activate_at(id, budget, None)
+    }
+
+    /// As [`Wf2q::activate`], but with `start` given for the flow entity
+    /// (in-time wake-up: S = its old F, back-shifted, even if below V).
+    pub fn activate_at(&mut self, id: EntityId, budget: u64, start: Option<u64>) {
         let mut id = id;
         let mut budget = budget;
+        let mut start = start;
         loop {
             let e = self.entities[id as usize];
             debug_assert_eq!(e.state, EState::Idle);
@@ -363,7 +374,7 @@ impl Wf2q {
             let v = t.v;
             t.wsum += u64::from(e.weight);
             let ent = &mut self.entities[id as usize];
-            ent.start = v.max(e.finish);
+            ent.start = start.take().unwrap_or(v.max(e.finish));
             ent.budget = budget;
             ent.finish = ent.start + vdelta(budget, u64::from(e.weight));
             ent.service = 0;
@@ -407,10 +418,50 @@ impl Wf2q {
             let (parent, class) = (e.parent, e.class);
             let t = self.tree_mut(parent, class);
             t.v += vdelta(service, t.wsum.max(1));
+            if t.v > REBASE_AT {
+                self.rebase(parent, class);
+            }
             match self.sd(parent).entity {
                 Some(pe) => id = pe,
                 None => break,
             }
+        }
+    }
+
+    /// Shifts every timestamp of one tree down by a common offset (the
+    /// least of V and the active entities' S), keeping their order. Virtual
+    /// time grows by `service << 22 / weight sum`: at a weight sum of 1 a
+    /// u64 would overflow after 2^42 sectors (2 PiB), days of service on a
+    /// fast device. This runs once per ~2^62 units: its O(entities) cost
+    /// never shows on the hot path.
+    #[cold]
+    fn rebase(&mut self, g: GroupId, class: IoClass) {
+        let sd = self.groups[g.0 as usize].as_ref().expect("live group");
+        let t = &sd.trees[class as usize];
+        let in_service = sd
+            .in_service
+            .filter(|&id| self.entities[id as usize].class == class);
+        let offset = t
+            .elig
+            .iter()
+            .chain(t.inelig.iter())
+            .map(|&(_, id)| id)
+            .chain(in_service)
+            .map(|id| self.entities[id as usize].start)
+            .fold(t.v, u64::min);
+        for e in self.entities.iter_mut() {
+            if e.state != EState::Dead && e.parent == g && e.class == class {
+                e.start = e.start.saturating_sub(offset);
+                e.finish = e.finish.saturating_sub(offset);
+            }
+        }
+        let t = &mut self.groups[g.0 as usize]
+            .as_mut()
+            .expect("live group")
+            .trees[class as usize];
+        t.v -= offset;
+        for item in t.elig.iter_mut().chain(t.inelig.iter_mut()) {
+            item.0 -= offset;
         }
     }
 
@@ -517,6 +568,31 @@ impl Wf2q {
         IoClass::ALL.into_iter().find(|&c| has(c))
     }
 
+    /// The flow [`Wf2q::select`] would pick now among queued entities
+    /// (ignoring the in-service path), without changing anything:
+    /// O(depth). Used by injection and preemption.
+    pub fn peek_next_flow(&self, now: Time) -> Option<u32> {
+        let mut g = GroupId::ROOT;
+        loop {
+            let class = self.pick_class(g, now)?;
+            let t = &self.sd(g).trees[class as usize];
+            // The least F among eligible entities, or the least S.
+            let mut best = t.elig.first().copied();
+            // Ineligible entities that V has reached are eligible too.
+            if let Some(&(s, id)) = t.inelig.first() {
+                let f = self.entities[id as usize].finish;
+                if best.is_none() || (s <= t.v && f < best.map_or(u64::MAX, |b| b.0)) {
+                    best = Some((f, id));
+                }
+            }
+            let (_, id) = best?;
+            match self.entities[id as usize].kind {
+                Kind::Flow(f) => return Some(f),
+                Kind::Group(child) => g = child,
+            }
+        }
+    }
+
     /// Selects the next flow to serve (Fig. 4 `get_next_application`),
     /// descending from the root through groups. Marks the path in service.
     /// Returns the flow's index, or None when nothing is queued.
@@ -527,7 +603,13 @@ impl Wf2q {
             let class = self.pick_class(g, now)?;
             let (groups, pos) = (&mut self.groups, &mut self.pos);
             let sd = groups[g.0 as usize].as_mut().expect("live group");
-            if class == IoClass::Idle {
+            // Kernel: once the starvation timeout has elapsed, the clock
+            // restarts at this selection whether or not an idle-class
+            // entity was waiting, so that a sparse idle-class flow cannot
+            // jump ahead of higher classes on a stale timestamp.
+            if class == IoClass::Idle
+                || now.saturating_sub(sd.last_idle_service) > self.idle_class_timeout
+            {
                 sd.last_idle_service = now;
             }
             let t = &mut sd.trees[class as usize];

@@ -18,6 +18,10 @@ pub struct Dev {
     pub per_sector: Time,
     /// Extra cost when a request does not start where the last one ended.
     pub seek: Time,
+    /// Parallel device (flash-like, internal queueing): up to `depth`
+    /// requests are served at once, each taking its own cost.
+    pub parallel: bool,
+    pub rotational: bool,
 }
 
 impl Default for Dev {
@@ -27,6 +31,8 @@ impl Default for Dev {
             per_req: 20 * US,
             per_sector: 20,
             seek: 2 * MS,
+            parallel: false,
+            rotational: true,
         }
     }
 }
@@ -48,6 +54,11 @@ pub struct FlowDef {
     pub stop: Time,
     /// Region start sector.
     pub base: u64,
+    /// Distance between consecutive sequential requests (0: `size`).
+    pub stride: u64,
+    pub op: Op,
+    /// Stop after issuing this many sectors (0: never).
+    pub limit: u64,
 }
 
 impl FlowDef {
@@ -60,6 +71,9 @@ impl FlowDef {
             start: 0,
             stop: Time::MAX,
             base: 0,
+            stride: 0,
+            op: Op::Read,
+            limit: 0,
         }
     }
 }
@@ -75,6 +89,15 @@ pub struct RunLog {
     pub issued: u64,
     pub flows: Vec<FlowId>,
     pub end: Time,
+    /// Issue-to-completion time of each request, per flow.
+    pub latency: Vec<Vec<Time>>,
+    /// When a flow with a `limit` completed its last sector.
+    pub done_at: Vec<Option<Time>>,
+    /// Most requests in flight at once.
+    pub max_in_flight: u32,
+    /// Dispatches that started where the previous one ended.
+    pub contiguous: u64,
+    pub dispatches: u64,
 }
 
 #[derive(PartialEq, Eq, PartialOrd, Ord, Clone, Copy, Debug)]
@@ -102,18 +125,18 @@ pub fn run(s: &mut dyn Scheduler, dev: Dev, defs: &[FlowDef], until: Time, seed:
 }
 
 /// Runs until `until` (no new events after it; in-flight work drains).
-pub fn run_with(
-    s: &mut dyn Scheduler,
+pub fn run_with<S: Scheduler + ?Sized>(
+    s: &mut S,
     dev: Dev,
     defs: &[FlowDef],
     until: Time,
     seed: u64,
-    mut on_dispatch: impl FnMut(&dyn Scheduler, &Request),
+    mut on_dispatch: impl FnMut(&S, &Request),
 ) -> RunLog {
     s.set_device(DeviceInfo {
         queue_depth: dev.depth,
         queues_internally: dev.depth > 1,
-        rotational: true,
+        rotational: dev.rotational,
     });
     let mut rng = Rng::new(seed);
     let mut log = RunLog::default();
@@ -127,6 +150,11 @@ pub fn run_with(
     let mut held = vec![0u32; defs.len()];
     let mut since = vec![0 as Time; defs.len()];
     let mut reqflow: BTreeMap<u64, usize> = BTreeMap::new();
+    let mut issued_at: BTreeMap<u64, Time> = BTreeMap::new();
+    let mut issued_sectors = vec![0u64; defs.len()];
+    let mut done_sectors = vec![0u64; defs.len()];
+    log.latency = vec![vec![]; defs.len()];
+    log.done_at = vec![None; defs.len()];
     log.per_flow = vec![0; defs.len()];
     log.backlog = vec![vec![]; defs.len()];
     for (i, d) in defs.iter().enumerate() {
@@ -164,13 +192,22 @@ pub fn run_with(
                     });
                     log.per_flow[f] += u64::from(r.sectors);
                     let mut cost = dev.per_req + dev.per_sector * Time::from(r.sectors);
+                    log.dispatches += 1;
                     if r.sector != head {
                         cost += dev.seek;
+                    } else {
+                        log.contiguous += 1;
                     }
                     head = r.end();
-                    dev_free = dev_free.max(now) + cost;
                     in_flight += 1;
-                    push(&mut ev, dev_free, Ev::Complete(r.id));
+                    log.max_in_flight = log.max_in_flight.max(in_flight);
+                    let done = if dev.parallel {
+                        now + cost
+                    } else {
+                        dev_free = dev_free.max(now) + cost;
+                        dev_free
+                    };
+                    push(&mut ev, done, Ev::Complete(r.id));
                 }
                 Dispatch::Idle { until: t } => {
                     assert!(t > now, "idle until the past");
@@ -188,12 +225,17 @@ pub fn run_with(
             Ev::Timer => {}
             Ev::Issue(i) => {
                 let d = &defs[i];
-                if now >= d.stop || now >= until {
+                if now >= d.stop || now >= until || (d.limit > 0 && issued_sectors[i] >= d.limit) {
                     continue;
                 }
+                issued_sectors[i] += u64::from(d.size);
                 let sector = if d.seq {
                     let p = pos[i];
-                    pos[i] += u64::from(d.size);
+                    pos[i] += if d.stride > 0 {
+                        d.stride
+                    } else {
+                        u64::from(d.size)
+                    };
                     p
                 } else {
                     d.base + (rng.next() % 1_000_000) * 8
@@ -204,10 +246,11 @@ pub fn run_with(
                     flow: log.flows[i],
                     sector,
                     sectors: d.size,
-                    op: Op::Read,
+                    op: d.op,
                     sync,
                 };
                 reqflow.insert(next_id, i);
+                issued_at.insert(next_id, now);
                 next_id += 1;
                 s.add_request(now, r).expect("add");
                 log.issued += 1;
@@ -221,6 +264,12 @@ pub fn run_with(
                 assert!(log.completed_ids.insert(id));
                 in_flight -= 1;
                 let i = reqflow[&id];
+                log.latency[i].push(now - issued_at[&id]);
+                done_sectors[i] += u64::from(defs[i].size);
+                if defs[i].limit > 0 && done_sectors[i] >= defs[i].limit && log.done_at[i].is_none()
+                {
+                    log.done_at[i] = Some(now);
+                }
                 held[i] -= 1;
                 if held[i] == 0 {
                     let b = &mut log.backlog[i];

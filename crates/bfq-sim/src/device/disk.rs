@@ -75,6 +75,10 @@ pub struct DiskParams {
     pub cache_segments: u32,
     /// Read-ahead after a read, bytes (0 disables the read cache).
     pub read_ahead: u64,
+    /// Minimum read-ahead, bytes: the drive finishes reading this much
+    /// after a read before it serves another command (0: read-ahead is
+    /// abandoned as soon as a command needs the head).
+    pub min_prefetch: u64,
     /// Write-back caching (writes complete on arrival).
     pub write_cache: bool,
     /// Delay before destaging dirty data once the drive idles, ns.
@@ -130,6 +134,8 @@ struct Prefetch {
     base_time: Time,
     /// Prefetch stops here.
     limit: u64,
+    /// The head may not leave before this time (minimum prefetch).
+    min_until: Time,
     t_sec: f64,
 }
 
@@ -170,11 +176,16 @@ pub struct Disk {
     segs: Vec<Seg>,
     seg_max: u64,
     ra_sectors: u64,
+    min_pf_sectors: u64,
     dirty: VecDeque<(u64, u64)>,
     dirty_sectors: u64,
     dirty_limit: u64,
     destage_at: Option<Time>,
     in_flight: usize,
+    /// Angular position of the platters at time 0, in revolutions. Real
+    /// disks start each run at an arbitrary angle; drawing it from the
+    /// run's seed gives repetitions their natural spread.
+    spindle_phase: f64,
 }
 
 fn frac(x: f64) -> f64 {
@@ -233,6 +244,7 @@ impl Disk {
         let segs_n = u64::from(p.cache_segments.max(1));
         let seg_max = (p.cache_size / SECTOR_BYTES / segs_n).max(1);
         let ra_sectors = (p.read_ahead / SECTOR_BYTES).min(seg_max);
+        let min_pf_sectors = (p.min_prefetch / SECTOR_BYTES).min(ra_sectors);
         let dirty_limit = p.cache_size / SECTOR_BYTES / 2;
         Disk {
             p,
@@ -251,12 +263,27 @@ impl Disk {
             segs: Vec::new(),
             seg_max,
             ra_sectors,
+            min_pf_sectors,
             dirty: VecDeque::new(),
             dirty_sectors: 0,
             dirty_limit,
             destage_at: None,
             in_flight: 0,
+            spindle_phase: 0.0,
         }
+    }
+
+    /// Sets the platters' angle at time 0 from `seed` (a fraction of a
+    /// revolution), so that repetitions of a run with different seeds see
+    /// different rotational delays, as on a real disk.
+    pub fn with_seed(mut self, seed: u64) -> Disk {
+        // SplitMix64: a well-mixed 64-bit value from any seed.
+        let mut z = seed.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^= z >> 31;
+        self.spindle_phase = (z >> 11) as f64 / (1u64 << 53) as f64;
+        self
     }
 
     /// The parameters.
@@ -312,7 +339,7 @@ impl Disk {
         if op == Op::Write {
             dt += self.p.write_settle as f64;
         }
-        let rot = frac((t as f64 + dt) / self.period);
+        let rot = frac((t as f64 + dt) / self.period + self.spindle_phase);
         dt += frac(phase - rot) * self.period;
         (dt, t_sec, cyl)
     }
@@ -376,6 +403,17 @@ impl Disk {
         }
     }
 
+    /// Ends the read-ahead (after its minimum part) and returns when the
+    /// head is free to move.
+    fn leave_prefetch(&mut self, t: Time) -> Time {
+        let t = match &self.prefetch {
+            Some(pf) => t.max(pf.min_until),
+            None => t,
+        };
+        self.freeze_prefetch(t);
+        t
+    }
+
     fn invalidate(&mut self, lo: u64, hi: u64) {
         self.segs.retain(|s| s.hi <= lo || s.lo >= hi);
     }
@@ -394,15 +432,26 @@ impl Disk {
             self.busy = Some((fin, Busy::Cmd(c)));
             return;
         }
-        self.freeze_prefetch(t);
-        let (dt, t_sec, _) = self.position(t, c.sector, c.op);
-        let fin = t as f64 + dt + f64::from(c.sectors) * t_sec;
+        let t = self.leave_prefetch(t);
+        // a read whose head is cached only reads its tail from the media
+        let mut start = c.sector;
+        if c.op == Op::Read && self.ra_sectors > 0 {
+            if let Some(sg) = self
+                .segs
+                .iter()
+                .find(|sg| sg.lo <= c.sector && c.sector < sg.hi && sg.hi < c.end())
+            {
+                start = sg.hi;
+            }
+        }
+        let (dt, t_sec, _) = self.position(t, start, c.op);
+        let fin = t as f64 + dt + (c.end() - start) as f64 * t_sec;
         self.busy = Some((fin.ceil() as Time, Busy::Cmd(c)));
     }
 
     fn start_destage(&mut self, t: Time) {
         self.destage_at = None;
-        self.freeze_prefetch(t);
+        let t = self.leave_prefetch(t);
         // The nearest of the oldest few dirty extents (elevator-like).
         let k = self.dirty.len().min(16);
         let mut best = 0;
@@ -487,14 +536,22 @@ impl Disk {
                 if c.op == Op::Read && self.ra_sectors > 0 {
                     match self.prefetch.as_mut() {
                         // continuing the stream, which goes on linearly
-                        Some(pf) => pf.limit = pf.limit.max(end),
+                        Some(pf) => {
+                            pf.limit = pf.limit.max(end);
+                            let min_end = (end + self.min_pf_sectors).min(pf.limit);
+                            pf.min_until = pf.min_until.max(pf.time_of(min_end));
+                        }
                         None => {
                             let t_sec = self.zone(c.sector).t_sec;
+                            let min_n = self
+                                .min_pf_sectors
+                                .min(self.zone(c.sector).end.saturating_sub(end));
                             self.prefetch = Some(Prefetch {
                                 lo: c.sector,
                                 base_sector: end,
                                 base_time: t,
                                 limit: (end + self.ra_sectors).min(self.capacity),
+                                min_until: t + (min_n as f64 * t_sec).ceil() as Time,
                                 t_sec,
                             });
                         }

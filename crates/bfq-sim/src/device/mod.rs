@@ -54,8 +54,14 @@ pub trait Device: Send {
 
 /// Builds a boxed device from parameters.
 pub fn build(params: &DeviceParams) -> Box<dyn Device> {
+    build_seeded(params, 0)
+}
+
+/// Builds a boxed device whose initial state depends on `seed` (for a disk,
+/// the platters' angle at time 0), as a new run on real hardware would.
+pub fn build_seeded(params: &DeviceParams, seed: u64) -> Box<dyn Device> {
     match params {
-        DeviceParams::Disk(p) => Box::new(Disk::new(p.clone())),
+        DeviceParams::Disk(p) => Box::new(Disk::new(p.clone()).with_seed(seed)),
         DeviceParams::Flash(p) => Box::new(Flash::new(p.clone())),
     }
 }

@@ -1,0 +1,81 @@
+//! `bfq suite`: the papers' benchmark suite on the simulator (issue 7,
+//! docs/suite.md). Writes report.json, report.md and report.html.
+
+use anyhow::bail;
+use std::path::PathBuf;
+use std::time::Instant;
+
+/// Run the papers' experiments and write the reports.
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    /// Only these experiment ids (comma-separated; see docs/suite.md).
+    #[arg(long, value_delimiter = ',')]
+    pub only: Option<Vec<String>>,
+    /// Repetitions (different seeds) per experiment, scheduler and workload.
+    #[arg(long)]
+    pub reps: Option<usize>,
+    /// Parallel runs (default: the number of CPUs).
+    #[arg(long)]
+    pub jobs: Option<usize>,
+    /// A subset with fewer repetitions and shorter runs (under a minute; CI).
+    #[arg(long)]
+    pub quick: bool,
+    /// Output directory.
+    #[arg(long, default_value = "out")]
+    pub out: PathBuf,
+    /// Real storage through the engine instead of the simulator.
+    #[arg(long)]
+    pub target: Option<PathBuf>,
+    /// List the experiments and exit.
+    #[arg(long)]
+    pub list: bool,
+    /// No progress bar.
+    #[arg(long)]
+    pub no_progress: bool,
+}
+
+pub fn run(a: Args) -> anyhow::Result<()> {
+    if a.list {
+        for e in bfq_suite::experiments() {
+            println!("{:<22} {} ({})", e.id, e.title, e.source);
+        }
+        return Ok(());
+    }
+    if let Some(t) = &a.target {
+        bail!(
+            "--target {}: running the suite on real storage is not yet supported (it needs the engine, issue 6)",
+            t.display()
+        );
+    }
+    let jobs = a
+        .jobs
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
+    let opts = bfq_suite::Options {
+        only: a.only,
+        reps: a.reps,
+        jobs,
+        quick: a.quick,
+        out: a.out.clone(),
+        progress: !a.no_progress,
+    };
+    let t0 = Instant::now();
+    let report = bfq_suite::run_suite(&opts)?;
+    bfq_suite::report::write_all(&report, &a.out)?;
+    let mut holds = 0;
+    let mut total = 0;
+    for e in &report.experiments {
+        for f in &e.findings {
+            total += 1;
+            if f.verdict == bfq_suite::model::Verdict::Holds {
+                holds += 1;
+            }
+        }
+    }
+    eprintln!(
+        "bfq suite: {} experiment(s), {holds}/{total} findings hold; wrote {}/report.{{json,md,html}} in {:.1} s",
+        report.experiments.len(),
+        a.out.display(),
+        t0.elapsed().as_secs_f64()
+    );
+    Ok(())
+}

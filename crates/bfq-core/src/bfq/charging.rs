@@ -1,0 +1,281 @@
+//! What service costs a flow: fair time charging of slow and random flows
+//! (heuristic 3, H-fairness) and the over-charge of asynchronous requests
+//! and writes, with the device-queue limits for them (heuristic 4,
+//! H-write-throt).
+//!
+//! ## Time charging (`time_charging`)
+//! - `2010` (2010 paper Sec. III-D): a flow that hits the budget timeout is
+//!   charged its whole budget.
+//! - `bfq-plus-2014` (report Sec. 4.4): a *slow* flow — one that consumed
+//!   its budget at a rate at which the whole budget could not have been
+//!   consumed within T_max, which includes every budget timeout — is charged
+//!   its whole budget, except when it received little service (at most
+//!   B_max/8: its first seek has not yet been amortised) or consumed most of
+//!   its budget (at least 2/3: it is only in a slow zone of the disk).
+//! - `kernel` (default; reference "Budget timeout and time charging"): a
+//!   flow is slow when it is seeky and was served under 1 ms, or, after at
+//!   least 20 ms, was served less than B_max/2; a slow flow, or one that hit
+//!   the timeout with at least 1/3 of its budget left, is charged for the
+//!   *time* it held the device: max(B_max x min(t, T_max) / T_max, service).
+//!   Weight-raised flows are never charged for time.
+//!
+//! ## Write over-charge (`async_charge_factor`, `write_charge_factor`)
+//! Each sector of an asynchronous request costs `async_charge_factor`
+//! sectors of budget and of B-WF2Q+ service (kernel: 3), and each written
+//! sector `write_charge_factor` (report Sec. 4.5: 10; kernel 1), except
+//! for weight-raised flows and in asymmetric scenarios (kernel), where the
+//! weights alone must decide.
+//!
+//! ## Device-queue limits (`async_depth_pct`, `sync_write_depth_pct`)
+//! Asynchronous requests may occupy at most `async_depth_pct` percent of the
+//! device's queue (default 50) and synchronous writes at most
+//! `sync_write_depth_pct` (default 75); both are halved while a
+//! weight-raised flow is busy, so that writes cannot eat all the device
+//! slots that reads need. The kernel does this by limiting the tags such
+//! requests may take; the percentages are this project's choice in the
+//! spirit of the kernel's, not values from the reference. 100 disables.
+
+use super::budget::ExpireReason;
+use crate::types::{Op, Time, MS};
+
+/// Time-charging rule.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ChargeRule {
+    Paper2010,
+    Plus2014,
+    Kernel,
+}
+
+impl ChargeRule {
+    /// Parses `2010`, `bfq-plus-2014` or `kernel`.
+    pub fn parse(s: &str) -> Option<ChargeRule> {
+        match s {
+            "2010" | "paper" | "bfq-2010" => Some(ChargeRule::Paper2010),
+            "bfq-plus-2014" | "plus" | "report" | "2014" => Some(ChargeRule::Plus2014),
+            "kernel" => Some(ChargeRule::Kernel),
+            _ => None,
+        }
+    }
+}
+
+/// Charging parameters.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ChargeConfig {
+    pub rule: ChargeRule,
+    pub async_charge_factor: u64,
+    pub write_charge_factor: u64,
+    pub async_depth_pct: u32,
+    pub sync_write_depth_pct: u32,
+}
+
+impl ChargeConfig {
+    /// 2010: over-charge on timeout only; no write throttling.
+    pub fn paper_2010() -> Self {
+        ChargeConfig {
+            rule: ChargeRule::Paper2010,
+            async_charge_factor: 1,
+            write_charge_factor: 1,
+            async_depth_pct: 100,
+            sync_write_depth_pct: 100,
+        }
+    }
+}
+
+/// The turn being charged.
+#[derive(Clone, Copy, Debug)]
+pub struct TurnInfo {
+    pub reason: ExpireReason,
+    pub budget: u64,
+    /// Service counted in the turn (with request over-charges).
+    pub served: u64,
+    /// How long the flow held the device.
+    pub elapsed: Time,
+    pub seeky: bool,
+    pub raised: bool,
+    pub max_budget: u64,
+    pub timeout: Time,
+}
+
+/// What a turn costs the flow in B-WF2Q+ (>= the service counted).
+pub fn turn_charge(rule: ChargeRule, t: &TurnInfo) -> u64 {
+    match rule {
+        // 2010 paper Sec. III-D: a flow that does not consume its budget
+        // within T_max "is unconditionally (over)charged for a B_i,max
+        // service" (B_i,max = B_max with the simplified interface).
+        ChargeRule::Paper2010 => match t.reason {
+            ExpireReason::Timeout => t.max_budget.max(t.served),
+            _ => t.served,
+        },
+        ChargeRule::Plus2014 => {
+            // Slow: at this rate the budget would not fit in T_max.
+            let slow = t.reason == ExpireReason::Timeout
+                || (t.elapsed > 0
+                    && u128::from(t.served) * u128::from(t.timeout)
+                        < u128::from(t.budget) * u128::from(t.elapsed)
+                    && t.reason != ExpireReason::BudgetExhausted);
+            let little = t.served <= t.max_budget / 8;
+            let most = 3 * t.served >= 2 * t.budget;
+            if slow && !little && !most && !t.raised {
+                t.budget.max(t.served)
+            } else {
+                t.served
+            }
+        }
+        ChargeRule::Kernel => {
+            if t.raised {
+                return t.served;
+            }
+            let slow = if t.elapsed < MS {
+                t.seeky
+            } else if t.elapsed >= 20 * MS {
+                t.served < t.max_budget / 2
+            } else {
+                false
+            };
+            let timeout_left = t.reason == ExpireReason::Timeout
+                && 3 * t.budget.saturating_sub(t.served) >= t.budget;
+            if slow || timeout_left {
+                let tt = t.elapsed.min(t.timeout);
+                let by_time = (u128::from(t.max_budget) * u128::from(tt)
+                    / u128::from(t.timeout.max(1))) as u64;
+                by_time.max(t.served)
+            } else {
+                t.served
+            }
+        }
+    }
+}
+
+/// Budget/service cost of one request of `sectors`.
+#[inline]
+pub fn request_charge(
+    cfg: &ChargeConfig,
+    sectors: u64,
+    op: Op,
+    sync: bool,
+    raised: bool,
+    asymmetric: bool,
+) -> u64 {
+    if raised || asymmetric {
+        return sectors;
+    }
+    let mut f = 1;
+    if !sync {
+        f = cfg.async_charge_factor;
+    }
+    if op == Op::Write {
+        f = f.max(cfg.write_charge_factor);
+    }
+    sectors * f
+}
+
+/// Whether one more request of this kind may go to a device of `depth`
+/// slots holding `async_in`/`sync_write_in` such requests.
+#[inline]
+pub fn depth_allows(
+    cfg: &ChargeConfig,
+    depth: u32,
+    op: Op,
+    sync: bool,
+    async_in: u32,
+    sync_write_in: u32,
+    raised_busy: bool,
+) -> bool {
+    let lim = |pct: u32| {
+        let pct = if raised_busy && pct < 100 {
+            pct / 2
+        } else {
+            pct
+        };
+        (depth * pct / 100).max(1)
+    };
+    if !sync {
+        cfg.async_depth_pct >= 100 || async_in < lim(cfg.async_depth_pct)
+    } else if op == Op::Write {
+        cfg.sync_write_depth_pct >= 100 || sync_write_in < lim(cfg.sync_write_depth_pct)
+    } else {
+        true
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn turn(reason: ExpireReason, served: u64, elapsed: Time) -> TurnInfo {
+        TurnInfo {
+            reason,
+            budget: 8192,
+            served,
+            elapsed,
+            seeky: false,
+            raised: false,
+            max_budget: 16384,
+            timeout: 125 * MS,
+        }
+    }
+
+    #[test]
+    fn kernel_charges_slow_flows_for_time() {
+        use ExpireReason::*;
+        // Served little over 62.5 ms: half of B_max.
+        assert_eq!(
+            turn_charge(ChargeRule::Kernel, &turn(TooIdle, 100, 62_500_000)),
+            8192
+        );
+        // Fast flow: charged its service.
+        assert_eq!(
+            turn_charge(ChargeRule::Kernel, &turn(BudgetExhausted, 8192, 30 * MS)),
+            8192
+        );
+        assert_eq!(
+            turn_charge(ChargeRule::Kernel, &turn(TooIdle, 100, 5 * MS)),
+            100
+        );
+        let mut r = turn(Timeout, 100, 125 * MS);
+        assert_eq!(turn_charge(ChargeRule::Kernel, &r), 16384);
+        r.raised = true;
+        assert_eq!(turn_charge(ChargeRule::Kernel, &r), 100);
+    }
+
+    #[test]
+    fn report_exemptions() {
+        use ExpireReason::*;
+        // Timeout after little service (<= B_max/8): not over-charged.
+        assert_eq!(
+            turn_charge(ChargeRule::Plus2014, &turn(Timeout, 2000, 125 * MS)),
+            2000
+        );
+        // Timeout having consumed 2/3: not over-charged.
+        assert_eq!(
+            turn_charge(ChargeRule::Plus2014, &turn(Timeout, 6000, 125 * MS)),
+            6000
+        );
+        assert_eq!(
+            turn_charge(ChargeRule::Plus2014, &turn(Timeout, 4000, 125 * MS)),
+            8192
+        );
+        // 2010: over-charged B_max (not the flow's own, smaller budget).
+        assert_eq!(
+            turn_charge(ChargeRule::Paper2010, &turn(Timeout, 2000, 125 * MS)),
+            16384
+        );
+    }
+
+    #[test]
+    fn write_overcharge_and_limits() {
+        let mut c = ChargeConfig::paper_2010();
+        c.async_charge_factor = 3;
+        assert_eq!(request_charge(&c, 8, Op::Write, false, false, false), 24);
+        assert_eq!(request_charge(&c, 8, Op::Write, false, true, false), 8);
+        assert_eq!(request_charge(&c, 8, Op::Write, false, false, true), 8);
+        assert_eq!(request_charge(&c, 8, Op::Read, true, false, false), 8);
+        c.write_charge_factor = 10;
+        assert_eq!(request_charge(&c, 8, Op::Write, true, false, false), 80);
+        c.async_depth_pct = 50;
+        assert!(depth_allows(&c, 32, Op::Write, false, 15, 0, false));
+        assert!(!depth_allows(&c, 32, Op::Write, false, 16, 0, false));
+        assert!(!depth_allows(&c, 32, Op::Write, false, 8, 0, true));
+        assert!(depth_allows(&c, 1, Op::Write, false, 0, 0, true));
+    }
+}

@@ -1,0 +1,184 @@
+//! Injection while idling (heuristic 7; switch `injection`). 2018 article
+//! "I/O control may be slowing your storage down dramatically" (Sec. 9,
+//! Figures 2-3: plugging dispatch for a sync flow empties the device's
+//! internal queues and kills throughput with random I/O); reference
+//! "Injection".
+//!
+//! While the in-service sync flow is empty and BFQ keeps the device for it
+//! (idling, or waiting for its in-flight requests), requests of other flows
+//! are dispatched as long as fewer than `inject_limit` requests are in
+//! flight. Candidates, in order:
+//! 1. the flow's own asynchronous requests: a flow here is one process and
+//!    holds its sync and async requests in one queue, so they are simply
+//!    served in its turn (the kernel's separate async queue comes first
+//!    among injection candidates);
+//! 2. its *waker* — a flow whose completions were followed, less than 4 ms
+//!    later, by this flow becoming non-empty, three times in a row;
+//! 3. the flow it last woke;
+//! 4. any flow: the one B-WF2Q+ would serve next (found in O(depth), no
+//!    scan).
+//!
+//! An injected flow is charged the service (it starts its next turn with
+//! it counted against its budget), and may be injected only while that
+//! stays within its budget — so injection cannot change the shares.
+//!
+//! `inject_limit` is learned per flow from the service time of the
+//! idling flow's first request after it refills: with nothing else in
+//! flight it sets the baseline; with injected requests in flight, a time
+//! at least 1.5x the baseline lowers the limit, otherwise the limit grows
+//! (up to the device's queue depth) if it was reached. The limit starts at
+//! 1 and is re-learned (reset to 1, baseline forgotten) after 1000 ms
+//! without a baseline update. Injection only runs on devices that queue
+//! internally: on a one-request device an injected request only makes the
+//! idling flow's next one wait behind it (and seek).
+
+use crate::types::{Time, MS};
+
+/// Injection parameters.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct InjectConfig {
+    pub enabled: bool,
+    /// Re-learn period.
+    pub relearn: Time,
+    /// Waker detection: wake-up within this long after a completion ...
+    pub waker_window: Time,
+    /// ... this many times in a row.
+    pub waker_hits: u8,
+}
+
+impl Default for InjectConfig {
+    fn default() -> Self {
+        InjectConfig {
+            enabled: true,
+            relearn: 1000 * MS,
+            waker_window: 4 * MS,
+            waker_hits: 3,
+        }
+    }
+}
+
+/// Per-flow injection state.
+#[derive(Clone, Copy, Debug)]
+pub struct InjectState {
+    pub limit: u32,
+    /// Service time with nothing injected (0: unknown).
+    pub baseline: Time,
+    pub baseline_at: Time,
+    /// Sample in progress: (request id, dispatch time, others in flight).
+    pub sample: Option<(u64, Time, u32)>,
+    /// The flow got a request while empty: sample its next dispatch.
+    pub refilled: bool,
+    /// Service received by injection, counted at the start of its next turn.
+    pub debt: u64,
+    pub waker: Option<u32>,
+    pub waker_candidate: Option<u32>,
+    pub waker_hits: u8,
+    pub woken: Option<u32>,
+}
+
+impl Default for InjectState {
+    fn default() -> Self {
+        InjectState {
+            limit: 1,
+            baseline: 0,
+            baseline_at: 0,
+            sample: None,
+            refilled: false,
+            debt: 0,
+            waker: None,
+            waker_candidate: None,
+            waker_hits: 0,
+            woken: None,
+        }
+    }
+}
+
+impl InjectState {
+    /// The sampled request completed at `now`: adapt the limit.
+    pub fn sample_done(&mut self, cfg: &InjectConfig, now: Time, depth: u32) {
+        let Some((_, at, others)) = self.sample.take() else {
+            return;
+        };
+        let st = now.saturating_sub(at);
+        if others == 0 {
+            self.baseline = if self.baseline == 0 {
+                st
+            } else {
+                self.baseline.min(st)
+            };
+            self.baseline_at = now;
+            if self.limit == 0 {
+                self.limit = 1;
+            }
+        } else if self.baseline > 0 && 2 * st >= 3 * self.baseline {
+            self.limit = self.limit.saturating_sub(1).max(u32::from(others > 1));
+        } else if others + 1 >= self.limit {
+            self.limit = (self.limit + 1).min(depth.max(1));
+        }
+        if now.saturating_sub(self.baseline_at) > cfg.relearn {
+            self.baseline = 0;
+            self.baseline_at = now;
+            self.limit = self.limit.max(1);
+        }
+    }
+
+    /// Flow `me` became non-empty at `now`; `last` is the latest completion
+    /// (flow, time). Returns the waker when one is (re)confirmed.
+    pub fn on_wake(
+        &mut self,
+        cfg: &InjectConfig,
+        me: u32,
+        last: Option<(u32, Time)>,
+        now: Time,
+    ) -> Option<u32> {
+        let (f, t) = last?;
+        if f == me || now.saturating_sub(t) >= cfg.waker_window {
+            return None;
+        }
+        if self.waker_candidate == Some(f) {
+            self.waker_hits = self.waker_hits.saturating_add(1);
+        } else {
+            self.waker_candidate = Some(f);
+            self.waker_hits = 1;
+        }
+        if self.waker_hits >= cfg.waker_hits {
+            self.waker = Some(f);
+            return Some(f);
+        }
+        None
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn limit_grows_until_service_time_suffers() {
+        let c = InjectConfig::default();
+        let mut s = InjectState {
+            sample: Some((1, 0, 0)),
+            ..InjectState::default()
+        };
+        s.sample_done(&c, 100_000, 32);
+        assert_eq!(s.baseline, 100_000);
+        for k in 1..=4u32 {
+            s.sample = Some((1, 0, s.limit));
+            s.sample_done(&c, 110_000 + u64::from(k), 32);
+        }
+        assert_eq!(s.limit, 5);
+        s.sample = Some((1, 0, 5));
+        s.sample_done(&c, 200_000, 32);
+        assert_eq!(s.limit, 4);
+    }
+
+    #[test]
+    fn waker_after_three_quick_wakeups() {
+        let c = InjectConfig::default();
+        let mut s = InjectState::default();
+        assert_eq!(s.on_wake(&c, 1, Some((2, 0)), MS), None);
+        assert_eq!(s.on_wake(&c, 1, Some((2, 10 * MS)), 11 * MS), None);
+        assert_eq!(s.on_wake(&c, 1, Some((2, 20 * MS)), 21 * MS), Some(2));
+        assert_eq!(s.on_wake(&c, 1, Some((3, 20 * MS)), 30 * MS), None);
+    }
+}

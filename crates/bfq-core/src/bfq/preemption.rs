@@ -1,0 +1,46 @@
+//! Preemption and in-time wake-ups (heuristic 9; switch `preemption`).
+//! Reference "Preemption"; kernel behaviour re-derived.
+//!
+//! - **In-time wake-up**: a flow that emptied with budget left and gets a
+//!   new request within `preempt_in_time` (3 x slice_idle) of its last
+//!   completion keeps the remaining budget and its timestamps: it is put
+//!   back with S = its old F (back-shifted, as if it had stayed backlogged)
+//!   instead of S = max(V, F), so a flow whose think time is a bit longer
+//!   than T_wait does not lose its place.
+//! - **Preemption**: a waking flow preempts the in-service one when
+//!   B-WF2Q+ would pick it next and it is of a higher class, or of a higher
+//!   weight in the same tree, or weight-raised and in time while the
+//!   in-service flow is raised less. The preempted flow keeps its budget
+//!   and is requeued with back-shifted timestamps (charged what it got).
+
+use super::wf2q::Entity;
+use crate::types::Time;
+
+/// Preemption parameters.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PreemptConfig {
+    pub enabled: bool,
+    /// Wake-ups within this long of the last completion are in time.
+    pub in_time: Time,
+}
+
+/// Whether a waking entity `new` (raised by `new_coeff`, in time or not)
+/// may preempt the in-service `cur` (raised by `cur_coeff`).
+pub fn wants_to_preempt(
+    new: &Entity,
+    new_coeff: u32,
+    in_time: bool,
+    cur: &Entity,
+    cur_coeff: u32,
+) -> bool {
+    if cur_coeff > new_coeff {
+        return false;
+    }
+    if new.class < cur.class {
+        return true;
+    }
+    if new.class == cur.class && new.parent == cur.parent && new.weight > cur.weight {
+        return true;
+    }
+    in_time && new_coeff > 1 && new_coeff >= cur_coeff && new.class == cur.class
+}

@@ -1,0 +1,44 @@
+//! Early queue merging of cooperating flows (heuristic 8; switch
+//! `queue_merge`). Reference "Queue merging"; kernel behaviour re-derived.
+//!
+//! Processes that read one file in interleaved chunks (qemu's I/O threads,
+//! multi-threaded readers) each look sequential-but-gappy; served one at a
+//! time the disk seeks over the other's chunks. When a synchronous, non
+//! seeky flow issues a request within `merge_distance` (8192) sectors of
+//! where the in-service flow of the same group and class will read next,
+//! its new requests are queued in the in-service flow's queue from then on
+//! (the kernel's "early" merge, done at request arrival, looking at the
+//! in-service flow; the kernel also searches a per-group position tree,
+//! not done here). The caller still sees each request under its own
+//! FlowId: the scheduler remembers, per request, which queue holds it.
+//!
+//! When the merged queue turns seeky, it is split at its next expiry: the
+//! merged flows go back to queueing their own requests (generation counter,
+//! O(1)). Merging is not done on non-rotational devices that queue
+//! internally.
+
+/// Merge parameters.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MergeConfig {
+    pub enabled: bool,
+    /// Largest distance between the two flows' positions (sectors).
+    pub distance: u64,
+}
+
+/// A flow's merge state.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct MergeState {
+    /// Merged into (flow index, that flow's generation at merge time).
+    pub into: Option<(u32, u32)>,
+    /// Bumped when this queue is split: merges into it become stale.
+    pub generation: u32,
+    /// Flows merged into this queue (not decremented on their removal;
+    /// only used to know whether a split is needed).
+    pub members: u32,
+}
+
+/// Whether a request at `sector` is close to `pos`.
+#[inline]
+pub fn close(sector: u64, pos: u64, distance: u64) -> bool {
+    sector.abs_diff(pos) <= distance
+}

@@ -1,0 +1,239 @@
+//! The suite's data model: experiments, their variants (workloads) and
+//! scheduler configurations, what one run yields, and the results of an
+//! experiment with their aggregates.
+
+use crate::stats::Summary;
+use serde::Serialize;
+use std::collections::BTreeMap;
+
+/// One scheduler configuration of an experiment (a row of its tables).
+#[derive(Clone, Debug, Serialize)]
+pub struct Config {
+    /// Row label, e.g. `bfq-2010 B_max=4096`.
+    pub label: String,
+    /// Name for `bfq_schedulers::build`.
+    pub scheduler: String,
+    /// Scheduler settings (`key`, `value`), written to the scenario's
+    /// `[scheduler]` table.
+    pub settings: Vec<(String, String)>,
+}
+
+/// Shorthand for a [`Config`].
+pub fn cfg(label: &str, scheduler: &str, settings: &[(&str, &str)]) -> Config {
+    Config {
+        label: label.into(),
+        scheduler: scheduler.into(),
+        settings: settings
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect(),
+    }
+}
+
+/// One workload of an experiment (a column of its tables).
+#[derive(Clone, Debug, Serialize)]
+pub struct Variant {
+    /// Stable id, e.g. `10r-seq`.
+    pub id: String,
+    /// Label in tables.
+    pub label: String,
+}
+
+/// Shorthand for a [`Variant`].
+pub fn var(id: &str, label: &str) -> Variant {
+    Variant {
+        id: id.into(),
+        label: label.into(),
+    }
+}
+
+/// A quantity measured by an experiment.
+#[derive(Clone, Debug, Serialize)]
+pub struct Metric {
+    /// Key in `RunOut::metrics`.
+    pub key: String,
+    /// Label in tables and charts.
+    pub label: String,
+    /// Unit.
+    pub unit: String,
+    /// Drawn as a bar chart in the HTML report.
+    pub chart: bool,
+}
+
+/// Shorthand for a [`Metric`].
+pub fn metric(key: &str, label: &str, unit: &str, chart: bool) -> Metric {
+    Metric {
+        key: key.into(),
+        label: label.into(),
+        unit: unit.into(),
+        chart,
+    }
+}
+
+/// What one run (one variant, configuration and seed) yields.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct RunOut {
+    /// Metric values by key.
+    pub metrics: BTreeMap<String, f64>,
+    /// `[latency_ms, fraction]` points of the latency CDF of interest.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cdf: Option<Vec<[f64; 2]>>,
+    /// Remarks about this run (e.g. an application that never finished
+    /// starting: its start-up time is a lower bound).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub notes: Vec<String>,
+}
+
+/// Options that shape scenarios.
+#[derive(Clone, Debug)]
+pub struct Ctx {
+    /// Shorter simulated durations (and fewer repetitions).
+    pub quick: bool,
+    /// Seed of this repetition.
+    pub seed: u64,
+    /// Directory where the start-up replay files are (absolute).
+    pub traces_dir: std::path::PathBuf,
+}
+
+/// Runs one variant with one configuration.
+pub type RunFn = fn(&Variant, &Config, &Ctx) -> anyhow::Result<RunOut>;
+
+/// Whether a paper's finding holds in our results.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub enum Verdict {
+    #[serde(rename = "HOLDS")]
+    Holds,
+    #[serde(rename = "DOES NOT HOLD")]
+    DoesNotHold,
+    #[serde(rename = "NOT CHECKED")]
+    NotChecked,
+}
+
+impl Verdict {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Verdict::Holds => "HOLDS",
+            Verdict::DoesNotHold => "DOES NOT HOLD",
+            Verdict::NotChecked => "NOT CHECKED",
+        }
+    }
+    /// Holds if `b`.
+    pub fn from_bool(b: bool) -> Verdict {
+        if b {
+            Verdict::Holds
+        } else {
+            Verdict::DoesNotHold
+        }
+    }
+}
+
+/// One finding of a paper, checked against our results.
+#[derive(Clone, Debug, Serialize)]
+pub struct Finding {
+    /// The paper's claim.
+    pub claim: String,
+    pub verdict: Verdict,
+    /// Our numbers.
+    pub detail: String,
+}
+
+/// Checks an experiment's findings.
+pub type FindingFn = fn(&ExpResult) -> Vec<Finding>;
+
+/// An experiment of the suite.
+pub struct Experiment {
+    /// Stable id (docs/suite.md).
+    pub id: &'static str,
+    pub title: &'static str,
+    /// Paper, section, table or figure.
+    pub source: &'static str,
+    /// Device preset.
+    pub device: &'static str,
+    /// What it runs (docs and reports).
+    pub what: &'static str,
+    pub metrics: Vec<Metric>,
+    pub variants: Vec<Variant>,
+    pub configs: Vec<Config>,
+    /// Repetitions in the full suite.
+    pub reps: usize,
+    /// Part of `--quick` (with `quick_variants` only, if not empty).
+    pub in_quick: bool,
+    /// Variant ids kept by `--quick` (empty: all).
+    pub quick_variants: Vec<&'static str>,
+    pub run: RunFn,
+    pub findings: FindingFn,
+}
+
+/// One run's record.
+#[derive(Clone, Debug, Serialize)]
+pub struct RunRecord {
+    pub rep: usize,
+    pub seed: u64,
+    #[serde(flatten)]
+    pub out: RunOut,
+}
+
+/// All runs of one variant and configuration, with aggregates.
+#[derive(Clone, Debug, Serialize)]
+pub struct Cell {
+    pub variant: String,
+    pub config: String,
+    pub runs: Vec<RunRecord>,
+    /// Per metric: mean and 95% CI over the repetitions.
+    pub summary: BTreeMap<String, Summary>,
+    /// Error of a failed run, if any.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+/// A scheduler configuration left out, and why.
+#[derive(Clone, Debug, Serialize)]
+pub struct Skipped {
+    pub config: String,
+    pub why: String,
+}
+
+/// The results of one experiment.
+#[derive(Clone, Debug, Serialize)]
+pub struct ExpResult {
+    pub id: String,
+    pub title: String,
+    pub source: String,
+    pub device: String,
+    pub what: String,
+    pub metrics: Vec<Metric>,
+    pub variants: Vec<Variant>,
+    /// Configurations run.
+    pub configs: Vec<Config>,
+    pub skipped: Vec<Skipped>,
+    pub reps: usize,
+    pub cells: Vec<Cell>,
+    pub findings: Vec<Finding>,
+    /// The paper's own numbers for this experiment.
+    pub paper: Vec<crate::paper_figures::PaperFigure>,
+}
+
+impl ExpResult {
+    /// The cell of a variant and configuration.
+    pub fn cell(&self, variant: &str, config: &str) -> Option<&Cell> {
+        self.cells
+            .iter()
+            .find(|c| c.variant == variant && c.config == config)
+    }
+    /// Mean of a metric (None if the configuration was skipped or failed).
+    pub fn mean(&self, variant: &str, config: &str, metric: &str) -> Option<f64> {
+        self.cell(variant, config)?
+            .summary
+            .get(metric)
+            .map(|s| s.mean)
+            .filter(|m| m.is_finite())
+    }
+    /// Summary of a metric.
+    pub fn summary(&self, variant: &str, config: &str, metric: &str) -> Option<Summary> {
+        self.cell(variant, config)?.summary.get(metric).copied()
+    }
+    /// Whether the configuration ran.
+    pub fn has(&self, config: &str) -> bool {
+        self.configs.iter().any(|c| c.label == config)
+    }
+}

@@ -1,0 +1,279 @@
+//! Selecting experiments, running every (experiment, variant,
+//! configuration, repetition) on `--jobs` threads, and aggregating.
+//! Results are stored by index, so the report does not depend on which
+//! thread finished first.
+
+use crate::model::*;
+use crate::paper_figures;
+use crate::stats::Summary;
+use anyhow::bail;
+use bfq_core::{SchedError, Settings};
+use serde::Serialize;
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Mutex;
+
+/// Options of a suite run.
+#[derive(Clone, Debug)]
+pub struct Options {
+    /// Experiment ids to run (None: all, or the quick subset).
+    pub only: Option<Vec<String>>,
+    /// Repetitions (None: each experiment's own; 2 with --quick).
+    pub reps: Option<usize>,
+    /// Parallel runs.
+    pub jobs: usize,
+    /// The quick subset: fewer experiments, variants, repetitions and
+    /// shorter simulated durations.
+    pub quick: bool,
+    /// Output directory (replay traces are written under it).
+    pub out: PathBuf,
+    /// Show a progress bar on stderr.
+    pub progress: bool,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            only: None,
+            reps: None,
+            jobs: 1,
+            quick: false,
+            out: PathBuf::from("out"),
+            progress: false,
+        }
+    }
+}
+
+/// Options as recorded in the report (nothing machine-dependent).
+#[derive(Clone, Debug, Serialize)]
+pub struct ReportOptions {
+    pub quick: bool,
+    pub reps: Option<usize>,
+    pub only: Option<Vec<String>>,
+}
+
+/// The whole report.
+#[derive(Clone, Debug, Serialize)]
+pub struct Report {
+    pub suite: String,
+    pub options: ReportOptions,
+    pub experiments: Vec<ExpResult>,
+}
+
+/// The experiments and variants a run will cover, with repetitions.
+pub fn select(opts: &Options) -> anyhow::Result<Vec<(Experiment, usize)>> {
+    let all = crate::experiments();
+    let known: Vec<&str> = all.iter().map(|e| e.id).collect();
+    if let Some(only) = &opts.only {
+        for id in only {
+            if !known.contains(&id.as_str()) {
+                bail!("unknown experiment id '{id}' (known: {})", known.join(", "));
+            }
+        }
+    }
+    if opts.reps == Some(0) {
+        bail!("--reps must be at least 1");
+    }
+    let mut out = vec![];
+    for mut e in all {
+        let chosen = match &opts.only {
+            Some(only) => only.iter().any(|i| i == e.id),
+            None => !opts.quick || e.in_quick,
+        };
+        if !chosen {
+            continue;
+        }
+        if opts.quick && !e.quick_variants.is_empty() {
+            let keep = e.quick_variants.clone();
+            e.variants.retain(|v| keep.contains(&v.id.as_str()));
+        }
+        let reps = opts.reps.unwrap_or(if opts.quick { 2 } else { e.reps });
+        out.push((e, reps));
+    }
+    Ok(out)
+}
+
+/// Why a configuration cannot run here, if it cannot.
+pub fn unavailable(c: &Config) -> Option<String> {
+    let s = Settings::from_pairs(c.settings.iter().map(|(k, v)| (k.clone(), v.clone())));
+    match bfq_schedulers::build(&c.scheduler, &s) {
+        Ok(_) => None,
+        Err(SchedError::UnknownScheduler(n)) => Some(format!(
+            "scheduler '{n}' is not registered in bfq-schedulers yet: skipped"
+        )),
+        Err(e) => Some(format!(
+            "scheduler '{}' refused its settings ({e}): skipped",
+            c.scheduler
+        )),
+    }
+}
+
+struct Job {
+    exp: usize,
+    var: usize,
+    cfg: usize,
+    rep: usize,
+}
+
+/// Runs the selected experiments and aggregates the results.
+pub fn run_suite(opts: &Options) -> anyhow::Result<Report> {
+    let sel = select(opts)?;
+    let traces_dir = opts.out.join("traces");
+    crate::exp2014::write_traces(&traces_dir)?;
+    // configurations that can run
+    let mut runnable: Vec<Vec<usize>> = vec![];
+    let mut skipped: Vec<Vec<Skipped>> = vec![];
+    for (e, _) in &sel {
+        let mut ok = vec![];
+        let mut sk = vec![];
+        for (i, c) in e.configs.iter().enumerate() {
+            match unavailable(c) {
+                None => ok.push(i),
+                Some(why) => sk.push(Skipped {
+                    config: c.label.clone(),
+                    why,
+                }),
+            }
+        }
+        runnable.push(ok);
+        skipped.push(sk);
+    }
+    let mut jobs = vec![];
+    for (ei, (e, reps)) in sel.iter().enumerate() {
+        for vi in 0..e.variants.len() {
+            for &ci in &runnable[ei] {
+                for rep in 0..*reps {
+                    jobs.push(Job {
+                        exp: ei,
+                        var: vi,
+                        cfg: ci,
+                        rep,
+                    });
+                }
+            }
+        }
+    }
+    let results: Mutex<Vec<Option<Result<RunOut, String>>>> =
+        Mutex::new((0..jobs.len()).map(|_| None).collect());
+    let next = AtomicUsize::new(0);
+    let pb = if opts.progress {
+        let pb = indicatif::ProgressBar::new(jobs.len() as u64);
+        pb.set_style(
+            indicatif::ProgressStyle::with_template(
+                "{elapsed_precise} [{bar:30}] {pos}/{len} {wide_msg}",
+            )
+            .expect("template")
+            .progress_chars("=> "),
+        );
+        pb
+    } else {
+        indicatif::ProgressBar::hidden()
+    };
+    let threads = opts.jobs.max(1).min(jobs.len().max(1));
+    std::thread::scope(|sc| {
+        for _ in 0..threads {
+            sc.spawn(|| loop {
+                let i = next.fetch_add(1, Ordering::SeqCst);
+                let Some(j) = jobs.get(i) else { break };
+                let (e, _) = &sel[j.exp];
+                let v = &e.variants[j.var];
+                let c = &e.configs[j.cfg];
+                pb.set_message(format!(
+                    "{} | {} | {} | rep {}",
+                    e.id,
+                    v.id,
+                    c.label,
+                    j.rep + 1
+                ));
+                let ctx = Ctx {
+                    quick: opts.quick,
+                    seed: 1 + j.rep as u64,
+                    traces_dir: traces_dir.clone(),
+                };
+                let r = (e.run)(v, c, &ctx).map_err(|err| format!("{err:#}"));
+                results.lock().expect("results")[i] = Some(r);
+                pb.inc(1);
+            });
+        }
+    });
+    pb.finish_and_clear();
+    let results = results.into_inner().expect("results");
+    // aggregate
+    let mut exps = vec![];
+    for (ei, (e, reps)) in sel.iter().enumerate() {
+        let mut cells = vec![];
+        for (vi, v) in e.variants.iter().enumerate() {
+            for &ci in &runnable[ei] {
+                let c = &e.configs[ci];
+                let mut runs = vec![];
+                let mut error = None;
+                for (k, j) in jobs.iter().enumerate() {
+                    if j.exp == ei && j.var == vi && j.cfg == ci {
+                        match &results[k] {
+                            Some(Ok(out)) => runs.push(RunRecord {
+                                rep: j.rep,
+                                seed: 1 + j.rep as u64,
+                                out: out.clone(),
+                            }),
+                            Some(Err(msg)) => {
+                                error.get_or_insert_with(|| msg.clone());
+                            }
+                            None => {
+                                error.get_or_insert_with(|| "not run".to_string());
+                            }
+                        }
+                    }
+                }
+                cells.push(Cell {
+                    variant: v.id.clone(),
+                    config: c.label.clone(),
+                    summary: summarize(&runs),
+                    runs,
+                    error,
+                });
+            }
+        }
+        let mut r = ExpResult {
+            id: e.id.into(),
+            title: e.title.into(),
+            source: e.source.into(),
+            device: e.device.into(),
+            what: e.what.into(),
+            metrics: e.metrics.clone(),
+            variants: e.variants.clone(),
+            configs: runnable[ei].iter().map(|&i| e.configs[i].clone()).collect(),
+            skipped: skipped[ei].clone(),
+            reps: *reps,
+            cells,
+            findings: vec![],
+            paper: paper_figures::for_experiment(e.id),
+        };
+        r.findings = (e.findings)(&r);
+        exps.push(r);
+    }
+    Ok(Report {
+        suite: "bfq-rs benchmark suite (simulated)".into(),
+        options: ReportOptions {
+            quick: opts.quick,
+            reps: opts.reps,
+            only: opts.only.clone(),
+        },
+        experiments: exps,
+    })
+}
+
+/// Mean and CI of every metric over the runs.
+pub fn summarize(runs: &[RunRecord]) -> BTreeMap<String, Summary> {
+    let mut by: BTreeMap<String, Vec<f64>> = BTreeMap::new();
+    for r in runs {
+        for (k, v) in &r.out.metrics {
+            if v.is_finite() {
+                by.entry(k.clone()).or_default().push(*v);
+            }
+        }
+    }
+    by.into_iter()
+        .filter_map(|(k, xs)| Summary::of(&xs).map(|s| (k, s)))
+        .collect()
+}

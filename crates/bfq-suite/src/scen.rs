@@ -1,0 +1,120 @@
+//! Writing scenario TOML (the public format of docs/scenarios.md) and
+//! running it in the simulator.
+
+use crate::model::{Config, Ctx};
+use anyhow::{anyhow, Context as _};
+use bfq_sim::{FlowResult, Scenario, SimOptions, SimResult};
+use std::fmt::Write as _;
+
+/// A TOML basic string.
+pub fn q(s: &str) -> String {
+    let mut o = String::from("\"");
+    for c in s.chars() {
+        match c {
+            '"' => o.push_str("\\\""),
+            '\\' => o.push_str("\\\\"),
+            c => o.push(c),
+        }
+    }
+    o.push('"');
+    o
+}
+
+/// Capacity in bytes of a device preset.
+pub fn capacity(preset: &str) -> u64 {
+    bfq_sim::device::preset(preset)
+        .map(|p| p.capacity())
+        .unwrap_or(0)
+}
+
+/// The scenario header: name, duration, seed, device (with extra
+/// `key = value` lines), scheduler and its settings.
+pub fn header(
+    name: &str,
+    duration_s: f64,
+    ctx: &Ctx,
+    preset: &str,
+    device_extra: &str,
+    c: &Config,
+) -> String {
+    let mut s = String::new();
+    let _ = writeln!(s, "name = {}", q(name));
+    let _ = writeln!(
+        s,
+        "duration = \"{}ms\"",
+        (duration_s * 1000.0).round() as u64
+    );
+    let _ = writeln!(s, "seed = {}", ctx.seed);
+    let _ = writeln!(s, "\n[device]\npreset = {}", q(preset));
+    s.push_str(device_extra);
+    let _ = writeln!(s, "\n[scheduler]\nname = {}", q(&c.scheduler));
+    for (k, v) in &c.settings {
+        let _ = writeln!(s, "{} = {}", q(k), q(v));
+    }
+    s
+}
+
+/// Region text `{ start = "..k", size = "..k" }` from byte offsets
+/// (rounded down to 4 KiB).
+pub fn region(start: u64, size: u64) -> String {
+    format!(
+        "{{ start = \"{}k\", size = \"{}k\" }}",
+        (start >> 12) << 2,
+        (size >> 12) << 2
+    )
+}
+
+/// Parses and runs a scenario with the scheduler its `[scheduler]` names.
+pub fn run(text: &str, origin: &str, ctx: &Ctx) -> anyhow::Result<SimResult> {
+    let sc = Scenario::from_toml_str_in(text, origin, &ctx.traces_dir)
+        .map_err(|e| anyhow!("{e}"))
+        .with_context(|| format!("generated scenario {origin}"))?;
+    let sched = bfq_schedulers::build(sc.scheduler_name(), &sc.scheduler.settings)
+        .map_err(|e| anyhow!("scheduler {}: {e}", sc.scheduler_name()))?;
+    let r = bfq_sim::simulate(&sc, sched, sc.seed, SimOptions::default())
+        .map_err(|e| anyhow!("{origin}: {e}"))?;
+    Ok(r)
+}
+
+/// MiB.
+pub const MIB: f64 = 1048576.0;
+
+/// Flows whose name is `prefix` or starts with `prefix.`.
+pub fn flows<'a>(r: &'a SimResult, prefix: &'a str) -> impl Iterator<Item = &'a FlowResult> + 'a {
+    r.flows.iter().filter(move |f| {
+        f.name == prefix
+            || (f.name.len() > prefix.len()
+                && f.name.starts_with(prefix)
+                && f.name.as_bytes()[prefix.len()] == b'.')
+    })
+}
+
+/// Total bytes of the flows matching `pred`, per simulated second, MiB/s.
+pub fn rate_where(r: &SimResult, pred: impl Fn(&FlowResult) -> bool) -> f64 {
+    let b: u64 = r.flows.iter().filter(|f| pred(f)).map(|f| f.bytes).sum();
+    if r.sim_time_s > 0.0 {
+        b as f64 / MIB / r.sim_time_s
+    } else {
+        0.0
+    }
+}
+
+/// Mean per-interval aggregate throughput of the flows matching `pred`
+/// from `from_s` on (steady state), MiB/s.
+pub fn steady_rate(r: &SimResult, from_s: f64, pred: impl Fn(&FlowResult) -> bool) -> f64 {
+    let skip = (from_s / r.series_interval_s).round() as usize;
+    let n = r
+        .flows
+        .iter()
+        .map(|f| f.series_mib_s.len())
+        .max()
+        .unwrap_or(0);
+    if n <= skip {
+        return rate_where(r, pred);
+    }
+    let mut sum = 0.0;
+    for f in r.flows.iter().filter(|f| pred(f)) {
+        sum += f.series_mib_s.iter().skip(skip).sum::<f64>();
+    }
+    sum / (n - skip) as f64
+}
