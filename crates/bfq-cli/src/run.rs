@@ -292,7 +292,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
             if !a.flows.is_empty() {
                 anyhow::bail!("give a scenario or --flow, not both");
             }
-            let mut sc = Scenario::from_file(path)?;
+            let sc = Scenario::from_file(path)?;
             // Lay the scenario out on the target: its size replaces the
             // simulated device's capacity.
             if !a.target.exists() {
@@ -306,11 +306,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
                     a.target.display()
                 )
             })?;
-            sc.device.overrides.retain(|(k, _)| k != "capacity");
-            sc.device
-                .overrides
-                .push(("capacity".into(), toml::Value::Integer(size as i64)));
-            let plan = sc.plan()?;
+            let plan = sc.plan_with_capacity(size)?;
             let (flows, groups) = from_plan(&plan)?;
             let sched = sc
                 .scheduler
