@@ -790,12 +790,19 @@ fn run_engine(
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .insert(flow.id().0, f.name.clone());
-        handles.push(flow);
+        handles.push(Arc::new(flow));
     }
     let stop = Arc::new(AtomicBool::new(false));
     let barrier = Arc::new(Barrier::new(flows.len() + 1));
     let mut threads = Vec::new();
-    for (i, ((d, region), flow)) in flows.iter().zip(regions).zip(handles).enumerate() {
+    // The flows stay open until every thread is done (a run's flows end
+    // together, as in the simulator).
+    for (i, ((d, region), flow)) in flows
+        .iter()
+        .zip(regions)
+        .zip(handles.iter().cloned())
+        .enumerate()
+    {
         let d = d.clone();
         let region = *region;
         let stop = stop.clone();
@@ -857,6 +864,7 @@ fn run_engine(
         reports.push(r);
     }
     let seconds = t0.elapsed().as_secs_f64();
+    drop(handles);
     engine.shutdown(ShutdownMode::Cancel)?;
     if let Some(out) = trace_out {
         out.lock().unwrap_or_else(|p| p.into_inner()).flush()?;
