@@ -6,6 +6,9 @@ use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicU64, Ordering};
 
 mod bench_core;
+mod bench_engine;
+mod loopdev;
+mod run;
 mod sim;
 mod suite;
 
@@ -55,6 +58,13 @@ enum Cmd {
     Schedulers,
     /// Measure CPU time per request of the schedulers' hot path.
     BenchCore(bench_core::Args),
+    /// Run a scenario's flows as real I/O: through the engine with a
+    /// scheduler of the project, or with kernel:bfq|mq-deadline|kyber|none.
+    Run(run::Args),
+    /// Make or remove a loop device (for the kernel's schedulers).
+    Loop(loopdev::Args),
+    /// The engine's benchmarks, side by side with the kernel's schedulers.
+    BenchEngine(bench_engine::Args),
     /// Run a scenario in the simulator (docs/scenarios.md).
     Sim(sim::Args),
     /// Run the papers' benchmark suite and write report.{json,md,html}.
@@ -71,6 +81,9 @@ fn main() {
             Ok(())
         }
         Cmd::BenchCore(a) => bench_core::run(a),
+        Cmd::Run(a) => run::run(a),
+        Cmd::Loop(a) => loopdev::run(a),
+        Cmd::BenchEngine(a) => bench_engine::run(a),
         Cmd::Sim(a) => sim::run(a),
         Cmd::Suite(a) => suite::run(a),
     };

@@ -1,1 +1,43 @@
-//! placeholder, see the crate's issue
+//! # bfq-engine
+//!
+//! Real I/O through io_uring, scheduled by any scheduler of bfq-rs.
+//!
+//! One [`Engine`] serves one target (a regular file or a block device,
+//! `O_DIRECT` by default) through one scheduler from the
+//! [`bfq_schedulers`] registry. Clients open [`Flow`]s (weight, class and
+//! level, group) and submit reads and writes with their own buffers, either
+//! blocking ([`Flow::read`], [`Flow::write`]) or as futures usable from any
+//! async runtime ([`Flow::read_async`], [`Flow::write_async`]). Every
+//! request gives back the byte count or the OS error, and the buffer.
+//!
+//! One dispatcher thread owns the io_uring ring and the scheduler; see
+//! `docs/engine.md` for the threading model and the fault handling.
+//!
+//! ```no_run
+//! use bfq_engine::{AlignedBuf, Engine, FlowOptions};
+//!
+//! let engine = Engine::builder("/tmp/data.img")
+//!     .create(64 << 20)      // create / extend the file, open read-write
+//!     .scheduler("fifo")     // any registry name, e.g. "bfq"
+//!     .queue_depth(32)
+//!     .open()?;
+//! let tenant = engine.flow(FlowOptions::weight(300))?;
+//! let (res, buf) = tenant.write(0, AlignedBuf::from_slice(&[7u8; 4096]));
+//! assert_eq!(res?, 4096);
+//! let (res, buf) = tenant.read(0, buf);
+//! assert_eq!(res?, 4096);
+//! assert_eq!(buf[0], 7);
+//! # Ok::<(), std::io::Error>(())
+//! ```
+
+pub mod buf;
+pub mod completion;
+mod dispatcher;
+mod engine;
+pub mod sys;
+pub mod workload;
+
+pub use bfq_core::{DeviceInfo, FlowId, FlowSpec, GroupId, IoClass, IoPrio, Settings};
+pub use buf::{AlignedBuf, IoBuf, IoBufMut};
+pub use completion::{block_on, IoResult, Pending};
+pub use engine::{Engine, EngineBuilder, EngineStats, Flow, FlowOptions, ShutdownMode, TraceEvent};

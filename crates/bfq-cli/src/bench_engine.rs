@@ -1,0 +1,502 @@
+//! `bfq bench-engine`: the engine's benchmarks, each measured side by side
+//! with the kernel's schedulers in one run.
+//!
+//! - `randread`: 4 KiB random reads, 1..64 flows, loop device over a file
+//!   in /dev/shm: engine schedulers vs kernel:bfq and kernel:none.
+//! - `nop`: the engine's ceiling with io_uring NOP requests.
+//! - `fairness`: 2 and 5 greedy sequential readers, weights 100:300 and
+//!   1:2:3:4:5, on a loop device over a regular file: engine vs kernel:bfq.
+
+use bfq_engine::sys::{self, LoopDevice};
+use bfq_engine::workload::{self, Backend, FlowDesc, Pattern, RunConfig, RunReport};
+use bfq_engine::{Engine, FlowOptions, Settings, ShutdownMode};
+use clap::{Args as ClapArgs, Subcommand};
+use serde_json::{json, Value};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+#[derive(ClapArgs)]
+pub struct Args {
+    #[command(subcommand)]
+    pub cmd: BenchCmd,
+    /// Print JSON instead of a table.
+    #[arg(long, global = true)]
+    pub json: bool,
+}
+
+#[derive(Subcommand)]
+pub enum BenchCmd {
+    /// 4 KiB random reads on a loop device over /dev/shm.
+    Randread {
+        /// Flow counts (comma-separated).
+        #[arg(long, value_delimiter = ',', default_value = "1,4,16,64")]
+        flows: Vec<u32>,
+        /// Schedulers: registry names and kernel:NAME (comma-separated);
+        /// default: fifo, bfq if registered, kernel:bfq, kernel:none.
+        #[arg(long, value_delimiter = ',')]
+        schedulers: Vec<String>,
+        /// Seconds per measurement.
+        #[arg(long, default_value_t = 3.0)]
+        seconds: f64,
+        /// Requests outstanding in total (split among the flows).
+        #[arg(long, default_value_t = 64)]
+        depth: u32,
+        /// Size of the backing file in /dev/shm.
+        #[arg(long, default_value = "1G")]
+        size: String,
+        /// Use this block device instead of making a loop device.
+        #[arg(long)]
+        device: Option<PathBuf>,
+        /// Nice value of the engine's dispatcher thread.
+        #[arg(long, default_value_t = 0, allow_hyphen_values = true)]
+        nice: i32,
+        /// Engine reads go through io_uring's worker threads (IOSQE_ASYNC).
+        #[arg(long)]
+        async_submit: bool,
+        /// Engine submissions through an SQPOLL kernel thread that spins
+        /// this many ms when idle (0 = off).
+        #[arg(long, default_value_t = 0)]
+        sqpoll: u32,
+        /// Measure each cell this many times, schedulers interleaved, and
+        /// keep the run with the median IOPS (damps a busy machine's noise).
+        #[arg(long, default_value_t = 1)]
+        repeat: u32,
+    },
+    /// Requests per second through the scheduler with io_uring NOPs.
+    Nop {
+        /// Schedulers (comma-separated); default fifo and bfq if registered.
+        #[arg(long, value_delimiter = ',')]
+        schedulers: Vec<String>,
+        /// Submitting threads (one flow each).
+        #[arg(long, default_value_t = 1)]
+        flows: u32,
+        /// Device queue depth of the engine.
+        #[arg(long, default_value_t = 64)]
+        depth: u32,
+        /// Requests each flow keeps outstanding.
+        #[arg(long, default_value_t = 256)]
+        window: u32,
+        #[arg(long, default_value_t = 2.0)]
+        seconds: f64,
+    },
+    /// Greedy sequential readers with weights, engine vs kernel:bfq.
+    Fairness {
+        /// Engine scheduler(s) (default: bfq if registered, else fifo).
+        #[arg(long, value_delimiter = ',')]
+        schedulers: Vec<String>,
+        #[arg(long, default_value_t = 5.0)]
+        seconds: f64,
+        /// Backing file (on a real filesystem, not tmpfs), created and
+        /// filled if missing, removed afterwards if created.
+        #[arg(long, default_value = "/var/tmp/bfq-fairness.img")]
+        file: PathBuf,
+        #[arg(long, default_value = "1G")]
+        size: String,
+        /// Request size of the readers.
+        #[arg(long, default_value = "64k")]
+        block: String,
+        /// Engine device queue depth.
+        #[arg(long, default_value_t = 32)]
+        depth: u32,
+        /// Setting key=value for the engine schedulers other than fifo
+        /// (repeatable), e.g. idle_on_queueing_devices=1.
+        #[arg(long = "set")]
+        set: Vec<String>,
+    },
+}
+
+fn registered(name: &str) -> bool {
+    bfq_schedulers::build(name, &Settings::new()).is_ok()
+}
+
+fn default_engine_scheds(with_fifo: bool) -> Vec<String> {
+    let mut v = Vec::new();
+    if with_fifo || !registered("bfq") {
+        v.push("fifo".to_string());
+    }
+    if registered("bfq") {
+        v.push("bfq".to_string());
+    }
+    v
+}
+
+fn report_json(r: &RunReport) -> Value {
+    json!({
+        "backend": r.backend,
+        "seconds": r.seconds,
+        "iops": r.iops(),
+        "cpu_us_per_io": r.cpu_us_per_io(),
+        "mib_s": r.total_bytes() as f64 / r.seconds / 1048576.0,
+        "flows": r.flows.iter().zip(r.shares()).map(|(f, (got, due))| json!({
+            "name": f.name, "weight": f.weight, "ios": f.ios, "bytes": f.bytes,
+            "errors": f.errors, "share": got, "weight_share": due,
+            "lat_mean_us": f.lat_mean_us, "lat_p99_us": f.lat_p99_us,
+        })).collect::<Vec<_>>(),
+    })
+}
+
+/// A loop device over a fresh file, removed (with the file) on drop.
+struct TempLoop {
+    dev: Option<LoopDevice>,
+    file: PathBuf,
+    created: bool,
+}
+
+impl TempLoop {
+    fn new(file: PathBuf, size: u64, direct: bool) -> anyhow::Result<TempLoop> {
+        let created = !file.exists();
+        if created {
+            workload::create_filled(&file, size)?;
+        }
+        let mut t = TempLoop {
+            dev: None,
+            file,
+            created,
+        };
+        t.dev = Some(LoopDevice::create(&t.file, size, direct)?);
+        Ok(t)
+    }
+    fn path(&self) -> PathBuf {
+        self.dev.as_ref().expect("attached").path().to_path_buf()
+    }
+}
+
+impl Drop for TempLoop {
+    fn drop(&mut self) {
+        drop(self.dev.take());
+        if self.created {
+            let _ = std::fs::remove_file(&self.file);
+        }
+    }
+}
+
+pub fn run(a: Args) -> anyhow::Result<()> {
+    match a.cmd {
+        BenchCmd::Randread {
+            flows,
+            schedulers,
+            seconds,
+            depth,
+            size,
+            device,
+            nice,
+            async_submit,
+            repeat,
+            sqpoll,
+        } => randread(
+            flows,
+            schedulers,
+            seconds,
+            depth,
+            &size,
+            device,
+            (nice, async_submit, repeat.max(1), sqpoll),
+            a.json,
+        ),
+        BenchCmd::Nop {
+            schedulers,
+            flows,
+            depth,
+            window,
+            seconds,
+        } => nop(schedulers, flows, depth, window, seconds, a.json),
+        BenchCmd::Fairness {
+            schedulers,
+            seconds,
+            file,
+            size,
+            block,
+            depth,
+            set,
+        } => fairness(
+            schedulers,
+            seconds,
+            file,
+            &size,
+            &block,
+            (depth, set),
+            a.json,
+        ),
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+fn randread(
+    flows: Vec<u32>,
+    schedulers: Vec<String>,
+    seconds: f64,
+    depth: u32,
+    size: &str,
+    device: Option<PathBuf>,
+    (nice, async_submit, repeat, sqpoll): (i32, bool, u32, u32),
+    json_out: bool,
+) -> anyhow::Result<()> {
+    sys::require_root("bench-engine randread (loop device, kernel schedulers)")?;
+    let size = crate::loopdev::parse_size(size)?;
+    let mut scheds = schedulers;
+    if scheds.is_empty() {
+        scheds = default_engine_scheds(true);
+        scheds.push("kernel:bfq".into());
+        scheds.push("kernel:none".into());
+    }
+    let _tmp;
+    let dev = match device {
+        Some(d) => d,
+        None => {
+            let file = PathBuf::from(format!("/dev/shm/bfq-randread-{}.img", std::process::id()));
+            _tmp = TempLoop::new(file, size, true)?;
+            _tmp.path()
+        }
+    };
+    let mut rows = Vec::new();
+    for &n in &flows {
+        let per = (depth / n.max(1)).max(1);
+        let descs: Vec<FlowDesc> = (0..n)
+            .map(|i| {
+                let mut f = FlowDesc::reader(&format!("r{i}"), Pattern::Rand, 4096);
+                f.depth = per;
+                // Every flow reads the whole device.
+                f.region = Some((0, size / 4096 * 4096));
+                f.weight = Some(100);
+                f
+            })
+            .collect();
+        let mut runs: Vec<Vec<RunReport>> = scheds.iter().map(|_| Vec::new()).collect();
+        for _ in 0..repeat {
+            for (k, s) in scheds.iter().enumerate() {
+                let mut cfg = RunConfig::new(
+                    &dev,
+                    Backend::parse(s, Settings::new()),
+                    Duration::from_secs_f64(seconds),
+                );
+                cfg.queue_depth = depth;
+                cfg.dispatcher_nice = nice;
+                cfg.async_submit = async_submit;
+                cfg.sqpoll_idle_ms = sqpoll;
+                let r = workload::run(&cfg, &descs).map_err(|e| anyhow::anyhow!("{s}: {e}"))?;
+                let errs: u64 = r.flows.iter().map(|f| f.errors).sum();
+                if errs > 0 {
+                    anyhow::bail!("{s}: {errs} errors: {:?}", r.flows[0].first_error);
+                }
+                runs[k].push(r);
+            }
+        }
+        let mut row = Vec::new();
+        for (s, mut v) in scheds.iter().zip(runs) {
+            v.sort_by(|a, b| a.iops().total_cmp(&b.iops()));
+            let median = v.swap_remove(v.len() / 2);
+            row.push((s.clone(), median));
+        }
+        rows.push((n, per, row));
+    }
+    if json_out {
+        let v: Vec<Value> = rows
+            .iter()
+            .map(|(n, per, row)| {
+                json!({"flows": n, "depth_per_flow": per,
+                  "results": row.iter().map(|(_, r)| report_json(r)).collect::<Vec<_>>()})
+            })
+            .collect();
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&json!({
+            "bench": "randread", "device": dev, "block": 4096, "total_depth": depth,
+            "seconds": seconds, "rows": v}))?
+        );
+        return Ok(());
+    }
+    println!(
+        "4 KiB random reads on {} ({} MiB), {} requests outstanding in total, {seconds} s each",
+        dev.display(),
+        size >> 20,
+        depth
+    );
+    print!("{:>6} {:>6}", "flows", "qd/fl");
+    for s in &scheds {
+        print!(" {:>13}", s);
+    }
+    println!();
+    print!("{:13}", "");
+    println!("   (K IOPS [process CPU us per request]; ratios to kernel:bfq / kernel:none)");
+    for (n, per, row) in &rows {
+        print!("{n:>6} {per:>6}");
+        for (_, r) in row {
+            print!(" {:>7.1} [{:>3.1}]", r.iops() / 1e3, r.cpu_us_per_io());
+        }
+        let find = |k: &str| row.iter().find(|(s, _)| s == k).map(|(_, r)| r.iops());
+        let (kb, kn) = (find("kernel:bfq"), find("kernel:none"));
+        for (s, r) in row {
+            if !s.starts_with("kernel:") {
+                print!("  {s}:");
+                if let Some(kb) = kb {
+                    print!(" {:.2}x bfq", r.iops() / kb);
+                }
+                if let Some(kn) = kn {
+                    print!(" {:.2}x none", r.iops() / kn);
+                }
+            }
+        }
+        println!();
+    }
+    Ok(())
+}
+
+fn nop(
+    schedulers: Vec<String>,
+    flows: u32,
+    depth: u32,
+    window: u32,
+    seconds: f64,
+    json_out: bool,
+) -> anyhow::Result<()> {
+    let scheds = if schedulers.is_empty() {
+        default_engine_scheds(true)
+    } else {
+        schedulers
+    };
+    let mut out = Vec::new();
+    for s in &scheds {
+        let engine = Engine::nop().scheduler(s).queue_depth(depth).open()?;
+        let stop = Arc::new(AtomicBool::new(false));
+        let handles: Vec<_> = (0..flows)
+            .map(|i| {
+                let flow = engine.flow(FlowOptions::weight(100).sync(false))?;
+                let stop = stop.clone();
+                Ok(std::thread::spawn(move || {
+                    let mut q = std::collections::VecDeque::with_capacity(window as usize);
+                    let mut done = 0u64;
+                    let mut sector = u64::from(i) << 32;
+                    while !stop.load(Ordering::Relaxed) {
+                        while q.len() < window as usize {
+                            q.push_back(flow.nop_async(sector, 8));
+                            sector += 8;
+                        }
+                        // Wait for half the window, then refill.
+                        for _ in 0..window / 2 {
+                            let p = q.pop_front().expect("window");
+                            if p.wait().0.is_ok() {
+                                done += 1;
+                            }
+                        }
+                    }
+                    for p in q {
+                        let _ = p.wait();
+                        done += 1;
+                    }
+                    done
+                }))
+            })
+            .collect::<anyhow::Result<_>>()?;
+        let t0 = Instant::now();
+        std::thread::sleep(Duration::from_secs_f64(seconds));
+        stop.store(true, Ordering::Relaxed);
+        let total: u64 = handles.into_iter().map(|h| h.join().unwrap_or(0)).sum();
+        let secs = t0.elapsed().as_secs_f64();
+        let stats = engine.shutdown(ShutdownMode::Drain)?;
+        out.push((s.clone(), total as f64 / secs, stats.parks));
+    }
+    if json_out {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&json!({
+                "bench": "nop", "flows": flows, "depth": depth, "window": window, "seconds": seconds,
+                "results": out.iter().map(|(s, r, parks)| json!({"scheduler": s, "req_per_s": r, "dispatcher_parks": parks})).collect::<Vec<_>>()
+            }))?
+        );
+    } else {
+        println!("io_uring NOP requests through the engine: {flows} flow(s), window {window}, device depth {depth}, {seconds} s");
+        for (s, r, parks) in &out {
+            println!(
+                "{s:>10}: {:>8.0} K req/s  (dispatcher parked {parks} times)",
+                r / 1e3
+            );
+        }
+    }
+    Ok(())
+}
+
+#[allow(clippy::too_many_arguments)]
+fn fairness(
+    schedulers: Vec<String>,
+    seconds: f64,
+    file: PathBuf,
+    size: &str,
+    block: &str,
+    (depth, set): (u32, Vec<String>),
+    json_out: bool,
+) -> anyhow::Result<()> {
+    sys::require_root("bench-engine fairness (loop device, kernel:bfq)")?;
+    let size = crate::loopdev::parse_size(size)?;
+    let block = crate::loopdev::parse_size(block)? as u32;
+    let mut scheds = if schedulers.is_empty() {
+        default_engine_scheds(false)
+    } else {
+        schedulers
+    };
+    scheds.push("kernel:bfq".into());
+    let tmp = TempLoop::new(file, size, true)?;
+    let dev = tmp.path();
+    let cases: [&[u32]; 2] = [&[100, 300], &[100, 200, 300, 400, 500]];
+    let mut results = Vec::new();
+    for weights in cases {
+        let descs: Vec<FlowDesc> = weights
+            .iter()
+            .enumerate()
+            .map(|(i, &w)| {
+                let mut f = FlowDesc::reader(&format!("w{w}"), Pattern::Seq, block);
+                f.weight = Some(w);
+                let _ = i;
+                f
+            })
+            .collect();
+        for s in &scheds {
+            let mut settings = Settings::new();
+            if s != "fifo" && !s.starts_with("kernel:") {
+                for kv in &set {
+                    let (k, v) = Settings::parse_pair(kv)?;
+                    settings.set(k, v);
+                }
+            }
+            let mut cfg = RunConfig::new(
+                &dev,
+                Backend::parse(s, settings),
+                Duration::from_secs_f64(seconds),
+            );
+            cfg.queue_depth = depth;
+            let r = workload::run(&cfg, &descs).map_err(|e| anyhow::anyhow!("{s}: {e}"))?;
+            results.push((weights.to_vec(), s.clone(), r));
+        }
+    }
+    drop(tmp);
+    if json_out {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&json!({
+                "bench": "fairness", "block": block, "seconds": seconds, "engine_depth": depth, "engine_settings": set,
+                "results": results.iter().map(|(w, _, r)| json!({
+                    "weights": w, "worst_share_error": r.worst_share_error(), "run": report_json(r)
+                })).collect::<Vec<_>>()
+            }))?
+        );
+        return Ok(());
+    }
+    println!("Greedy sequential readers ({} KiB), loop device (direct I/O) over a regular file, {seconds} s each", block >> 10);
+    for (w, s, r) in &results {
+        let shares: Vec<String> = r
+            .shares()
+            .iter()
+            .map(|(got, due)| format!("{:.1}%/{:.1}%", got * 100.0, due * 100.0))
+            .collect();
+        println!(
+            "weights {:?} {:>12}: {:>7.1} MiB/s total; share got/due {}; worst error {:.1}%",
+            w,
+            s,
+            r.total_bytes() as f64 / r.seconds / 1048576.0,
+            shares.join(" "),
+            r.worst_share_error() * 100.0
+        );
+    }
+    Ok(())
+}

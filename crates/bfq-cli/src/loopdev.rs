@@ -1,0 +1,67 @@
+//! `bfq loop create FILE SIZE` / `bfq loop remove DEV`: loop devices for
+//! running the kernel's schedulers side by side with the engine.
+
+use bfq_engine::sys;
+use clap::{Args as ClapArgs, Subcommand};
+use std::path::PathBuf;
+
+#[derive(ClapArgs)]
+pub struct Args {
+    #[command(subcommand)]
+    pub cmd: LoopCmd,
+}
+
+#[derive(Subcommand)]
+pub enum LoopCmd {
+    /// Create (or extend) FILE to SIZE (e.g. 1G, 512M) and attach a loop
+    /// device over it; prints /dev/loopN.
+    Create {
+        file: PathBuf,
+        size: String,
+        /// Use buffered I/O on the backing file (default: direct I/O).
+        #[arg(long)]
+        buffered: bool,
+        /// Fill the file with data (default: sparse, reads of holes touch
+        /// no storage).
+        #[arg(long)]
+        fill: bool,
+    },
+    /// Detach a loop device (refused if it holds a mounted filesystem).
+    Remove { dev: PathBuf },
+}
+
+pub fn parse_size(s: &str) -> anyhow::Result<u64> {
+    bfq_core::settings::parse_u64(s)
+        .ok_or_else(|| anyhow::anyhow!("bad size '{s}' (e.g. 1G, 512M)"))
+}
+
+pub fn run(a: Args) -> anyhow::Result<()> {
+    match a.cmd {
+        LoopCmd::Create {
+            file,
+            size,
+            buffered,
+            fill,
+        } => {
+            sys::require_root("bfq loop create")?;
+            let size = parse_size(&size)?;
+            if fill && !file.exists() {
+                bfq_engine::workload::create_filled(&file, size)?;
+            }
+            let dev = sys::LoopDevice::create(&file, size, !buffered).or_else(|e| {
+                if buffered {
+                    Err(e)
+                } else {
+                    // Backing filesystems without O_DIRECT: buffered.
+                    sys::LoopDevice::create(&file, size, false)
+                }
+            })?;
+            println!("{}", dev.keep().display());
+            Ok(())
+        }
+        LoopCmd::Remove { dev } => {
+            sys::detach_loop(&dev)?;
+            Ok(())
+        }
+    }
+}

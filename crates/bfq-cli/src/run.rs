@@ -1,0 +1,489 @@
+//! `bfq run SCENARIO.toml --target PATH`: a scenario's flows as real
+//! threads against a file or block device, through the engine with any
+//! scheduler of the project or with the kernel's (`kernel:NAME`).
+//!
+//! The scenario format belongs to bfq-sim (`bfq sim`, docs/scenarios.md):
+//! the scenario is planned against the target's size (regions laid out on
+//! the target), its flows converted to [`bfq_engine::workload::FlowDesc`],
+//! and the results written in the simulator's JSON format. Flows can also
+//! be given on the command line with `--flow key=value,...`.
+
+use bfq_core::settings::parse_duration;
+use bfq_core::{IoClass, SECTOR_BYTES};
+use bfq_engine::workload::{
+    self, Backend, Dir, FlowDesc, GroupDesc, OnOff, Pattern, Periodic, RunConfig, RunReport,
+};
+use bfq_engine::Settings;
+use bfq_sim::result::Hist;
+use bfq_sim::{FlowResult, Plan, Scenario, SimResult};
+use clap::Args as ClapArgs;
+use std::path::PathBuf;
+use std::time::Duration;
+
+#[derive(ClapArgs)]
+pub struct Args {
+    /// Scenario file (the format of `bfq sim`).
+    pub scenario: Option<PathBuf>,
+    /// File or block device to run against.
+    #[arg(long)]
+    pub target: PathBuf,
+    /// A scheduler of the project (`bfq schedulers`) or
+    /// kernel:bfq|kernel:mq-deadline|kernel:kyber|kernel:none.
+    /// Default: the scenario's, else fifo.
+    #[arg(long)]
+    pub scheduler: Option<String>,
+    /// Scheduler setting key=value (repeatable).
+    #[arg(long = "set")]
+    pub set: Vec<String>,
+    /// A flow as key=value pairs separated by commas (repeatable), e.g.
+    /// `name=a,op=read,pattern=seq,bs=64k,depth=1,weight=100,class=be,level=4,bytes=64M,think=1ms,on=1M,off=50ms,every=40ms,batch=256k,repeat=2,rerun=1s,start=0,offset=0,len=256M`.
+    #[arg(long = "flow")]
+    pub flows: Vec<String>,
+    /// Run length in seconds (default: the scenario's duration, or 10).
+    #[arg(long)]
+    pub seconds: Option<f64>,
+    /// Engine device queue depth.
+    #[arg(long, default_value_t = 32)]
+    pub depth: u32,
+    /// Allow the workload to write to the target.
+    #[arg(long)]
+    pub allow_writes: bool,
+    /// Buffered I/O instead of O_DIRECT.
+    #[arg(long)]
+    pub buffered: bool,
+    /// Create a regular-file target of this size (filled) if missing.
+    #[arg(long)]
+    pub create: Option<String>,
+    /// Write the results as JSON to this file (`-` = stdout).
+    #[arg(long)]
+    pub json: Option<PathBuf>,
+    /// Per-request trace CSV in the simulator's format
+    /// (`t_ns,event,flow,req,sector,sectors,op`; engine schedulers only).
+    #[arg(long)]
+    pub trace: Option<PathBuf>,
+}
+
+fn bad(s: &str, why: &str) -> anyhow::Error {
+    anyhow::anyhow!("--flow '{s}': {why}")
+}
+
+fn dur(s: &str, v: &str) -> anyhow::Result<Duration> {
+    parse_duration(v)
+        .map(Duration::from_nanos)
+        .ok_or_else(|| bad(s, &format!("bad duration '{v}'")))
+}
+
+/// Parses one `--flow` description.
+pub fn parse_flow(s: &str, index: usize) -> anyhow::Result<FlowDesc> {
+    let mut f = FlowDesc::reader(&format!("flow{index}"), Pattern::Seq, 4096);
+    let mut offset = None;
+    let mut len = None;
+    let mut on = None;
+    let mut off = None;
+    let mut every = None;
+    let mut batch = None;
+    for kv in s.split(',').filter(|p| !p.trim().is_empty()) {
+        let (k, v) = kv
+            .split_once('=')
+            .ok_or_else(|| bad(s, &format!("'{kv}' is not key=value")))?;
+        let (k, v) = (k.trim(), v.trim());
+        let size = || crate::loopdev::parse_size(v).map_err(|_| bad(s, &format!("bad size '{v}'")));
+        match k {
+            "name" => f.name = v.to_string(),
+            "op" | "rw" => {
+                f.dir = match v {
+                    "read" | "r" => Dir::Read,
+                    "write" | "w" => Dir::Write,
+                    _ => return Err(bad(s, "op is read or write")),
+                }
+            }
+            "pattern" => {
+                f.pattern = match v {
+                    "seq" => Pattern::Seq,
+                    "rand" => Pattern::Rand,
+                    _ => return Err(bad(s, "pattern is seq or rand")),
+                }
+            }
+            "bs" | "block" => f.block = size()? as u32,
+            "depth" => f.depth = v.parse().map_err(|_| bad(s, "bad depth"))?,
+            "weight" => f.weight = Some(v.parse().map_err(|_| bad(s, "bad weight"))?),
+            "class" => {
+                f.prio.class = IoClass::parse(v).ok_or_else(|| bad(s, "class is rt, be or idle"))?
+            }
+            "level" => f.prio.level = v.parse().map_err(|_| bad(s, "bad level"))?,
+            "bytes" => f.bytes = Some(size()?),
+            "think" => f.think = dur(s, v)?,
+            "on" => on = Some(size()?),
+            "off" => off = Some(dur(s, v)?),
+            "every" => every = Some(dur(s, v)?),
+            "batch" => batch = Some(size()?),
+            "repeat" => f.repeat = v.parse().map_err(|_| bad(s, "bad repeat"))?,
+            "rerun" => f.rerun_after = dur(s, v)?,
+            "start" => f.start = dur(s, v)?,
+            "offset" => offset = Some(size()?),
+            "len" => len = Some(size()?),
+            "group" => f.group = Some(v.to_string()),
+            _ => return Err(bad(s, &format!("unknown key '{k}'"))),
+        }
+    }
+    match (on, off) {
+        (Some(on), Some(off)) => {
+            f.on_off = Some(OnOff {
+                on_bytes: (on, on),
+                off: (off, off),
+            })
+        }
+        (None, None) => {}
+        _ => return Err(bad(s, "on and off go together")),
+    }
+    match (every, batch) {
+        (Some(every), Some(bytes)) => f.periodic = Some(Periodic { every, bytes }),
+        (None, None) => {}
+        _ => return Err(bad(s, "every and batch go together")),
+    }
+    if offset.is_some() || len.is_some() {
+        let o = offset.unwrap_or(0);
+        let l = len.ok_or_else(|| bad(s, "offset needs len"))?;
+        f.region = Some((o, l));
+    }
+    Ok(f)
+}
+
+/// Converts a planned scenario's groups and flows.
+pub fn from_plan(plan: &Plan) -> anyhow::Result<(Vec<FlowDesc>, Vec<GroupDesc>)> {
+    let groups = plan
+        .groups
+        .iter()
+        .map(|g| GroupDesc {
+            name: g.path.clone(),
+            weight: g.weight,
+            parent: g.parent.map(|p| plan.groups[p].path.clone()),
+        })
+        .collect();
+    let mut flows = Vec::new();
+    for f in &plan.flows {
+        let pattern = match f.pattern {
+            bfq_sim::Pattern::Seq => Pattern::Seq,
+            bfq_sim::Pattern::Rand => Pattern::Rand,
+            bfq_sim::Pattern::Replay => Pattern::Replay(
+                f.replay
+                    .as_ref()
+                    .map(|rows| {
+                        rows.iter()
+                            .map(|r| (r.sector * SECTOR_BYTES, r.sectors * SECTOR_BYTES as u32))
+                            .collect()
+                    })
+                    .unwrap_or_default(),
+            ),
+            bfq_sim::Pattern::Web => {
+                anyhow::bail!(
+                    "flow {}: pattern = \"web\" is not supported by bfq run yet",
+                    f.name
+                )
+            }
+        };
+        if f.buffered {
+            eprintln!(
+                "bfq run: flow {}: buffered = true is ignored (the target is opened once, \
+                 O_DIRECT unless --buffered)",
+                f.name
+            );
+        }
+        let (repeat, rerun_after) = match f.repeat {
+            Some(gap) => (f.runs.unwrap_or(u32::MAX), Duration::from_nanos(gap)),
+            None => (1, Duration::ZERO),
+        };
+        flows.push(FlowDesc {
+            name: f.name.clone(),
+            dir: match f.op {
+                bfq_core::Op::Read => Dir::Read,
+                bfq_core::Op::Write => Dir::Write,
+            },
+            pattern,
+            block: f.block * SECTOR_BYTES as u32,
+            depth: if f.sync { 1 } else { f.depth.max(1) },
+            region: Some((f.region_start * SECTOR_BYTES, f.region_len * SECTOR_BYTES)),
+            bytes: f.bytes,
+            think: Duration::from_nanos(f.think),
+            on_off: f.on_off.map(|o| OnOff {
+                on_bytes: (o.on.lo.0, o.on.hi.0),
+                off: (
+                    Duration::from_nanos(o.off.lo.0),
+                    Duration::from_nanos(o.off.hi.0),
+                ),
+            }),
+            periodic: f.periodic.map(|p| Periodic {
+                every: Duration::from_nanos(p.every.0),
+                bytes: p.bytes.0,
+            }),
+            repeat,
+            rerun_after,
+            start: Duration::from_nanos(f.start),
+            weight: f.weight,
+            prio: f.prio,
+            group: f.group.map(|g| plan.groups[g].path.clone()),
+        });
+    }
+    Ok((flows, groups))
+}
+
+/// The results in the simulator's JSON format (`bfq sim --json`).
+pub fn to_sim_result(r: &RunReport, scenario: &str, seed: u64, interval: Duration) -> SimResult {
+    let iv = interval.as_secs_f64();
+    let flows = r
+        .flows
+        .iter()
+        .map(|f| {
+            let mut h = Hist::default();
+            for &l in &f.lat_ns {
+                h.add(l);
+            }
+            let end = f.run_ends_s.last().copied().unwrap_or(r.seconds).max(1e-9);
+            let mut prev = 0.0;
+            let run_times: Vec<f64> = f
+                .run_ends_s
+                .iter()
+                .map(|&e| {
+                    let d = e - prev;
+                    prev = e;
+                    d
+                })
+                .collect();
+            FlowResult {
+                name: f.name.clone(),
+                bytes: f.bytes,
+                requests: f.ios,
+                throughput_mib_s: f.bytes as f64 / end / 1048576.0,
+                latency_ms: h.stats_ms(),
+                completions_s: f.run_ends_s.clone(),
+                deadline_misses: 0,
+                run_times_s: run_times,
+                batches: 0,
+                batch_latency_ms: Default::default(),
+                latency_cdf_ms: h.cdf_ms(),
+                series_mib_s: f
+                    .series_bytes
+                    .iter()
+                    .map(|&b| b as f64 / iv / 1048576.0)
+                    .collect(),
+            }
+        })
+        .collect();
+    SimResult {
+        scenario: scenario.to_string(),
+        scheduler: r.backend.clone(),
+        seed,
+        sim_time_s: r.seconds,
+        aggregate_mib_s: r.total_bytes() as f64 / r.seconds.max(1e-9) / 1048576.0,
+        flows,
+        device: r.target.clone(),
+        requests: r.total_ios(),
+        series_interval_s: iv,
+    }
+}
+
+pub fn run(a: Args) -> anyhow::Result<()> {
+    let mut create = match &a.create {
+        Some(c) => Some(crate::loopdev::parse_size(c)?),
+        None => None,
+    };
+    let (flows, groups, scenario, seed, duration, interval, sc_sched) = match &a.scenario {
+        Some(path) => {
+            if !a.flows.is_empty() {
+                anyhow::bail!("give a scenario or --flow, not both");
+            }
+            let sc = Scenario::from_file(path)?;
+            // Lay the scenario out on the target: its size replaces the
+            // simulated device's capacity.
+            if !a.target.exists() {
+                if let Some(size) = create.take() {
+                    workload::create_filled(&a.target, size)?;
+                }
+            }
+            let size = workload::target_len(&a.target).map_err(|e| {
+                anyhow::anyhow!(
+                    "{}: {e} (give --create SIZE to make it)",
+                    a.target.display()
+                )
+            })?;
+            let plan = sc.plan_with_capacity(size)?;
+            let (flows, groups) = from_plan(&plan)?;
+            let sched = sc
+                .scheduler
+                .name
+                .clone()
+                .map(|n| (n, sc.scheduler.settings.clone()));
+            (
+                flows,
+                groups,
+                sc.name.clone(),
+                sc.seed,
+                Duration::from_nanos(plan.duration),
+                Duration::from_nanos(plan.series_interval),
+                sched,
+            )
+        }
+        None => {
+            if a.flows.is_empty() {
+                anyhow::bail!("no flows: give a scenario file or --flow");
+            }
+            let flows = a
+                .flows
+                .iter()
+                .enumerate()
+                .map(|(i, s)| parse_flow(s, i))
+                .collect::<anyhow::Result<Vec<_>>>()?;
+            (
+                flows,
+                Vec::new(),
+                "command line".to_string(),
+                0,
+                Duration::from_secs(10),
+                Duration::from_secs(1),
+                None,
+            )
+        }
+    };
+    let (name, mut settings) = match (&a.scheduler, sc_sched) {
+        (Some(n), Some((sn, st))) if *n == sn => (n.clone(), st),
+        (Some(n), _) => (n.clone(), Settings::new()),
+        (None, Some((sn, st))) => (sn, st),
+        (None, None) => ("fifo".to_string(), Settings::new()),
+    };
+    for kv in &a.set {
+        let (k, v) = Settings::parse_pair(kv)?;
+        settings.set(k, v);
+    }
+    let backend = Backend::parse(&name, settings);
+    if matches!(backend, Backend::Kernel { .. }) && !a.set.is_empty() {
+        anyhow::bail!("--set applies to the project's schedulers, not kernel:*");
+    }
+    let duration = a.seconds.map(Duration::from_secs_f64).unwrap_or(duration);
+    let mut cfg = RunConfig::new(&a.target, backend, duration);
+    cfg.queue_depth = a.depth;
+    cfg.allow_writes = a.allow_writes;
+    cfg.direct = !a.buffered;
+    cfg.create_size = create;
+    cfg.groups = groups;
+    cfg.series_interval = interval;
+    cfg.trace = a.trace.clone();
+    let r = workload::run(&cfg, &flows)?;
+    let sim = to_sim_result(&r, &scenario, seed, interval);
+    match &a.json {
+        Some(p) if p.as_os_str() == "-" => println!("{}", sim.to_json()),
+        Some(p) => std::fs::write(p, sim.to_json() + "\n")?,
+        None => {}
+    }
+    if a.json.as_ref().is_none_or(|p| p.as_os_str() != "-") {
+        println!("{} on {} for {:.2} s", r.backend, r.target, r.seconds);
+        for (f, (got, due)) in r.flows.iter().zip(r.shares()) {
+            println!(
+                "  {:<12} w{:<4} {:>9.1} MiB/s {:>9.0} IOPS  share {:>5.1}% (weight {:>5.1}%)  lat mean {:>8.1} us p99 {:>8.1} us  errors {}",
+                f.name,
+                f.weight,
+                f.bytes as f64 / r.seconds / 1048576.0,
+                f.ios as f64 / r.seconds,
+                got * 100.0,
+                due * 100.0,
+                f.lat_mean_us,
+                f.lat_p99_us,
+                f.errors
+            );
+            if let Some(e) = &f.first_error {
+                println!("               first error: {e}");
+            }
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_flow_specs() {
+        let f = parse_flow(
+            "name=a,op=write,pattern=rand,bs=64k,depth=4,weight=300,class=rt,level=2,bytes=1M,\
+             think=1ms,on=1M,off=5ms,every=40ms,batch=256k,repeat=2,rerun=1s,offset=4k,len=1M",
+            0,
+        )
+        .unwrap();
+        assert_eq!(f.name, "a");
+        assert_eq!(f.dir, Dir::Write);
+        assert_eq!(f.pattern, Pattern::Rand);
+        assert_eq!((f.block, f.depth, f.weight), (65536, 4, Some(300)));
+        assert_eq!((f.prio.class, f.prio.level), (IoClass::Rt, 2));
+        assert_eq!(f.region, Some((4096, 1 << 20)));
+        assert_eq!(f.on_off.unwrap().on_bytes, (1 << 20, 1 << 20));
+        assert_eq!(f.periodic.unwrap().every, Duration::from_millis(40));
+        assert_eq!((f.repeat, f.rerun_after), (2, Duration::from_secs(1)));
+        assert!(parse_flow("bogus=1", 0).is_err());
+        assert!(parse_flow("on=1M", 0).is_err());
+        assert!(parse_flow("offset=4k", 0).is_err());
+    }
+
+    #[test]
+    fn converts_a_planned_scenario() {
+        let text = r#"
+name = "t"
+duration = "2s"
+[device]
+capacity = "1G"
+[[group]]
+path = "/a/b"
+weight = 300
+[[flow]]
+name = "r"
+weight = 200
+group = "/a/b"
+region = { start = "50%", size = "100M" }
+bytes = "10M"
+repeat = "1s"
+runs = 3
+[[flow]]
+name = "w"
+op = "write"
+pattern = "rand"
+sync = false
+depth = 8
+count = 2
+on_off = { on = "1M", off = "10ms" }
+"#;
+        let sc = Scenario::from_toml_str(text, "test").unwrap();
+        let plan = sc.plan().unwrap();
+        let (flows, groups) = from_plan(&plan).unwrap();
+        assert_eq!(flows.len(), 3);
+        let r = &flows[0];
+        assert_eq!(r.region, Some((512 << 20, 100 << 20)));
+        assert_eq!((r.repeat, r.rerun_after), (3, Duration::from_secs(1)));
+        assert_eq!(r.group.as_deref(), Some("/a/b"));
+        assert_eq!(r.depth, 1);
+        let w = &flows[1];
+        assert_eq!((w.dir, w.depth, w.block), (Dir::Write, 8, 4096));
+        assert!(w.on_off.is_some());
+        let b = groups.iter().find(|g| g.name == "/a/b").unwrap();
+        assert_eq!((b.weight, b.parent.as_deref()), (300, Some("/a")));
+
+        let report = RunReport {
+            backend: "fifo".into(),
+            target: "x".into(),
+            seconds: 2.0,
+            cpu_seconds: 0.0,
+            flows: vec![workload::FlowReport {
+                name: "r".into(),
+                weight: 200,
+                ios: 2,
+                bytes: 8192,
+                lat_ns: vec![1000, 2000],
+                series_bytes: vec![4096, 4096],
+                run_ends_s: vec![0.5, 1.5],
+                ..Default::default()
+            }],
+        };
+        let j = to_sim_result(&report, "t", 1, Duration::from_secs(1));
+        assert_eq!(j.flows[0].run_times_s, vec![0.5, 1.0]);
+        assert_eq!(j.flows[0].requests, 2);
+        assert!(j.to_json().contains("\"scenario\": \"t\""));
+    }
+}

@@ -1,0 +1,393 @@
+//! The kernel side: loop devices, a block device's scheduler, blkio
+//! cgroups, I/O priorities, mount checks. Every resource is a guard that
+//! undoes itself on drop (also when a test or a run fails).
+
+use std::fs;
+use std::io;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// Whether the process runs as root.
+pub fn is_root() -> bool {
+    // SAFETY: plain syscall.
+    unsafe { libc::geteuid() == 0 }
+}
+
+/// Fails with a clear message when not root.
+pub fn require_root(what: &str) -> io::Result<()> {
+    if is_root() {
+        Ok(())
+    } else {
+        Err(io::Error::new(
+            io::ErrorKind::PermissionDenied,
+            format!(
+                "{what} needs root (loop devices, the block device's scheduler in sysfs, \
+                 blkio cgroups and ioprio_set); run it as root, e.g. with sudo"
+            ),
+        ))
+    }
+}
+
+/// The calling thread's id.
+pub fn gettid() -> i32 {
+    // SAFETY: plain syscall.
+    unsafe { libc::syscall(libc::SYS_gettid) as i32 }
+}
+
+/// Sets the calling thread's I/O priority (class 1 = RT, 2 = BE, 3 = IDLE;
+/// level 0..=7), as `ionice`.
+pub fn ioprio_set_thread(class: bfq_core::IoClass, level: u8) -> io::Result<()> {
+    let c: i32 = match class {
+        bfq_core::IoClass::Rt => 1,
+        bfq_core::IoClass::Be => 2,
+        bfq_core::IoClass::Idle => 3,
+    };
+    let prio = (c << 13) | i32::from(level.min(7));
+    const IOPRIO_WHO_PROCESS: i32 = 1;
+    // SAFETY: plain syscall; who = this thread.
+    let r = unsafe { libc::syscall(libc::SYS_ioprio_set, IOPRIO_WHO_PROCESS, gettid(), prio) };
+    if r < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(())
+    }
+}
+
+/// A loop device. [`LoopDevice::create`] returns it attached; drop
+/// detaches it unless [`LoopDevice::keep`] was called.
+#[derive(Debug)]
+pub struct LoopDevice {
+    path: PathBuf,
+    keep: bool,
+}
+
+impl LoopDevice {
+    /// Creates (or extends) `file` to `size` bytes and attaches a loop
+    /// device over it (`direct_io` makes the loop device bypass the page
+    /// cache of the backing file, as `losetup --direct-io=on`).
+    pub fn create(file: &Path, size: u64, direct_io: bool) -> io::Result<LoopDevice> {
+        require_root("creating a loop device")?;
+        if !Path::new("/dev/loop-control").exists() {
+            return Err(io::Error::new(
+                io::ErrorKind::NotFound,
+                "no /dev/loop-control: this kernel has no loop devices",
+            ));
+        }
+        let f = fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(file)?;
+        if f.metadata()?.len() < size {
+            f.set_len(size)?;
+        }
+        drop(f);
+        let out = Command::new("losetup")
+            .arg("-f")
+            .arg("--show")
+            .arg(format!(
+                "--direct-io={}",
+                if direct_io { "on" } else { "off" }
+            ))
+            .arg(file)
+            .output()
+            .map_err(|e| io::Error::new(e.kind(), format!("cannot run losetup: {e}")))?;
+        if !out.status.success() {
+            return Err(io::Error::other(format!(
+                "losetup failed: {}",
+                String::from_utf8_lossy(&out.stderr).trim()
+            )));
+        }
+        let path = PathBuf::from(String::from_utf8_lossy(&out.stdout).trim());
+        Ok(LoopDevice { path, keep: false })
+    }
+
+    /// Adopts an existing device (detached on drop unless kept).
+    pub fn adopt(path: &Path) -> LoopDevice {
+        LoopDevice {
+            path: path.to_path_buf(),
+            keep: false,
+        }
+    }
+
+    /// `/dev/loopN`.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Leaves the device attached when dropped; returns its path.
+    pub fn keep(mut self) -> PathBuf {
+        self.keep = true;
+        self.path.clone()
+    }
+
+    /// Detaches the device now.
+    pub fn remove(mut self) -> io::Result<()> {
+        self.keep = true;
+        detach_loop(&self.path)
+    }
+}
+
+impl Drop for LoopDevice {
+    fn drop(&mut self) {
+        if !self.keep {
+            let _ = detach_loop(&self.path);
+        }
+    }
+}
+
+/// Detaches a loop device (`losetup -d`). Refuses anything but
+/// `/dev/loopN` and devices holding a mounted filesystem.
+pub fn detach_loop(dev: &Path) -> io::Result<()> {
+    require_root("removing a loop device")?;
+    let name = dev_name(dev)?;
+    if !name.starts_with("loop") || name == "loop-control" {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("{} is not a loop device", dev.display()),
+        ));
+    }
+    check_not_mounted(dev)?;
+    let out = Command::new("losetup").arg("-d").arg(dev).output()?;
+    if !out.status.success() {
+        return Err(io::Error::other(format!(
+            "losetup -d {} failed: {}",
+            dev.display(),
+            String::from_utf8_lossy(&out.stderr).trim()
+        )));
+    }
+    // A device still open (udev probing it) is detached on its last close:
+    // wait a little for that.
+    let sys = PathBuf::from(format!("/sys/block/{name}/loop"));
+    for _ in 0..200 {
+        if !sys.exists() {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    Ok(())
+}
+
+/// The kernel name of a block device (`/dev/loop3` -> `loop3`), following
+/// symlinks.
+pub fn dev_name(dev: &Path) -> io::Result<String> {
+    let real = fs::canonicalize(dev)
+        .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", dev.display())))?;
+    real.file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "not a device path"))
+}
+
+/// Whether `path` is a block device.
+pub fn is_block_device(path: &Path) -> bool {
+    use std::os::unix::fs::FileTypeExt;
+    fs::metadata(path)
+        .map(|m| m.file_type().is_block_device())
+        .unwrap_or(false)
+}
+
+/// Fails when the block device, one of its partitions or a device stacked
+/// on it holds a mounted filesystem or active swap (/proc/self/mounts,
+/// /proc/swaps, holders/ in sysfs).
+pub fn check_not_mounted(dev: &Path) -> io::Result<()> {
+    let name = dev_name(dev)?;
+    let mut names = vec![name.clone()];
+    if let Ok(rd) = fs::read_dir(format!("/sys/block/{name}")) {
+        for e in rd.flatten() {
+            let n = e.file_name().to_string_lossy().into_owned();
+            if n.starts_with(&name) {
+                names.push(n);
+            }
+        }
+    }
+    let busy = |src: &str| -> bool {
+        if !src.starts_with("/dev/") {
+            return false;
+        }
+        match dev_name(Path::new(src)) {
+            Ok(n) => names.contains(&n),
+            Err(_) => false,
+        }
+    };
+    let mounts = fs::read_to_string("/proc/self/mounts").unwrap_or_default();
+    for line in mounts.lines() {
+        let mut it = line.split_whitespace();
+        if let (Some(src), Some(dir)) = (it.next(), it.next()) {
+            if busy(src) {
+                return Err(io::Error::new(
+                    io::ErrorKind::ResourceBusy,
+                    format!(
+                        "{} holds a mounted filesystem ({src} on {dir}): refusing to touch it",
+                        dev.display()
+                    ),
+                ));
+            }
+        }
+    }
+    let swaps = fs::read_to_string("/proc/swaps").unwrap_or_default();
+    for line in swaps.lines().skip(1) {
+        if let Some(src) = line.split_whitespace().next() {
+            if busy(src) {
+                return Err(io::Error::new(
+                    io::ErrorKind::ResourceBusy,
+                    format!("{} is in use as swap: refusing to touch it", dev.display()),
+                ));
+            }
+        }
+    }
+    for n in &names {
+        if let Ok(rd) = fs::read_dir(format!("/sys/class/block/{n}/holders")) {
+            if let Some(h) = rd.flatten().next() {
+                return Err(io::Error::new(
+                    io::ErrorKind::ResourceBusy,
+                    format!(
+                        "{} is held by {} (device mapper, md...): refusing to touch it",
+                        dev.display(),
+                        h.file_name().to_string_lossy()
+                    ),
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The block device's I/O scheduler, set for the guard's lifetime and
+/// restored on drop.
+#[derive(Debug)]
+pub struct SchedulerGuard {
+    file: PathBuf,
+    previous: String,
+}
+
+/// The schedulers a block device offers and the active one.
+pub fn block_schedulers(dev: &Path) -> io::Result<(Vec<String>, String)> {
+    let name = dev_name(dev)?;
+    let s = fs::read_to_string(format!("/sys/block/{name}/queue/scheduler")).map_err(|e| {
+        io::Error::new(
+            e.kind(),
+            format!(
+                "{}: no /sys/block/{name}/queue/scheduler: {e}",
+                dev.display()
+            ),
+        )
+    })?;
+    let mut all = Vec::new();
+    let mut active = String::new();
+    for w in s.split_whitespace() {
+        if let Some(a) = w.strip_prefix('[').and_then(|w| w.strip_suffix(']')) {
+            active = a.to_string();
+            all.push(a.to_string());
+        } else {
+            all.push(w.to_string());
+        }
+    }
+    Ok((all, active))
+}
+
+impl SchedulerGuard {
+    /// Sets `dev`'s scheduler to `name` (`bfq`, `mq-deadline`, `kyber`,
+    /// `none`), loading the module if needed.
+    pub fn set(dev: &Path, name: &str) -> io::Result<SchedulerGuard> {
+        require_root("setting a block device's scheduler")?;
+        let devname = dev_name(dev)?;
+        let (all, previous) = block_schedulers(dev)?;
+        if !all.iter().any(|s| s == name) {
+            let _ = Command::new("modprobe")
+                .arg(name.replace('-', "_"))
+                .output();
+        }
+        let file = PathBuf::from(format!("/sys/block/{devname}/queue/scheduler"));
+        fs::write(&file, name).map_err(|e| {
+            io::Error::new(
+                e.kind(),
+                format!("cannot set scheduler {name} on {}: {e}", dev.display()),
+            )
+        })?;
+        Ok(SchedulerGuard { file, previous })
+    }
+}
+
+impl Drop for SchedulerGuard {
+    fn drop(&mut self) {
+        let _ = fs::write(&self.file, &self.previous);
+    }
+}
+
+/// Where cgroup v1 blkio is mounted.
+pub const BLKIO_V1: &str = "/sys/fs/cgroup/blkio";
+
+/// A blkio cgroup carrying a BFQ weight; threads join it with
+/// [`Cgroup::add_thread`]. Drop moves any remaining thread back to the root
+/// and removes the directory.
+#[derive(Debug)]
+pub struct Cgroup {
+    dir: PathBuf,
+    root: PathBuf,
+}
+
+impl Cgroup {
+    /// Creates `name` with `blkio.bfq.weight = weight` (cgroup v1; on
+    /// cgroup v2 per-thread weights are impossible since the io controller
+    /// is not threaded, so this fails with a message).
+    pub fn create(name: &str, weight: u32) -> io::Result<Cgroup> {
+        require_root("blkio cgroups")?;
+        let root = PathBuf::from(BLKIO_V1);
+        if !root.join("tasks").exists() {
+            let v2 = Path::new("/sys/fs/cgroup/cgroup.controllers").exists();
+            return Err(io::Error::new(
+                io::ErrorKind::Unsupported,
+                if v2 {
+                    "cgroup v2 only: the io controller puts whole processes, not threads, in \
+                     a cgroup, so per-flow weights need one process per flow (not supported \
+                     yet); mount cgroup v1 blkio at /sys/fs/cgroup/blkio"
+                } else {
+                    "no cgroup v1 blkio hierarchy at /sys/fs/cgroup/blkio"
+                },
+            ));
+        }
+        let dir = root.join(name);
+        if dir.exists() {
+            let _ = fs::remove_dir(&dir);
+        }
+        fs::create_dir(&dir)?;
+        let cg = Cgroup { dir, root };
+        let wfile = cg.dir.join("blkio.bfq.weight");
+        if wfile.exists() {
+            fs::write(&wfile, weight.clamp(1, 1000).to_string())
+                .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", wfile.display())))?;
+        }
+        Ok(cg)
+    }
+
+    /// The cgroup's directory.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// Moves a thread (by tid) into the cgroup.
+    pub fn add_thread(&self, tid: i32) -> io::Result<()> {
+        fs::write(self.dir.join("tasks"), tid.to_string())
+    }
+
+    /// Moves the calling thread into the cgroup.
+    pub fn join(&self) -> io::Result<()> {
+        self.add_thread(gettid())
+    }
+}
+
+impl Drop for Cgroup {
+    fn drop(&mut self) {
+        for _ in 0..50 {
+            if let Ok(t) = fs::read_to_string(self.dir.join("tasks")) {
+                for tid in t.split_whitespace() {
+                    let _ = fs::write(self.root.join("tasks"), tid);
+                }
+            }
+            if fs::remove_dir(&self.dir).is_ok() || !self.dir.exists() {
+                return;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+    }
+}

@@ -1,0 +1,259 @@
+//! Workload runner on regular files (no root), and with root on a loop
+//! device under the kernel's schedulers (skipped with a message otherwise).
+
+use bfq_engine::sys::{self, LoopDevice};
+use bfq_engine::workload::{self, Backend, Dir, FlowDesc, Pattern, RunConfig};
+use bfq_engine::Settings;
+use std::time::Duration;
+
+fn flows() -> Vec<FlowDesc> {
+    let mut a = FlowDesc::reader("seq", Pattern::Seq, 64 << 10);
+    a.weight = Some(100);
+    a.bytes = Some(2 << 20);
+    let mut b = FlowDesc::reader("rand", Pattern::Rand, 4096);
+    b.weight = Some(300);
+    b.depth = 4;
+    b.bytes = Some(1 << 20);
+    b.repeat = 2;
+    let mut c = FlowDesc::reader(
+        "replay",
+        Pattern::Replay(vec![(0, 4096), (8192, 8192)]),
+        4096,
+    );
+    c.bytes = Some(64 << 10);
+    c.think = Duration::from_micros(10);
+    vec![a, b, c]
+}
+
+#[test]
+fn runs_flows_through_the_engine_on_a_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let target = dir.path().join("target.img");
+    let mut cfg = RunConfig::new(
+        &target,
+        Backend::parse("fifo", Settings::new()),
+        Duration::from_secs(30),
+    );
+    cfg.create_size = Some(16 << 20);
+    let r = workload::run(&cfg, &flows()).unwrap();
+    assert_eq!(r.flows.len(), 3);
+    // Byte budgets end the run long before the duration.
+    assert_eq!(r.flows[0].bytes, 2 << 20);
+    assert_eq!(r.flows[1].bytes, 2 << 20, "two repetitions of 1 MiB");
+    assert_eq!(r.flows[2].bytes, 64 << 10);
+    assert!(r.flows.iter().all(|f| f.errors == 0));
+
+    // Writes are refused unless allowed.
+    let mut w = flows();
+    w[0].dir = Dir::Write;
+    let e = workload::run(&cfg, &w).unwrap_err();
+    assert_eq!(e.kind(), std::io::ErrorKind::PermissionDenied);
+    cfg.allow_writes = true;
+    let r = workload::run(&cfg, &w).unwrap();
+    assert_eq!(r.flows[0].bytes, 2 << 20);
+
+    // The kernel's schedulers need a block device.
+    let cfg = RunConfig::new(
+        &target,
+        Backend::parse("kernel:bfq", Settings::new()),
+        Duration::from_secs(1),
+    );
+    assert!(workload::run(&cfg, &flows()).is_err());
+}
+
+#[test]
+fn kernel_side_by_side_on_a_loop_device() {
+    if !sys::is_root() {
+        eprintln!("SKIPPED kernel_side_by_side_on_a_loop_device: needs root");
+        return;
+    }
+    if !std::path::Path::new("/dev/loop-control").exists() {
+        eprintln!("SKIPPED kernel_side_by_side_on_a_loop_device: no loop devices");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let img = dir.path().join("loop.img");
+    workload::create_filled(&img, 32 << 20).unwrap();
+    let dev = match LoopDevice::create(&img, 32 << 20, true) {
+        Ok(d) => d,
+        Err(e) => {
+            eprintln!("SKIPPED kernel_side_by_side_on_a_loop_device: {e}");
+            return;
+        }
+    };
+    let (_, before) = sys::block_schedulers(dev.path()).unwrap();
+    for sched in ["kernel:bfq", "kernel:none", "fifo"] {
+        let cfg = RunConfig::new(
+            dev.path(),
+            Backend::parse(sched, Settings::new()),
+            Duration::from_secs(30),
+        );
+        let r = workload::run(&cfg, &flows()).unwrap_or_else(|e| panic!("{sched}: {e}"));
+        assert_eq!(r.flows[0].bytes, 2 << 20, "{sched}");
+        assert!(
+            r.flows.iter().all(|f| f.errors == 0),
+            "{sched}: {:?}",
+            r.flows
+        );
+    }
+    // Nested groups on the kernel side: cgroups inside cgroups.
+    let mut cfg = RunConfig::new(
+        dev.path(),
+        Backend::parse("kernel:bfq", Settings::new()),
+        Duration::from_secs(30),
+    );
+    cfg.groups = vec![
+        workload::GroupDesc {
+            name: "/a".into(),
+            weight: 300,
+            parent: None,
+        },
+        workload::GroupDesc {
+            name: "/a/b".into(),
+            weight: 100,
+            parent: Some("/a".into()),
+        },
+    ];
+    let mut g = flows();
+    g[0].group = Some("/a/b".into());
+    g[1].group = Some("/a".into());
+    let r = workload::run(&cfg, &g).unwrap();
+    assert!(r.flows.iter().all(|f| f.errors == 0), "{:?}", r.flows);
+    let (_, after) = sys::block_schedulers(dev.path()).unwrap();
+    assert_eq!(before, after, "the device's scheduler is restored");
+    // No cgroup of ours is left.
+    let pid = std::process::id();
+    assert!(!std::path::Path::new(&format!("{}/bfq-rs-{pid}-0", sys::BLKIO_V1)).exists());
+    assert!(!std::path::Path::new(&format!("{}/bfq-rs-{pid}-g0", sys::BLKIO_V1)).exists());
+    // Writes to a device are refused unless allowed.
+    let mut w = flows();
+    w[0].dir = Dir::Write;
+    let cfg = RunConfig::new(
+        dev.path(),
+        Backend::parse("kernel:none", Settings::new()),
+        Duration::from_secs(1),
+    );
+    assert!(workload::run(&cfg, &w).is_err());
+    dev.remove().unwrap();
+}
+
+#[test]
+fn refuses_mounted_devices() {
+    // The root filesystem's device is mounted: always refused.
+    let mounts = std::fs::read_to_string("/proc/self/mounts").unwrap();
+    let Some(src) = mounts
+        .lines()
+        .filter_map(|l| l.split_whitespace().next())
+        .find(|s| s.starts_with("/dev/") && sys::is_block_device(std::path::Path::new(s)))
+    else {
+        eprintln!("SKIPPED refuses_mounted_devices: no mounted block device");
+        return;
+    };
+    let e = sys::check_not_mounted(std::path::Path::new(src)).unwrap_err();
+    assert_eq!(e.kind(), std::io::ErrorKind::ResourceBusy, "{e}");
+}
+
+/// Unmounts on drop.
+struct Mount(std::path::PathBuf);
+impl Drop for Mount {
+    fn drop(&mut self) {
+        // A closed io_uring ring lets go of its registered file a little
+        // later (the kernel tears rings down asynchronously): retry, then
+        // detach lazily.
+        for _ in 0..100 {
+            let ok = std::process::Command::new("umount")
+                .arg(&self.0)
+                .stderr(std::process::Stdio::null())
+                .status()
+                .map(|s| s.success())
+                .unwrap_or(false);
+            if ok {
+                return;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        let _ = std::process::Command::new("umount")
+            .arg("-l")
+            .arg(&self.0)
+            .status();
+    }
+}
+
+#[test]
+fn full_filesystem_fails_the_write_with_enospc() {
+    if !sys::is_root() {
+        eprintln!("SKIPPED full_filesystem_fails_the_write_with_enospc: needs root");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let ok = std::process::Command::new("mount")
+        .args(["-t", "tmpfs", "-o", "size=256k", "bfq-engine-test"])
+        .arg(dir.path())
+        .status()
+        .map(|s| s.success())
+        .unwrap_or(false);
+    if !ok {
+        eprintln!("SKIPPED full_filesystem_fails_the_write_with_enospc: cannot mount tmpfs");
+        return;
+    }
+    let _m = Mount(dir.path().to_path_buf());
+    let path = dir.path().join("f");
+    std::fs::write(&path, b"").unwrap();
+    let engine = bfq_engine::Engine::builder(&path)
+        .writable(true)
+        .direct(false)
+        .open()
+        .unwrap();
+    let flow = engine.flow(bfq_engine::FlowOptions::default()).unwrap();
+    let mut saw_enospc = false;
+    for i in 0..128u64 {
+        let (r, _) = flow.write(i * 4096, vec![7u8; 4096]);
+        match r {
+            Ok(n) => assert_eq!(n, 4096),
+            Err(e) => {
+                assert!(
+                    e.raw_os_error() == Some(libc::ENOSPC)
+                        || e.kind() == std::io::ErrorKind::WriteZero,
+                    "{e}"
+                );
+                saw_enospc = true;
+                break;
+            }
+        }
+    }
+    assert!(saw_enospc, "a 256 KiB filesystem fills up");
+    // Reads still work after the failed write.
+    let (r, buf) = flow.read(0, vec![0u8; 4096]);
+    assert_eq!(r.unwrap(), 4096);
+    assert_eq!(buf[0], 7);
+    drop(flow);
+    drop(engine);
+}
+
+#[test]
+fn trace_has_queue_dispatch_complete_for_every_request() {
+    let dir = tempfile::tempdir().unwrap();
+    let target = dir.path().join("t.img");
+    let trace = dir.path().join("trace.csv");
+    let mut cfg = RunConfig::new(
+        &target,
+        Backend::parse("fifo", Settings::new()),
+        Duration::from_secs(30),
+    );
+    cfg.create_size = Some(4 << 20);
+    cfg.trace = Some(trace.clone());
+    let mut f = FlowDesc::reader("reader", Pattern::Seq, 4096);
+    f.bytes = Some(100 * 4096);
+    let r = workload::run(&cfg, &[f]).unwrap();
+    assert_eq!(r.flows[0].ios, 100);
+    let text = std::fs::read_to_string(&trace).unwrap();
+    let mut lines = text.lines();
+    assert_eq!(lines.next(), Some("t_ns,event,flow,req,sector,sectors,op"));
+    let rows: Vec<Vec<&str>> = lines.map(|l| l.split(',').collect()).collect();
+    for ev in ["Q", "D", "C"] {
+        assert_eq!(rows.iter().filter(|r| r[1] == ev).count(), 100, "{ev}");
+    }
+    assert!(rows
+        .iter()
+        .all(|r| r[2] == "reader" && r[5] == "8" && r[6] == "R"));
+}
