@@ -1002,10 +1002,14 @@ impl Bfq {
             t.injected += u64::from(req.sectors);
         }
         if empty {
-            // Nothing left to schedule: its F already accounts a budget.
-            fs.inj.debt = 0;
+            // Nothing left to schedule: the flow leaves B-WF2Q+ charged
+            // for the service it was injected (F = S + debt / w, as Fig. 4
+            // `update_vfintime` does for a turn), so that on its return
+            // S = max(V, F) accounts for it; dropping the debt would make
+            // injected service free and skew the shares.
+            let debt = std::mem::take(&mut fs.inj.debt);
             fs.budget_left = 0;
-            self.wf2q.deactivate_queued(entity);
+            self.wf2q.charge_and_deactivate(entity, debt);
         }
         self.note_dispatch(now, &req);
         Some(req)

@@ -518,6 +518,33 @@ impl Wf2q {
         }
     }
 
+    /// Takes a queued flow entity out of the scheduler after it received
+    /// `service` sectors outside a turn of its own (injection): its F
+    /// becomes S + service / w, and V advances by that service at every
+    /// level, as if it had been served in a turn.
+    pub fn charge_and_deactivate(&mut self, id: EntityId, service: u64) {
+        let e = &mut self.entities[id as usize];
+        debug_assert_eq!(e.state, EState::Queued);
+        e.finish = e.start + vdelta(service, u64::from(e.weight));
+        let mut at = id;
+        loop {
+            let (parent, class) = (
+                self.entities[at as usize].parent,
+                self.entities[at as usize].class,
+            );
+            let t = self.tree_mut(parent, class);
+            t.v += vdelta(service, t.wsum.max(1));
+            if t.v > REBASE_AT {
+                self.rebase(parent, class);
+            }
+            match self.sd(parent).entity {
+                Some(pe) => at = pe,
+                None => break,
+            }
+        }
+        self.deactivate_queued(id);
+    }
+
     /// Takes a queued entity out of the scheduler (its flow was removed or
     /// drained while not in service), deactivating idle ancestors.
     pub fn deactivate_queued(&mut self, id: EntityId) {
