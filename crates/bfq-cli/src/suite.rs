@@ -1,7 +1,6 @@
 //! `bfq suite`: the papers' benchmark suite on the simulator (issue 7,
 //! docs/suite.md). Writes report.json, report.md and report.html.
 
-use anyhow::bail;
 use std::path::PathBuf;
 use std::time::Instant;
 
@@ -23,7 +22,9 @@ pub struct Args {
     /// Output directory.
     #[arg(long, default_value = "out")]
     pub out: PathBuf,
-    /// Real storage through the engine instead of the simulator.
+    /// Real storage (file or block device): run the `real-*` experiments
+    /// on it through the engine's schedulers and the kernel's (kernel:*
+    /// need root and a block device) instead of the simulated ones.
     #[arg(long)]
     pub target: Option<PathBuf>,
     /// List the experiments and exit.
@@ -41,12 +42,6 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         }
         return Ok(());
     }
-    if let Some(t) = &a.target {
-        bail!(
-            "--target {}: running the suite on real storage is not yet supported (it needs the engine, issue 6)",
-            t.display()
-        );
-    }
     let jobs = a
         .jobs
         .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
@@ -57,6 +52,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         quick: a.quick,
         out: a.out.clone(),
         progress: !a.no_progress,
+        target: a.target.clone(),
     };
     let t0 = Instant::now();
     let report = bfq_suite::run_suite(&opts)?;

@@ -12,6 +12,7 @@
 pub mod exp2010;
 pub mod exp2014;
 pub mod exp2018;
+pub mod exp_real;
 pub mod model;
 pub mod paper_figures;
 pub mod report;
@@ -24,6 +25,7 @@ pub use model::{ExpResult, Experiment};
 pub use runner::{run_suite, Options, Report};
 
 /// Every experiment, in report order.
+/// (The simulated ones; `--target` runs [`exp_real::experiments`].)
 pub fn experiments() -> Vec<Experiment> {
     vec![
         exp2010::throughput(),

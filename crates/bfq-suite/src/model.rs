@@ -93,6 +93,8 @@ pub struct Ctx {
     pub seed: u64,
     /// Directory where the start-up replay files are (absolute).
     pub traces_dir: std::path::PathBuf,
+    /// Real storage for the `real-*` experiments (`--target`).
+    pub target: Option<std::path::PathBuf>,
 }
 
 /// Runs one variant with one configuration.

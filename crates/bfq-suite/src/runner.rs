@@ -30,6 +30,9 @@ pub struct Options {
     pub out: PathBuf,
     /// Show a progress bar on stderr.
     pub progress: bool,
+    /// Real storage: run the `real-*` experiments on it (one run at a
+    /// time) instead of the simulated ones.
+    pub target: Option<PathBuf>,
 }
 
 impl Default for Options {
@@ -41,6 +44,7 @@ impl Default for Options {
             quick: false,
             out: PathBuf::from("out"),
             progress: false,
+            target: None,
         }
     }
 }
@@ -63,7 +67,11 @@ pub struct Report {
 
 /// The experiments and variants a run will cover, with repetitions.
 pub fn select(opts: &Options) -> anyhow::Result<Vec<(Experiment, usize)>> {
-    let all = crate::experiments();
+    let all = if opts.target.is_some() {
+        crate::exp_real::experiments()
+    } else {
+        crate::experiments()
+    };
     let known: Vec<&str> = all.iter().map(|e| e.id).collect();
     if let Some(only) = &opts.only {
         for id in only {
@@ -96,6 +104,11 @@ pub fn select(opts: &Options) -> anyhow::Result<Vec<(Experiment, usize)>> {
 
 /// Why a configuration cannot run here, if it cannot.
 pub fn unavailable(c: &Config) -> Option<String> {
+    if c.scheduler.starts_with("kernel:") {
+        // The kernel's schedulers are checked when they run (root, block
+        // device); a failure is recorded in the report.
+        return None;
+    }
     let s = Settings::from_pairs(c.settings.iter().map(|(k, v)| (k.clone(), v.clone())));
     match bfq_schedulers::build(&c.scheduler, &s) {
         Ok(_) => None,
@@ -170,7 +183,13 @@ pub fn run_suite(opts: &Options) -> anyhow::Result<Report> {
     } else {
         indicatif::ProgressBar::hidden()
     };
-    let threads = opts.jobs.max(1).min(jobs.len().max(1));
+    // Runs on real storage go one at a time: concurrent runs would share
+    // the device and spoil each other's measurements.
+    let threads = if opts.target.is_some() {
+        1
+    } else {
+        opts.jobs.max(1).min(jobs.len().max(1))
+    };
     std::thread::scope(|sc| {
         for _ in 0..threads {
             sc.spawn(|| loop {
@@ -190,6 +209,7 @@ pub fn run_suite(opts: &Options) -> anyhow::Result<Report> {
                     quick: opts.quick,
                     seed: 1 + j.rep as u64,
                     traces_dir: traces_dir.clone(),
+                    target: opts.target.clone(),
                 };
                 let r = (e.run)(v, c, &ctx).map_err(|err| format!("{err:#}"));
                 results.lock().expect("results")[i] = Some(r);
@@ -253,7 +273,11 @@ pub fn run_suite(opts: &Options) -> anyhow::Result<Report> {
         exps.push(r);
     }
     Ok(Report {
-        suite: "bfq-rs benchmark suite (simulated)".into(),
+        suite: if opts.target.is_some() {
+            "bfq-rs benchmark suite (real storage)".into()
+        } else {
+            "bfq-rs benchmark suite (simulated)".into()
+        },
         options: ReportOptions {
             quick: opts.quick,
             reps: opts.reps,

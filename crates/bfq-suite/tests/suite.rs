@@ -10,6 +10,7 @@ fn opts(dir: &str, jobs: usize) -> Options {
         quick: true,
         out: std::env::temp_dir().join(format!("bfq-suite-test-{}-{dir}", std::process::id())),
         progress: false,
+        target: None,
     }
 }
 
@@ -66,4 +67,22 @@ fn every_experiment_id_is_unique_and_documented() {
             e.id
         );
     }
+}
+
+/// `--target` selects the real-storage experiments, and only those.
+#[test]
+fn target_selects_real_storage_experiments() {
+    let mut o = opts("target-select", 1);
+    o.target = Some(std::env::temp_dir().join("bfq-suite-no-such-target"));
+    let Ok(sel) = bfq_suite::runner::select(&o) else {
+        panic!("selection failed")
+    };
+    assert!(!sel.is_empty());
+    assert!(sel.iter().all(|(e, _)| e.id.starts_with("real-")));
+    o.only = Some(vec!["2010-fairness".into()]);
+    let Err(err) = bfq_suite::runner::select(&o) else {
+        panic!("a simulated experiment id was accepted with --target")
+    };
+    let err = err.to_string();
+    assert!(err.contains("real-fairness"), "{err}");
 }
