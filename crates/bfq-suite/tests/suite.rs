@@ -74,6 +74,7 @@ fn every_experiment_id_is_unique_and_documented() {
 fn target_selects_real_storage_experiments() {
     let mut o = opts("target-select", 1);
     o.target = Some(std::env::temp_dir().join("bfq-suite-no-such-target"));
+    o.only = None;
     let Ok(sel) = bfq_suite::runner::select(&o) else {
         panic!("selection failed")
     };
