@@ -411,10 +411,18 @@ impl Wf2q {
     /// Charges `service` sectors dispatched for the in-service entity `id`
     /// at every level up to the root (Fig. 4 `inc_tot_service`).
     pub fn served(&mut self, id: EntityId, service: u64) {
+        self.charge_path(id, service, true);
+    }
+
+    /// Advances V by `service` in the tree of `id` and of each ancestor;
+    /// with `count`, also adds it to each entity's service of this turn.
+    fn charge_path(&mut self, id: EntityId, service: u64, count: bool) {
         let mut id = id;
         loop {
             let e = &mut self.entities[id as usize];
-            e.service += service;
+            if count {
+                e.service += service;
+            }
             let (parent, class) = (e.parent, e.class);
             let t = self.tree_mut(parent, class);
             t.v += vdelta(service, t.wsum.max(1));
@@ -526,22 +534,7 @@ impl Wf2q {
         let e = &mut self.entities[id as usize];
         debug_assert_eq!(e.state, EState::Queued);
         e.finish = e.start + vdelta(service, u64::from(e.weight));
-        let mut at = id;
-        loop {
-            let (parent, class) = (
-                self.entities[at as usize].parent,
-                self.entities[at as usize].class,
-            );
-            let t = self.tree_mut(parent, class);
-            t.v += vdelta(service, t.wsum.max(1));
-            if t.v > REBASE_AT {
-                self.rebase(parent, class);
-            }
-            match self.sd(parent).entity {
-                Some(pe) => at = pe,
-                None => break,
-            }
-        }
+        self.charge_path(id, service, false);
         self.deactivate_queued(id);
     }
 
