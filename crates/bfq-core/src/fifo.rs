@@ -51,9 +51,7 @@ impl Scheduler for Fifo {
         self.topo.retire_flow(flow).map(|_| ())
     }
     fn add_request(&mut self, now: Time, req: Request) -> Result<(), SchedError> {
-        self.topo.check_flow(req.flow)?;
-        let idx = self.table.insert(now, req, ())?;
-        self.topo.hold(req.flow)?;
+        let idx = self.table.admit(&mut self.topo, now, req, ())?;
         self.queue.push_back(idx);
         Ok(())
     }

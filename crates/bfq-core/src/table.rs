@@ -132,6 +132,22 @@ impl<X: Copy + Default> RequestTable<X> {
         Ok(idx)
     }
 
+    /// Admits a request for a flow of `topo`: checks the flow accepts
+    /// requests, stores the request (zero length and duplicate ids are
+    /// refused) and counts it as held by its flow. Nothing changes on error.
+    pub fn admit<F, G>(
+        &mut self,
+        topo: &mut Topology<F, G>,
+        now: Time,
+        req: Request,
+        extra: X,
+    ) -> Result<SlotIdx, SchedError> {
+        topo.check_flow(req.flow)?;
+        let idx = self.insert(now, req, extra)?;
+        topo.hold(req.flow)?;
+        Ok(idx)
+    }
+
     /// The slot at `idx`.
     #[inline]
     pub fn slot(&self, idx: SlotIdx) -> &Slot<X> {

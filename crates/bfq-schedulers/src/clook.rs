@@ -46,9 +46,7 @@ impl Scheduler for Clook {
         self.topo.retire_flow(flow).map(|_| ())
     }
     fn add_request(&mut self, now: Time, req: Request) -> Result<(), SchedError> {
-        self.topo.check_flow(req.flow)?;
-        let idx = self.table.insert(now, req, ())?;
-        self.topo.hold(req.flow)?;
+        let idx = self.table.admit(&mut self.topo, now, req, ())?;
         self.seq += 1;
         self.sorted.insert(req.sector, self.seq, idx);
         Ok(())

@@ -126,9 +126,9 @@ impl Scheduler for Deadline {
         self.topo.retire_flow(flow).map(|_| ())
     }
     fn add_request(&mut self, now: Time, req: Request) -> Result<(), SchedError> {
-        self.topo.check_flow(req.flow)?;
-        let idx = self.table.insert(now, req, Extra::default())?;
-        self.topo.hold(req.flow)?;
+        let idx = self
+            .table
+            .admit(&mut self.topo, now, req, Extra::default())?;
         if !merge_or_head(&mut self.table, &mut self.merger, idx, 0) {
             self.seq += 1;
             let d = dir(req.op);

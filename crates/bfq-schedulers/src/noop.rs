@@ -53,9 +53,9 @@ impl Scheduler for Noop {
         self.topo.retire_flow(flow).map(|_| ())
     }
     fn add_request(&mut self, now: Time, req: Request) -> Result<(), SchedError> {
-        self.topo.check_flow(req.flow)?;
-        let idx = self.table.insert(now, req, MergeLink::default())?;
-        self.topo.hold(req.flow)?;
+        let idx = self
+            .table
+            .admit(&mut self.topo, now, req, MergeLink::default())?;
         if !merge_or_head(&mut self.table, &mut self.merger, idx, 0) {
             self.queue.push_back(idx);
         }

@@ -513,10 +513,10 @@ impl Scheduler for Throttle {
         Ok(())
     }
     fn add_request(&mut self, now: Time, req: Request) -> Result<(), SchedError> {
-        self.topo.check_flow(req.flow)?;
+        let idx = self
+            .table
+            .admit(&mut self.topo, now, req, Extra { seq: self.seq + 1 })?;
         self.seq += 1;
-        let idx = self.table.insert(now, req, Extra { seq: self.seq })?;
-        self.topo.hold(req.flow)?;
         let f = req.flow.0;
         self.for_chain(f, |n| n.held += 1);
         self.flows[f as usize].queue.push_back(idx);
