@@ -594,6 +594,32 @@ pub fn target_len(path: &Path) -> io::Result<u64> {
 }
 
 /// Runs `flows` against the target as `cfg` says.
+/// The groups ordered so that every parent comes before its children;
+/// an error names groups whose parent is unknown or part of a cycle.
+fn parents_first(groups: &[GroupDesc]) -> io::Result<Vec<&GroupDesc>> {
+    let mut done: std::collections::HashSet<&str> = std::collections::HashSet::new();
+    let mut out = Vec::with_capacity(groups.len());
+    let mut todo: Vec<&GroupDesc> = groups.iter().collect();
+    while !todo.is_empty() {
+        let before = todo.len();
+        let (ready, rest): (Vec<&GroupDesc>, Vec<&GroupDesc>) = todo
+            .into_iter()
+            .partition(|g| g.parent.as_deref().is_none_or(|p| done.contains(p)));
+        for g in ready {
+            done.insert(&g.name);
+            out.push(g);
+        }
+        if rest.len() == before {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "groups with unknown or cyclic parents",
+            ));
+        }
+        todo = rest;
+    }
+    Ok(out)
+}
+
 pub fn run(cfg: &RunConfig, flows: &[FlowDesc]) -> io::Result<RunReport> {
     if flows.is_empty() {
         return Err(io::Error::new(io::ErrorKind::InvalidInput, "no flows"));
@@ -747,30 +773,13 @@ fn run_engine(
         .open()?;
     // Groups, parents first.
     let mut gids: HashMap<String, GroupId> = HashMap::new();
-    let mut todo: Vec<&GroupDesc> = cfg.groups.iter().collect();
-    while !todo.is_empty() {
-        let before = todo.len();
-        let mut rest = Vec::new();
-        for g in todo {
-            let parent = match &g.parent {
-                None => Some(GroupId::ROOT),
-                Some(p) => gids.get(p).copied(),
-            };
-            match parent {
-                Some(p) => {
-                    let id = engine.add_group(p, g.weight)?;
-                    gids.insert(g.name.clone(), id);
-                }
-                None => rest.push(g),
-            }
-        }
-        if rest.len() == before {
-            return Err(io::Error::new(
-                io::ErrorKind::InvalidInput,
-                "groups with unknown or cyclic parents",
-            ));
-        }
-        todo = rest;
+    for g in parents_first(&cfg.groups)? {
+        let parent = match &g.parent {
+            None => GroupId::ROOT,
+            Some(p) => gids[p],
+        };
+        let id = engine.add_group(parent, g.weight)?;
+        gids.insert(g.name.clone(), id);
     }
     let mut handles = Vec::new();
     for f in flows {
@@ -890,35 +899,14 @@ fn run_kernel(
     // first); each flow in its own cgroup inside its group's.
     let mut group_dirs: HashMap<String, String> = HashMap::new();
     let mut group_cgs: Vec<sys::Cgroup> = Vec::new();
-    let mut todo: Vec<&GroupDesc> = cfg.groups.iter().collect();
-    while !todo.is_empty() {
-        let before = todo.len();
-        let mut rest = Vec::new();
-        for g in todo {
-            let parent = match &g.parent {
-                None => Some(None),
-                Some(p) => group_dirs.get(p).map(|d| Some(d.clone())),
-            };
-            match parent {
-                Some(pdir) => {
-                    let k = group_cgs.len();
-                    let dir = match pdir {
-                        None => format!("bfq-rs-{pid}-g{k}"),
-                        Some(p) => format!("{p}/g{k}"),
-                    };
-                    group_cgs.push(sys::Cgroup::create(&dir, g.weight)?);
-                    group_dirs.insert(g.name.clone(), dir);
-                }
-                None => rest.push(g),
-            }
-        }
-        if rest.len() == before {
-            return Err(io::Error::new(
-                io::ErrorKind::InvalidInput,
-                "groups with unknown or cyclic parents",
-            ));
-        }
-        todo = rest;
+    for g in parents_first(&cfg.groups)? {
+        let k = group_cgs.len();
+        let dir = match &g.parent {
+            None => format!("bfq-rs-{pid}-g{k}"),
+            Some(p) => format!("{}/g{k}", group_dirs[p]),
+        };
+        group_cgs.push(sys::Cgroup::create(&dir, g.weight)?);
+        group_dirs.insert(g.name.clone(), dir);
     }
     let mut cgroups = Vec::new();
     for (i, f) in flows.iter().enumerate() {
@@ -1090,4 +1078,41 @@ fn kernel_ring_loop(
 /// Convenience: the priority of a flow from class and level.
 pub fn prio(class: IoClass, level: u8) -> IoPrio {
     IoPrio { class, level }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn g(name: &str, parent: Option<&str>) -> GroupDesc {
+        GroupDesc {
+            name: name.into(),
+            weight: 100,
+            parent: parent.map(Into::into),
+        }
+    }
+
+    #[test]
+    fn groups_come_parents_first_and_cycles_are_refused() {
+        let groups = [
+            g("a/b/c", Some("a/b")),
+            g("a/b", Some("a")),
+            g("a", None),
+            g("d", None),
+        ];
+        let order: Vec<&str> = parents_first(&groups)
+            .unwrap()
+            .iter()
+            .map(|g| g.name.as_str())
+            .collect();
+        let pos = |n: &str| order.iter().position(|x| *x == n).unwrap();
+        assert_eq!(order.len(), 4);
+        assert!(pos("a") < pos("a/b") && pos("a/b") < pos("a/b/c"));
+        let cyclic = [g("x", Some("y")), g("y", Some("x"))];
+        assert_eq!(
+            parents_first(&cyclic).unwrap_err().kind(),
+            io::ErrorKind::InvalidInput
+        );
+        assert!(parents_first(&[g("x", Some("missing"))]).is_err());
+    }
 }

@@ -411,25 +411,25 @@ pub fn web() -> Experiment {
     }
 }
 
+/// Mean over all events, in seconds, from per-flow (count, mean ms) pairs;
+/// NaN when there were none.
+fn mean_seconds(per_flow: impl Iterator<Item = (u64, f64)>) -> f64 {
+    let (n, sum) = per_flow.fold((0u64, 0.0), |(n, s), (c, m)| (n + c, s + m * c as f64));
+    if n > 0 {
+        sum / n as f64 / 1000.0
+    } else {
+        f64::NAN
+    }
+}
+
 fn run_web(v: &Variant, c: &Config, ctx: &Ctx) -> anyhow::Result<RunOut> {
     let dur = if ctx.quick { 20.0 } else { 60.0 };
     let mut s = header(&format!("2010 web {}", c.label), dur, ctx, DEV, "", c);
     s.push_str("\n[[flow]]\nname = \"web\"\ncount = 100\npattern = \"web\"\n");
     let r = scen::run(&s, &format!("2010/{}--{}", v.id, c.label), ctx)?;
     let mut out = RunOut::default();
-    let (mut n, mut sum) = (0u64, 0.0);
-    for fl in &r.flows {
-        n += fl.batches;
-        sum += fl.batch_latency_ms.mean * fl.batches as f64;
-    }
-    out.metrics.insert(
-        "small_s".into(),
-        if n > 0 {
-            sum / n as f64 / 1000.0
-        } else {
-            f64::NAN
-        },
-    );
+    let small = mean_seconds(r.flows.iter().map(|f| (f.batches, f.batch_latency_ms.mean)));
+    out.metrics.insert("small_s".into(), small);
     out.metrics.insert("agg".into(), r.aggregate_mib_s);
     out.cdf = r.flows.first().map(|f| f.latency_cdf_ms.clone());
     Ok(out)
@@ -511,19 +511,8 @@ fn run_dbms(v: &Variant, c: &Config, ctx: &Ctx) -> anyhow::Result<RunOut> {
     );
     let r = scen::run(&s, &format!("2010/{}--{}", v.id, c.label), ctx)?;
     let mut out = RunOut::default();
-    let (mut n, mut sum) = (0u64, 0.0);
-    for fl in &r.flows {
-        n += fl.requests;
-        sum += fl.latency_ms.mean * fl.requests as f64;
-    }
-    out.metrics.insert(
-        "compl_s".into(),
-        if n > 0 {
-            sum / n as f64 / 1000.0
-        } else {
-            f64::NAN
-        },
-    );
+    let compl = mean_seconds(r.flows.iter().map(|f| (f.requests, f.latency_ms.mean)));
+    out.metrics.insert("compl_s".into(), compl);
     out.metrics.insert("agg".into(), r.aggregate_mib_s);
     out.cdf = r.flows.first().map(|f| f.latency_cdf_ms.clone());
     Ok(out)
