@@ -18,9 +18,26 @@
 //! 4. any flow: the one B-WF2Q+ would serve next (found in O(depth), no
 //!    scan).
 //!
-//! An injected flow is charged the service (it starts its next turn with
-//! it counted against its budget), and may be injected only while that
-//! stays within its budget — so injection cannot change the shares.
+//! Keeping the shares:
+//! - an injected flow is charged the service (it starts its next turn with
+//!   it counted against its budget, or, when injection empties its queue,
+//!   leaves B-WF2Q+ with F = S + service / w), and may be injected only
+//!   while that stays within its budget;
+//! - within one turn, other flows are injected at most `w_c / w_a` times
+//!   the active flow's own service (this project's rule, not the
+//!   kernel's): with greedy sync readers of one request each on a device
+//!   that serves them in parallel, unbounded injection would serve every
+//!   reader at the same rate whatever its weight;
+//! - a flow that leaves B-WF2Q+ with requests still in flight (injection
+//!   emptied its queue, or its turn ended while they were out) and whose
+//!   next request arrives within `preempt_in_time` of its last completion
+//!   re-enters with S = its old F instead of max(V, F). Such a flow was
+//!   never really idle: a sync reader's next request waits only for the
+//!   previous one. Re-timestamping at V threw away its place each time,
+//!   and while several readers sat outside the tree V ran ahead on a small
+//!   weight sum: five 1:2:3:4:5 readers on an SSD got 82%..108% of their
+//!   shares (kernel BFQ on a real loop device is far worse, see
+//!   docs/engine.md); with the rule, within 2%.
 //!
 //! `inject_limit` is learned per flow from the service time of the
 //! idling flow's first request after it refills: with nothing else in
@@ -74,6 +91,10 @@ pub struct InjectState {
     pub waker_candidate: Option<u32>,
     pub waker_hits: u8,
     pub woken: Option<u32>,
+    /// The flow left B-WF2Q+ with requests still in flight (emptied by
+    /// injection, or its turn ended while they were out): it keeps its
+    /// place if its next request comes in time.
+    pub returning: bool,
 }
 
 impl Default for InjectState {
@@ -89,6 +110,7 @@ impl Default for InjectState {
             waker_candidate: None,
             waker_hits: 0,
             woken: None,
+            returning: false,
         }
     }
 }

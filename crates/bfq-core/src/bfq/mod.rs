@@ -815,6 +815,9 @@ impl Bfq {
         fs.budget = next;
         let raise_over = fs.raise.expired(&self.cfg.wr, now);
         let gone_idle = !busy && fs.in_flight == 0;
+        // Heuristic 7: a flow that leaves B-WF2Q+ with requests in flight
+        // keeps its place if it comes back in time.
+        fs.inj.returning = !busy && fs.in_flight > 0 && self.cfg.inject.enabled;
         self.wf2q.expire(turn.entity, charge, busy, next);
         if gone_idle {
             self.set_busy(turn.flow, false, now);
@@ -1009,6 +1012,7 @@ impl Bfq {
             // injected service free and skew the shares.
             let debt = std::mem::take(&mut fs.inj.debt);
             fs.budget_left = 0;
+            fs.inj.returning = true;
             self.wf2q.charge_and_deactivate(entity, debt);
         }
         self.note_dispatch(now, &req);
@@ -1253,6 +1257,8 @@ impl Scheduler for Bfq {
                 // Fig. 3 line 13: a newly backlogged flow joins B-WF2Q+.
                 _ => {
                     if self.wf2q.entity(entity).state == EState::Idle {
+                        let returning = std::mem::take(&mut fs.inj.returning)
+                            && now.saturating_sub(fs.last_completion) <= preempt.in_time;
                         if in_time {
                             // Heuristic 9: keep the leftover budget and the
                             // old timestamps.
@@ -1261,6 +1267,11 @@ impl Scheduler for Bfq {
                             fs.budget_left = 0;
                             let start = self.wf2q.entity(entity).finish;
                             self.wf2q.activate_at(entity, b, Some(start));
+                        } else if returning {
+                            // Heuristic 7: back in time after leaving with
+                            // requests in flight: S = its F, not max(V, F).
+                            let start = self.wf2q.entity(entity).finish;
+                            self.wf2q.activate_at(entity, budget, Some(start));
                         } else {
                             self.wf2q.activate(entity, budget);
                         }
