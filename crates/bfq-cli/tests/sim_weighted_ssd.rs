@@ -36,8 +36,8 @@ fn weighted_readers_on_an_ssd_get_their_shares() {
                 "{profile} {settings:?}: reader {i} got {x:.1} MiB/s, its share is {ideal:.1} ({t:.1?})"
             );
         }
-    }    // Injection keeps the device's internal queue busy while a reader
-    // idles: more throughput than the same profile without it.
+    } // Injection keeps the device's internal queue busy while a reader
+      // idles: more throughput than the same profile without it.
     assert!(
         aggregate[0] >= 1.05 * aggregate[1],
         "injection on {:.1} MiB/s, off {:.1}",

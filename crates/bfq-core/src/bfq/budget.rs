@@ -18,6 +18,14 @@
 //!   (a flow that does not idle) max(service, B_min). Weight-raised flows
 //!   get 2*B_min, asynchronous flows B_max. Initial budget 2/3 of B_max.
 //!
+//! With injection (heuristic 7, [`super::injection`]), a turn that hits
+//! the timeout because other flows' requests were injected into it sets
+//! the next budget to the service it got (what fits in T_max next to the
+//! injected requests) instead of doubling it: the flow was not slow, it
+//! shared the device, and an oversized budget makes B-WF2Q+ timestamp it
+//! with an F far beyond what it will consume, delaying its turns (a
+//! weight-100 reader among 1:2:3:4:5 ones got 91% of its share).
+//!
 //! Every rule is capped at B_max and floored at B_min = B_max/32. When
 //! B_max is auto-tuned from the peak rate ([`super::peak_rate`]), the
 //! derived budgets are rescaled with it ([`BudgetConfig::rescale`]).
@@ -74,6 +82,8 @@ pub struct FeedbackCtx {
     pub raised: bool,
     /// The flow's latest request was asynchronous.
     pub async_flow: bool,
+    /// Other flows' requests were injected into the turn (heuristic 7).
+    pub injected: bool,
 }
 
 /// Budget parameters.
@@ -149,6 +159,7 @@ impl BudgetConfig {
             Feedback::Plus2014 => match reason {
                 TooIdle | NoMoreRequests if ctx.in_flight => budget.saturating_mul(2),
                 TooIdle | NoMoreRequests => budget.saturating_sub(max / 8),
+                Timeout if ctx.injected => served,
                 Timeout => budget.saturating_mul(2),
                 BudgetExhausted => budget.saturating_mul(4),
                 Removed | Preempted => budget,
@@ -164,6 +175,7 @@ impl BudgetConfig {
                         TooIdle if budget > 5 * min => budget - 4 * min,
                         TooIdle => min,
                         NoMoreRequests => served.max(min),
+                        Timeout if ctx.injected => served,
                         Timeout => budget.saturating_mul(2),
                         BudgetExhausted => budget.saturating_mul(4),
                         Removed | Preempted => budget,

@@ -758,11 +758,21 @@ impl Bfq {
         let fs = &self.topo.any_flow(turn.flow).data;
         let seeky = fs.seek.is_seeky();
         let raised = fs.raise.on();
+        // Heuristics 3 and 7: with others' requests injected into the
+        // turn, the flow held the device only for its own service's part of
+        // the turn's time; charging it the whole turn (a light flow's turns
+        // are mostly injected service) would overcharge it by time.
+        let held = if turn.injected > 0 {
+            (u128::from(elapsed) * u128::from(turn.real) / u128::from(turn.real + turn.injected))
+                as Time
+        } else {
+            elapsed
+        };
         let info = TurnInfo {
             reason,
             budget: turn.budget,
             served: turn.served,
-            elapsed,
+            elapsed: held,
             seeky,
             raised,
             max_budget: self.cfg.budget.max_budget,
@@ -789,6 +799,7 @@ impl Bfq {
             in_flight: fs.in_flight > 0,
             raised,
             async_flow: !fs.sync,
+            injected: turn.injected > 0,
         };
         let mut next = bcfg.next_budget_with(reason, turn.budget, turn.served, ctx);
         match reason {
