@@ -33,6 +33,15 @@ fn flash() -> Dev {
     }
 }
 
+/// A device that queues 8 requests internally but serves them one after
+/// another, 264 us per 64 KiB read: an SSD whose bus is the bottleneck.
+fn ssd() -> Dev {
+    Dev {
+        parallel: false,
+        ..flash()
+    }
+}
+
 fn sync_reader(spec: FlowSpec, base: u64) -> FlowDef {
     let mut d = FlowDef::new(100, Kind::Sync { think: 0 });
     d.spec = spec;
@@ -42,6 +51,32 @@ fn sync_reader(spec: FlowSpec, base: u64) -> FlowDef {
 
 fn mean(v: &[Time]) -> f64 {
     v.iter().sum::<Time>() as f64 / v.len().max(1) as f64
+}
+
+/// Greedy sequential sync readers (one 64 KiB request at a time, the next
+/// issued when it completes) with the given weights on `ssd()` for 20 s:
+/// what each got, as a fraction of its weight's share of the total (1.0 is
+/// exact), and how many requests were injected.
+fn weighted_reader_shares(s: &mut Bfq, weights: &[u32]) -> (Vec<f64>, u64) {
+    let defs: Vec<FlowDef> = weights
+        .iter()
+        .enumerate()
+        .map(|(i, &w)| {
+            let mut d = sync_reader(FlowSpec::with_weight(w), i as u64 * 100_000_000);
+            d.size = 128;
+            d
+        })
+        .collect();
+    let log = run(s, ssd(), &defs, 20 * SEC, 1);
+    let total: u64 = log.per_flow.iter().sum();
+    let wsum: u32 = weights.iter().sum();
+    let shares = log
+        .per_flow
+        .iter()
+        .zip(weights)
+        .map(|(&x, &w)| (x as f64 / total as f64) / (f64::from(w) / f64::from(wsum)))
+        .collect();
+    (shares, s.stats().injected)
 }
 
 // ---- Heuristic 5: weight raising --------------------------------------
@@ -220,6 +255,44 @@ fn h2_ten_readers_started_at_once_reach_bmax_within_a_few_budgets() {
     }
 }
 
+#[test]
+fn h2_a_timeout_shared_with_injection_sets_the_budget_to_the_service() {
+    // A (weight 300) reads 4 KiB at a time, the next read issued when the
+    // previous one completes; B (weight 100) keeps 8 writes outstanding.
+    // While A waits for its read, B's writes are injected, so A's first
+    // turn ends on the budget timeout with part of its budget unused. It
+    // was not slow, it shared the device: its next budget is the service
+    // it got (a timeout without injection doubles it, here to B_max).
+    let mut a = sync_reader(FlowSpec::with_weight(300), 0);
+    a.size = 8;
+    let mut b = FlowDef::new(100, Kind::Async { depth: 8 });
+    b.op = Op::Write;
+    b.base = 900_000_000;
+    let mut s = profile("bfq", &[("max_budget", "16384"), ("low_latency", "0")]);
+    let a_id = FlowId(0);
+    // A's own and B's injected sectors in A's first turn; A's budget after.
+    let (mut own, mut injected, mut after) = (0u64, 0u64, None);
+    run_with(
+        &mut s,
+        flash(),
+        &[a, b],
+        300 * MS,
+        1,
+        |s: &Bfq, r| match s.active_flow() {
+            _ if after.is_some() => {}
+            Some(f) if f == a_id && r.flow == a_id => own += u64::from(r.sectors),
+            Some(f) if f == a_id => injected += u64::from(r.sectors),
+            _ => after = s.flow_budget(a_id),
+        },
+    );
+    let initial = 16384 * 66 / 100;
+    eprintln!(
+        "A's first turn: {own} sectors of its own, {injected} injected; next budget {after:?}"
+    );
+    assert!(injected > 0 && own > 0 && own < initial, "{own} {injected}");
+    assert_eq!(after, Some(own));
+}
+
 // ---- Heuristic 3: fair charging of slow flows --------------------------
 
 #[test]
@@ -254,6 +327,26 @@ fn h3_time_charging_gives_random_and_sequential_readers_equal_time() {
     eprintln!("random reader's disk time: {kernel:.2} charged by time, {by_service:.2} by service");
     assert!((kernel - 0.5).abs() < 0.1, "{kernel}");
     assert!(by_service > 0.85, "{by_service}");
+}
+
+#[test]
+fn h3_injected_time_is_not_charged_to_the_idling_flow() {
+    // Three greedy readers 1:2:3 on a queueing device, injection on: while
+    // the in-service reader waits for its one request, the others' are
+    // injected, so much of its turn's time is other flows' service (two
+    // thirds for the weight-100 reader). Its turns hit the budget timeout
+    // having served less than B_max/2, so heuristic 3 charges it for time:
+    // charged for the whole turn (over twice its service), the weight-100
+    // reader got about 55% of its share; charged only for its own
+    // service's part of the turn's time, each reader gets its share within
+    // 5%.
+    let mut s = profile("bfq", &[]);
+    let (shares, injected) = weighted_reader_shares(&mut s, &[100, 200, 300]);
+    eprintln!("1:2:3 readers, share of their weight's share: {shares:.3?} ({injected} injected)");
+    assert!(injected > 1000, "{injected}");
+    for (i, x) in shares.iter().enumerate() {
+        assert!((x - 1.0).abs() <= 0.05, "reader {i}: {shares:.3?}");
+    }
 }
 
 // ---- Heuristic 4: write over-charge and device-queue limits ------------
@@ -394,6 +487,27 @@ fn h7_injection_keeps_3_to_1_and_raises_throughput() {
     assert!(t_on as f64 > 1.2 * t_off as f64, "{t_on} vs {t_off}");
 }
 
+#[test]
+fn h7_returning_flow_keeps_its_place() {
+    // Five greedy readers 1:2:3:4:5, one request each at a time, on a
+    // device that queues internally. Injecting a reader's one request
+    // empties its queue, so readers keep leaving B-WF2Q+ with a request in
+    // flight and coming back when it completes. Re-timestamped on return
+    // with S = max(V, F), they lost their place each time (the weight-100
+    // reader got about 46% of its share); coming back within
+    // preempt_in_time of the completion with S = their old F, each gets
+    // its share within 5%.
+    let mut s = profile("bfq", &[]);
+    let (shares, injected) = weighted_reader_shares(&mut s, &[100, 200, 300, 400, 500]);
+    eprintln!(
+        "1:2:3:4:5 readers, share of their weight's share: {shares:.3?} ({injected} injected)"
+    );
+    assert!(injected > 1000, "{injected}");
+    for (i, x) in shares.iter().enumerate() {
+        assert!((x - 1.0).abs() <= 0.05, "reader {i}: {shares:.3?}");
+    }
+}
+
 // ---- Heuristic 8: queue merging ----------------------------------------
 
 #[test]
@@ -513,6 +627,51 @@ fn h9_waking_rt_flow_preempts_a_greedy_be_flow() {
     );
     assert!(n > 10);
     assert!(on * 5.0 < off, "{on} vs {off}");
+}
+
+#[test]
+fn h9_preemption_needs_a_smaller_finish_time() {
+    // A (weight 100) is in service with many requests queued; B (weight
+    // 200) issues its first request after A was served `served` sectors.
+    // B is heavier, and B-WF2Q+ would pick it next among the queued flows,
+    // but it preempts A only if it would also finish before A (kernel
+    // next_in_service rule): V has advanced with A's service, so late in
+    // A's turn B's F = V + budget/200 is beyond A's F = S + budget/100.
+    // Returns the number of preemptions and whether B is served next.
+    let wake_after = |served: u64| {
+        let mut s = profile("bfq", &[("max_budget", "16384"), ("low_latency", "0")]);
+        let a = s.add_flow(0, FlowSpec::with_weight(100)).unwrap();
+        let b = s.add_flow(0, FlowSpec::with_weight(200)).unwrap();
+        let req = |id: u64, flow: FlowId, sector: u64| Request {
+            id,
+            flow,
+            sector,
+            sectors: 256,
+            op: Op::Read,
+            sync: true,
+        };
+        for k in 0..64 {
+            s.add_request(0, req(k, a, k * 256)).unwrap();
+        }
+        let mut now: Time = 0;
+        for _ in 0..served / 256 {
+            let Dispatch::Request(r) = s.dispatch(now) else {
+                panic!()
+            };
+            assert_eq!(r.flow, a);
+            now += MS;
+            s.complete(now, r.id).unwrap();
+        }
+        s.add_request(now, req(100, b, 10_000_000)).unwrap();
+        let Dispatch::Request(r) = s.dispatch(now) else {
+            panic!()
+        };
+        (s.stats().preemptions, r.flow == b)
+    };
+    // Early in A's turn (initial budgets 10813): F_B < F_A.
+    assert_eq!(wake_after(256), (1, true));
+    // After 7680 of A's 10813 sectors: F_B > F_A, no preemption.
+    assert_eq!(wake_after(7680), (0, false));
 }
 
 #[test]

@@ -242,4 +242,38 @@ mod tests {
         };
         assert_eq!(k.next_budget_with(TooIdle, 1024, 1, asy), 16384);
     }
+
+    #[test]
+    fn a_timeout_with_injection_sets_the_budget_to_the_service() {
+        // Heuristic 7: a turn that hit T_max because other flows' requests
+        // were injected into it was not slow, it shared the device: the
+        // next budget is what it got, not twice its budget.
+        use ExpireReason::*;
+        let injected = FeedbackCtx {
+            injected: true,
+            ..FeedbackCtx::default()
+        };
+        let both = FeedbackCtx {
+            in_flight: true,
+            ..injected
+        };
+        for (feedback, pct) in [(Feedback::Kernel, 66), (Feedback::Plus2014, 50)] {
+            let c = BudgetConfig::with_rules(16384, feedback, pct);
+            assert_eq!(c.next_budget_with(Timeout, 4096, 3000, injected), 3000);
+            assert_eq!(c.next_budget_with(Timeout, 4096, 3000, both), 3000);
+            // Floored at B_min, like every rule.
+            assert_eq!(c.next_budget_with(Timeout, 4096, 100, injected), 512);
+            // Without injection a timeout still doubles the budget.
+            let none = FeedbackCtx::default();
+            assert_eq!(c.next_budget_with(Timeout, 4096, 3000, none), 8192);
+            // Other reasons are unchanged by injection.
+            assert_eq!(
+                c.next_budget_with(BudgetExhausted, 4096, 4096, injected),
+                16384
+            );
+        }
+        // The 2010 rules keep the budget on a timeout either way.
+        let p = BudgetConfig::paper_2010(16384);
+        assert_eq!(p.next_budget_with(Timeout, 4096, 3000, injected), 4096);
+    }
 }

@@ -56,3 +56,82 @@ pub fn wants_to_preempt(
     }
     in_time && new_coeff > 1 && new_coeff >= cur_coeff && new.class == cur.class
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::bfq::wf2q::{EState, Kind};
+    use crate::types::{GroupId, IoClass};
+
+    fn entity(weight: u32, class: IoClass, finish: u64) -> Entity {
+        Entity {
+            kind: Kind::Flow(0),
+            weight,
+            class,
+            parent: GroupId::ROOT,
+            start: 0,
+            finish,
+            budget: 0,
+            service: 0,
+            state: EState::Queued,
+        }
+    }
+
+    #[test]
+    fn a_heavier_flow_preempts_only_with_a_smaller_finish_time() {
+        let cur = entity(100, IoClass::Be, 1000);
+        // Kernel next_in_service rule: a higher weight is not enough, the
+        // waking flow must also finish before the in-service one.
+        assert!(wants_to_preempt(
+            &entity(200, IoClass::Be, 999),
+            1,
+            false,
+            &cur,
+            1
+        ));
+        assert!(!wants_to_preempt(
+            &entity(200, IoClass::Be, 1000),
+            1,
+            false,
+            &cur,
+            1
+        ));
+        assert!(!wants_to_preempt(
+            &entity(200, IoClass::Be, 5000),
+            1,
+            false,
+            &cur,
+            1
+        ));
+        // Being raised and waking in time is not enough either.
+        assert!(wants_to_preempt(
+            &entity(100, IoClass::Be, 999),
+            30,
+            true,
+            &cur,
+            1
+        ));
+        assert!(!wants_to_preempt(
+            &entity(100, IoClass::Be, 5000),
+            30,
+            true,
+            &cur,
+            1
+        ));
+        // In another class F is not comparable: the class decides.
+        assert!(wants_to_preempt(
+            &entity(100, IoClass::Rt, 5000),
+            1,
+            false,
+            &cur,
+            1
+        ));
+        // Nor in another group's tree: a raised flow waking in time still
+        // preempts whatever its F.
+        let other_tree = Entity {
+            parent: GroupId(1),
+            ..entity(100, IoClass::Be, 5000)
+        };
+        assert!(wants_to_preempt(&other_tree, 30, true, &cur, 1));
+    }
+}
