@@ -508,6 +508,29 @@ fn h7_returning_flow_keeps_its_place() {
     }
 }
 
+#[test]
+fn h7_uneven_weights_keep_their_shares_with_injection() {
+    // On a device that serves its queue one request after another, a
+    // reader's completion and its next request are a moment apart. If the
+    // reader leaves the idling census in that gap, the others look
+    // symmetric: with 100:500:500, whenever a weight-500 reader's queue
+    // emptied the weight-100 reader was in such a gap, the 500 was not
+    // idled for, and all three got a third. Sync flows with a short think
+    // time linger in the census for slice_idle after a completion.
+    for weights in [&[100, 500, 500][..], &[100, 100, 400][..]] {
+        let mut s = profile("bfq", &[]);
+        let (shares, injected) = weighted_reader_shares(&mut s, weights);
+        eprintln!("{weights:?}: {shares:.3?} ({injected} injected)");
+        assert!(injected > 1000, "{injected}");
+        for (i, x) in shares.iter().enumerate() {
+            assert!(
+                (x - 1.0).abs() <= 0.05,
+                "{weights:?} reader {i}: {shares:.3?}"
+            );
+        }
+    }
+}
+
 // ---- Heuristic 8: queue merging ----------------------------------------
 
 #[test]

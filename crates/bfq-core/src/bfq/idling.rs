@@ -29,7 +29,13 @@
 //!
 //! The scenario comes from [`Census`], counters kept up to date as flows
 //! become busy (a request queued or in flight) and idle: O(1) per event,
-//! no scan over flows.
+//! no scan over flows. A sync flow with a short think time whose last
+//! request completes stays counted for `slice_idle` more ([`Lingering`]):
+//! its next request is due a moment later, and dropping it in that gap
+//! makes the others look symmetric. (Readers weighted 100:500:500 on a
+//! queueing device each got a third: whenever a weight-500 reader's queue
+//! emptied, the weight-100 reader was between a completion and its next
+//! request, so only 500s were counted and the 500 was not idled for.)
 //!
 //! Think time (kernel): low-pass mean of the gap between a flow's last
 //! completion and its next request, 7/8 weight, samples capped at
@@ -40,6 +46,7 @@
 //! time".
 
 use crate::types::{DeviceInfo, IoClass, Time, MAX_WEIGHT, MS};
+use std::collections::VecDeque;
 
 /// Idling parameters.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -117,6 +124,33 @@ impl SeekHistory {
         } else {
             self.bits.count_ones() > 19
         }
+    }
+}
+
+/// Flows kept in the [`Census`] after their last completion, in completion
+/// order: (flow index, completion time). Entries are dropped `slice_idle`
+/// after the completion, or found stale (the flow got a request, or was
+/// removed) when popped; no allocation once the queue has grown to the
+/// completions of one `slice_idle`.
+#[derive(Clone, Debug, Default)]
+pub struct Lingering {
+    queue: VecDeque<(u32, Time)>,
+}
+
+impl Lingering {
+    /// Flow `flow` completed its last request at `at` and lingers.
+    pub fn push(&mut self, flow: u32, at: Time) {
+        self.queue.push_back((flow, at));
+    }
+
+    /// The next entry whose lingering (`span` long) is over at `now`.
+    pub fn pop_due(&mut self, now: Time, span: Time) -> Option<(u32, Time)> {
+        let &(f, at) = self.queue.front()?;
+        if at.saturating_add(span) > now {
+            return None;
+        }
+        self.queue.pop_front();
+        Some((f, at))
     }
 }
 

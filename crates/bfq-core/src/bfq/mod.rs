@@ -48,7 +48,7 @@ use crate::table::{RequestTable, Topology};
 use crate::types::*;
 use budget::{BudgetConfig, ExpireReason, Feedback, FeedbackCtx};
 use charging::{ChargeConfig, ChargeRule, TurnInfo};
-use idling::{Census, FlowIdle, GuaranteeIdling, IdleConfig, SeekHistory, ThinkTime};
+use idling::{Census, FlowIdle, GuaranteeIdling, IdleConfig, Lingering, SeekHistory, ThinkTime};
 use injection::{InjectConfig, InjectState};
 use peak_rate::{Estimator, PeakRate, PeakRateConfig};
 use preemption::PreemptConfig;
@@ -458,6 +458,9 @@ pub struct FlowState {
     default_weight: bool,
     /// Counted as busy in the census.
     busy: bool,
+    /// Still counted, lingering since its last completion at this time
+    /// (heuristic 6, [`idling::Lingering`]).
+    linger_at: Option<Time>,
     /// Issued at least one request.
     started: bool,
     in_large_burst: bool,
@@ -527,6 +530,7 @@ pub struct Bfq {
     wf2q: Wf2q,
     turn: Option<Turn>,
     census: Census,
+    lingering: Lingering,
     peak: PeakRate,
     burst: Burst,
     last_completion: Option<(u32, Time)>,
@@ -547,6 +551,7 @@ impl Bfq {
             wf2q: Wf2q::new(cfg.idle_class_timeout),
             turn: None,
             census: Census::default(),
+            lingering: Lingering::default(),
             peak: PeakRate::new(true),
             burst: Burst::default(),
             last_completion: None,
@@ -720,6 +725,22 @@ impl Bfq {
             }
         }
         self.census.update(busy, w, c, g, r);
+    }
+
+    /// Drops from the census the flows whose lingering after their last
+    /// completion is over at `now` without a new request.
+    fn end_lingering(&mut self, now: Time) {
+        let span = self.cfg.idle.slice_idle;
+        while let Some((f, at)) = self.lingering.pop_due(now, span) {
+            let flow = FlowId(f);
+            let Some(e) = self.topo.existing_flow_mut(flow) else {
+                continue;
+            };
+            if e.data.linger_at == Some(at) {
+                e.data.linger_at = None;
+                self.set_busy(flow, false, at);
+            }
+        }
     }
 
     /// Sets B_max from the peak rate (auto mode).
@@ -1118,6 +1139,7 @@ impl Scheduler for Bfq {
             group: spec.group,
             default_weight: weight == spec.prio.default_weight(),
             busy: false,
+            linger_at: None,
             started: false,
             in_large_burst: false,
             raise: Raise::default(),
@@ -1144,6 +1166,7 @@ impl Scheduler for Bfq {
             self.expire_if_active(now, flow);
             self.end_raise(flow);
             self.set_busy(flow, false, now);
+            self.flow_state_mut(flow).linger_at = None;
             // Queues merged into it go back to their own.
             let m = &mut self.flow_state_mut(flow).merge;
             m.generation = m.generation.wrapping_add(1);
@@ -1156,6 +1179,7 @@ impl Scheduler for Bfq {
 
     fn add_request(&mut self, now: Time, req: Request) -> Result<(), SchedError> {
         self.topo.check_flow(req.flow)?;
+        self.end_lingering(now);
         // Validates (zero length, duplicate id) before anything changes.
         let slot = self.table.insert(now, req, req.flow.0)?;
         let mut owner = self.merge_owner(req.flow, &req);
@@ -1176,7 +1200,11 @@ impl Scheduler for Bfq {
         let was_idle = was_empty && fs.in_flight == 0;
         // Idle-to-busy switch: not for the active flow idled for (it stays
         // busy until its turn ends).
-        let woke = !fs.busy;
+        // A flow lingering in the census since its last completion wakes
+        // up too (waker detection, in-time wake-ups, preemption), but was
+        // never idle for weight raising.
+        let lingered = fs.linger_at.take().is_some();
+        let woke = !fs.busy || lingered;
         let first = !fs.started;
         fs.started = true;
         fs.queue.push(&self.table, slot);
@@ -1233,6 +1261,7 @@ impl Scheduler for Bfq {
             let fs = self.flow_state(owner);
             let wr = &self.cfg.wr;
             if wr.enabled
+                && !lingered
                 && req.sync
                 && !fs.in_large_burst
                 && (!wr.default_weight_only || fs.default_weight)
@@ -1297,6 +1326,7 @@ impl Scheduler for Bfq {
     }
 
     fn dispatch(&mut self, now: Time) -> Dispatch {
+        self.end_lingering(now);
         loop {
             let Some(turn) = self.turn else {
                 if !self.start_turn(now) {
@@ -1453,7 +1483,14 @@ impl Scheduler for Bfq {
         // The active flow stays busy until its turn ends (as the kernel's
         // in-service queue): the idling decision must see it.
         if idle_now && self.turn.is_none_or(|t| t.flow != owner) {
-            self.set_busy(owner, false, now);
+            let (slice_idle, guarantee) = (self.cfg.idle.slice_idle, self.cfg.guarantee.enabled);
+            let fs = self.flow_state_mut(owner);
+            if guarantee && fs.sync && slice_idle > 0 && fs.think.short(slice_idle) {
+                fs.linger_at = Some(now);
+                self.lingering.push(owner.0, now);
+            } else {
+                self.set_busy(owner, false, now);
+            }
         }
         if let Some(turn) = self.turn {
             if turn.flow == owner && idle_now {
