@@ -18,10 +18,10 @@ fn weighted_readers_on_an_ssd_get_their_shares() {
     let s = Scenario::from_file(p).unwrap();
     let mut aggregate = Vec::new();
     for (profile, settings, tolerance) in [
-        ("bfq", vec![], 0.05),
-        ("bfq", vec![("injection", "0")], 0.07),
-        ("bfq-plus-2014", vec![], 0.07),
-        ("bfq-2010", vec![("idle_on_queueing_devices", "1")], 0.07),
+        ("bfq", vec![], 0.03),
+        ("bfq", vec![("injection", "0")], 0.03),
+        ("bfq-plus-2014", vec![], 0.03),
+        ("bfq-2010", vec![("idle_on_queueing_devices", "1")], 0.03),
     ] {
         let sched =
             bfq_schedulers::build(profile, &Settings::from_pairs(settings.clone())).unwrap();

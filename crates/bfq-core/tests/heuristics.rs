@@ -339,7 +339,7 @@ fn h3_injected_time_is_not_charged_to_the_idling_flow() {
     // charged for the whole turn (over twice its service), the weight-100
     // reader got about 55% of its share; charged only for its own
     // service's part of the turn's time, each reader gets its share within
-    // 5%.
+    // 5%. (A turn shared by injection is now charged its service.)
     let mut s = profile("bfq", &[]);
     let (shares, injected) = weighted_reader_shares(&mut s, &[100, 200, 300]);
     eprintln!("1:2:3 readers, share of their weight's share: {shares:.3?} ({injected} injected)");
@@ -1213,4 +1213,43 @@ fn h7_injection_engages_when_the_next_request_arrives_at_completion() {
     eprintln!("with injection {on} requests ({injected} injected), without {off}");
     assert!(injected > 0);
     assert!(on as f64 > 1.3 * off as f64, "{on} vs {off}");
+}
+
+#[test]
+fn h7_weighted_readers_keep_their_shares_on_a_parallel_device() {
+    // 1:2:3:4:5 greedy readers on a device serving 8 requests at once:
+    // injection more than doubles the throughput here, and must not buy it
+    // with the shares. (When a reader emptied by each injection left
+    // B-WF2Q+, its budget never limited it and V ran ahead on a small
+    // weight sum: 0.89/0.88/0.89/0.89/1.23 of their shares.)
+    let defs: Vec<FlowDef> = [100u32, 200, 300, 400, 500]
+        .iter()
+        .enumerate()
+        .map(|(i, &w)| {
+            let mut d = sync_reader(FlowSpec::with_weight(w), i as u64 * 100_000_000);
+            d.size = 128;
+            d
+        })
+        .collect();
+    let go = |kv: &[(&str, &str)]| {
+        let mut s = profile("bfq", kv);
+        let log = run(&mut s, flash(), &defs, 20 * SEC, 1);
+        let total: u64 = log.per_flow.iter().sum();
+        let shares: Vec<f64> = log
+            .per_flow
+            .iter()
+            .zip([1.0, 2.0, 3.0, 4.0, 5.0])
+            .map(|(&x, w)| x as f64 / total as f64 / (w / 15.0))
+            .collect();
+        (shares, total)
+    };
+    let (on, t_on) = go(&[]);
+    let (off, t_off) = go(&[("injection", "0")]);
+    eprintln!("injection on {on:.3?} {t_on} sectors; off {off:.3?} {t_off} sectors");
+    for shares in [&on, &off] {
+        for (i, x) in shares.iter().enumerate() {
+            assert!((x - 1.0).abs() <= 0.05, "reader {i}: {shares:.3?}");
+        }
+    }
+    assert!(t_on as f64 > 1.5 * t_off as f64, "{t_on} vs {t_off}");
 }

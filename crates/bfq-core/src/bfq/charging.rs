@@ -22,6 +22,12 @@
 //!   *time* it held the device: max(B_max x min(t, T_max) / T_max, service).
 //!   Weight-raised flows are never charged for time.
 //!
+//! With injection (heuristic 7), a turn into which other flows' requests
+//! were injected is charged its service whatever the rule: the device was
+//! not held idle for the flow, the injected flows used it and pay for it.
+//! Injected service counted at the start of a turn (debt) is always
+//! charged as service, on top of what the turn's own part costs.
+//!
 //! ## Write over-charge (`async_charge_factor`, `write_charge_factor`)
 //! Each sector of an asynchronous request costs `async_charge_factor`
 //! sectors of budget and of B-WF2Q+ service (kernel: 3), and each written

@@ -28,16 +28,25 @@
 //!   kernel's): with greedy sync readers of one request each on a device
 //!   that serves them in parallel, unbounded injection would serve every
 //!   reader at the same rate whatever its weight;
-//! - a flow that leaves B-WF2Q+ with requests still in flight (injection
-//!   emptied its queue, or its turn ended while they were out) and whose
-//!   next request arrives within `preempt_in_time` of its last completion
-//!   re-enters with S = its old F instead of max(V, F). Such a flow was
-//!   never really idle: a sync reader's next request waits only for the
-//!   previous one. Re-timestamping at V threw away its place each time,
-//!   and while several readers sat outside the tree V ran ahead on a small
-//!   weight sum: five 1:2:3:4:5 readers on an SSD got 82%..108% of their
-//!   shares (kernel BFQ on a real loop device is far worse, see
-//!   docs/engine.md); with the rule, within 2%.
+//! - a sync flow whose queue empties while its requests are in flight
+//!   (injection took its one request, or its turn ended while it was out)
+//!   and that would be idled for *stays backlogged* in B-WF2Q+: a sync
+//!   reader waiting for its own request is not idle. It stays in the
+//!   weight sum that drives V and can be picked for a turn (which waits
+//!   for its request); the injected service is a debt charged when its
+//!   turn starts, bounded by its budget. It leaves the tree, charged the
+//!   debt, once its last request completed and it stopped lingering in the
+//!   idling census ([`super::idling::Lingering`]). When readers left the
+//!   tree at every injection, V ran ahead on a small weight sum and a flow
+//!   emptied by each injection was never limited by its budget: five
+//!   1:2:3:4:5 readers got 82%..108% of their shares on a serial SSD and
+//!   up to 123% on a device serving 8 requests at once;
+//! - a flow that does leave with requests in flight and whose next request
+//!   arrives within `preempt_in_time` of its last completion re-enters
+//!   with S = its old F instead of max(V, F) (it keeps its place);
+//! - a turn into which others were injected is charged its service, not
+//!   its time (heuristic 3, [`super::charging`]): the device was not held
+//!   idle for it.
 //!
 //! `inject_limit` is learned per flow from the service time of the
 //! idling flow's first request after it refills: with nothing else in

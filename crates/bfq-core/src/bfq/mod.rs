@@ -487,6 +487,9 @@ struct Turn {
     budget: u64,
     /// Service counted in this turn (with over-charges and injected debt).
     served: u64,
+    /// Injected service counted at the start of the turn (part of
+    /// `served`).
+    debt: u64,
     /// Sectors actually dispatched in this turn.
     real: u64,
     /// When the turn began (budget timeout).
@@ -727,8 +730,32 @@ impl Bfq {
         self.census.update(busy, w, c, g, r);
     }
 
-    /// Drops from the census the flows whose lingering after their last
-    /// completion is over at `now` without a new request.
+    /// Heuristic 7: whether a sync flow whose queue emptied while requests
+    /// are in flight stays backlogged in B-WF2Q+ (it would be idled for:
+    /// its next request is expected), rather than leaving the tree.
+    fn stays_backlogged(&self, fs: &FlowState) -> bool {
+        self.cfg.inject.enabled && fs.sync && self.wait_time(fs, u64::MAX).is_some()
+    }
+
+    /// A flow kept backlogged with an empty queue (see
+    /// [`Bfq::stays_backlogged`]) leaves B-WF2Q+, charged for what it was
+    /// injected, and keeps its place if it comes back in time.
+    fn leave_tree(&mut self, f: FlowId) {
+        if self.turn.is_some_and(|t| t.flow == f) {
+            return;
+        }
+        let fs = &mut self.topo.any_flow_mut(f).data;
+        if !fs.queue.is_empty() || self.wf2q.entity(fs.entity).state != EState::Queued {
+            return;
+        }
+        let debt = std::mem::take(&mut fs.inj.debt);
+        fs.inj.returning = true;
+        let entity = fs.entity;
+        self.wf2q.charge_and_deactivate(entity, debt);
+    }
+
+    /// Drops from the census (and B-WF2Q+) the flows whose lingering after
+    /// their last completion is over at `now` without a new request.
     fn end_lingering(&mut self, now: Time) {
         let span = self.cfg.idle.slice_idle;
         while let Some((f, at)) = self.lingering.pop_due(now, span) {
@@ -736,9 +763,14 @@ impl Bfq {
             let Some(e) = self.topo.existing_flow_mut(flow) else {
                 continue;
             };
-            if e.data.linger_at == Some(at) {
-                e.data.linger_at = None;
+            if e.data.linger_at != Some(at) {
+                continue;
+            }
+            e.data.linger_at = None;
+            // The active flow stays busy until its turn ends.
+            if self.turn.is_none_or(|t| t.flow != flow) {
                 self.set_busy(flow, false, at);
+                self.leave_tree(flow);
             }
         }
     }
@@ -779,27 +811,27 @@ impl Bfq {
         let fs = &self.topo.any_flow(turn.flow).data;
         let seeky = fs.seek.is_seeky();
         let raised = fs.raise.on();
-        // Heuristics 3 and 7: with others' requests injected into the
-        // turn, the flow held the device only for its own service's part of
-        // the turn's time; charging it the whole turn (a light flow's turns
-        // are mostly injected service) would overcharge it by time.
-        let held = if turn.injected > 0 {
-            (u128::from(elapsed) * u128::from(turn.real) / u128::from(turn.real + turn.injected))
-                as Time
-        } else {
-            elapsed
-        };
+        // Heuristics 3 and 7: a turn into which other flows' requests were
+        // injected did not hold the device idle for the flow (others used
+        // it, and are charged for it): it is charged its service, not its
+        // time. Charging the light reader of 1:2:3:4:5 sequential readers
+        // the whole turn (mostly injected service) took 9% of its share;
+        // charging the turn's own-service fraction of its time instead
+        // gave a 3:1 pair of random readers on a parallel device 1.9:1.
+        let held = if turn.injected > 0 { 0 } else { elapsed };
+        // The debt is service received outside the turn: charged as it is,
+        // never folded into a charge by time.
         let info = TurnInfo {
             reason,
-            budget: turn.budget,
-            served: turn.served,
+            budget: turn.budget.saturating_sub(turn.debt),
+            served: turn.served - turn.debt,
             elapsed: held,
             seeky,
             raised,
             max_budget: self.cfg.budget.max_budget,
             timeout: timeout_sync,
         };
-        let charge = charging::turn_charge(rule, &info);
+        let charge = charging::turn_charge(rule, &info) + turn.debt;
         // Heuristic 1, report estimator: sample the turn.
         if self.cfg.peak_rate.auto
             && self.cfg.peak_rate.estimator == Estimator::Plus2014
@@ -847,10 +879,14 @@ impl Bfq {
         fs.budget = next;
         let raise_over = fs.raise.expired(&self.cfg.wr, now);
         let gone_idle = !busy && fs.in_flight == 0;
-        // Heuristic 7: a flow that leaves B-WF2Q+ with requests in flight
-        // keeps its place if it comes back in time.
-        fs.inj.returning = !busy && fs.in_flight > 0 && self.cfg.inject.enabled;
-        self.wf2q.expire(turn.entity, charge, busy, next);
+        // Heuristic 7: a sync flow with requests in flight that would be
+        // idled for stays backlogged; one that leaves B-WF2Q+ with requests
+        // in flight keeps its place if it comes back in time.
+        let out = !busy && fs.in_flight > 0;
+        let keep = out && self.stays_backlogged(self.flow_state(turn.flow));
+        let fs = &mut self.topo.any_flow_mut(turn.flow).data;
+        fs.inj.returning = out && !keep && self.cfg.inject.enabled;
+        self.wf2q.expire(turn.entity, charge, busy || keep, next);
         if gone_idle {
             self.set_busy(turn.flow, false, now);
         }
@@ -887,6 +923,7 @@ impl Bfq {
             entity,
             budget,
             served: debt,
+            debt,
             real: 0,
             started: now,
             timeout,
@@ -1032,20 +1069,20 @@ impl Bfq {
         if fs.raise.on() {
             fs.raise.served += u64::from(req.sectors);
         }
-        let (empty, entity) = (fs.queue.is_empty(), fs.entity);
+        let empty = fs.queue.is_empty();
         if let Some(t) = self.turn.as_mut() {
             t.injected += u64::from(req.sectors);
         }
         if empty {
-            // Nothing left to schedule: the flow leaves B-WF2Q+ charged
-            // for the service it was injected (F = S + debt / w, as Fig. 4
-            // `update_vfintime` does for a turn), so that on its return
-            // S = max(V, F) accounts for it; dropping the debt would make
-            // injected service free and skew the shares.
-            let debt = std::mem::take(&mut fs.inj.debt);
             fs.budget_left = 0;
-            fs.inj.returning = true;
-            self.wf2q.charge_and_deactivate(entity, debt);
+            // A sync flow whose next request is expected stays backlogged
+            // with its debt (charged when its turn starts); otherwise it
+            // leaves B-WF2Q+ charged for the service it was injected
+            // (F = S + debt / w, as Fig. 4 `update_vfintime` does for a
+            // turn): dropping the debt would make injected service free.
+            if !self.stays_backlogged(self.flow_state(f)) {
+                self.leave_tree(f);
+            }
         }
         self.note_dispatch(now, &req);
         Some(req)
@@ -1166,6 +1203,7 @@ impl Scheduler for Bfq {
             self.expire_if_active(now, flow);
             self.end_raise(flow);
             self.set_busy(flow, false, now);
+            self.leave_tree(flow);
             self.flow_state_mut(flow).linger_at = None;
             // Queues merged into it go back to their own.
             let m = &mut self.flow_state_mut(flow).merge;
@@ -1490,6 +1528,7 @@ impl Scheduler for Bfq {
                 self.lingering.push(owner.0, now);
             } else {
                 self.set_busy(owner, false, now);
+                self.leave_tree(owner);
             }
         }
         if let Some(turn) = self.turn {
@@ -1504,6 +1543,7 @@ impl Scheduler for Bfq {
         let f = self.topo.any_flow(owner);
         if f.retired && f.held == 1 {
             self.expire_if_active(now, owner);
+            self.leave_tree(owner);
         }
         if self.topo.release(owner) {
             self.wf2q.free_entity(entity);
