@@ -86,7 +86,12 @@ pub enum BenchCmd {
         /// Engine scheduler(s) (default: bfq if registered, else fifo).
         #[arg(long, value_delimiter = ',')]
         schedulers: Vec<String>,
-        #[arg(long, default_value_t = 5.0)]
+        /// Seconds per run. BFQ serves a flow in turns of up to B_max
+        /// sectors (auto-tuned from the peak rate: tens of MiB on a fast
+        /// device), so the lightest of five readers gets a turn only a few
+        /// times a second and one turn more or less is several percent of
+        /// a short window: 20 s keeps that granularity near 3%.
+        #[arg(long, default_value_t = 20.0)]
         seconds: f64,
         /// Backing file (on a real filesystem, not tmpfs), created and
         /// filled if missing, removed afterwards if created.
