@@ -49,6 +49,18 @@ fn sync_reader(spec: FlowSpec, base: u64) -> FlowDef {
     d
 }
 
+/// A synchronous read request.
+fn sync_read(id: u64, flow: FlowId, sector: u64, sectors: u32) -> Request {
+    Request {
+        id,
+        flow,
+        sector,
+        sectors,
+        op: Op::Read,
+        sync: true,
+    }
+}
+
 fn mean(v: &[Time]) -> f64 {
     v.iter().sum::<Time>() as f64 / v.len().max(1) as f64
 }
@@ -58,6 +70,12 @@ fn mean(v: &[Time]) -> f64 {
 /// what each got, as a fraction of its weight's share of the total (1.0 is
 /// exact), and how many requests were injected.
 fn weighted_reader_shares(s: &mut Bfq, weights: &[u32]) -> (Vec<f64>, u64) {
+    let (shares, _) = weighted_reader_shares_on(s, ssd(), weights);
+    (shares, s.stats().injected)
+}
+
+/// As [`weighted_reader_shares`], on `dev`; also the total service.
+fn weighted_reader_shares_on(s: &mut Bfq, dev: Dev, weights: &[u32]) -> (Vec<f64>, u64) {
     let defs: Vec<FlowDef> = weights
         .iter()
         .enumerate()
@@ -67,7 +85,7 @@ fn weighted_reader_shares(s: &mut Bfq, weights: &[u32]) -> (Vec<f64>, u64) {
             d
         })
         .collect();
-    let log = run(s, ssd(), &defs, 20 * SEC, 1);
+    let log = run(s, dev, &defs, 20 * SEC, 1);
     let total: u64 = log.per_flow.iter().sum();
     let wsum: u32 = weights.iter().sum();
     let shares = log
@@ -76,7 +94,7 @@ fn weighted_reader_shares(s: &mut Bfq, weights: &[u32]) -> (Vec<f64>, u64) {
         .zip(weights)
         .map(|(&x, &w)| (x as f64 / total as f64) / (f64::from(w) / f64::from(wsum)))
         .collect();
-    (shares, s.stats().injected)
+    (shares, total)
 }
 
 // ---- Heuristic 5: weight raising --------------------------------------
@@ -665,14 +683,7 @@ fn h9_preemption_needs_a_smaller_finish_time() {
         let mut s = profile("bfq", &[("max_budget", "16384"), ("low_latency", "0")]);
         let a = s.add_flow(0, FlowSpec::with_weight(100)).unwrap();
         let b = s.add_flow(0, FlowSpec::with_weight(200)).unwrap();
-        let req = |id: u64, flow: FlowId, sector: u64| Request {
-            id,
-            flow,
-            sector,
-            sectors: 256,
-            op: Op::Read,
-            sync: true,
-        };
+        let req = |id: u64, flow: FlowId, sector: u64| sync_read(id, flow, sector, 256);
         for k in 0..64 {
             s.add_request(0, req(k, a, k * 256)).unwrap();
         }
@@ -705,14 +716,7 @@ fn h9_in_time_wakeup_keeps_budget_and_timestamps() {
         let mut s = profile(p, &[("max_budget", "16384"), ("low_latency", "0")]);
         let a = s.add_flow(0, FlowSpec::with_weight(100)).unwrap();
         let b = s.add_flow(0, FlowSpec::with_weight(100)).unwrap();
-        let req = |id: u64, flow: FlowId, sector: u64| Request {
-            id,
-            flow,
-            sector,
-            sectors: 64,
-            op: Op::Read,
-            sync: true,
-        };
+        let req = |id: u64, flow: FlowId, sector: u64| sync_read(id, flow, sector, 64);
         s.add_request(0, req(1, a, 0)).unwrap();
         let Dispatch::Request(r) = s.dispatch(0) else {
             panic!()
@@ -1222,26 +1226,8 @@ fn h7_weighted_readers_keep_their_shares_on_a_parallel_device() {
     // with the shares. (When a reader emptied by each injection left
     // B-WF2Q+, its budget never limited it and V ran ahead on a small
     // weight sum: 0.89/0.88/0.89/0.89/1.23 of their shares.)
-    let defs: Vec<FlowDef> = [100u32, 200, 300, 400, 500]
-        .iter()
-        .enumerate()
-        .map(|(i, &w)| {
-            let mut d = sync_reader(FlowSpec::with_weight(w), i as u64 * 100_000_000);
-            d.size = 128;
-            d
-        })
-        .collect();
     let go = |kv: &[(&str, &str)]| {
-        let mut s = profile("bfq", kv);
-        let log = run(&mut s, flash(), &defs, 20 * SEC, 1);
-        let total: u64 = log.per_flow.iter().sum();
-        let shares: Vec<f64> = log
-            .per_flow
-            .iter()
-            .zip([1.0, 2.0, 3.0, 4.0, 5.0])
-            .map(|(&x, w)| x as f64 / total as f64 / (w / 15.0))
-            .collect();
-        (shares, total)
+        weighted_reader_shares_on(&mut profile("bfq", kv), flash(), &[100, 200, 300, 400, 500])
     };
     let (on, t_on) = go(&[]);
     let (off, t_off) = go(&[("injection", "0")]);
