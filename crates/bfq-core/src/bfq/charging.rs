@@ -22,11 +22,11 @@
 //!   *time* it held the device: max(B_max x min(t, T_max) / T_max, service).
 //!   Weight-raised flows are never charged for time.
 //!
-//! With injection (heuristic 7), on a non-rotational device a turn into
-//! which other flows' requests were injected is charged its service
-//! whatever the rule: the device was not held idle for the flow, the
-//! injected flows used it and pay for it (on a disk the turn's time stays
-//! the flow's).
+//! With injection (heuristic 7), a turn into which other flows' requests
+//! were injected is charged its service whatever the rule: the device was
+//! not held idle for the flow, the injected flows used it and pay for it.
+//! Except for a seeky flow on a rotational device, whose own seeks hold
+//! the head.
 //! Injected service counted at the start of a turn (debt) is always
 //! charged as service, on top of what the turn's own part costs.
 //!

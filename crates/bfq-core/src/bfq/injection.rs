@@ -44,9 +44,9 @@
 //! - a flow that does leave with requests in flight and whose next request
 //!   arrives within `preempt_in_time` of its last completion re-enters
 //!   with S = its old F instead of max(V, F) (it keeps its place);
-//! - on a non-rotational device, a turn into which others were injected is
-//!   charged its service, not its time (heuristic 3, [`super::charging`]):
-//!   the device was not held idle for it.
+//! - a turn into which others were injected is charged its service, not
+//!   its time (heuristic 3, [`super::charging`]): the device was not held
+//!   idle for it (except for a seeky flow on a disk).
 //!
 //! `inject_limit` is learned per flow from the service time of the
 //! idling flow's first request after it refills: with nothing else in

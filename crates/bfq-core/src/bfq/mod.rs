@@ -834,18 +834,17 @@ impl Bfq {
         let fs = &self.topo.any_flow(turn.flow).data;
         let seeky = fs.seek.is_seeky();
         let raised = fs.raise.on();
-        // Heuristics 3 and 7: on a non-rotational device, a turn into which
-        // other flows' requests were injected did not hold the device idle
-        // for the flow (the injected requests ran alongside its own, and
-        // their flows pay for them): it is charged its service, not its
-        // time. Charging the light reader of 1:2:3:4:5 sequential readers
-        // the whole turn (mostly injected service) took 9% of its share;
-        // charging the turn's own-service fraction of its time instead gave
-        // a 3:1 pair of random readers on a parallel device 1.9:1. On a
-        // disk the turn's time is the flow's (one head, and injected
-        // requests seek away from it): time charging stays, or a random
-        // reader weighted 1/3 took 80% of an NCQ disk's time.
-        let held = if turn.injected > 0 && !self.device.rotational {
+        // Heuristics 3 and 7: a turn into which other flows' requests were
+        // injected did not hold the device idle for the flow (the injected
+        // requests ran alongside its own, and their flows pay for them): it
+        // is charged its service, not its time. Charging the light reader
+        // of 1:2:3:4:5 sequential readers the whole turn (mostly injected
+        // service) took 9% of its share; charging the turn's own-service
+        // fraction of its time instead gave a 3:1 pair of random readers on
+        // a parallel device 1.9:1. Except for a seeky flow on a disk: there
+        // its own seeks are what holds the head, and charged its service a
+        // random reader weighted 1/3 took 80% of an NCQ disk's time.
+        let held = if turn.injected > 0 && !(self.device.rotational && seeky) {
             0
         } else {
             elapsed
