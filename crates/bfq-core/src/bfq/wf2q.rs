@@ -588,13 +588,6 @@ impl Wf2q {
         IoClass::ALL.into_iter().find(|&c| has(c))
     }
 
-    /// Whether entity `id` is eligible in its tree (S <= V): it has not
-    /// run ahead of its share there.
-    pub fn is_eligible(&self, id: EntityId) -> bool {
-        let e = &self.entities[id as usize];
-        e.start <= self.sd(e.parent).trees[e.class as usize].v
-    }
-
     /// The flow [`Wf2q::select`] would pick now among queued entities
     /// (ignoring the in-service path), without changing anything:
     /// O(depth). Used by injection and preemption.
