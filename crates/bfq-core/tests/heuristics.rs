@@ -912,14 +912,21 @@ proptest! {
             _ => Dev { depth: 32, ..flash() },
         };
         let log = run(&mut s, dev, &defs, 2 * SEC, seed);
-        s.check_invariants();
-        prop_assert_eq!(&log.dispatched_ids, &log.completed_ids);
-        prop_assert_eq!(log.dispatched_ids.len() as u64, log.issued);
-        prop_assert_eq!(s.queued() + s.in_flight(), 0);
-        for i in 0..defs.len() {
-            prop_assert!(log.backlog[i].is_empty() || log.per_flow[i] > 0, "flow {} starved", i);
-        }
+        served_exactly_once(&s, &log)?;
     }
+}
+
+/// Every request dispatched and completed once, nothing left, B-WF2Q+'s
+/// invariants, and every flow that had a backlog was served.
+fn served_exactly_once(s: &Bfq, log: &RunLog) -> Result<(), TestCaseError> {
+    s.check_invariants();
+    prop_assert_eq!(&log.dispatched_ids, &log.completed_ids);
+    prop_assert_eq!(log.dispatched_ids.len() as u64, log.issued);
+    prop_assert_eq!(s.queued() + s.in_flight(), 0);
+    for (i, b) in log.backlog.iter().enumerate() {
+        prop_assert!(b.is_empty() || log.per_flow[i] > 0, "flow {} starved", i);
+    }
+    Ok(())
 }
 
 #[test]
@@ -1443,13 +1450,7 @@ proptest! {
         let dev = Dev { depth, per_req: 100 * US, per_sector: 1000, seek: if rotational { 2 * MS } else { 0 }, parallel, rotational };
         let log = run(&mut r, dev, &defs, 2 * SEC, seed);
         let mut s = r.inner;
-        s.check_invariants();
-        prop_assert_eq!(&log.dispatched_ids, &log.completed_ids);
-        prop_assert_eq!(log.dispatched_ids.len() as u64, log.issued);
-        prop_assert_eq!(s.queued() + s.in_flight(), 0);
-        for i in 0..defs.len() {
-            prop_assert!(log.backlog[i].is_empty() || log.per_flow[i] > 0, "flow {} starved", i);
-        }
+        served_exactly_once(&s, &log)?;
         if let Err(e) = nothing_left_behind(&mut s, log.end, &r.flows) {
             return Err(TestCaseError::fail(e));
         }
