@@ -47,7 +47,7 @@
 //! spirit of the kernel's, not values from the reference. 100 disables.
 
 use super::budget::ExpireReason;
-use crate::types::{Op, Time, MS};
+use crate::types::{Op, Request, Time, MS};
 
 /// Time-charging rule.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -214,6 +214,57 @@ pub fn depth_allows(
         cfg.sync_write_depth_pct >= 100 || sync_write_in < lim(cfg.sync_write_depth_pct)
     } else {
         true
+    }
+}
+
+/// Asynchronous and synchronous-write requests in flight, against their
+/// device-queue limits.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct DeviceSlots {
+    pub async_in: u32,
+    pub sync_write_in: u32,
+}
+
+impl DeviceSlots {
+    /// Whether `r` may go to a device of `depth` slots now.
+    #[inline]
+    pub fn allows(&self, cfg: &ChargeConfig, depth: u32, r: &Request, raised_busy: bool) -> bool {
+        depth_allows(
+            cfg,
+            depth,
+            r.op,
+            r.sync,
+            self.async_in,
+            self.sync_write_in,
+            raised_busy,
+        )
+    }
+
+    /// The slot `r` takes (dispatched) or gives back (completed).
+    fn slot(&mut self, r: &Request) -> Option<&mut u32> {
+        if !r.sync {
+            Some(&mut self.async_in)
+        } else if r.op == Op::Write {
+            Some(&mut self.sync_write_in)
+        } else {
+            None
+        }
+    }
+
+    /// `r` was dispatched.
+    #[inline]
+    pub fn take(&mut self, r: &Request) {
+        if let Some(n) = self.slot(r) {
+            *n += 1;
+        }
+    }
+
+    /// `r` completed.
+    #[inline]
+    pub fn give(&mut self, r: &Request) {
+        if let Some(n) = self.slot(r) {
+            *n -= 1;
+        }
     }
 }
 

@@ -44,10 +44,10 @@ pub mod wf2q;
 use crate::error::SchedError;
 use crate::scheduler::Scheduler;
 use crate::settings::Settings;
-use crate::table::{RequestTable, Topology};
+use crate::table::{RequestTable, SlotIdx, Topology};
 use crate::types::*;
 use budget::{BudgetConfig, ExpireReason, Feedback, FeedbackCtx};
-use charging::{ChargeConfig, ChargeRule, TurnInfo};
+use charging::{ChargeConfig, ChargeRule, DeviceSlots, TurnInfo};
 use idling::{Census, FlowIdle, GuaranteeIdling, IdleConfig, Lingering, SeekHistory, ThinkTime};
 use injection::{InjectConfig, InjectState};
 use peak_rate::{Estimator, PeakRate, PeakRateConfig};
@@ -478,6 +478,24 @@ pub struct FlowState {
     merge: MergeState,
 }
 
+impl FlowState {
+    /// Takes the request in `slot` out of the flow's queue and dispatches
+    /// it, with the flow's service book-keeping.
+    fn take(&mut self, table: &mut RequestTable<u32>, slot: SlotIdx, now: Time) -> Request {
+        self.queue.remove(table, slot);
+        let req = table.dispatch(now, slot);
+        let sectors = u64::from(req.sectors);
+        self.head = req.end();
+        self.in_flight += 1;
+        self.served_total += sectors;
+        self.service_since_busy += sectors;
+        if self.raise.on() {
+            self.raise.served += sectors;
+        }
+        req
+    }
+}
+
 /// The active flow's turn.
 #[derive(Clone, Copy, Debug)]
 struct Turn {
@@ -537,8 +555,7 @@ pub struct Bfq {
     peak: PeakRate,
     burst: Burst,
     last_completion: Option<(u32, Time)>,
-    async_in: u32,
-    sync_write_in: u32,
+    slots: DeviceSlots,
     stats: BfqStats,
 }
 
@@ -558,8 +575,7 @@ impl Bfq {
             peak: PeakRate::new(true),
             burst: Burst::default(),
             last_completion: None,
-            async_in: 0,
-            sync_write_in: 0,
+            slots: DeviceSlots::default(),
             stats: BfqStats::default(),
         }
     }
@@ -1076,29 +1092,16 @@ impl Bfq {
             fs.raise.on(),
             asym,
         );
+        let raised_busy = self.census.raised_busy > 0;
         if fs.inj.debt + charge > fs.budget
-            || !charging::depth_allows(
-                &self.cfg.charge,
-                self.device.queue_depth,
-                r.op,
-                r.sync,
-                self.async_in,
-                self.sync_write_in,
-                self.census.raised_busy > 0,
-            )
+            || !self
+                .slots
+                .allows(&self.cfg.charge, self.device.queue_depth, &r, raised_busy)
         {
             return None;
         }
-        fs.queue.remove(&self.table, slot);
-        let req = self.table.dispatch(now, slot);
-        fs.head = req.end();
-        fs.in_flight += 1;
-        fs.served_total += u64::from(req.sectors);
-        fs.service_since_busy += u64::from(req.sectors);
+        let req = fs.take(&mut self.table, slot, now);
         fs.inj.debt += charge;
-        if fs.raise.on() {
-            fs.raise.served += u64::from(req.sectors);
-        }
         let empty = fs.queue.is_empty();
         if let Some(t) = self.turn.as_mut() {
             t.injected += u64::from(req.sectors);
@@ -1120,11 +1123,7 @@ impl Bfq {
 
     /// Book-keeping common to every dispatch.
     fn note_dispatch(&mut self, now: Time, req: &Request) {
-        if !req.sync {
-            self.async_in += 1;
-        } else if req.op == Op::Write {
-            self.sync_write_in += 1;
-        }
+        self.slots.take(req);
         if self.cfg.peak_rate.auto
             && self.cfg.peak_rate.estimator == Estimator::Kernel
             && self.peak.on_dispatch(
@@ -1483,27 +1482,15 @@ impl Scheduler for Bfq {
                 self.expire(now, ExpireReason::BudgetExhausted);
                 continue;
             }
-            if !charging::depth_allows(
-                &self.cfg.charge,
-                self.device.queue_depth,
-                r.op,
-                r.sync,
-                self.async_in,
-                self.sync_write_in,
-                self.census.raised_busy > 0,
-            ) {
+            let raised_busy = self.census.raised_busy > 0;
+            if !self
+                .slots
+                .allows(&self.cfg.charge, self.device.queue_depth, &r, raised_busy)
+            {
                 return Dispatch::Wait;
             }
-            fs.queue.remove(&self.table, slot);
             let in_flight_before = self.table.in_flight() as u32;
-            let req = self.table.dispatch(now, slot);
-            fs.head = req.end();
-            fs.in_flight += 1;
-            fs.served_total += sectors;
-            fs.service_since_busy += sectors;
-            if raised {
-                fs.raise.served += sectors;
-            }
+            let req = fs.take(&mut self.table, slot, now);
             if std::mem::take(&mut fs.inj.refilled)
                 && self.cfg.inject.enabled
                 && self.device.queues_internally
@@ -1529,11 +1516,7 @@ impl Scheduler for Bfq {
         let slot = self.table.complete(id)?;
         let flow = slot.req.flow;
         let owner = FlowId(slot.extra);
-        if !slot.req.sync {
-            self.async_in -= 1;
-        } else if slot.req.op == Op::Write {
-            self.sync_write_in -= 1;
-        }
+        self.slots.give(&slot.req);
         if self.cfg.peak_rate.auto {
             self.peak.on_complete(now, u64::from(slot.req.sectors));
         }
