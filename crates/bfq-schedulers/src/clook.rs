@@ -6,9 +6,7 @@
 
 use crate::util::{clook_pick, topology_methods, SortList};
 use bfq_core::table::{RequestTable, Topology};
-use bfq_core::{
-    DeviceInfo, Dispatch, FlowId, FlowSpec, ReqId, Request, SchedError, Scheduler, Settings, Time,
-};
+use bfq_core::{DeviceInfo, Dispatch, ReqId, Request, SchedError, Scheduler, Settings, Time};
 
 /// The C-LOOK elevator.
 #[derive(Debug)]
@@ -38,13 +36,7 @@ impl Scheduler for Clook {
         "clook"
     }
     fn set_device(&mut self, _device: DeviceInfo) {}
-    topology_methods!();
-    fn add_flow(&mut self, _now: Time, spec: FlowSpec) -> Result<FlowId, SchedError> {
-        self.topo.add_flow(spec, ())
-    }
-    fn remove_flow(&mut self, _now: Time, flow: FlowId) -> Result<(), SchedError> {
-        self.topo.retire_flow(flow).map(|_| ())
-    }
+    topology_methods!(flows);
     fn add_request(&mut self, now: Time, req: Request) -> Result<(), SchedError> {
         let idx = self.table.admit(&mut self.topo, now, req, ())?;
         self.seq += 1;

@@ -16,8 +16,7 @@ use crate::util::{
 };
 use bfq_core::table::{RequestTable, SlotIdx, Topology};
 use bfq_core::{
-    DeviceInfo, Dispatch, FlowId, FlowSpec, Op, ReqId, Request, SchedError, Scheduler, Settings,
-    Time, MS,
+    DeviceInfo, Dispatch, Op, ReqId, Request, SchedError, Scheduler, Settings, Time, MS,
 };
 use std::collections::VecDeque;
 
@@ -118,13 +117,7 @@ impl Scheduler for Deadline {
         "deadline"
     }
     fn set_device(&mut self, _device: DeviceInfo) {}
-    topology_methods!();
-    fn add_flow(&mut self, _now: Time, spec: FlowSpec) -> Result<FlowId, SchedError> {
-        self.topo.add_flow(spec, ())
-    }
-    fn remove_flow(&mut self, _now: Time, flow: FlowId) -> Result<(), SchedError> {
-        self.topo.retire_flow(flow).map(|_| ())
-    }
+    topology_methods!(flows);
     fn add_request(&mut self, now: Time, req: Request) -> Result<(), SchedError> {
         let idx = self
             .table

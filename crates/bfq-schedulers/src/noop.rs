@@ -10,9 +10,7 @@ use crate::util::{
     dispatch_pending, dispatch_unit, merge_or_head, topology_methods, MergeLink, Merger,
 };
 use bfq_core::table::{RequestTable, SlotIdx, Topology};
-use bfq_core::{
-    DeviceInfo, Dispatch, FlowId, FlowSpec, ReqId, Request, SchedError, Scheduler, Settings, Time,
-};
+use bfq_core::{DeviceInfo, Dispatch, ReqId, Request, SchedError, Scheduler, Settings, Time};
 use std::collections::VecDeque;
 
 /// Default merge cap: 1024 sectors (the kernel's `max_sectors_kb` = 512).
@@ -45,13 +43,7 @@ impl Scheduler for Noop {
         "noop"
     }
     fn set_device(&mut self, _device: DeviceInfo) {}
-    topology_methods!();
-    fn add_flow(&mut self, _now: Time, spec: FlowSpec) -> Result<FlowId, SchedError> {
-        self.topo.add_flow(spec, ())
-    }
-    fn remove_flow(&mut self, _now: Time, flow: FlowId) -> Result<(), SchedError> {
-        self.topo.retire_flow(flow).map(|_| ())
-    }
+    topology_methods!(flows);
     fn add_request(&mut self, now: Time, req: Request) -> Result<(), SchedError> {
         let idx = self
             .table

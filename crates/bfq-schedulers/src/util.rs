@@ -225,6 +225,24 @@ pub fn ensure<T: Default>(v: &mut Vec<T>, i: usize) {
 /// Implements the topology half of the trait (groups, `queued`,
 /// `in_flight`) for a struct with fields `table` and `topo`.
 macro_rules! topology_methods {
+    // Also flows that carry no per-flow state of the scheduler's own.
+    (flows) => {
+        $crate::util::topology_methods!();
+        fn add_flow(
+            &mut self,
+            _now: bfq_core::Time,
+            spec: bfq_core::FlowSpec,
+        ) -> Result<bfq_core::FlowId, bfq_core::SchedError> {
+            self.topo.add_flow(spec, ())
+        }
+        fn remove_flow(
+            &mut self,
+            _now: bfq_core::Time,
+            flow: bfq_core::FlowId,
+        ) -> Result<(), bfq_core::SchedError> {
+            self.topo.retire_flow(flow).map(|_| ())
+        }
+    };
     () => {
         fn add_group(
             &mut self,
