@@ -69,6 +69,23 @@ pub struct IdleConfig {
     pub seeky_grace: bool,
 }
 
+impl IdleConfig {
+    /// T_wait 8 ms (2 ms for seeky flows), no idling for seeky flows on
+    /// queueing devices, kernel seeky detection: the 2010 profile, on which
+    /// the others build.
+    pub fn paper_2010() -> Self {
+        IdleConfig {
+            slice_idle: 8 * MS,
+            slice_idle_seeky: 2 * MS,
+            idle_on_queueing_devices: false,
+            seek_threshold: 800,
+            seeky_report: false,
+            seeky_mean_threshold: 8192,
+            seeky_grace: false,
+        }
+    }
+}
+
 /// Per-flow access-pattern history for seeky detection.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct SeekHistory {
@@ -394,15 +411,7 @@ mod tests {
 
     #[test]
     fn no_idling_where_it_cannot_help() {
-        let c = IdleConfig {
-            slice_idle: 8 * MS,
-            slice_idle_seeky: 2 * MS,
-            idle_on_queueing_devices: false,
-            seek_threshold: 800,
-            seeky_report: false,
-            seeky_mean_threshold: 8192,
-            seeky_grace: false,
-        };
+        let c = IdleConfig::paper_2010();
         let disk = DeviceInfo::default();
         let ncq = DeviceInfo {
             queues_internally: true,

@@ -101,15 +101,7 @@ impl BfqConfig {
     pub fn paper_2010() -> Self {
         BfqConfig {
             budget: BudgetConfig::paper_2010(DEFAULT_MAX_BUDGET),
-            idle: IdleConfig {
-                slice_idle: 8 * MS,
-                slice_idle_seeky: 2 * MS,
-                idle_on_queueing_devices: false,
-                seek_threshold: 800,
-                seeky_report: false,
-                seeky_mean_threshold: 8192,
-                seeky_grace: false,
-            },
+            idle: IdleConfig::paper_2010(),
             queue: QueueConfig {
                 fifo_expire_sync: 125 * MS,
                 fifo_expire_async: 250 * MS,
