@@ -49,6 +49,14 @@ fn sync_reader(spec: FlowSpec, base: u64) -> FlowDef {
     d
 }
 
+/// A greedy sync random reader of 4 KiB requests.
+fn random_reader(w: u32, base: u64) -> FlowDef {
+    let mut d = sync_reader(FlowSpec::with_weight(w), base);
+    d.seq = false;
+    d.size = 8;
+    d
+}
+
 /// A synchronous read request.
 fn sync_read(id: u64, flow: FlowId, sector: u64, sectors: u32) -> Request {
     Request {
@@ -468,12 +476,7 @@ fn h4_async_requests_take_at_most_half_the_device_queue() {
 #[test]
 fn h6_idling_only_where_guarantees_need_it() {
     // Two sync random readers on a flash device.
-    let reader = |w: u32, base: u64| {
-        let mut d = sync_reader(FlowSpec::with_weight(w), base);
-        d.seq = false;
-        d.size = 8;
-        d
-    };
+    let reader = random_reader;
     let go = |kv: &[(&str, &str)], w: u32| {
         let mut s = profile("bfq", kv);
         let log = run(
@@ -534,12 +537,7 @@ fn h6_strict_guarantees_one_request_at_a_time() {
 
 #[test]
 fn h7_injection_keeps_3_to_1_and_raises_throughput() {
-    let reader = |w: u32, base: u64| {
-        let mut d = sync_reader(FlowSpec::with_weight(w), base);
-        d.seq = false;
-        d.size = 8;
-        d
-    };
+    let reader = random_reader;
     let defs = [reader(300, 0), reader(100, 900_000_000)];
     let go = |inj: &str| {
         let mut s = profile("bfq", &[("injection", inj)]);
@@ -1212,14 +1210,7 @@ fn h7_waker_is_injected_first() {
         let mut now: Time = 0;
         let mut req = |flow: FlowId, sector: u64| {
             id += 1;
-            Request {
-                id,
-                flow,
-                sector,
-                sectors: 8,
-                op: Op::Read,
-                sync: true,
-            }
+            sync_read(id, flow, sector, 8)
         };
         // Serve what is queued; on idling, wait it out or stop.
         let drain = |s: &mut Bfq, now: &mut Time, wait: bool| loop {
