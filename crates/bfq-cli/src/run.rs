@@ -36,7 +36,7 @@ pub struct Args {
     #[arg(long = "set")]
     pub set: Vec<String>,
     /// A flow as key=value pairs separated by commas (repeatable), e.g.
-    /// `name=a,op=read,pattern=seq,bs=64k,depth=1,weight=100,class=be,level=4,bytes=64M,think=1ms,on=1M,off=50ms,every=40ms,batch=256k,repeat=2,rerun=1s,start=0,offset=0,len=256M`.
+    /// `name=a,op=read,pattern=seq,bs=64k,depth=1,sync=true,weight=100,class=be,level=4,bytes=64M,think=1ms,on=1M,off=50ms,every=40ms,batch=256k,repeat=2,rerun=1s,start=0,offset=0,len=256M`.
     #[arg(long = "flow")]
     pub flows: Vec<String>,
     /// Run length in seconds (default: the scenario's duration, or 10).
@@ -106,6 +106,13 @@ pub fn parse_flow(s: &str, index: usize) -> anyhow::Result<FlowDesc> {
             }
             "bs" | "block" => f.block = size()? as u32,
             "depth" => f.depth = v.parse().map_err(|_| bad(s, "bad depth"))?,
+            "sync" => {
+                f.sync = match v {
+                    "1" | "true" | "yes" => true,
+                    "0" | "false" | "no" => false,
+                    _ => return Err(bad(s, "sync is true or false")),
+                }
+            }
             "weight" => f.weight = Some(v.parse().map_err(|_| bad(s, "bad weight"))?),
             "class" => {
                 f.prio.class = IoClass::parse(v).ok_or_else(|| bad(s, "class is rt, be or idle"))?
@@ -202,6 +209,7 @@ pub fn from_plan(plan: &Plan) -> anyhow::Result<(Vec<FlowDesc>, Vec<GroupDesc>)>
             pattern,
             block: f.block * SECTOR_BYTES as u32,
             depth: if f.sync { 1 } else { f.depth.max(1) },
+            sync: f.sync,
             region: Some((f.region_start * SECTOR_BYTES, f.region_len * SECTOR_BYTES)),
             bytes: f.bytes,
             think: Duration::from_nanos(f.think),
@@ -418,6 +426,10 @@ mod tests {
         assert_eq!(f.on_off.unwrap().on_bytes, (1 << 20, 1 << 20));
         assert_eq!(f.periodic.unwrap().every, Duration::from_millis(40));
         assert_eq!((f.repeat, f.rerun_after), (2, Duration::from_secs(1)));
+        // Linux flags O_DIRECT requests synchronous whatever the depth.
+        assert!(f.sync);
+        assert!(!parse_flow("depth=4,sync=false", 0).unwrap().sync);
+        assert!(parse_flow("sync=maybe", 0).is_err());
         assert!(parse_flow("bogus=1", 0).is_err());
         assert!(parse_flow("on=1M", 0).is_err());
         assert!(parse_flow("offset=4k", 0).is_err());
@@ -458,9 +470,12 @@ on_off = { on = "1M", off = "10ms" }
         assert_eq!(r.region, Some((512 << 20, 100 << 20)));
         assert_eq!((r.repeat, r.rerun_after), (3, Duration::from_secs(1)));
         assert_eq!(r.group.as_deref(), Some("/a/b"));
-        assert_eq!(r.depth, 1);
+        assert_eq!((r.depth, r.sync), (1, true));
         let w = &flows[1];
-        assert_eq!((w.dir, w.depth, w.block), (Dir::Write, 8, 4096));
+        assert_eq!(
+            (w.dir, w.depth, w.block, w.sync),
+            (Dir::Write, 8, 4096, false)
+        );
         assert!(w.on_off.is_some());
         let b = groups.iter().find(|g| g.name == "/a/b").unwrap();
         assert_eq!((b.weight, b.parent.as_deref()), (300, Some("/a")));

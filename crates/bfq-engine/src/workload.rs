@@ -50,8 +50,13 @@ pub struct FlowDesc {
     pub pattern: Pattern,
     /// Request size in bytes.
     pub block: u32,
-    /// Requests kept outstanding (1 = synchronous).
+    /// Requests kept outstanding.
     pub depth: u32,
+    /// Whether the scheduler sees the requests as synchronous. Linux flags
+    /// every read, and every `O_DIRECT` write, synchronous whatever the
+    /// depth; a scenario's `sync = false` flow (simulated asynchronous
+    /// I/O, e.g. writeback) is not.
+    pub sync: bool,
     /// Region `(offset, len)` in bytes; `None` = an equal share of the
     /// target laid out after the explicit regions.
     pub region: Option<(u64, u64)>,
@@ -86,6 +91,7 @@ impl FlowDesc {
             pattern,
             block,
             depth: 1,
+            sync: true,
             region: None,
             bytes: None,
             think: Duration::ZERO,
@@ -793,7 +799,7 @@ fn run_engine(
             .prio(f.prio.class, f.prio.level)
             .group(group);
         o.spec.weight = f.weight;
-        o.sync = f.depth <= 1;
+        o.sync = f.sync;
         let flow = engine.flow(o)?;
         names
             .lock()
