@@ -382,8 +382,7 @@ impl Dispatcher {
         }
     }
 
-    fn finish_io(&mut self, idx: u32, res: i32) {
-        let now = self.now();
+    fn finish_io(&mut self, idx: u32, res: i32, now: Time) {
         self.trace(now, 'C', idx);
         let Some(Held {
             mut op, dispatched, ..
@@ -425,9 +424,12 @@ impl Dispatcher {
         }
     }
 
-    /// Reaps every completion available. Returns how many.
+    /// Reaps every completion available. Returns how many. The requests
+    /// of one batch complete at the same time for the scheduler (the
+    /// kernel does not say when each finished; one clock read per batch).
     fn reap(&mut self) -> usize {
         let mut n = 0;
+        let mut now = None;
         loop {
             let cqe = match self.ring.completion().next() {
                 Some(c) => c,
@@ -444,7 +446,13 @@ impl Dispatcher {
                     }
                 }
                 CANCEL_TOKEN => {}
-                idx => self.finish_io(idx as u32, cqe.result()),
+                idx => {
+                    let t = match now {
+                        Some(t) => t,
+                        None => *now.insert(self.now()),
+                    };
+                    self.finish_io(idx as u32, cqe.result(), t)
+                }
             }
         }
         n
