@@ -63,6 +63,12 @@ pub enum BenchCmd {
         /// keep the run with the median IOPS (damps a busy machine's noise).
         #[arg(long, default_value_t = 1)]
         repeat: u32,
+        /// Pin the benchmark's threads (the engine's dispatcher and flow
+        /// threads, or the kernel:* flow threads) to these CPUs
+        /// (comma-separated); the device's own workers stay unpinned.
+        /// Default: not pinned.
+        #[arg(long, value_delimiter = ',')]
+        cpus: Vec<usize>,
     },
     /// Requests per second through the scheduler with io_uring NOPs.
     Nop {
@@ -190,16 +196,22 @@ pub fn run(a: Args) -> anyhow::Result<()> {
             async_submit,
             repeat,
             sqpoll,
-        } => randread(
-            flows,
-            schedulers,
-            seconds,
-            depth,
-            &size,
-            device,
-            (nice, async_submit, repeat.max(1), sqpoll),
-            a.json,
-        ),
+            cpus,
+        } => {
+            if !cpus.is_empty() {
+                sys::pin_current_thread(&cpus)?;
+            }
+            randread(
+                flows,
+                schedulers,
+                seconds,
+                depth,
+                &size,
+                device,
+                (nice, async_submit, repeat.max(1), sqpoll),
+                a.json,
+            )
+        }
         BenchCmd::Nop {
             schedulers,
             flows,
@@ -296,6 +308,8 @@ fn randread(
         }
         rows.push((n, per, row));
     }
+    // Where the benchmark's threads may run (see --cpus).
+    let cpus = sys::current_cpus()?;
     if json_out {
         let v: Vec<Value> = rows
             .iter()
@@ -308,12 +322,13 @@ fn randread(
             "{}",
             serde_json::to_string_pretty(&json!({
             "bench": "randread", "device": dev, "block": 4096, "total_depth": depth,
-            "seconds": seconds, "rows": v}))?
+            "seconds": seconds, "cpus": cpus, "rows": v}))?
         );
         return Ok(());
     }
     println!(
-        "4 KiB random reads on {} ({} MiB), {} requests outstanding in total, {seconds} s each",
+        "4 KiB random reads on {} ({} MiB), {} requests outstanding in total, {seconds} s each, \
+         threads on CPUs {cpus:?}",
         dev.display(),
         size >> 20,
         depth
