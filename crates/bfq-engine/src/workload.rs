@@ -10,22 +10,19 @@
 //! benchmarks build them directly.
 
 use crate::buf::AlignedBuf;
-use crate::completion::{IoResult, Pending};
+use crate::completion::Pending;
 use crate::engine::{Engine, FlowOptions, ShutdownMode};
 use crate::sys;
 use bfq_core::{GroupId, IoClass, IoPrio, Settings};
 use io_uring::{opcode, types, IoUring};
 use std::collections::HashMap;
 use std::fs::OpenOptions;
-use std::future::Future;
 use std::io::{self, Write};
 use std::os::fd::AsRawFd;
 use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
-use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Barrier};
-use std::task::{Context, Poll, Wake, Waker};
 use std::time::{Duration, Instant};
 
 /// Access pattern of a flow.
@@ -733,71 +730,6 @@ fn cursor(d: &FlowDesc, region: (u64, u64), seed: u64) -> Cursor {
     }
 }
 
-/// Reaps a flow thread's requests in the order they complete (as a
-/// program reaping its io_uring would), not in the order they were issued:
-/// BFQ dispatches a flow's queue in sector order, so waiting for the oldest
-/// would leave finished requests unreaped and the flow's depth unused.
-/// Each request slot has a waker that notes the slot and unparks the
-/// thread; only noted slots are polled.
-struct Reaper {
-    noted: Arc<std::sync::Mutex<Vec<usize>>>,
-    wakers: Vec<Waker>,
-}
-
-struct SlotWaker {
-    slot: usize,
-    noted: Arc<std::sync::Mutex<Vec<usize>>>,
-    thread: std::thread::Thread,
-}
-
-impl Wake for SlotWaker {
-    fn wake(self: Arc<Self>) {
-        self.wake_by_ref();
-    }
-    fn wake_by_ref(self: &Arc<Self>) {
-        self.noted
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .push(self.slot);
-        self.thread.unpark();
-    }
-}
-
-impl Reaper {
-    fn new(slots: usize) -> Self {
-        let noted: Arc<std::sync::Mutex<Vec<usize>>> = Default::default();
-        let wakers = (0..slots)
-            .map(|slot| {
-                Waker::from(Arc::new(SlotWaker {
-                    slot,
-                    noted: noted.clone(),
-                    thread: std::thread::current(),
-                }))
-            })
-            .collect();
-        Reaper { noted, wakers }
-    }
-
-    /// Blocks until some slot was woken; moves the woken slots to `out`.
-    fn wait(&self, out: &mut Vec<usize>) {
-        loop {
-            {
-                let mut n = self.noted.lock().unwrap_or_else(|p| p.into_inner());
-                if !n.is_empty() {
-                    out.append(&mut n);
-                    return;
-                }
-            }
-            std::thread::park();
-        }
-    }
-
-    fn poll<B: Send + 'static>(&self, slot: usize, p: &mut Pending<B>) -> Poll<IoResult<B>> {
-        let mut cx = Context::from_waker(&self.wakers[slot]);
-        Pin::new(p).poll(&mut cx)
-    }
-}
-
 fn run_engine(
     cfg: &RunConfig,
     scheduler: &str,
@@ -907,11 +839,26 @@ fn run_engine(
             let end = start + duration;
             let mut acc = Acc::new(interval);
             let mut pacer = Pacer::new(&d, start, i as u64);
-            let reaper = Reaper::new(d.depth as usize);
+            // Requests in flight by slot, with their issue time. The
+            // thread reaps every finished request whenever it wakes, and
+            // sleeps on the oldest one only when none has finished: BFQ
+            // dispatches a flow's queue in sector order, so reaping only
+            // the oldest would leave finished requests unreaped and the
+            // flow's depth unused, while waking on every completion would
+            // cost the engine's dispatcher a cross-thread wake-up each.
             let mut slots: Vec<Option<(Instant, Pending<AlignedBuf>)>> =
                 (0..d.depth).map(|_| None).collect();
             let mut free: Vec<usize> = (0..d.depth as usize).rev().collect();
-            let mut done = Vec::with_capacity(d.depth as usize);
+            let mut record = |res: io::Result<usize>,
+                              t0: Instant,
+                              b: AlignedBuf,
+                              bufs: &mut Vec<AlignedBuf>,
+                              pacer: &mut Pacer| {
+                let n = *res.as_ref().unwrap_or(&0) as u64;
+                acc.record(res, t0.elapsed());
+                bufs.push(b);
+                pacer.after(n, &stop, end);
+            };
             loop {
                 while !free.is_empty() && pacer.before(&stop, end) {
                     let (off, len) = cur.next();
@@ -924,31 +871,30 @@ fn run_engine(
                         Dir::Read => flow.read_async(off, b),
                         Dir::Write => flow.write_async(off, b),
                     };
-                    let k = free.pop().expect("a free slot");
-                    slots[k] = Some((Instant::now(), p));
-                    // Registers the slot's waker (or finds it done).
-                    done.push(k);
+                    slots[free.pop().expect("a free slot")] = Some((Instant::now(), p));
                 }
-                if free.len() == slots.len() {
-                    break;
+                let mut reaped = false;
+                let mut oldest: Option<(Instant, usize)> = None;
+                for (k, slot) in slots.iter_mut().enumerate() {
+                    let Some((t0, p)) = slot else { continue };
+                    if p.is_done() {
+                        let (t0, p) = slot.take().expect("in flight");
+                        let (res, b) = p.wait();
+                        record(res, t0, b, &mut bufs, &mut pacer);
+                        free.push(k);
+                        reaped = true;
+                    } else if oldest.is_none_or(|(t, _)| *t0 < t) {
+                        oldest = Some((*t0, k));
+                    }
                 }
-                if done.is_empty() {
-                    reaper.wait(&mut done);
+                if reaped {
+                    continue;
                 }
-                for k in done.drain(..) {
-                    let Some((t0, p)) = slots[k].as_mut() else {
-                        continue; // a late wake of a slot already reaped
-                    };
-                    let Poll::Ready((res, b)) = reaper.poll(k, p) else {
-                        continue;
-                    };
-                    let n = *res.as_ref().unwrap_or(&0) as u64;
-                    acc.record(res, t0.elapsed());
-                    slots[k] = None;
-                    free.push(k);
-                    bufs.push(b);
-                    pacer.after(n, &stop, end);
-                }
+                let Some((_, k)) = oldest else { break };
+                let (t0, p) = slots[k].take().expect("in flight");
+                let (res, b) = p.wait();
+                record(res, t0, b, &mut bufs, &mut pacer);
+                free.push(k);
             }
             (acc.report(&d, pacer.run_ends), start.elapsed())
         }));
@@ -1173,44 +1119,6 @@ pub fn prio(class: IoClass, level: u8) -> IoPrio {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn the_reaper_takes_requests_in_completion_order() {
-        use crate::completion::{Sink, Slot};
-        let reaper = Reaper::new(3);
-        let slots: Vec<_> = (0..3u8).map(Slot::new).collect();
-        let mut pending: Vec<_> = slots.iter().map(|s| Pending::new(s.clone())).collect();
-        for (k, p) in pending.iter_mut().enumerate() {
-            assert!(reaper.poll(k, p).is_pending());
-        }
-        // The youngest finishes first: it is reaped while the others wait.
-        slots[2].complete(Ok(7)).wake();
-        let mut woken = Vec::new();
-        reaper.wait(&mut woken);
-        assert_eq!(woken, vec![2]);
-        match reaper.poll(2, &mut pending[2]) {
-            Poll::Ready((Ok(7), 2)) => {}
-            other => panic!("slot 2: {:?}", other.map(|(r, b)| (r.ok(), b))),
-        }
-        assert!(reaper.poll(0, &mut pending[0]).is_pending());
-        // Two more at once: both noted, one wake-up.
-        slots[0].complete(Ok(1)).wake();
-        slots[1]
-            .complete(Err(io::Error::from_raw_os_error(libc::EIO)))
-            .wake();
-        woken.clear();
-        reaper.wait(&mut woken);
-        woken.sort();
-        assert_eq!(woken, vec![0, 1]);
-        assert!(matches!(
-            reaper.poll(0, &mut pending[0]),
-            Poll::Ready((Ok(1), 0))
-        ));
-        assert!(matches!(
-            reaper.poll(1, &mut pending[1]),
-            Poll::Ready((Err(_), 1))
-        ));
-    }
 
     fn g(name: &str, parent: Option<&str>) -> GroupDesc {
         GroupDesc {
