@@ -849,11 +849,12 @@ fn run_engine(
             let mut slots: Vec<Option<(Instant, Pending<AlignedBuf>)>> =
                 (0..d.depth).map(|_| None).collect();
             let mut free: Vec<usize> = (0..d.depth as usize).rev().collect();
-            let mut record = |res: io::Result<usize>,
-                              t0: Instant,
-                              b: AlignedBuf,
-                              bufs: &mut Vec<AlignedBuf>,
-                              pacer: &mut Pacer| {
+            // Takes a request's result (blocking if it is not in yet).
+            let mut reap = |slot: &mut Option<(Instant, Pending<AlignedBuf>)>,
+                            bufs: &mut Vec<AlignedBuf>,
+                            pacer: &mut Pacer| {
+                let (t0, p) = slot.take().expect("in flight");
+                let (res, b) = p.wait();
                 let n = *res.as_ref().unwrap_or(&0) as u64;
                 acc.record(res, t0.elapsed());
                 bufs.push(b);
@@ -878,9 +879,7 @@ fn run_engine(
                 for (k, slot) in slots.iter_mut().enumerate() {
                     let Some((t0, p)) = slot else { continue };
                     if p.is_done() {
-                        let (t0, p) = slot.take().expect("in flight");
-                        let (res, b) = p.wait();
-                        record(res, t0, b, &mut bufs, &mut pacer);
+                        reap(slot, &mut bufs, &mut pacer);
                         free.push(k);
                         reaped = true;
                     } else if oldest.is_none_or(|(t, _)| *t0 < t) {
@@ -891,9 +890,7 @@ fn run_engine(
                     continue;
                 }
                 let Some((_, k)) = oldest else { break };
-                let (t0, p) = slots[k].take().expect("in flight");
-                let (res, b) = p.wait();
-                record(res, t0, b, &mut bufs, &mut pacer);
+                reap(&mut slots[k], &mut bufs, &mut pacer);
                 free.push(k);
             }
             (acc.report(&d, pacer.run_ends), start.elapsed())
