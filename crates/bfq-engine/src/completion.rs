@@ -5,6 +5,7 @@
 use std::future::Future;
 use std::io;
 use std::pin::Pin;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll, Waker};
 use std::thread::Thread;
@@ -21,6 +22,92 @@ pub(crate) enum Waiter {
     None,
     Waker(Waker),
     Thread(Thread),
+}
+
+/// Wake-ups the dispatcher hands to its clients (a wake relay).
+///
+/// Waking a sleeping thread on another CPU costs an inter-processor
+/// interrupt, several microseconds in a VM, and the dispatcher is the one
+/// thread every request passes through. So when a batch of completions
+/// has several waiters, the dispatcher wakes one itself and publishes the
+/// rest here; every client that takes a result wakes up to
+/// [`RELAY_FANOUT`] of them (the woken do the same, a wake-up tree), on
+/// its own CPU time. The dispatcher wakes whatever is left before it
+/// blocks, or once they have waited [`RELAY_MAX_WAIT_NS`], so a waiter
+/// whose helper never comes (a dropped future) still wakes.
+#[derive(Default)]
+pub(crate) struct WakeRelay {
+    waiters: Mutex<Vec<Waiter>>,
+    len: AtomicUsize,
+}
+
+/// Waiters one helper wakes.
+pub(crate) const RELAY_FANOUT: usize = 4;
+/// The longest the dispatcher leaves a published waiter to the helpers.
+pub(crate) const RELAY_MAX_WAIT_NS: u64 = 50_000;
+
+impl WakeRelay {
+    /// Wakes the first waiter and publishes the rest; returns whether
+    /// anything was published. Leaves `ws` empty.
+    pub(crate) fn wake_or_publish(&self, ws: &mut Vec<Waiter>) -> bool {
+        if ws.len() <= 1 {
+            if let Some(w) = ws.pop() {
+                w.wake();
+            }
+            return false;
+        }
+        let first = ws.swap_remove(0);
+        {
+            let mut g = self.waiters.lock().unwrap_or_else(|p| p.into_inner());
+            g.append(ws);
+            self.len.store(g.len(), Ordering::Release);
+        }
+        first.wake();
+        true
+    }
+
+    /// Whether nobody waits in the relay.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.len.load(Ordering::Acquire) == 0
+    }
+
+    /// Wakes up to `max` published waiters.
+    pub(crate) fn help(&self, max: usize) {
+        if self.is_empty() {
+            return;
+        }
+        let mut take = [const { None }; RELAY_FANOUT];
+        let mut n = 0;
+        {
+            let mut g = self.waiters.lock().unwrap_or_else(|p| p.into_inner());
+            while n < max.min(RELAY_FANOUT) {
+                match g.pop() {
+                    Some(w) => take[n] = Some(w),
+                    None => break,
+                }
+                n += 1;
+            }
+            self.len.store(g.len(), Ordering::Release);
+        }
+        for w in take.into_iter().flatten() {
+            w.wake();
+        }
+    }
+
+    /// Wakes every published waiter (the dispatcher's fallback).
+    pub(crate) fn drain(&self) {
+        if self.is_empty() {
+            return;
+        }
+        let ws = {
+            let mut g = self.waiters.lock().unwrap_or_else(|p| p.into_inner());
+            self.len.store(0, Ordering::Release);
+            std::mem::take(&mut *g)
+        };
+        for w in ws {
+            w.wake();
+        }
+    }
 }
 
 struct Inner<B> {
@@ -83,25 +170,35 @@ pub type IoResult<B> = (io::Result<usize>, B);
 #[must_use = "a request's result is only seen through its Pending"]
 pub struct Pending<B: Send + 'static> {
     slot: Arc<Slot<B>>,
+    relay: Arc<WakeRelay>,
 }
 
 impl<B: Send + 'static> Pending<B> {
-    pub(crate) fn new(slot: Arc<Slot<B>>) -> Self {
-        Pending { slot }
+    pub(crate) fn new(slot: Arc<Slot<B>>, relay: Arc<WakeRelay>) -> Self {
+        Pending { slot, relay }
     }
 
+    /// Takes the result if it is in (and then wakes a few of the
+    /// dispatcher's other waiters, see [`WakeRelay`]); otherwise leaves
+    /// `waiter` to be woken.
     fn try_take(&self, waiter: impl FnOnce() -> Waiter) -> Option<IoResult<B>> {
-        let mut g = self.slot.inner.lock().unwrap_or_else(|p| p.into_inner());
-        match g.result.take() {
-            Some(r) => {
-                let buf = g.buf.take().expect("buffer taken twice");
-                Some((r, buf))
+        let r = {
+            let mut g = self.slot.inner.lock().unwrap_or_else(|p| p.into_inner());
+            match g.result.take() {
+                Some(r) => {
+                    let buf = g.buf.take().expect("buffer taken twice");
+                    Some((r, buf))
+                }
+                None => {
+                    g.waiter = waiter();
+                    None
+                }
             }
-            None => {
-                g.waiter = waiter();
-                None
-            }
+        };
+        if r.is_some() {
+            self.relay.help(RELAY_FANOUT);
         }
+        r
     }
 
     /// Whether the result is in.
@@ -152,5 +249,81 @@ pub fn block_on<F: Future>(fut: F) -> F::Output {
             return v;
         }
         std::thread::park();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::AtomicU32;
+    use std::task::Wake;
+
+    /// A waker that counts its wake-ups.
+    struct Count(AtomicU32);
+    impl Wake for Count {
+        fn wake(self: Arc<Self>) {
+            self.0.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+
+    fn waiters(n: usize) -> (Vec<Arc<Count>>, Vec<Waiter>) {
+        let counts: Vec<_> = (0..n).map(|_| Arc::new(Count(AtomicU32::new(0)))).collect();
+        let ws = counts
+            .iter()
+            .map(|c| Waiter::Waker(Waker::from(c.clone())))
+            .collect();
+        (counts, ws)
+    }
+
+    fn woken(counts: &[Arc<Count>]) -> u32 {
+        counts.iter().map(|c| c.0.load(Ordering::SeqCst)).sum()
+    }
+
+    #[test]
+    fn relay_wakes_one_then_helpers_then_the_rest() {
+        let relay = WakeRelay::default();
+        let (counts, mut ws) = waiters(2 + 2 * RELAY_FANOUT);
+        assert!(relay.wake_or_publish(&mut ws));
+        assert!(ws.is_empty());
+        assert_eq!(woken(&counts), 1, "the dispatcher wakes one itself");
+        assert!(!relay.is_empty());
+        relay.help(RELAY_FANOUT);
+        assert_eq!(woken(&counts), 1 + RELAY_FANOUT as u32);
+        relay.help(1);
+        assert_eq!(woken(&counts), 2 + RELAY_FANOUT as u32);
+        relay.drain();
+        assert!(relay.is_empty());
+        // Everyone woken exactly once.
+        assert!(counts.iter().all(|c| c.0.load(Ordering::SeqCst) == 1));
+        relay.help(RELAY_FANOUT);
+        relay.drain();
+        assert_eq!(woken(&counts), counts.len() as u32);
+    }
+
+    #[test]
+    fn a_lone_waiter_is_woken_directly() {
+        let relay = WakeRelay::default();
+        let (counts, mut ws) = waiters(1);
+        assert!(!relay.wake_or_publish(&mut ws));
+        assert_eq!(woken(&counts), 1);
+        assert!(relay.is_empty());
+        assert!(!relay.wake_or_publish(&mut Vec::new()));
+    }
+
+    #[test]
+    fn taking_a_result_helps_the_relay() {
+        let relay = Arc::new(WakeRelay::default());
+        let (counts, mut ws) = waiters(3);
+        assert!(relay.wake_or_publish(&mut ws));
+        let slot = Slot::new(vec![0u8; 8]);
+        let pending = Pending::new(slot.clone(), relay.clone());
+        assert!(pending.try_take(|| Waiter::None).is_none());
+        assert_eq!(woken(&counts), 1, "no result, no help");
+        slot.complete(Ok(8)).wake();
+        let (res, buf) = pending.wait();
+        assert_eq!(res.unwrap(), 8);
+        assert_eq!(buf.len(), 8);
+        assert_eq!(woken(&counts), 3);
+        assert!(relay.is_empty());
     }
 }

@@ -8,7 +8,7 @@
 //! was about to block (`Shared::parked`), so a busy engine makes no wake-up
 //! syscalls.
 
-use crate::completion::Waiter;
+use crate::completion::{Waiter, RELAY_MAX_WAIT_NS};
 use crate::engine::TraceEvent;
 use crate::engine::{cancelled, Cmd, EngineStats, Op, OpKind, Shared, ShutdownMode};
 use bfq_core::{Dispatch, Op as SOp, Request, Scheduler, Time, SECTOR_BYTES};
@@ -73,6 +73,8 @@ pub(crate) struct Dispatcher {
     /// submitted (so a woken submitter does not preempt the dispatcher
     /// in the middle of a batch).
     wakes: Vec<Waiter>,
+    /// When the oldest waiter still in the wake relay was published.
+    relay_since: Option<Time>,
     seq: u64,
     /// Set when completions were reported in the middle of a dispatch
     /// round (the round's `now` is stale).
@@ -146,6 +148,7 @@ impl Dispatcher {
             stopping: None,
             stats: EngineStats::default(),
             wakes: Vec::new(),
+            relay_since: None,
             seq: 0,
             clock_moved: false,
         })
@@ -525,10 +528,31 @@ impl Dispatcher {
         }
     }
 
+    /// Wakes the submitters of the last completions: one itself, the
+    /// rest through the wake relay (see [`crate::completion::WakeRelay`]),
+    /// taking back what the helpers left for too long.
     fn flush_wakes(&mut self) {
-        for w in self.wakes.drain(..) {
-            w.wake();
+        let relay = &self.shared.relay;
+        if relay.wake_or_publish(&mut self.wakes) {
+            if self.relay_since.is_none() {
+                self.relay_since = Some(self.now());
+            }
+        } else if let Some(t) = self.relay_since {
+            if relay.is_empty() {
+                self.relay_since = None;
+            } else if self.now().saturating_sub(t) > RELAY_MAX_WAIT_NS {
+                relay.drain();
+                self.relay_since = None;
+            }
         }
+    }
+
+    /// Wakes everyone still in the wake relay (before blocking or
+    /// stopping).
+    fn drain_relay(&mut self) {
+        self.flush_wakes();
+        self.shared.relay.drain();
+        self.relay_since = None;
     }
 
     fn main_loop(&mut self) {
@@ -539,7 +563,7 @@ impl Dispatcher {
                 busy |= self.dispatch();
             }
             if self.done() {
-                self.flush_wakes();
+                self.drain_relay();
                 return;
             }
             self.arm_reads();
@@ -548,7 +572,7 @@ impl Dispatcher {
                 self.flush_wakes();
                 continue;
             }
-            self.flush_wakes();
+            self.drain_relay();
             // About to block: announce it, then look once more.
             self.shared.parked.store(true, Ordering::SeqCst);
             match self.rx.try_recv() {
@@ -588,7 +612,7 @@ impl Dispatcher {
             };
         }
         let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| self.main_loop()));
-        self.flush_wakes();
+        self.drain_relay();
         self.stopping = Some(ShutdownMode::Cancel);
         // Refuse what is still in the channel.
         while let Ok(cmd) = self.rx.try_recv() {

@@ -1,7 +1,7 @@
 //! The engine's public API: [`EngineBuilder`], [`Engine`], [`Flow`].
 
 use crate::buf::{IoBuf, IoBufMut};
-use crate::completion::{IoResult, Pending, Sink, Slot, Waiter};
+use crate::completion::{IoResult, Pending, Sink, Slot, Waiter, WakeRelay};
 use crate::dispatcher::{Dispatcher, DispatcherConfig, TraceSink};
 use bfq_core::{
     DeviceInfo, FlowId, FlowSpec, GroupId, IoClass, IoPrio, SchedError, Scheduler, Settings,
@@ -87,6 +87,7 @@ pub(crate) struct Shared {
     pub parked: AtomicBool,
     pub eventfd: OwnedFd,
     pub submitted: AtomicU64,
+    pub relay: Arc<WakeRelay>,
 }
 
 impl Shared {
@@ -341,6 +342,7 @@ impl EngineBuilder {
             parked: AtomicBool::new(false),
             eventfd,
             submitted: AtomicU64::new(0),
+            relay: Arc::default(),
         });
         let cfg = DispatcherConfig {
             depth: device.queue_depth.max(1),
@@ -643,7 +645,7 @@ impl Flow {
         buf: B,
     ) -> Pending<B> {
         let slot = Slot::new(buf);
-        let pending = Pending::new(slot.clone());
+        let pending = Pending::new(slot.clone(), self.shared.relay.clone());
         let sink: Arc<dyn Sink> = slot;
         let mut op = Op {
             kind,
