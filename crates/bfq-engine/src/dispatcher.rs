@@ -520,10 +520,25 @@ impl Dispatcher {
         }
     }
 
+    /// Blocks until an event, or until the oldest waiter left in the wake
+    /// relay is due for the dispatcher to wake.
     fn wait(&mut self) {
-        match self.ring.submit_and_wait(1) {
+        let r = match self.relay_since {
+            Some(since) if !self.shared.relay.is_empty() => {
+                let due = (since + RELAY_MAX_WAIT_NS).saturating_sub(self.now());
+                let ts = types::Timespec::new().nsec(due.max(1_000) as u32);
+                let args = types::SubmitArgs::new().timespec(&ts);
+                self.ring.submitter().submit_with_args(1, &args)
+            }
+            _ => self.ring.submit_and_wait(1),
+        };
+        match r {
             Ok(_) => {}
-            Err(e) if matches!(e.raw_os_error(), Some(libc::EINTR) | Some(libc::EBUSY)) => {}
+            Err(e)
+                if matches!(
+                    e.raw_os_error(),
+                    Some(libc::EINTR) | Some(libc::EBUSY) | Some(libc::ETIME)
+                ) => {}
             Err(e) => panic!("io_uring_enter failed: {e}"),
         }
     }
@@ -572,7 +587,7 @@ impl Dispatcher {
                 self.flush_wakes();
                 continue;
             }
-            self.drain_relay();
+            self.flush_wakes();
             // About to block: announce it, then look once more.
             self.shared.parked.store(true, Ordering::SeqCst);
             match self.rx.try_recv() {
