@@ -455,3 +455,97 @@ fn bfq_through_the_engine_if_registered() {
     }
     engine.shutdown(ShutdownMode::Drain).unwrap();
 }
+
+/// Holds every request until `n` are queued, then serves them in order
+/// (they complete together, in one batch).
+struct Gate {
+    inner: Fifo,
+    n: usize,
+}
+impl Scheduler for Gate {
+    fn name(&self) -> &str {
+        "gate"
+    }
+    fn set_device(&mut self, _: DeviceInfo) {}
+    fn add_group(&mut self, p: GroupId, w: u32) -> Result<GroupId, SchedError> {
+        self.inner.add_group(p, w)
+    }
+    fn remove_group(&mut self, g: GroupId) -> Result<(), SchedError> {
+        self.inner.remove_group(g)
+    }
+    fn add_flow(&mut self, now: Time, s: FlowSpec) -> Result<FlowId, SchedError> {
+        self.inner.add_flow(now, s)
+    }
+    fn remove_flow(&mut self, now: Time, f: FlowId) -> Result<(), SchedError> {
+        self.inner.remove_flow(now, f)
+    }
+    fn add_request(&mut self, now: Time, r: Request) -> Result<(), SchedError> {
+        self.inner.add_request(now, r)
+    }
+    fn dispatch(&mut self, now: Time) -> Dispatch {
+        if self.inner.queued() < self.n {
+            return Dispatch::Wait;
+        }
+        self.n = 0;
+        self.inner.dispatch(now)
+    }
+    fn complete(&mut self, now: Time, id: ReqId) -> Result<(), SchedError> {
+        self.inner.complete(now, id)
+    }
+    fn queued(&self) -> usize {
+        self.inner.queued()
+    }
+    fn in_flight(&self) -> usize {
+        self.inner.in_flight()
+    }
+}
+
+/// The dispatcher wakes one waiter of a completion batch and leaves the
+/// rest to clients taking results (the wake relay). Here the one it wakes
+/// is a future nobody polls again, so no client ever helps: the
+/// dispatcher must still wake everyone else itself.
+#[test]
+fn waiters_are_woken_when_no_client_helps() {
+    use std::future::Future;
+    use std::task::{Context, Poll, Wake, Waker};
+    struct Nobody;
+    impl Wake for Nobody {
+        fn wake(self: Arc<Self>) {}
+    }
+    const THREADS: usize = 12;
+    let engine = Engine::nop()
+        .queue_depth(64)
+        .scheduler_instance(Box::new(Gate {
+            inner: Fifo::new(),
+            n: THREADS + 1,
+        }))
+        .open()
+        .unwrap();
+    let flow = Arc::new(engine.flow(FlowOptions::default()).unwrap());
+    // First in the batch: polled once, then never again.
+    let mut dead = flow.nop_async(0, 8);
+    let waker = Waker::from(Arc::new(Nobody));
+    let polled = std::pin::Pin::new(&mut dead).poll(&mut Context::from_waker(&waker));
+    assert!(polled.is_pending());
+    let (tx, rx) = std::sync::mpsc::channel();
+    for i in 0..THREADS {
+        let flow = flow.clone();
+        let tx = tx.clone();
+        std::thread::spawn(move || {
+            let (r, ()) = flow.nop_async(8 * (i as u64 + 1), 8).wait();
+            tx.send(r.map_err(|e| e.to_string())).unwrap();
+        });
+    }
+    for _ in 0..THREADS {
+        // A generous bound that only turns a hang into a failure.
+        let r = rx
+            .recv_timeout(std::time::Duration::from_secs(60))
+            .expect("a blocked submitter was never woken");
+        assert_eq!(r.unwrap(), 4096);
+    }
+    assert!(matches!(
+        std::pin::Pin::new(&mut dead).poll(&mut Context::from_waker(&waker)),
+        Poll::Ready((Ok(4096), ()))
+    ));
+    engine.shutdown(ShutdownMode::Drain).unwrap();
+}
