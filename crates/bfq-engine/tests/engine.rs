@@ -254,6 +254,49 @@ fn many_flows_many_threads() {
     assert_eq!(s.errors, 0);
 }
 
+/// Implements `Scheduler` for a test wrapper around a `Fifo` in its
+/// `inner` field: everything goes to the FIFO except `dispatch`, which
+/// calls the wrapper's own `dispatch_with(now)`.
+macro_rules! fifo_wrapper {
+    ($t:ty, $name:literal) => {
+        impl Scheduler for $t {
+            fn name(&self) -> &str {
+                $name
+            }
+            fn set_device(&mut self, d: DeviceInfo) {
+                self.inner.set_device(d)
+            }
+            fn add_group(&mut self, p: GroupId, w: u32) -> Result<GroupId, SchedError> {
+                self.inner.add_group(p, w)
+            }
+            fn remove_group(&mut self, g: GroupId) -> Result<(), SchedError> {
+                self.inner.remove_group(g)
+            }
+            fn add_flow(&mut self, now: Time, s: FlowSpec) -> Result<FlowId, SchedError> {
+                self.inner.add_flow(now, s)
+            }
+            fn remove_flow(&mut self, now: Time, f: FlowId) -> Result<(), SchedError> {
+                self.inner.remove_flow(now, f)
+            }
+            fn add_request(&mut self, now: Time, r: Request) -> Result<(), SchedError> {
+                self.inner.add_request(now, r)
+            }
+            fn dispatch(&mut self, now: Time) -> Dispatch {
+                self.dispatch_with(now)
+            }
+            fn complete(&mut self, now: Time, id: ReqId) -> Result<(), SchedError> {
+                self.inner.complete(now, id)
+            }
+            fn queued(&self) -> usize {
+                self.inner.queued()
+            }
+            fn in_flight(&self) -> usize {
+                self.inner.in_flight()
+            }
+        }
+    };
+}
+
 /// FIFO that idles for 1 ms the first time it has something queued: it
 /// answers `Idle { until }` until `now >= until`, as BFQ does while idling.
 struct IdleOnce {
@@ -262,29 +305,10 @@ struct IdleOnce {
     dispatched_at: Arc<std::sync::Mutex<Option<(Time, Time)>>>,
 }
 
-impl Scheduler for IdleOnce {
-    fn name(&self) -> &str {
-        "idle-once"
-    }
-    fn set_device(&mut self, d: DeviceInfo) {
-        self.inner.set_device(d)
-    }
-    fn add_group(&mut self, p: GroupId, w: u32) -> Result<GroupId, SchedError> {
-        self.inner.add_group(p, w)
-    }
-    fn remove_group(&mut self, g: GroupId) -> Result<(), SchedError> {
-        self.inner.remove_group(g)
-    }
-    fn add_flow(&mut self, now: Time, s: FlowSpec) -> Result<FlowId, SchedError> {
-        self.inner.add_flow(now, s)
-    }
-    fn remove_flow(&mut self, now: Time, f: FlowId) -> Result<(), SchedError> {
-        self.inner.remove_flow(now, f)
-    }
-    fn add_request(&mut self, now: Time, r: Request) -> Result<(), SchedError> {
-        self.inner.add_request(now, r)
-    }
-    fn dispatch(&mut self, now: Time) -> Dispatch {
+fifo_wrapper!(IdleOnce, "idle-once");
+
+impl IdleOnce {
+    fn dispatch_with(&mut self, now: Time) -> Dispatch {
         if self.inner.queued() > 0 {
             let until = *self.until.get_or_insert(now + 1_000_000);
             if now < until {
@@ -296,15 +320,6 @@ impl Scheduler for IdleOnce {
                 .get_or_insert((until, now));
         }
         self.inner.dispatch(now)
-    }
-    fn complete(&mut self, now: Time, id: ReqId) -> Result<(), SchedError> {
-        self.inner.complete(now, id)
-    }
-    fn queued(&self) -> usize {
-        self.inner.queued()
-    }
-    fn in_flight(&self) -> usize {
-        self.inner.in_flight()
     }
 }
 
@@ -332,48 +347,24 @@ fn idle_timer_fires_and_dispatch_resumes() {
 }
 
 /// A scheduler that panics on dispatch: requests fail, nothing hangs.
-struct Panicky(Fifo);
-impl Scheduler for Panicky {
-    fn name(&self) -> &str {
-        "panicky"
-    }
-    fn set_device(&mut self, _: DeviceInfo) {}
-    fn add_group(&mut self, p: GroupId, w: u32) -> Result<GroupId, SchedError> {
-        self.0.add_group(p, w)
-    }
-    fn remove_group(&mut self, g: GroupId) -> Result<(), SchedError> {
-        self.0.remove_group(g)
-    }
-    fn add_flow(&mut self, now: Time, s: FlowSpec) -> Result<FlowId, SchedError> {
-        self.0.add_flow(now, s)
-    }
-    fn remove_flow(&mut self, now: Time, f: FlowId) -> Result<(), SchedError> {
-        self.0.remove_flow(now, f)
-    }
-    fn add_request(&mut self, now: Time, r: Request) -> Result<(), SchedError> {
-        self.0.add_request(now, r)
-    }
-    fn dispatch(&mut self, now: Time) -> Dispatch {
-        if self.0.queued() > 0 {
+struct Panicky {
+    inner: Fifo,
+}
+fifo_wrapper!(Panicky, "panicky");
+
+impl Panicky {
+    fn dispatch_with(&mut self, now: Time) -> Dispatch {
+        if self.inner.queued() > 0 {
             panic!("test scheduler panics (expected)");
         }
-        self.0.dispatch(now)
-    }
-    fn complete(&mut self, now: Time, id: ReqId) -> Result<(), SchedError> {
-        self.0.complete(now, id)
-    }
-    fn queued(&self) -> usize {
-        self.0.queued()
-    }
-    fn in_flight(&self) -> usize {
-        self.0.in_flight()
+        self.inner.dispatch(now)
     }
 }
 
 #[test]
 fn scheduler_panic_fails_requests_without_hanging() {
     let engine = Engine::nop()
-        .scheduler_instance(Box::new(Panicky(Fifo::new())))
+        .scheduler_instance(Box::new(Panicky { inner: Fifo::new() }))
         .open()
         .unwrap();
     let flow = engine.flow(FlowOptions::default()).unwrap();
@@ -462,41 +453,15 @@ struct Gate {
     inner: Fifo,
     n: usize,
 }
-impl Scheduler for Gate {
-    fn name(&self) -> &str {
-        "gate"
-    }
-    fn set_device(&mut self, _: DeviceInfo) {}
-    fn add_group(&mut self, p: GroupId, w: u32) -> Result<GroupId, SchedError> {
-        self.inner.add_group(p, w)
-    }
-    fn remove_group(&mut self, g: GroupId) -> Result<(), SchedError> {
-        self.inner.remove_group(g)
-    }
-    fn add_flow(&mut self, now: Time, s: FlowSpec) -> Result<FlowId, SchedError> {
-        self.inner.add_flow(now, s)
-    }
-    fn remove_flow(&mut self, now: Time, f: FlowId) -> Result<(), SchedError> {
-        self.inner.remove_flow(now, f)
-    }
-    fn add_request(&mut self, now: Time, r: Request) -> Result<(), SchedError> {
-        self.inner.add_request(now, r)
-    }
-    fn dispatch(&mut self, now: Time) -> Dispatch {
+fifo_wrapper!(Gate, "gate");
+
+impl Gate {
+    fn dispatch_with(&mut self, now: Time) -> Dispatch {
         if self.inner.queued() < self.n {
             return Dispatch::Wait;
         }
         self.n = 0;
         self.inner.dispatch(now)
-    }
-    fn complete(&mut self, now: Time, id: ReqId) -> Result<(), SchedError> {
-        self.inner.complete(now, id)
-    }
-    fn queued(&self) -> usize {
-        self.inner.queued()
-    }
-    fn in_flight(&self) -> usize {
-        self.inner.in_flight()
     }
 }
 
