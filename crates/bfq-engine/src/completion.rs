@@ -2,6 +2,7 @@
 //! to the submitter, as a blocking wait or as a `Future` (Waker-based,
 //! usable from any async runtime).
 
+use std::collections::VecDeque;
 use std::future::Future;
 use std::io;
 use std::pin::Pin;
@@ -32,12 +33,13 @@ pub(crate) enum Waiter {
 /// has several waiters, the dispatcher wakes one itself and publishes the
 /// rest here; every client that takes a result wakes up to
 /// [`RELAY_FANOUT`] of them (the woken do the same, a wake-up tree), on
-/// its own CPU time. The dispatcher wakes whatever is left before it
-/// blocks, or once they have waited [`RELAY_MAX_WAIT_NS`], so a waiter
-/// whose helper never comes (a dropped future) still wakes.
+/// its own CPU time, oldest first. The dispatcher wakes whatever has
+/// waited there [`RELAY_MAX_WAIT_NS`] (it checks on every loop turn, and
+/// bounds its blocking waits by it), so a waiter whose helper never comes
+/// (a future nobody polls again) still wakes.
 #[derive(Default)]
 pub(crate) struct WakeRelay {
-    waiters: Mutex<Vec<Waiter>>,
+    waiters: Mutex<VecDeque<Waiter>>,
     len: AtomicUsize,
 }
 
@@ -59,7 +61,7 @@ impl WakeRelay {
         let first = ws.swap_remove(0);
         {
             let mut g = self.waiters.lock().unwrap_or_else(|p| p.into_inner());
-            g.append(ws);
+            g.extend(ws.drain(..));
             self.len.store(g.len(), Ordering::Release);
         }
         first.wake();
@@ -81,7 +83,7 @@ impl WakeRelay {
         {
             let mut g = self.waiters.lock().unwrap_or_else(|p| p.into_inner());
             while n < max.min(RELAY_FANOUT) {
-                match g.pop() {
+                match g.pop_front() {
                     Some(w) => take[n] = Some(w),
                     None => break,
                 }

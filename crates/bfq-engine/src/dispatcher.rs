@@ -548,22 +548,21 @@ impl Dispatcher {
     /// taking back what the helpers left for too long.
     fn flush_wakes(&mut self) {
         let relay = &self.shared.relay;
-        if relay.wake_or_publish(&mut self.wakes) {
-            if self.relay_since.is_none() {
-                self.relay_since = Some(self.now());
-            }
+        if relay.is_empty() {
+            // The helpers took everything.
+            self.relay_since = None;
+        }
+        if relay.wake_or_publish(&mut self.wakes) && self.relay_since.is_none() {
+            self.relay_since = Some(self.now());
         } else if let Some(t) = self.relay_since {
-            if relay.is_empty() {
-                self.relay_since = None;
-            } else if self.now().saturating_sub(t) > RELAY_MAX_WAIT_NS {
+            if self.now().saturating_sub(t) > RELAY_MAX_WAIT_NS {
                 relay.drain();
                 self.relay_since = None;
             }
         }
     }
 
-    /// Wakes everyone still in the wake relay (before blocking or
-    /// stopping).
+    /// Wakes everyone still in the wake relay (when stopping).
     fn drain_relay(&mut self) {
         self.flush_wakes();
         self.shared.relay.drain();
