@@ -57,21 +57,44 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     let t0 = Instant::now();
     let report = bfq_suite::run_suite(&opts)?;
     bfq_suite::report::write_all(&report, &a.out)?;
-    let mut holds = 0;
-    let mut total = 0;
-    for e in &report.experiments {
-        for f in &e.findings {
-            total += 1;
-            if f.verdict == bfq_suite::model::Verdict::Holds {
-                holds += 1;
-            }
-        }
-    }
-    eprintln!(
-        "bfq suite: {} experiment(s), {holds}/{total} findings hold; wrote {}/report.{{json,md,html}} in {:.1} s",
-        report.experiments.len(),
-        a.out.display(),
-        t0.elapsed().as_secs_f64()
+    eprint!(
+        "{}",
+        closing_message(&report, &a.out, t0.elapsed().as_secs_f64())
     );
     Ok(())
+}
+
+/// What the end of a run prints: where the report is, how many findings
+/// hold, and each one that does not with its one-line cause.
+fn closing_message(report: &bfq_suite::Report, out: &std::path::Path, secs: f64) -> String {
+    use bfq_suite::model::Verdict;
+    use std::fmt::Write as _;
+    let (holds, not, nc) = bfq_suite::report::verdict_counts(report);
+    let total = holds + not + nc;
+    let mut s = format!(
+        "bfq suite: {} experiment(s) in {secs:.1} s; {holds} of {total} findings hold, {not} do not hold, {nc} not comparable.\n",
+        report.experiments.len()
+    );
+    let _ = writeln!(s, "report: {}", out.join("report.html").display());
+    let _ = writeln!(
+        s,
+        "        (also report.md and report.json in {})",
+        out.display()
+    );
+    for e in &report.experiments {
+        for f in e.findings.iter().filter(|f| f.verdict != Verdict::Holds) {
+            let _ = writeln!(
+                s,
+                "  {} [{}] {}\n      cause: {}",
+                f.verdict.as_str(),
+                e.id,
+                f.claim,
+                f.cause
+                    .as_ref()
+                    .map(|c| c.line())
+                    .unwrap_or_else(|| "none given".into())
+            );
+        }
+    }
+    s
 }

@@ -137,7 +137,11 @@ fn f(x: Option<f64>) -> String {
     x.map(crate::stats::fmt_num).unwrap_or_else(|| "n/a".into())
 }
 
-/// A finding that needs some configurations: NOT CHECKED when missing.
+/// A finding that needs some configurations' numbers: NOT COMPARABLE
+/// (cause: check) when one is missing. `check` gets the numbers and
+/// returns whether the claim holds and our numbers as text. Cite the
+/// source with [`Finding::cite`] and give the cause of a failure with
+/// [`Finding::cause_unless_holds`].
 pub fn need(
     claim: &str,
     vals: &[Option<f64>],
@@ -146,16 +150,23 @@ pub fn need(
     if vals.iter().any(|v| v.is_none()) {
         return Finding {
             claim: claim.into(),
-            verdict: Verdict::NotChecked,
-            detail: "a scheduler it needs did not run (see the notes)".into(),
+            source: String::new(),
+            verdict: Verdict::NotComparable,
+            detail: "a scheduler or workload it needs did not run (see the notes)".into(),
+            cause: Some(Cause::new(
+                CauseKind::Check,
+                "not every configuration the claim compares ran in this report (--only, --quick or a skipped scheduler)",
+            )),
         };
     }
     let xs: Vec<f64> = vals.iter().map(|v| v.unwrap()).collect();
     let (ok, detail) = check(&xs);
     Finding {
         claim: claim.into(),
+        source: String::new(),
         verdict: Verdict::from_bool(ok),
         detail,
+        cause: None,
     }
 }
 

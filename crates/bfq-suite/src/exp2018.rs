@@ -251,7 +251,8 @@ fn find_io_control(e: &ExpResult) -> Vec<Finding> {
                 ),
             )
         },
-    )];
+    )
+    .cite("2018 article, Fig. 1, Sec. 4 (static sequential)")];
     out.push(need(
         "prop-bfq gives the target at least the 10 MB/s the other policies are configured for, with reader interferers",
         &[g(v1, "prop-bfq", "target"), g("seq-readers/seq-target", "prop-bfq", "target")],
@@ -261,7 +262,8 @@ fn find_io_control(e: &ExpResult) -> Vec<Finding> {
                 format!("ours: random target {} MiB/s, sequential target {} MiB/s", fmt_num(x[0]), fmt_num(x[1])),
             )
         },
-    ));
+    )
+    .cite("2018 article, Fig. 1, Sec. 4 (static sequential)"));
     let v3 = "rand-readers/rand-target";
     out.push(need(
         "Static random: the 2018 bfq (idling for its weighted sync queues) reaches a much lower total than throttling; the improved bfq (today's, with injection) recovers most of it",
@@ -284,6 +286,7 @@ fn find_io_control(e: &ExpResult) -> Vec<Finding> {
                 ),
             )
         },
-    ));
+    )
+    .cite("2018 article, Fig. 3, Sec. 4 (static random)"));
     out
 }

@@ -103,12 +103,18 @@ pub type RunFn = fn(&Variant, &Config, &Ctx) -> anyhow::Result<RunOut>;
 /// Whether a paper's finding holds in our results.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 pub enum Verdict {
+    /// Our numbers meet the paper's claim within the tolerance the claim
+    /// states.
     #[serde(rename = "HOLDS")]
     Holds,
+    /// They do not; the finding carries a [`Cause`].
     #[serde(rename = "DOES NOT HOLD")]
     DoesNotHold,
-    #[serde(rename = "NOT CHECKED")]
-    NotChecked,
+    /// Nothing to compare: the paper gives no number for it, or a
+    /// scheduler or workload it needs did not run; the finding's cause
+    /// says which.
+    #[serde(rename = "NOT COMPARABLE")]
+    NotComparable,
 }
 
 impl Verdict {
@@ -116,7 +122,7 @@ impl Verdict {
         match self {
             Verdict::Holds => "HOLDS",
             Verdict::DoesNotHold => "DOES NOT HOLD",
-            Verdict::NotChecked => "NOT CHECKED",
+            Verdict::NotComparable => "NOT COMPARABLE",
         }
     }
     /// Holds if `b`.
@@ -129,14 +135,113 @@ impl Verdict {
     }
 }
 
+/// Which part of our reproduction a finding that does not hold is put
+/// down to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub enum CauseKind {
+    /// The simulated drive differs from the paper's (rates, seek and
+    /// rotation, queueing).
+    #[serde(rename = "device model")]
+    DeviceModel,
+    /// Our programs differ from the paper's (a synthetic stand-in, a
+    /// shorter run, a stream or trace shape).
+    #[serde(rename = "workload model")]
+    WorkloadModel,
+    /// Our scheduler behaves differently from the one the paper measured.
+    #[serde(rename = "scheduler")]
+    Scheduler,
+    /// The check cannot be evaluated as the paper states it (e.g. a
+    /// configuration that did not run).
+    #[serde(rename = "check")]
+    Check,
+}
+
+impl CauseKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CauseKind::DeviceModel => "device model",
+            CauseKind::WorkloadModel => "workload model",
+            CauseKind::Scheduler => "scheduler",
+            CauseKind::Check => "check",
+        }
+    }
+}
+
+/// Why a finding does not hold (or cannot be compared): the part of the
+/// reproduction responsible and the evidence, with numbers from the run.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Cause {
+    pub kind: CauseKind,
+    /// One sentence of evidence (numbers from this run's own results).
+    pub evidence: String,
+}
+
+impl Cause {
+    pub fn new(kind: CauseKind, evidence: impl Into<String>) -> Cause {
+        Cause {
+            kind,
+            evidence: evidence.into(),
+        }
+    }
+    /// `kind: evidence`, for one-line summaries.
+    pub fn line(&self) -> String {
+        format!("{}: {}", self.kind.as_str(), self.evidence)
+    }
+}
+
 /// One finding of a paper, checked against our results.
 #[derive(Clone, Debug, Serialize)]
 pub struct Finding {
-    /// The paper's claim.
+    /// The paper's claim, with the tolerance we check it with.
     pub claim: String,
+    /// Paper, table or figure, and section the claim is from.
+    pub source: String,
     pub verdict: Verdict,
     /// Our numbers.
     pub detail: String,
+    /// Why it does not hold (or is not comparable); None when it holds.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cause: Option<Cause>,
+}
+
+impl Finding {
+    /// Sets the paper, table/figure and section the claim cites.
+    pub fn cite(mut self, source: &str) -> Finding {
+        self.source = source.into();
+        self
+    }
+    /// Gives the cause, computed only when the finding does not hold and
+    /// has none yet (a NOT COMPARABLE finding keeps its own).
+    pub fn cause_unless_holds(mut self, cause: impl FnOnce() -> Cause) -> Finding {
+        if self.verdict != Verdict::Holds && self.cause.is_none() {
+            self.cause = Some(cause());
+        }
+        self
+    }
+    /// Whether the finding is complete: a source, and a cause unless it
+    /// holds.
+    pub fn problems(&self) -> Vec<String> {
+        let mut out = vec![];
+        if self.source.trim().is_empty() {
+            out.push(format!(
+                "finding '{}' cites no table/figure and section",
+                self.claim
+            ));
+        }
+        if self.verdict != Verdict::Holds
+            && self
+                .cause
+                .as_ref()
+                .is_none_or(|c| c.evidence.trim().is_empty())
+        {
+            out.push(format!(
+                "finding '{}' is {} without a cause",
+                self.claim,
+                self.verdict.as_str()
+            ));
+        }
+        out
+    }
 }
 
 /// Checks an experiment's findings.
@@ -237,5 +342,50 @@ impl ExpResult {
     /// Whether the configuration ran.
     pub fn has(&self, config: &str) -> bool {
         self.configs.iter().any(|c| c.label == config)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn finding(verdict: Verdict, cause: Option<Cause>) -> Finding {
+        Finding {
+            claim: "X beats Y (1.5x +- 20%)".into(),
+            source: "2010 paper, Table II, Sec. V-C".into(),
+            verdict,
+            detail: "ours: 1.2x".into(),
+            cause,
+        }
+    }
+
+    #[test]
+    fn a_finding_that_does_not_hold_needs_a_cause() {
+        assert!(finding(Verdict::Holds, None).problems().is_empty());
+        assert_eq!(finding(Verdict::DoesNotHold, None).problems().len(), 1);
+        assert_eq!(finding(Verdict::NotComparable, None).problems().len(), 1);
+        let empty = Some(Cause::new(CauseKind::Check, " "));
+        assert_eq!(finding(Verdict::DoesNotHold, empty).problems().len(), 1);
+        let c = Some(Cause::new(CauseKind::DeviceModel, "seek 7 ms, paper's 8.5"));
+        assert!(finding(Verdict::DoesNotHold, c).problems().is_empty());
+        let mut f = finding(Verdict::Holds, None);
+        f.source.clear();
+        assert_eq!(f.problems().len(), 1);
+    }
+
+    #[test]
+    fn cause_is_kept_only_for_findings_that_do_not_hold() {
+        let c = || Cause::new(CauseKind::Scheduler, "e");
+        assert!(finding(Verdict::Holds, None)
+            .cause_unless_holds(c)
+            .cause
+            .is_none());
+        assert_eq!(
+            finding(Verdict::DoesNotHold, None)
+                .cause_unless_holds(c)
+                .cause
+                .map(|c| c.kind),
+            Some(CauseKind::Scheduler)
+        );
     }
 }

@@ -61,6 +61,59 @@ fn md_escape(s: &str) -> String {
     s.replace('|', "\\|")
 }
 
+/// How many findings of the report have each verdict.
+pub fn verdict_counts(r: &Report) -> (usize, usize, usize) {
+    let count = |v: Verdict| {
+        r.experiments
+            .iter()
+            .flat_map(|e| &e.findings)
+            .filter(|f| f.verdict == v)
+            .count()
+    };
+    (
+        count(Verdict::Holds),
+        count(Verdict::DoesNotHold),
+        count(Verdict::NotComparable),
+    )
+}
+
+/// The findings section of report.md: counts, then one row per finding
+/// with its source, verdict, our numbers and, unless it holds, its cause.
+fn findings_markdown(r: &Report) -> String {
+    let mut s = String::from("## Findings\n\n");
+    let (h, n, c) = verdict_counts(r);
+    let _ = writeln!(
+        s,
+        "{h} hold, {n} do not hold, {c} not comparable. Each claim states the tolerance it is checked with; each finding that does not hold names its cause: the device model, the workload model, the scheduler, or the check.\n"
+    );
+    let _ = writeln!(
+        s,
+        "| experiment | paper's finding | source | verdict | ours | cause |"
+    );
+    let _ = writeln!(s, "|---|---|---|---|---|---|");
+    for e in &r.experiments {
+        for f in &e.findings {
+            let cause = f
+                .cause
+                .as_ref()
+                .map(|c| format!("**{}**: {}", c.kind.as_str(), md_escape(&c.evidence)))
+                .unwrap_or_default();
+            let _ = writeln!(
+                s,
+                "| {} | {} | {} | **{}** | {} | {} |",
+                e.id,
+                md_escape(&f.claim),
+                md_escape(&f.source),
+                f.verdict.as_str(),
+                md_escape(&f.detail),
+                cause
+            );
+        }
+    }
+    s.push('\n');
+    s
+}
+
 /// The Markdown report.
 pub fn to_markdown(r: &Report) -> String {
     let mut s = String::new();
@@ -79,36 +132,7 @@ pub fn to_markdown(r: &Report) -> String {
             .map(|o| o.join(","))
             .unwrap_or_else(|| "all".into())
     );
-    let _ = writeln!(s, "## Findings\n");
-    let count = |v: Verdict| {
-        r.experiments
-            .iter()
-            .flat_map(|e| &e.findings)
-            .filter(|f| f.verdict == v)
-            .count()
-    };
-    let _ = writeln!(
-        s,
-        "{} hold, {} do not hold, {} not checked (a scheduler they need is missing).\n",
-        count(Verdict::Holds),
-        count(Verdict::DoesNotHold),
-        count(Verdict::NotChecked)
-    );
-    let _ = writeln!(s, "| experiment | paper's finding | verdict | ours |");
-    let _ = writeln!(s, "|---|---|---|---|");
-    for e in &r.experiments {
-        for f in &e.findings {
-            let _ = writeln!(
-                s,
-                "| {} | {} | **{}** | {} |",
-                e.id,
-                md_escape(&f.claim),
-                f.verdict.as_str(),
-                md_escape(&f.detail)
-            );
-        }
-    }
-    s.push('\n');
+    s.push_str(&findings_markdown(r));
     for e in &r.experiments {
         let _ = writeln!(s, "## {}: {}\n", e.id, e.title);
         let _ = writeln!(
@@ -180,10 +204,15 @@ pub fn to_markdown(r: &Report) -> String {
             for f in &e.findings {
                 let _ = writeln!(
                     s,
-                    "- **{}** — {} — {}",
+                    "- **{}** — {} *({})* — {}{}",
                     f.verdict.as_str(),
                     f.claim,
-                    f.detail
+                    f.source,
+                    f.detail,
+                    f.cause
+                        .as_ref()
+                        .map(|c| format!(" — **cause ({})**: {}", c.kind.as_str(), c.evidence))
+                        .unwrap_or_default()
                 );
             }
             s.push('\n');
@@ -472,33 +501,57 @@ fn legend(e: &ExpResult) -> String {
     s
 }
 
+fn cause_html(f: &Finding) -> String {
+    f.cause
+        .as_ref()
+        .map(|c| {
+            format!(
+                "<br><span class=\"cause\"><b>cause ({})</b>: {}</span>",
+                esc(c.kind.as_str()),
+                esc(&c.evidence)
+            )
+        })
+        .unwrap_or_default()
+}
+
+/// The findings table of report.html.
+fn findings_html(r: &Report) -> String {
+    let (h, n, c) = verdict_counts(r);
+    let mut s = format!(
+        "<h2>Findings</h2><p>{h} hold, {n} do not hold, {c} not comparable. Each claim states the tolerance it is checked with; each finding that does not hold names its cause (device model, workload model, scheduler, or check) with the evidence.</p><div class=\"wide\"><table class=\"findings\"><tr><th>experiment</th><th>paper's finding</th><th>verdict</th><th>ours</th></tr>\n"
+    );
+    for e in &r.experiments {
+        for f in &e.findings {
+            let _ = writeln!(
+                s,
+                "<tr><td><a href=\"#{}\">{}</a></td><td>{}<br><span class=\"src\">{}</span></td><td><span class=\"{}\">{}</span></td><td>{}{}</td></tr>",
+                esc(&e.id),
+                esc(&e.id),
+                esc(&f.claim),
+                esc(&f.source),
+                f.verdict.as_str().replace(' ', "_"),
+                f.verdict.as_str(),
+                esc(&f.detail),
+                cause_html(f)
+            );
+        }
+    }
+    s.push_str("</table></div>\n");
+    s
+}
+
 /// The HTML report: one page, no external resources.
 pub fn to_html(r: &Report) -> String {
     let mut s = String::new();
     s.push_str("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>bfq-rs benchmark suite report</title><style>");
-    s.push_str("body{font-family:system-ui,sans-serif;margin:24px;max-width:1300px;color:#222}table{border-collapse:collapse;margin:8px 0 16px;font-size:13px}td,th{border:1px solid #ccc;padding:3px 7px;text-align:right}td:first-child,th:first-child{text-align:left}th{background:#f3f3f3}.HOLDS{color:#fff;background:#2e7d32;padding:1px 5px;border-radius:3px}.DOES_NOT_HOLD{color:#fff;background:#c62828;padding:1px 5px;border-radius:3px}.NOT_CHECKED{color:#fff;background:#777;padding:1px 5px;border-radius:3px}.legend span{margin-right:14px;font-size:12px;white-space:nowrap}.legend i{display:inline-block;width:10px;height:10px;margin-right:4px}.note{background:#fff8e1;border-left:4px solid #f9a825;padding:4px 8px;margin:4px 0;font-size:13px}section{border-top:2px solid #ddd;margin-top:24px}.paper{color:#555;font-size:11px}");
+    s.push_str("body{font-family:system-ui,sans-serif;margin:24px;max-width:1300px;color:#222}table{border-collapse:collapse;margin:8px 0 16px;font-size:13px}td,th{border:1px solid #ccc;padding:3px 7px;text-align:right}td:first-child,th:first-child{text-align:left}th{background:#f3f3f3}.HOLDS{color:#fff;background:#2e7d32;padding:1px 5px;border-radius:3px}.DOES_NOT_HOLD{color:#fff;background:#c62828;padding:1px 5px;border-radius:3px}.NOT_COMPARABLE{color:#fff;background:#777;padding:1px 5px;border-radius:3px}.legend span{margin-right:14px;font-size:12px;white-space:nowrap}.legend i{display:inline-block;width:10px;height:10px;margin-right:4px}.note{background:#fff8e1;border-left:4px solid #f9a825;padding:4px 8px;margin:4px 0;font-size:13px}section{border-top:2px solid #ddd;margin-top:24px}.paper{color:#555;font-size:11px}");
     s.push_str("</style></head><body>\n<h1>bfq-rs benchmark suite report</h1>\n");
     let _ = writeln!(
         s,
         "<p>Simulated with bfq-sim. Every number is the mean over repetitions with different seeds &plusmn; the semi-width of its 95% confidence interval (Student t); whiskers in the charts show that interval, black diamonds the papers' own values. Our throughputs are MiB/s; the papers' are printed as given (MB/s). Options: quick = {}.</p>",
         r.options.quick
     );
-    s.push_str("<h2>Findings</h2><table><tr><th>experiment</th><th>paper's finding</th><th>verdict</th><th>ours</th></tr>\n");
-    for e in &r.experiments {
-        for f in &e.findings {
-            let _ = writeln!(
-                s,
-                "<tr><td><a href=\"#{}\">{}</a></td><td style=\"text-align:left\">{}</td><td><span class=\"{}\">{}</span></td><td style=\"text-align:left\">{}</td></tr>",
-                esc(&e.id),
-                esc(&e.id),
-                esc(&f.claim),
-                f.verdict.as_str().replace(' ', "_"),
-                f.verdict.as_str(),
-                esc(&f.detail)
-            );
-        }
-    }
-    s.push_str("</table>\n");
+    s.push_str(&findings_html(r));
     for e in &r.experiments {
         let _ = writeln!(
             s,
@@ -533,11 +586,13 @@ pub fn to_html(r: &Report) -> String {
         for f in &e.findings {
             let _ = writeln!(
                 s,
-                "<p><span class=\"{}\">{}</span> {} &mdash; {}</p>",
+                "<p class=\"finding\"><span class=\"{}\">{}</span> {} <span class=\"src\">({})</span> &mdash; {}{}</p>",
                 f.verdict.as_str().replace(' ', "_"),
                 f.verdict.as_str(),
                 esc(&f.claim),
-                esc(&f.detail)
+                esc(&f.source),
+                esc(&f.detail),
+                cause_html(f)
             );
         }
         if !e.configs.is_empty() {
@@ -644,11 +699,22 @@ mod tests {
                 mk("cfq", &[10.0, 12.0, 14.0]),
                 mk("clook", &[20.0, 20.0, 20.0]),
             ],
-            findings: vec![Finding {
-                claim: "C-LOOK beats CFQ".into(),
-                verdict: Verdict::Holds,
-                detail: "20 vs 12".into(),
-            }],
+            findings: vec![
+                Finding {
+                    claim: "C-LOOK beats CFQ".into(),
+                    source: "2010 paper, Table II, Sec. V-C".into(),
+                    verdict: Verdict::Holds,
+                    detail: "20 vs 12".into(),
+                    cause: None,
+                },
+                Finding {
+                    claim: "CFQ beats C-LOOK".into(),
+                    source: "2010 paper, Table II, Sec. V-C".into(),
+                    verdict: Verdict::DoesNotHold,
+                    detail: "12 vs 20".into(),
+                    cause: Some(Cause::new(CauseKind::DeviceModel, "seek 7 ms vs 8.5 ms")),
+                },
+            ],
             paper: crate::paper_figures::for_experiment("2010-throughput"),
         };
         Report {
@@ -678,7 +744,17 @@ mod tests {
             "{md}"
         );
         assert!(
-            md.contains("| 2010-throughput | C-LOOK beats CFQ | **HOLDS** | 20 vs 12 |"),
+            md.contains(
+                "| 2010-throughput | C-LOOK beats CFQ | 2010 paper, Table II, Sec. V-C | **HOLDS** | 20 vs 12 |  |"
+            ),
+            "{md}"
+        );
+        assert!(
+            md.contains("| **DOES NOT HOLD** | 12 vs 20 | **device model**: seek 7 ms vs 8.5 ms |"),
+            "{md}"
+        );
+        assert!(
+            md.contains("1 hold, 1 do not hold, 0 not comparable"),
             "{md}"
         );
         assert!(md.contains("CFQ 16.91 ± 1.30, 100 ms"), "{md}");
@@ -692,6 +768,10 @@ mod tests {
         assert!(html.contains("<rect"), "no bars");
         assert!(html.contains("latency CDF"), "no CDF");
         assert!(html.contains("Synthetic &lt;test&gt;"), "not escaped");
+        assert!(
+            html.contains("<b>cause (device model)</b>: seek 7 ms vs 8.5 ms"),
+            "no cause"
+        );
         // no external resources: the only URL is the SVG namespace
         let stripped = html.replace("xmlns=\"http://www.w3.org/2000/svg\"", "");
         assert!(!stripped.contains("http://") && !stripped.contains("https://"));
@@ -708,6 +788,11 @@ mod tests {
         assert_eq!(e["cells"][0]["runs"].as_array().unwrap().len(), 3);
         assert_eq!(e["cells"][0]["summary"]["agg"]["mean"], 12.0);
         assert_eq!(e["findings"][0]["verdict"], "HOLDS");
+        assert!(e["findings"][0].get("cause").is_none());
+        assert_eq!(e["findings"][1]["verdict"], "DOES NOT HOLD");
+        assert_eq!(e["findings"][1]["cause"]["kind"], "device model");
+        assert_eq!(e["findings"][1]["cause"]["evidence"], "seek 7 ms vs 8.5 ms");
+        assert_eq!(e["findings"][1]["source"], "2010 paper, Table II, Sec. V-C");
         assert_eq!(e["skipped"][0]["config"], "yfq");
     }
 }
