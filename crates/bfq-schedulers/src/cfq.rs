@@ -129,6 +129,8 @@ pub struct Cfq {
     idle_grace: Time,
     low_latency: bool,
     target_latency: Time,
+    /// Built as `cfq-2010`.
+    linux_2_6_21: bool,
 }
 
 fn cls(c: IoClass) -> usize {
@@ -143,6 +145,17 @@ impl Cfq {
     /// (8 ms), `idle_grace` (100 ms), `low_latency` (1), `target_latency`
     /// (300 ms).
     pub fn new(s: &mut Settings) -> Result<Self, SchedError> {
+        Cfq::with_low_latency(s, true)
+    }
+
+    /// `cfq-2010`: CFQ as in Linux 2.6.21, the kernel of the 2010 paper
+    /// (Sec. V): the same defaults (100 ms sync slices) but no
+    /// `low_latency`, which arrived in 2.6.32; it can still be set.
+    pub fn linux_2_6_21(s: &mut Settings) -> Result<Self, SchedError> {
+        Cfq::with_low_latency(s, false)
+    }
+
+    fn with_low_latency(s: &mut Settings, low_latency: bool) -> Result<Self, SchedError> {
         let mut queues = Vec::new();
         for c in [IoClass::Rt, IoClass::Be] {
             for l in 0..8 {
@@ -179,8 +192,9 @@ impl Cfq {
             slice_async_rq: s.u64_in("slice_async_rq", 2, 1, 1 << 16)? as u32,
             slice_idle: s.duration("slice_idle", 8 * MS)?,
             idle_grace: s.duration("idle_grace", 100 * MS)?,
-            low_latency: s.bool("low_latency", true)?,
+            low_latency: s.bool("low_latency", low_latency)?,
             target_latency: s.duration("target_latency", 300 * MS)?.max(1),
+            linux_2_6_21: !low_latency,
         })
     }
 
@@ -392,7 +406,11 @@ impl Cfq {
 
 impl Scheduler for Cfq {
     fn name(&self) -> &str {
-        "cfq"
+        if self.linux_2_6_21 {
+            "cfq-2010"
+        } else {
+            "cfq"
+        }
     }
     fn set_device(&mut self, device: DeviceInfo) {
         self.hw_tag = device.queues_internally;

@@ -76,6 +76,10 @@ pub const SCHEDULERS: &[Entry] = &[
             "Completely Fair Queueing: per-process time slices in round robin, idling (Linux CFQ)",
     },
     Entry {
+        name: "cfq-2010",
+        summary: "CFQ as in Linux 2.6.21 (the 2010 paper's): 100 ms slices, no low_latency",
+    },
+    Entry {
         name: "yfq",
         summary: "YFQ: batches of bt_size requests chosen by WFQ, C-LOOK within a batch",
     },
@@ -119,6 +123,7 @@ pub fn build(name: &str, settings: &Settings) -> Result<Box<dyn Scheduler>, Sche
         "as" => Box::new(anticipatory::Anticipatory::new(&mut s, false)?),
         "as-prio" => Box::new(anticipatory::Anticipatory::new(&mut s, true)?),
         "cfq" => Box::new(cfq::Cfq::new(&mut s)?),
+        "cfq-2010" => Box::new(cfq::Cfq::linux_2_6_21(&mut s)?),
         "yfq" => Box::new(yfq::Yfq::new(&mut s)?),
         "scan-edf" => Box::new(scan_edf::ScanEdf::new(&mut s)?),
         "throttle-max" => Box::new(throttle::Throttle::new(&mut s, false)?),

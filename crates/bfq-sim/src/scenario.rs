@@ -348,15 +348,32 @@ pub struct FlowDef {
     pub replay_format: Option<ReplayFormat>,
     /// Request size (default 128k for seq/web, 4k for rand).
     pub block: Option<Size>,
-    /// One request at a time, the next issued on completion (default true
-    /// for reads and false for writes).
+    /// The program waits for its requests (flagged sync, as Linux flags
+    /// reads and O_DIRECT writes): the next is issued a `gap` after a
+    /// completion (default true for reads and false for writes).
     pub sync: Option<bool>,
-    /// Outstanding requests when `sync = false` (default 1).
+    /// Outstanding requests (default 1); with `sync = true` an io_uring or
+    /// AIO program of O_DIRECT requests.
     pub depth: Option<u32>,
-    /// OS read-ahead of a sync sequential reader: how far ahead of the
-    /// application requests are kept in flight (default 128k for seq sync
-    /// reads, as Linux's read_ahead_kb; "0" disables).
+    /// Maximum OS read-ahead window of a sync sequential reader (Linux
+    /// `read_ahead_kb`, default 128k for seq sync reads with depth 1; "0"
+    /// disables: one `block` request at a time). See [`crate::sim`].
     pub readahead: Option<Size>,
+    /// Time from a completion the program waits for to its next request:
+    /// waking up, returning to user space, copying the data and calling
+    /// again (sync flows; default `20us` plus 0.5 ns per byte of `block`,
+    /// i.e. a 2 GB/s copy; async flows: 0). Drawn per request uniformly
+    /// in [gap/2, 3 gap/2] from the seed. At most 1 s.
+    pub gap: Option<Dur>,
+    /// When the asynchronous read-ahead window is issued: `"ondemand"`
+    /// (default; Linux 2.6.23 to today: at the marker, one window ahead)
+    /// or `"2.6.21"` (the 2010 paper's kernel: once the previous window was
+    /// read, so one request in flight).
+    pub readahead_style: Option<crate::readahead::Style>,
+    /// The flow's start (and each repeated run's) is delayed by a
+    /// uniform draw in [0, start_jitter] from the seed, as program starts
+    /// vary on real machines (default `5ms`; at most 10 s).
+    pub start_jitter: Option<Dur>,
     /// Writes go through the page cache and the system-wide flusher
     /// (default false: direct I/O).
     #[serde(default)]
@@ -414,6 +431,12 @@ pub struct FlowPlan {
     pub sync: bool,
     pub depth: u32,
     pub readahead: u64,
+    /// Linux read-ahead (sync window, async window at a marker, growth)
+    /// drives this flow's requests.
+    pub ra: bool,
+    pub ra_style: crate::readahead::Style,
+    pub gap: Time,
+    pub start_jitter: Time,
     pub buffered: bool,
     pub region_start: u64,
     pub region_len: u64,
@@ -664,9 +687,6 @@ impl Scenario {
             if depth == 0 || depth > 4096 {
                 return Err(fe("depth", "must be in 1..=4096".into()));
             }
-            if sync && f.depth.is_some_and(|d| d > 1) {
-                return Err(fe("depth", "depth > 1 needs sync = false".into()));
-            }
             if f.buffered && op != Op::Write {
                 return Err(fe("buffered", "only writes can be buffered".into()));
             }
@@ -689,6 +709,38 @@ impl Scenario {
                 0
             };
             let readahead = f.readahead.map(|s| s.0).unwrap_or(def_ra) / SECTOR_BYTES;
+            if readahead > (64 << 20) / SECTOR_BYTES {
+                return Err(fe("readahead", "must be at most 64M".into()));
+            }
+            if readahead > 0 && depth > 1 && f.readahead.is_some() {
+                return Err(fe(
+                    "readahead",
+                    "read-ahead is for buffered readers of depth 1 (an io_uring/AIO reader \
+                     with depth > 1 reads O_DIRECT: set readahead = \"0\")"
+                        .into(),
+                ));
+            }
+            // Linux read-ahead drives plain greedy sequential sync readers
+            let ra = readahead > 0
+                && sync
+                && op == Op::Read
+                && depth == 1
+                && f.pattern == Pattern::Seq
+                && f.on_off.is_none()
+                && f.periodic.is_none();
+            let def_gap = if sync && f.pattern != Pattern::Replay {
+                20 * bfq_core::US + u64::from(block) * SECTOR_BYTES / 2
+            } else {
+                0
+            };
+            let gap = f.gap.map(|g| g.0).unwrap_or(def_gap);
+            if gap > SEC {
+                return Err(fe("gap", "must be at most 1s".into()));
+            }
+            let start_jitter = f.start_jitter.map(|g| g.0).unwrap_or(5 * bfq_core::MS);
+            if start_jitter > 10 * SEC {
+                return Err(fe("start_jitter", "must be at most 10s".into()));
+            }
             // region
             let (rs, rl) = match &f.region {
                 None => (0, cap),
@@ -799,8 +851,12 @@ impl Scenario {
                     pattern: f.pattern,
                     block,
                     sync,
-                    depth: if sync { 1 } else { depth },
+                    depth,
                     readahead,
+                    ra,
+                    ra_style: f.readahead_style.unwrap_or_default(),
+                    gap,
+                    start_jitter,
                     buffered: f.buffered,
                     region_start: rs,
                     region_len: rl,

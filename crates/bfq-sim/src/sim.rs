@@ -18,6 +18,7 @@
 //! the flow's index; no hash maps; no clock.
 
 use crate::device::{self, DevRequest, Device};
+use crate::readahead::ReadAhead;
 use crate::replay::ReplayRow;
 use crate::result::{secs, FlowResult, Hist, SimResult};
 use crate::scenario::{FlowPlan, Pattern, Plan, Scenario, ScenarioError};
@@ -116,6 +117,8 @@ struct ReqInfo {
     queued_at: Time,
     tag: Tag,
     live: bool,
+    /// End of the request in its reader's file (read-ahead readers).
+    vend: u64,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -173,6 +176,8 @@ struct Flow {
     cursor: usize,
     blocked: bool,
     delay_done: bool,
+    /// Linux read-ahead (`plan.ra`).
+    ra: ReadAhead,
     /// Web: current file (absolute start, sectors left to issue, total, small, started).
     web_file: Option<(u64, u64, u64, bool, Time)>,
     web_done_in_file: u64,
@@ -278,7 +283,7 @@ impl<'p> Sim<'p> {
         let mut need_flusher = false;
         for (i, p) in plan.flows.iter().enumerate() {
             let rng = Pcg64Mcg::seed_from_u64(mix(seed, i as u64 + 1));
-            let window = if p.sync {
+            let window = if p.sync && p.depth == 1 && !p.ra {
                 1 + p.readahead.div_ceil(u64::from(p.block)) as u32
             } else {
                 p.depth
@@ -321,6 +326,7 @@ impl<'p> Sim<'p> {
                 cursor: 0,
                 blocked: false,
                 delay_done: false,
+                ra: ReadAhead::new(p.readahead, p.ra_style),
                 web_file: None,
                 web_done_in_file: 0,
                 files: 0,
@@ -379,10 +385,34 @@ impl<'p> Sim<'p> {
             requests: 0,
         };
         for i in 0..sim.flows.len() {
-            let t = sim.flows[i].plan.start;
+            let t = sim.flows[i].plan.start + sim.start_jitter(i);
             sim.push(t, Ev::RunStart(i as u32));
         }
         Ok(sim)
+    }
+
+    /// A draw in [0, start_jitter] of flow `i` (docs/scenarios.md).
+    fn start_jitter(&mut self, i: usize) -> Time {
+        let f = &mut self.flows[i];
+        rng_range(&mut f.rng, 0, f.plan.start_jitter)
+    }
+
+    /// The pause before flow `i`'s next request after a completion it
+    /// waited for: its gap drawn in [gap/2, 3 gap/2] (a read-ahead reader
+    /// thinks after consuming the data, in `pump_ra`), plus its think time.
+    fn pause(&mut self, i: usize) -> Time {
+        let f = &mut self.flows[i];
+        let g = f.plan.gap;
+        let gap = if g > 1 {
+            rng_range(&mut f.rng, g / 2, g + g / 2)
+        } else {
+            g
+        };
+        if f.plan.ra {
+            gap
+        } else {
+            gap + f.plan.think
+        }
     }
 
     fn push(&mut self, t: Time, ev: Ev) {
@@ -448,6 +478,7 @@ impl<'p> Sim<'p> {
                     queued_at: 0,
                     tag,
                     live: false,
+                    vend: 0,
                 });
                 (self.reqs.len() - 1) as u32
             }
@@ -461,6 +492,7 @@ impl<'p> Sim<'p> {
         info.queued_at = now;
         info.tag = tag;
         info.live = true;
+        info.vend = 0;
         let id = (u64::from(info.gen) << 32) | u64::from(slot);
         let r = *info;
         self.sched
@@ -685,6 +717,7 @@ impl<'p> Sim<'p> {
         f.run_done = 0;
         f.run_limit = f.plan.bytes.map(|b| b.div_ceil(SECTOR_BYTES));
         f.pos = 0;
+        f.ra.reset();
         f.cursor = 0;
         f.blocked = false;
         f.delay_done = false;
@@ -731,7 +764,7 @@ impl<'p> Sim<'p> {
         let f = &mut self.flows[i];
         let again = f.plan.repeat.is_some() && f.plan.runs.is_none_or(|r| f.runs_done < r);
         if again {
-            let t = now + f.plan.repeat.unwrap_or(0);
+            let t = now + f.plan.repeat.unwrap_or(0) + self.start_jitter(i);
             self.push(t, Ev::RunStart(i as u32));
         } else {
             f.stats.finished_at = Some(now);
@@ -792,10 +825,27 @@ impl<'p> Sim<'p> {
             }
         }
         let f = &mut self.flows[i];
-        if f.plan.think > 0 && f.active {
-            let t = now + f.plan.think;
-            self.sleep(i, t);
-            return Ok(());
+        if f.plan.ra {
+            let done_to = f.ra.completed(r.vend);
+            let need =
+                (f.ra.app_pos + u64::from(f.plan.block)).min(f.run_limit.unwrap_or(u64::MAX));
+            if !(f.ra.waiting && done_to >= need && f.active) {
+                return Ok(());
+            }
+            f.ra.waiting = false;
+        }
+        let f = &self.flows[i];
+        let waits = f.plan.sync || f.plan.think > 0;
+        if waits && f.active && f.plan.pattern != Pattern::Replay {
+            if f.wake_at.is_some() {
+                // already pausing after an earlier completion
+                return Ok(());
+            }
+            let t = now + self.pause(i);
+            if t > now {
+                self.sleep(i, t);
+                return Ok(());
+            }
         }
         self.pump(i)
     }
@@ -825,6 +875,9 @@ impl<'p> Sim<'p> {
             }
             if f.plan.pattern == Pattern::Replay {
                 return self.pump_replay(i);
+            }
+            if f.plan.ra {
+                return self.pump_ra(i);
             }
             // end of run?
             let limit_hit = f.run_limit.is_some_and(|l| f.run_issued >= l);
@@ -926,6 +979,67 @@ impl<'p> Sim<'p> {
             let sf = f.sched.expect("active flow has a scheduler flow");
             self.issue(i as u32, sf, sector, n as u32, op, sync, Tag::Plain)?;
         }
+    }
+
+    /// A buffered sequential reader under Linux read-ahead
+    /// ([`crate::readahead`]): the program reads `block` at a time from the
+    /// page cache, sleeping `think` between reads; the kernel issues the
+    /// windows; the program waits when it reaches data still in flight.
+    fn pump_ra(&mut self, i: usize) -> Result<(), SimError> {
+        loop {
+            let f = &mut self.flows[i];
+            let limit = f.run_limit.unwrap_or(u64::MAX);
+            if f.ra.app_pos >= limit {
+                if f.outstanding == 0 {
+                    return self.end_run(i);
+                }
+                return Ok(());
+            }
+            let len = u64::from(f.plan.block).min(limit - f.ra.app_pos);
+            if let Some((start, size)) = f.ra.on_read(len) {
+                self.issue_window(i, start + size)?;
+                continue;
+            }
+            let f = &mut self.flows[i];
+            if f.ra.app_pos + len > f.ra.done_to {
+                f.ra.waiting = true;
+                return Ok(());
+            }
+            f.ra.app_pos += len;
+            if f.plan.think > 0 {
+                let t = self.now + self.flows[i].plan.think;
+                self.sleep(i, t);
+                return Ok(());
+            }
+        }
+    }
+
+    /// Issues a read-ahead window of flow `i` up to `end` (in its file),
+    /// clipped to the run's bytes, in requests of at most 512 KiB that do
+    /// not cross the end of the region.
+    fn issue_window(&mut self, i: usize, end: u64) -> Result<(), SimError> {
+        let f = &mut self.flows[i];
+        let end = end.min(f.run_limit.unwrap_or(u64::MAX));
+        if end <= f.ra.issued_to {
+            f.ra.clip();
+            return Ok(());
+        }
+        while self.flows[i].ra.issued_to < end {
+            let f = &mut self.flows[i];
+            let from = f.ra.issued_to;
+            let len = f.plan.region_len;
+            let to_wrap = len - from % len;
+            let n = (end - from).min(u64::from(FLUSH_MAX_REQ)).min(to_wrap);
+            let sector = f.plan.region_start + from % len;
+            f.ra.issued(from + n);
+            f.run_issued += n;
+            f.outstanding += 1;
+            let sf = f.sched.expect("active flow has a scheduler flow");
+            let id = self.issue(i as u32, sf, sector, n as u32, Op::Read, true, Tag::Plain)?;
+            let slot = (id & 0xFFFF_FFFF) as usize;
+            self.reqs[slot].vend = from + n;
+        }
+        Ok(())
     }
 
     fn pump_replay(&mut self, i: usize) -> Result<(), SimError> {

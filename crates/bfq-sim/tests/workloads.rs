@@ -273,7 +273,7 @@ impl Scheduler for Recorder {
 
 #[test]
 fn flows_and_groups_map_to_the_scheduler() {
-    let s = sc("name = \"t\"\nduration = \"1s\"\n[device]\npreset = \"maxtor-7l250s0\"\n[[group]]\npath = \"/a/b\"\nweight = 300\n[[flow]]\nname = \"x\"\ngroup = \"/a/b\"\nweight = 500\n[[flow]]\nname = \"y\"\nclass = \"idle\"\nlevel = 7\nstart = \"100ms\"\nbytes = \"1M\"\n");
+    let s = sc("name = \"t\"\nduration = \"1s\"\n[device]\npreset = \"maxtor-7l250s0\"\n[[group]]\npath = \"/a/b\"\nweight = 300\n[[flow]]\nname = \"x\"\nstart_jitter = \"0s\"\ngroup = \"/a/b\"\nweight = 500\n[[flow]]\nname = \"y\"\nclass = \"idle\"\nlevel = 7\nstart = \"100ms\"\nstart_jitter = \"0s\"\nbytes = \"1M\"\n");
     let log = Arc::new(Mutex::new(Vec::new()));
     let rec = Recorder {
         inner: Fifo::new(),
@@ -341,7 +341,7 @@ impl Scheduler for IdleOnce {
 
 #[test]
 fn idle_until_is_honoured() {
-    let s = sc("name = \"t\"\nduration = \"1s\"\n[[flow]]\nname = \"r\"\nbytes = \"128k\"\nreadahead = \"0\"\n");
+    let s = sc("name = \"t\"\nduration = \"1s\"\n[[flow]]\nname = \"r\"\nbytes = \"128k\"\nreadahead = \"0\"\nstart_jitter = \"0s\"\n");
     let mut t = Vec::new();
     simulate(
         &s,

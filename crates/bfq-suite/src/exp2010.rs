@@ -37,7 +37,7 @@ pub fn throughput() -> Experiment {
         st::scan_edf(640, 4),
         st::yfq(16, 0),
         st::yfq(16, 4),
-        st::cfq(100),
+        st::cfq2010(),
         st::clook(),
         st::anticipatory(),
     ]);
@@ -102,7 +102,7 @@ fn run_files(v: &Variant, c: &Config, ctx: &Ctx) -> anyhow::Result<RunOut> {
     for (i, (sl, (size, w))) in spread(n).iter().zip(sizes.iter().zip(&weights)).enumerate() {
         let _ = write!(
             s,
-            "\n[[flow]]\nname = \"file{}\"\npattern = \"seq\"\nblock = \"128k\"\nbytes = \"{size}M\"\nweight = {w}\nregion = {}\n",
+            "\n[[flow]]\nname = \"file{}\"\npattern = \"seq\"\nblock = \"128k\"\nreadahead_style = \"2.6.21\"\nbytes = \"{size}M\"\nweight = {w}\nregion = {}\n",
             i + 1,
             region(slice(*sl), size << 20)
         );
@@ -263,7 +263,7 @@ pub fn fairness() -> Experiment {
             st::bfq2010(4096),
             st::scan_edf(80, 4),
             st::yfq(4, 4),
-            st::cfq(100),
+            st::cfq2010(),
             st::clook(),
             st::anticipatory(),
         ],
@@ -410,7 +410,7 @@ pub fn web() -> Experiment {
             st::bfq2010(4096),
             st::scan_edf(80, 4),
             st::yfq(4, 4),
-            st::cfq(100),
+            st::cfq2010(),
             st::clook(),
             st::anticipatory(),
         ],
@@ -488,7 +488,7 @@ pub fn dbms() -> Experiment {
             st::bfq2010(4096),
             st::scan_edf(80, 4),
             st::yfq(4, 4),
-            st::cfq(100),
+            st::cfq2010(),
             st::clook(),
             st::anticipatory(),
         ],
@@ -575,7 +575,7 @@ pub fn video() -> Experiment {
             st::bfq2010(16384),
             st::scan_edf(20, 4),
             st::yfq(4, 4),
-            st::cfq(20),
+            st::cfq2010_slice(20),
             st::clook(),
             st::anticipatory(),
         ],

@@ -60,6 +60,21 @@ pub fn cfq(slice_ms: u32) -> Config {
     }
 }
 
+/// CFQ as the 2010 paper ran it (Linux 2.6.21: 100 ms slices, no
+/// `low_latency`), labelled `cfq` in the 2010 tables.
+pub fn cfq2010() -> Config {
+    cfg("cfq", "cfq-2010", &[])
+}
+
+/// `cfq-2010` with another sync slice (ms).
+pub fn cfq2010_slice(slice_ms: u32) -> Config {
+    cfg(
+        &format!("cfq slice={slice_ms}ms"),
+        "cfq-2010",
+        &[("slice_sync", &format!("{slice_ms}ms"))],
+    )
+}
+
 /// C-LOOK.
 pub fn clook() -> Config {
     cfg("clook", "clook", &[])

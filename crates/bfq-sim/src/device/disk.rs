@@ -23,9 +23,12 @@
 //!   between sequential sync reads cost nothing, as on real drives.
 //!   `cache_segments` segments, LRU.
 //! - **Write-back cache**: writes complete on arrival (bus transfer) while
-//!   dirty data fits in `cache_size`; the dirty data is destaged later,
-//!   when the drive idles or, above 3/4 full, ahead of queued reads. So
-//!   writes can starve reads.
+//!   dirty data fits in half of `cache_size`; a write that does not fit
+//!   waits in the queue and goes to the media like a read. Host commands
+//!   are served ahead of destaging, as drives do; the dirty data is
+//!   destaged when no command waits (after `destage_delay`), the extent
+//!   with the shortest positioning time (seek and rotation) among the
+//!   oldest 64 first. So writes cannot hold a read behind a full cache.
 //! - **NCQ**: with `ncq_depth > 1` the drive holds up to that many
 //!   commands and serves the one with the shortest positioning time
 //!   (seek + rotational wait), except that a command older than
@@ -452,15 +455,15 @@ impl Disk {
     fn start_destage(&mut self, t: Time) {
         self.destage_at = None;
         let t = self.leave_prefetch(t);
-        // The nearest of the oldest few dirty extents (elevator-like).
-        let k = self.dirty.len().min(16);
+        // Rotational order: the shortest positioning time among the
+        // oldest dirty extents.
+        let k = self.dirty.len().min(64);
         let mut best = 0;
-        let mut best_d = u64::MAX;
+        let mut best_t = f64::INFINITY;
         for i in 0..k {
-            let cyl = self.locate(self.dirty[i].0).0;
-            let d = cyl.abs_diff(self.head_cyl);
-            if d < best_d {
-                best_d = d;
+            let pt = self.position(t, self.dirty[i].0, Op::Write).0;
+            if pt < best_t {
+                best_t = pt;
                 best = i;
             }
         }
@@ -473,12 +476,7 @@ impl Disk {
     /// The actuator is free at `t`: choose what to do next.
     fn start_next(&mut self, t: Time) {
         debug_assert!(self.busy.is_none());
-        let urgent = self.dirty_sectors > self.dirty_limit * 3 / 4;
-        if !self.dirty.is_empty() && (urgent || self.queue.is_empty()) {
-            if urgent {
-                self.start_destage(t);
-                return;
-            }
+        if !self.dirty.is_empty() && self.queue.is_empty() {
             // idle: destage after a short delay unless something arrives
             if self.destage_at.is_none() {
                 self.destage_at = Some(t + self.p.destage_delay);
