@@ -8,6 +8,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 mod bench_core;
 mod bench_engine;
 mod loopdev;
+mod mount;
 mod run;
 mod sim;
 mod suite;
@@ -69,6 +70,9 @@ enum Cmd {
     Sim(sim::Args),
     /// Run the papers' benchmark suite and write report.{json,md,html}.
     Suite(suite::Args),
+    /// Serve a directory over FUSE with its file I/O scheduled by bfq-rs:
+    /// one flow per process, one group per cgroup (docs/mount.md).
+    Mount(mount::Args),
 }
 
 fn main() {
@@ -86,6 +90,7 @@ fn main() {
         Cmd::BenchEngine(a) => bench_engine::run(a),
         Cmd::Sim(a) => sim::run(a),
         Cmd::Suite(a) => suite::run(a),
+        Cmd::Mount(a) => mount::run(a),
     };
     if let Err(e) = result {
         eprintln!("bfq: error: {e:#}");

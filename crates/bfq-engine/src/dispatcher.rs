@@ -277,8 +277,9 @@ impl Dispatcher {
                 (self.held.len() - 1) as u32
             }
         };
-        let sector = op.offset / SECTOR_BYTES;
-        let end = (op.offset + u64::from(op.len)).div_ceil(SECTOR_BYTES);
+        let base = op.file.as_ref().map_or(0, |f| f.sector_base());
+        let sector = base.saturating_add(op.offset / SECTOR_BYTES);
+        let end = base.saturating_add((op.offset + u64::from(op.len)).div_ceil(SECTOR_BYTES));
         let sectors = (end - sector).clamp(1, u64::from(u32::MAX)) as u32;
         let req = Request {
             id: u64::from(idx),
@@ -313,11 +314,18 @@ impl Dispatcher {
     fn sqe_for(&self, idx: u32) -> squeue::Entry {
         let h = self.held[idx as usize].as_ref().expect("held");
         let op = &h.op;
-        let sqe = match (op.kind, self.file.is_some()) {
-            (OpKind::Read, true) => opcode::Read::new(types::Fixed(0), op.ptr, op.len)
+        let own = op.file.as_ref().map(|f| types::Fd(f.file().as_raw_fd()));
+        let sqe = match (op.kind, own, self.file.is_some()) {
+            (OpKind::Read, Some(fd), _) => opcode::Read::new(fd, op.ptr, op.len)
                 .offset(op.offset)
                 .build(),
-            (OpKind::Write, true) => opcode::Write::new(types::Fixed(0), op.ptr, op.len)
+            (OpKind::Write, Some(fd), _) => opcode::Write::new(fd, op.ptr, op.len)
+                .offset(op.offset)
+                .build(),
+            (OpKind::Read, None, true) => opcode::Read::new(types::Fixed(0), op.ptr, op.len)
+                .offset(op.offset)
+                .build(),
+            (OpKind::Write, None, true) => opcode::Write::new(types::Fixed(0), op.ptr, op.len)
                 .offset(op.offset)
                 .build(),
             _ => return opcode::Nop::new().build().user_data(u64::from(idx)),

@@ -36,7 +36,39 @@ pub(crate) struct Op {
     pub ptr: *mut u8,
     pub len: u32,
     pub sync: bool,
+    /// The request's own file ([`Flow::read_file_async`]), else the
+    /// engine's target.
+    pub file: Option<FileTarget>,
     sink: Option<Arc<dyn Sink>>,
+}
+
+/// A file that requests name on their own, instead of the engine's target:
+/// for front ends that serve many files (a filesystem) through one engine
+/// and one scheduler. The scheduler sees sector `sector_base + offset / 512`
+/// (give each file its own range, so that distance between files looks like
+/// a seek and positions within a file look sequential).
+#[derive(Clone, Debug)]
+pub struct FileTarget {
+    file: Arc<File>,
+    sector_base: u64,
+}
+
+impl FileTarget {
+    /// Wraps an open file (its flags, e.g. `O_DIRECT`, are the caller's).
+    pub fn new(file: File, sector_base: u64) -> Self {
+        FileTarget {
+            file: Arc::new(file),
+            sector_base,
+        }
+    }
+    /// The open file.
+    pub fn file(&self) -> &File {
+        &self.file
+    }
+    /// Where the file starts in the scheduler's sector space.
+    pub fn sector_base(&self) -> u64 {
+        self.sector_base
+    }
 }
 
 // SAFETY: `ptr` points into the buffer owned by `sink`'s slot, which lives
@@ -529,7 +561,9 @@ impl Engine {
     }
 
     /// An engine whose every request is an io_uring NOP: measures the
-    /// scheduler and the engine without storage.
+    /// scheduler and the engine without storage. Requests that name their
+    /// own file ([`Flow::read_file_async`]) still go to that file, so this
+    /// is also the engine of a front end serving many files.
     pub fn nop() -> EngineBuilder {
         EngineBuilder::new(TargetSpec::Nop)
     }
@@ -636,9 +670,11 @@ impl Flow {
         self.id
     }
 
+    #[allow(clippy::too_many_arguments)]
     fn submit<B: Send + 'static>(
         &self,
         kind: OpKind,
+        file: Option<&FileTarget>,
         offset: u64,
         ptr: *mut u8,
         len: usize,
@@ -654,6 +690,7 @@ impl Flow {
             ptr,
             len: 0,
             sync: self.sync,
+            file: file.cloned(),
             sink: Some(sink),
         };
         match u32::try_from(len) {
@@ -678,14 +715,34 @@ impl Flow {
     pub fn read_async<B: IoBufMut>(&self, offset: u64, mut buf: B) -> Pending<B> {
         let ptr = buf.stable_mut_ptr();
         let len = buf.bytes_len();
-        self.submit(OpKind::Read, offset, ptr, len, buf)
+        self.submit(OpKind::Read, None, offset, ptr, len, buf)
     }
 
     /// Starts writing `buf` at `offset`.
     pub fn write_async<B: IoBuf>(&self, offset: u64, buf: B) -> Pending<B> {
         let ptr = buf.stable_ptr() as *mut u8;
         let len = buf.bytes_len();
-        self.submit(OpKind::Write, offset, ptr, len, buf)
+        self.submit(OpKind::Write, None, offset, ptr, len, buf)
+    }
+
+    /// Starts reading `buf.len()` bytes at `offset` of `file` (not the
+    /// engine's target), scheduled with this flow's other requests.
+    pub fn read_file_async<B: IoBufMut>(
+        &self,
+        file: &FileTarget,
+        offset: u64,
+        mut buf: B,
+    ) -> Pending<B> {
+        let ptr = buf.stable_mut_ptr();
+        let len = buf.bytes_len();
+        self.submit(OpKind::Read, Some(file), offset, ptr, len, buf)
+    }
+
+    /// Starts writing `buf` at `offset` of `file`.
+    pub fn write_file_async<B: IoBuf>(&self, file: &FileTarget, offset: u64, buf: B) -> Pending<B> {
+        let ptr = buf.stable_ptr() as *mut u8;
+        let len = buf.bytes_len();
+        self.submit(OpKind::Write, Some(file), offset, ptr, len, buf)
     }
 
     /// Reads `buf.len()` bytes at `offset`, blocking.
@@ -704,6 +761,7 @@ impl Flow {
         let len = (u64::from(sectors.max(1)) * SECTOR_BYTES) as usize;
         self.submit(
             OpKind::Nop,
+            None,
             sector * SECTOR_BYTES,
             std::ptr::null_mut(),
             len,

@@ -40,4 +40,6 @@ pub mod workload;
 pub use bfq_core::{DeviceInfo, FlowId, FlowSpec, GroupId, IoClass, IoPrio, Settings};
 pub use buf::{AlignedBuf, IoBuf, IoBufMut};
 pub use completion::{block_on, IoResult, Pending};
-pub use engine::{Engine, EngineBuilder, EngineStats, Flow, FlowOptions, ShutdownMode, TraceEvent};
+pub use engine::{
+    Engine, EngineBuilder, EngineStats, FileTarget, Flow, FlowOptions, ShutdownMode, TraceEvent,
+};

@@ -514,3 +514,44 @@ fn waiters_are_woken_when_no_client_helps() {
     ));
     engine.shutdown(ShutdownMode::Drain).unwrap();
 }
+
+#[test]
+fn requests_naming_their_own_files_go_to_them() {
+    // A NOP engine serves no target of its own; requests that name a file
+    // (a filesystem front end's many files) still reach that file, and the
+    // scheduler sees them at the file's sector base.
+    let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let s2 = seen.clone();
+    let engine = Engine::nop()
+        .scheduler("bfq")
+        .allow_short(true)
+        .trace(move |e| {
+            if e.event == 'Q' {
+                s2.lock().unwrap().push(e.sector);
+            }
+        })
+        .open()
+        .unwrap();
+    let flow = engine.flow(FlowOptions::weight(100)).unwrap();
+    let files: Vec<_> = (0..2).map(|_| tempfile::tempfile().unwrap()).collect();
+    let targets: Vec<bfq_engine::FileTarget> = files
+        .iter()
+        .enumerate()
+        .map(|(i, f)| bfq_engine::FileTarget::new(f.try_clone().unwrap(), (i as u64 + 1) << 32))
+        .collect();
+    for (i, t) in targets.iter().enumerate() {
+        let data = pattern(i as u64, 5000);
+        let (r, _) = flow.write_file_async(t, 512, data).wait();
+        assert_eq!(r.unwrap(), 5000);
+    }
+    for (i, t) in targets.iter().enumerate() {
+        let (r, buf) = flow.read_file_async(t, 512, vec![0u8; 6000]).wait();
+        assert_eq!(r.unwrap(), 5000, "short read at the end of the file");
+        assert_eq!(&buf[..5000], &pattern(i as u64, 5000)[..]);
+    }
+    let sectors = seen.lock().unwrap().clone();
+    assert_eq!(
+        sectors,
+        vec![(1 << 32) + 1, (2 << 32) + 1, (1 << 32) + 1, (2 << 32) + 1]
+    );
+}

@@ -1,0 +1,436 @@
+//! # bfq-mount
+//!
+//! `bfq mount`: a passthrough FUSE filesystem over a backing directory
+//! whose file reads and writes go through a [`bfq_engine::Engine`], so the
+//! device sees them in the order a bfq-rs scheduler chooses. Each calling
+//! process is a flow (weight and class from its I/O priority or the
+//! policy file), each cgroup a group. See `docs/mount.md`.
+
+pub mod flows;
+pub mod fs;
+pub mod io;
+pub mod policy;
+pub mod procinfo;
+pub mod stats;
+pub mod sys;
+
+use bfq_engine::{DeviceInfo, Engine};
+use flows::FlowTable;
+use fuser::{BackgroundSession, Config, MountOption, SessionACL};
+pub use policy::Policy;
+use std::ffi::CString;
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+/// The filesystem's subtype; its source in /proc/mounts is
+/// `bfq:BACKING_DIR` (type `fuse`, or `fuse.bfq` when mounted through
+/// fusermount).
+pub const FS_SUBTYPE: &str = "bfq";
+/// Prefix of the mount's source name.
+pub const SOURCE_PREFIX: &str = "bfq:";
+/// Bounds of the number of FUSE worker threads.
+pub const THREADS_RANGE: (usize, usize) = (1, 256);
+
+/// How to mount.
+#[derive(Clone, Debug)]
+pub struct MountConfig {
+    pub backing: PathBuf,
+    pub mountpoint: PathBuf,
+    /// Scheduler registry name (`bfq`, `fifo`, ...).
+    pub scheduler: String,
+    /// Scheduler settings, key=value.
+    pub settings: Vec<(String, String)>,
+    pub policy: Policy,
+    /// FUSE direct I/O (no page cache in the mount) instead of keep_cache.
+    pub direct_io: bool,
+    /// Open backing files with `O_DIRECT` where allowed (default true).
+    pub backing_direct: bool,
+    /// Mount over a non-empty directory.
+    pub nonempty: bool,
+    /// FUSE worker threads (requests served at once), 1..=256.
+    pub threads: usize,
+    /// Requests on the device at once.
+    pub queue_depth: u32,
+}
+
+impl MountConfig {
+    pub fn new(backing: impl Into<PathBuf>, mountpoint: impl Into<PathBuf>) -> Self {
+        MountConfig {
+            backing: backing.into(),
+            mountpoint: mountpoint.into(),
+            scheduler: "bfq".into(),
+            settings: Vec::new(),
+            policy: Policy::default(),
+            direct_io: false,
+            backing_direct: true,
+            nonempty: false,
+            threads: 16,
+            queue_depth: 32,
+        }
+    }
+}
+
+fn invalid(msg: String) -> std::io::Error {
+    std::io::Error::new(std::io::ErrorKind::InvalidInput, msg)
+}
+
+/// A mounted filesystem. Dropping it unmounts.
+pub struct Mounted {
+    session: Option<BackgroundSession>,
+    table: Arc<FlowTable>,
+    mountpoint: PathBuf,
+    /// The mount's device number (names its FUSE connection).
+    dev: u64,
+    stop: Arc<AtomicBool>,
+    reaper: Option<JoinHandle<()>>,
+}
+
+/// Whether `dir` is a directory with something in it.
+fn non_empty(dir: &Path) -> std::io::Result<bool> {
+    Ok(std::fs::read_dir(dir)?.next().is_some())
+}
+
+fn device_of(backing: &Path, depth: u32) -> DeviceInfo {
+    use std::os::unix::fs::MetadataExt;
+    let rotational = std::fs::metadata(backing)
+        .ok()
+        .map(|m| {
+            let (ma, mi) = (libc::major(m.dev()), libc::minor(m.dev()));
+            std::fs::read_to_string(format!("/sys/dev/block/{ma}:{mi}/queue/rotational"))
+                .or_else(|_| {
+                    std::fs::read_to_string(format!("/sys/dev/block/{ma}:0/queue/rotational"))
+                })
+                .map(|s| s.trim() == "1")
+                .unwrap_or(false)
+        })
+        .unwrap_or(false);
+    DeviceInfo {
+        queue_depth: depth,
+        queues_internally: depth > 1,
+        rotational,
+    }
+}
+
+/// Mounts `cfg.backing` on `cfg.mountpoint` and serves it in the
+/// background.
+pub fn mount(cfg: &MountConfig) -> std::io::Result<Mounted> {
+    if !cfg.backing.is_dir() {
+        return Err(invalid(format!(
+            "{}: not a directory",
+            cfg.backing.display()
+        )));
+    }
+    if !cfg.mountpoint.is_dir() {
+        return Err(invalid(format!(
+            "{}: not a directory",
+            cfg.mountpoint.display()
+        )));
+    }
+    if !cfg.nonempty && non_empty(&cfg.mountpoint)? {
+        return Err(invalid(format!(
+            "{} is not empty (use --nonempty to mount over it)",
+            cfg.mountpoint.display()
+        )));
+    }
+    let (lo, hi) = THREADS_RANGE;
+    if !(lo..=hi).contains(&cfg.threads) {
+        return Err(invalid(format!(
+            "threads = {}: must be {lo}..={hi}",
+            cfg.threads
+        )));
+    }
+    let mut b = Engine::nop()
+        .scheduler(&cfg.scheduler)
+        .queue_depth(cfg.queue_depth)
+        .device_info(device_of(&cfg.backing, cfg.queue_depth))
+        .allow_short(true);
+    for (k, v) in &cfg.settings {
+        b = b.set(k, v);
+    }
+    let engine = Arc::new(b.open()?);
+    let table = Arc::new(FlowTable::new(engine, cfg.policy.clone()));
+    let fs = fs::PassFs::new(
+        &cfg.backing,
+        table.clone(),
+        fs::FsOptions {
+            backing_direct: cfg.backing_direct,
+            direct_io: cfg.direct_io,
+        },
+    )?;
+    let mut config = Config::default();
+    config.mount_options = vec![
+        MountOption::FSName(format!("{SOURCE_PREFIX}{}", cfg.backing.display())),
+        MountOption::Subtype(FS_SUBTYPE.into()),
+        MountOption::DefaultPermissions,
+    ];
+    // SAFETY: plain syscall.
+    if unsafe { libc::geteuid() } == 0 {
+        config.acl = SessionACL::All;
+        config.mount_options.push(MountOption::Suid);
+        config.mount_options.push(MountOption::Dev);
+    }
+    config.n_threads = Some(cfg.threads);
+    let session = fuser::spawn_mount(fs, &cfg.mountpoint, &config)?;
+    let mountpoint = cfg.mountpoint.canonicalize()?;
+    let dev = {
+        use std::os::unix::fs::MetadataExt;
+        std::fs::metadata(&mountpoint).map(|m| m.dev()).unwrap_or(0)
+    };
+    let stop = Arc::new(AtomicBool::new(false));
+    let reaper = {
+        let (t, s) = (table.clone(), stop.clone());
+        std::thread::Builder::new()
+            .name("bfq-mount-reaper".into())
+            .spawn(move || {
+                while !s.load(Ordering::Relaxed) {
+                    std::thread::sleep(Duration::from_millis(200));
+                    t.reap();
+                }
+            })?
+    };
+    Ok(Mounted {
+        session: Some(session),
+        table,
+        mountpoint,
+        dev,
+        stop,
+        reaper: Some(reaper),
+    })
+}
+
+impl Mounted {
+    /// The flow table (statistics, live flows and groups).
+    pub fn table(&self) -> &Arc<FlowTable> {
+        &self.table
+    }
+
+    /// The canonical mountpoint.
+    pub fn mountpoint(&self) -> &Path {
+        &self.mountpoint
+    }
+
+    /// Whether the FUSE session still runs (false once someone unmounted
+    /// it, e.g. `fusermount -u`).
+    pub fn is_running(&self) -> bool {
+        self.session
+            .as_ref()
+            .is_some_and(|s| !s.guard.is_finished())
+    }
+
+    /// Unmounts (lazily, aborting the connection, if the mount is busy),
+    /// waits for the workers, ends every flow and stops the engine.
+    pub fn unmount(mut self) -> std::io::Result<()> {
+        self.teardown()
+    }
+
+    fn teardown(&mut self) -> std::io::Result<()> {
+        let Some(session) = self.session.take() else {
+            return Ok(());
+        };
+        if !session.guard.is_finished() {
+            unmount_path(&self.mountpoint, self.dev)?;
+        }
+        // After an aborted connection the workers end with an error: the
+        // unmount itself succeeded.
+        let r = session.join().or_else(|e| match e.raw_os_error() {
+            Some(libc::ECONNABORTED) | Some(libc::ENODEV) | Some(libc::ENOTCONN) => Ok(()),
+            _ => Err(e),
+        });
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(t) = self.reaper.take() {
+            let _ = t.join();
+        }
+        self.table.clear();
+        let _ = self.table.engine().stats();
+        r
+    }
+}
+
+impl Drop for Mounted {
+    fn drop(&mut self) {
+        let _ = self.teardown();
+    }
+}
+
+/// Unmounts `mountpoint`: a plain unmount, or if it is busy a lazy one
+/// that also aborts the FUSE connection `dev` (so the server's workers
+/// end and open files fail with `ENOTCONN` instead of hanging).
+pub fn unmount_path(mountpoint: &Path, dev: u64) -> std::io::Result<()> {
+    let c = CString::new(mountpoint.as_os_str().as_bytes()).map_err(|e| invalid(e.to_string()))?;
+    // SAFETY: valid C string.
+    if unsafe { libc::umount2(c.as_ptr(), 0) } == 0 {
+        return Ok(());
+    }
+    let err = std::io::Error::last_os_error();
+    match err.raw_os_error() {
+        Some(libc::EBUSY) => {
+            abort_connection(dev);
+            // SAFETY: valid C string.
+            if unsafe { libc::umount2(c.as_ptr(), libc::MNT_DETACH) } == 0 {
+                return Ok(());
+            }
+            Err(std::io::Error::last_os_error())
+        }
+        Some(libc::EPERM) => fusermount_u(mountpoint),
+        _ => Err(err),
+    }
+}
+
+/// Writes the FUSE connection's `abort` file (connection id = the mount's
+/// device minor number).
+/// Mounts the FUSE control filesystem where it belongs if it is not there
+/// (systemd mounts it at boot; minimal systems may not).
+fn abort_connection(dev: u64) {
+    if dev == 0 {
+        return;
+    }
+    let dir = "/sys/fs/fuse/connections";
+    let p = format!("{dir}/{}/abort", libc::minor(dev));
+    if !Path::new(&p).exists() {
+        // SAFETY: valid C strings; fails harmlessly without root.
+        unsafe {
+            libc::mount(
+                c"fusectl".as_ptr(),
+                c"/sys/fs/fuse/connections".as_ptr(),
+                c"fusectl".as_ptr(),
+                0,
+                std::ptr::null(),
+            )
+        };
+    }
+    let _ = std::fs::write(p, "1");
+}
+
+fn fusermount_u(mountpoint: &Path) -> std::io::Result<()> {
+    for bin in ["fusermount3", "fusermount"] {
+        if let Ok(s) = std::process::Command::new(bin)
+            .arg("-u")
+            .arg("-z")
+            .arg(mountpoint)
+            .status()
+        {
+            if s.success() {
+                return Ok(());
+            }
+        }
+    }
+    Err(std::io::Error::other(format!(
+        "cannot unmount {}: not root and fusermount failed",
+        mountpoint.display()
+    )))
+}
+
+/// The bfq mounts (FUSE, source `bfq:...`) from /proc/self/mountinfo:
+/// (mountpoint, device number).
+pub fn bfq_mounts() -> Vec<(PathBuf, u64)> {
+    let text = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
+    parse_mountinfo(&text)
+}
+
+/// Parses mountinfo lines of bfq mounts.
+pub fn parse_mountinfo(text: &str) -> Vec<(PathBuf, u64)> {
+    let mut out = Vec::new();
+    for line in text.lines() {
+        let Some((left, right)) = line.split_once(" - ") else {
+            continue;
+        };
+        let mut r = right.split_whitespace();
+        let (fstype, source) = (r.next().unwrap_or(""), r.next().unwrap_or(""));
+        let fuse = fstype == "fuse" || fstype == format!("fuse.{FS_SUBTYPE}");
+        if !fuse || !source.starts_with(SOURCE_PREFIX) {
+            continue;
+        }
+        let f: Vec<&str> = left.split_whitespace().collect();
+        if f.len() < 5 {
+            continue;
+        }
+        let dev = f[2]
+            .split_once(':')
+            .and_then(|(a, b)| Some(libc::makedev(a.parse().ok()?, b.parse().ok()?)))
+            .unwrap_or(0);
+        out.push((PathBuf::from(unescape_mountinfo(f[4])), dev));
+    }
+    out
+}
+
+/// mountinfo escapes space, tab, newline and backslash as `\ooo`.
+fn unescape_mountinfo(s: &str) -> String {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'\\'
+            && i + 3 < b.len()
+            && b[i + 1..i + 4].iter().all(|c| (b'0'..=b'7').contains(c))
+        {
+            let v = (b[i + 1] - b'0') * 64 + (b[i + 2] - b'0') * 8 + (b[i + 3] - b'0');
+            out.push(v);
+            i += 4;
+        } else {
+            out.push(b[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// `bfq mount --cleanup`: unmounts `mountpoint`, or every `fuse.bfq`
+/// mount if none is given (e.g. after a crash). Returns what it unmounted.
+pub fn cleanup(mountpoint: Option<&Path>) -> std::io::Result<Vec<PathBuf>> {
+    let mounts = bfq_mounts();
+    let want: Vec<(PathBuf, u64)> = match mountpoint {
+        Some(p) => {
+            let p = p.canonicalize().unwrap_or_else(|_| p.to_path_buf());
+            let dev = mounts.iter().find(|(m, _)| *m == p).map(|x| x.1);
+            match dev {
+                Some(d) => vec![(p, d)],
+                None => return Err(invalid(format!("{}: no bfq mount there", p.display()))),
+            }
+        }
+        None => mounts,
+    };
+    let mut done = Vec::new();
+    for (p, dev) in want {
+        abort_connection(dev);
+        // SAFETY: valid C string.
+        let c = CString::new(p.as_os_str().as_bytes()).map_err(|e| invalid(e.to_string()))?;
+        if unsafe { libc::umount2(c.as_ptr(), libc::MNT_DETACH) } != 0 {
+            fusermount_u(&p)?;
+        }
+        done.push(p);
+    }
+    Ok(done)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn mountinfo_finds_bfq_mounts() {
+        let text = "36 35 98:0 / /mnt/a\\040b rw - fuse bfq:/data rw,user_id=0\n\
+                    37 35 8:1 / /home rw - ext4 /dev/sda1 rw\n\
+                    38 35 0:50 / /mnt/other rw - fuse sshfs#x rw\n";
+        let m = parse_mountinfo(text);
+        assert_eq!(m, vec![(PathBuf::from("/mnt/a b"), libc::makedev(98, 0))]);
+    }
+
+    #[test]
+    fn refuses_non_empty_mountpoint_and_bad_dirs() {
+        let back = tempfile::tempdir().unwrap();
+        let mnt = tempfile::tempdir().unwrap();
+        std::fs::write(mnt.path().join("x"), b"x").unwrap();
+        let e = mount(&MountConfig::new(back.path(), mnt.path()))
+            .err()
+            .unwrap();
+        assert!(e.to_string().contains("not empty"), "{e}");
+        let e = mount(&MountConfig::new(back.path().join("nope"), mnt.path()))
+            .err()
+            .unwrap();
+        assert!(e.to_string().contains("not a directory"), "{e}");
+    }
+}
