@@ -1,7 +1,7 @@
 //! Deceptive idleness (2010 paper, Sections I and V-C): two greedy
 //! sequential readers of 128 MB files at the outermost and innermost
-//! slices of the IBM disk, read-ahead as in Linux 2.6.21 (one window in
-//! flight), a gap between each completion and the next request. Idling
+//! slices of the IBM disk, read-ahead with one window in flight (the
+//! readers the paper measured), a gap between each completion and the next request. Idling
 //! must recover the throughput a work-conserving policy loses, C-LOOK must
 //! alternate between the files (fair, Table III) and be slower than AS
 //! (Table II), and SCAN-EDF must gain from T_wait. Simulated time only.

@@ -21,17 +21,26 @@
 //! limit anywhere on its way up is held to `min_bps` and `min_iops`
 //! (MIN_THROTL_BPS 320 KiB/s and MIN_THROTL_IOPS 10, as the kernel does
 //! for a leaf group without low limits). The policy upgrades to the MAX
-//! state (only max limits apply) when every node with a low limit either
-//! is being held back by its low limit or is idle (holds nothing for
-//! `idle_time`), and at least `slice` after the last downgrade. It
-//! downgrades back to LOW when some non-idle node with a low limit has not
-//! reached its low limit over the last `slice`, and at least `slice` after
-//! the upgrade. It starts in LOW when any low limit is set.
+//! state when every node with a low limit can upgrade, at least `slice`
+//! after the last downgrade: a node can upgrade when it or one of its
+//! groups up the hierarchy is being held back by its low limit or is idle
+//! (holds nothing for `idle_time`) (`throtl_hierarchy_can_upgrade`), so a
+//! node whose parent's low limit holds it back never keeps everyone in
+//! LOW.
+//!
+//! The upgrade is gradual, as the kernel's `throtl_adjusted_limit`: in MAX
+//! a node with a low limit may use `low + low / 2 * scale` (bandwidth and
+//! IOPS each, never above its max limit), where `scale` is the number of
+//! whole slices since the upgrade (up to 4096); nodes without a low limit
+//! have their max limits. When some non-idle node with a low limit has not
+//! reached its low limit over the last `slice` (at least `slice` after the
+//! upgrade or the last step down), the policy steps down: `scale` halves
+//! (`throtl_downgrade_state`), and only when it reaches 0 does the state
+//! go back to LOW. It starts in LOW when any low limit is set.
 //!
 //! Choices: one limit covers both directions together (the kernel has
 //! separate read and write limits; the article set them equal); the
-//! latency target of the low limits and the gradual upgrade scaling are
-//! not modelled.
+//! latency target of the low limits is not modelled.
 
 use crate::util::{ensure, node_settings, parse_rate, Node};
 use bfq_core::table::{RequestTable, SlotIdx, Topology};
@@ -195,6 +204,10 @@ pub struct Throttle {
     seq: u64,
     mode: Mode,
     mode_since: Time,
+    /// MAX: the low-limited nodes' allowance grows with it (see above).
+    scale: u64,
+    /// MAX: when the scale started counting (`low_upgrade_time`).
+    upgrade_at: Time,
     /// Nodes with a low limit.
     low_nodes: Vec<Node>,
     cfg_max: HashMap<Node, (u64, u64)>,
@@ -270,6 +283,8 @@ impl Throttle {
             seq: 0,
             mode,
             mode_since: 0,
+            scale: 0,
+            upgrade_at: 0,
             low_nodes: Vec::new(),
             cfg_max,
             cfg_low,
@@ -341,9 +356,7 @@ impl Throttle {
             };
             let r = lim.ready_at(now, bytes);
             if r > now {
-                if let Which::Low = which {
-                    n.blocked = true;
-                }
+                n.blocked = true;
             }
             t = t.max(r);
         });
@@ -378,7 +391,11 @@ impl Throttle {
         };
         self.fnodes.iter_mut().for_each(reset);
         self.gnodes.iter_mut().for_each(reset);
-        // Eligibility times changed: rebuild the heap.
+        self.set_heap(now);
+    }
+
+    /// Eligibility times changed: rebuild the heap.
+    fn set_heap(&mut self, now: Time) {
         self.heap.clear();
         for f in 0..self.flows.len() as u32 {
             self.flows[f as usize].in_heap = false;
@@ -403,29 +420,24 @@ impl Throttle {
         }
         match self.mode {
             Mode::Low => {
-                let mut all = true;
-                for i in 0..self.low_nodes.len() {
-                    let node = self.low_nodes[i];
-                    let idle_time = self.idle_time;
-                    let n = self.node(node);
-                    let idle = n.held == 0 && now.saturating_sub(n.last_empty) >= idle_time;
-                    if !(n.blocked || idle) {
-                        all = false;
-                        break;
-                    }
-                }
+                let all = (0..self.low_nodes.len())
+                    .all(|i| self.hierarchy_can_upgrade(self.low_nodes[i], now));
                 if all {
                     self.set_mode(Mode::Max, now);
+                    self.scale = 0;
+                    self.upgrade_at = now;
+                    self.apply_scale(now);
                 }
             }
             Mode::Max => {
                 let slice = self.slice;
-                let idle_time = self.idle_time;
-                let mut below = false;
                 for i in 0..self.low_nodes.len() {
                     let node = self.low_nodes[i];
                     let n = self.node(node);
-                    let idle = n.held == 0 && now.saturating_sub(n.last_empty) >= idle_time;
+                    if n.blocked {
+                        // held back by its own (scaled) limit: it would go faster
+                        n.last_overflow = now;
+                    }
                     let elapsed = now.saturating_sub(n.check_start);
                     if elapsed >= slice {
                         let (lb, li) = n.low_cfg;
@@ -438,15 +450,117 @@ impl Throttle {
                         n.ios = 0;
                         n.check_start = now;
                     }
-                    if !idle && now.saturating_sub(n.last_overflow) >= slice {
-                        below = true;
-                    }
                 }
+                let below = (0..self.low_nodes.len())
+                    .any(|i| self.hierarchy_can_downgrade(self.low_nodes[i], now));
                 if below {
-                    self.set_mode(Mode::Low, now);
+                    self.scale /= 2;
+                    if self.scale == 0 {
+                        self.set_mode(Mode::Low, now);
+                    } else {
+                        self.mode_since = now;
+                        self.upgrade_at = now - (self.scale * self.slice).min(now);
+                        self.apply_scale(now);
+                    }
+                } else {
+                    let scale = (now.saturating_sub(self.upgrade_at) / self.slice).min(4096);
+                    if scale != self.scale {
+                        self.scale = scale;
+                        self.apply_scale(now);
+                    }
                 }
             }
         }
+    }
+
+    fn state(&self, node: Node) -> &NodeState {
+        match node {
+            Node::Flow(f) => &self.fnodes[f.0 as usize],
+            Node::Group(g) => &self.gnodes[g.0 as usize],
+        }
+    }
+
+    /// The group above `node`, if not the root.
+    fn parent(&self, node: Node) -> Option<Node> {
+        let p = match node {
+            Node::Flow(f) => GroupId(self.flows[f.0 as usize].group),
+            Node::Group(g) => self
+                .topo
+                .group(g)
+                .map(|e| e.parent)
+                .unwrap_or(GroupId::ROOT),
+        };
+        (p != GroupId::ROOT).then_some(Node::Group(p))
+    }
+
+    fn idle(&self, n: &NodeState, now: Time) -> bool {
+        n.held == 0 && now.saturating_sub(n.last_empty) >= self.idle_time
+    }
+
+    /// The node itself or one of its groups up to the root is held back by
+    /// its low limit or idle (`throtl_hierarchy_can_upgrade`).
+    fn hierarchy_can_upgrade(&self, node: Node, now: Time) -> bool {
+        let mut cur = Some(node);
+        while let Some(nd) = cur {
+            let n = self.state(nd);
+            if n.blocked || self.idle(n, now) {
+                return true;
+            }
+            cur = self.parent(nd);
+        }
+        false
+    }
+
+    /// The node and every group above it that has a low limit are busy and
+    /// have not reached their low limit for a slice, counting a low-limited
+    /// parent's overflow as the child's (`throtl_hierarchy_can_downgrade`,
+    /// `tg_last_low_overflow_time`): a node held back by its parent does
+    /// not step the policy down.
+    fn hierarchy_can_downgrade(&self, node: Node, now: Time) -> bool {
+        let mut cur = Some(node);
+        while let Some(nd) = cur {
+            let n = self.state(nd);
+            let parent = self.parent(nd);
+            if n.low_cfg != (0, 0) {
+                let mut over = n.last_overflow;
+                if let Some(p) = parent.map(|p| self.state(p)) {
+                    if p.low_cfg != (0, 0) {
+                        over = over.max(p.last_overflow);
+                    }
+                }
+                if self.idle(n, now) || now.saturating_sub(over) < self.slice {
+                    return false;
+                }
+            }
+            cur = parent;
+        }
+        true
+    }
+
+    /// MAX: every node with a low limit gets `low + low / 2 * scale`, at
+    /// most its max limit (`throtl_adjusted_limit`).
+    fn apply_scale(&mut self, now: Time) {
+        let (scale, slice) = (self.scale, self.slice);
+        for i in 0..self.low_nodes.len() {
+            let node = self.low_nodes[i];
+            let (mb, mi) = self.cfg_max.get(&node).copied().unwrap_or((0, 0));
+            let n = self.node(node);
+            let (lb, li) = n.low_cfg;
+            let adj = |low: u64, max: u64| -> u64 {
+                if low == 0 {
+                    return max;
+                }
+                let a = low.saturating_add((low / 2).saturating_mul(scale));
+                if max == 0 {
+                    a
+                } else {
+                    a.min(max)
+                }
+            };
+            n.max = Limits::new(adj(lb, mb), adj(li, mi), slice);
+            n.max.reset(now);
+        }
+        self.set_heap(now);
     }
 }
 

@@ -1,7 +1,6 @@
-//! Linux read-ahead of a buffered sequential reader (`mm/readahead.c`):
-//! on-demand read-ahead (2.6.23 to today, [`Style::Ondemand`]) or the
-//! current/ahead windows of 2.6.21, the kernel of the 2010 paper
-//! ([`Style::Linux2621`]).
+//! Linux read-ahead of a buffered sequential reader (`mm/readahead.c`),
+//! [`Style::Ondemand`], or a reader with one window in flight,
+//! [`Style::Single`].
 //!
 //! - A read of a page that is not in the page cache starts a
 //!   **synchronous window** at that page: `init_size(request, max)`
@@ -15,12 +14,17 @@
 //!   (its whole size is asynchronous tail, so its marker is its first
 //!   page). So a fast reader keeps one window in flight ahead of the one it
 //!   waits for.
-//! - **2.6.21**: the next ("ahead") window is issued only once the program
-//!   has read the first page of the previous one (`prev_page >=
-//!   ahead_start` in `page_cache_readahead`), i.e. after that window was
-//!   read from the device. A fast reader thus has one request in flight
-//!   and leaves the device idle between a completion and its next
-//!   request: the deceptive idleness of the 2010 paper (Sec. I).
+//!   Linux 2.6.21 (the 2010 paper's kernel) had "current" and "ahead"
+//!   windows with the same timing: `page_cache_readahead` issues the next
+//!   ahead window when a read call reaches the ahead window, before it
+//!   waits for it.
+//! - **Single**: the next window is issued only once the program has read
+//!   the marked page, i.e. after that window arrived. A fast reader then
+//!   has one request in flight and leaves the device idle between a
+//!   completion and its next request: the deceptive idleness the 2010
+//!   paper describes and measures for its readers (Sec. I; Sec. V-C:
+//!   C-LOOK switches files on every gap, SCAN-EDF gains from T_wait),
+//!   which one window ahead would hide on a disk without command queueing.
 //! - **Growth**: each next window is `next_size(cur, max)`, 4x while below
 //!   `max / 16`, 2x up to `max / 2`, then `max`.
 //!
@@ -38,9 +42,9 @@ pub enum Style {
     #[default]
     #[serde(rename = "ondemand")]
     Ondemand,
-    /// Once the program read the previous window's first page (2.6.21).
-    #[serde(rename = "2.6.21")]
-    Linux2621,
+    /// Once the program read the marked page: one window in flight.
+    #[serde(rename = "single")]
+    Single,
 }
 
 /// Initial window for a request of `req` sectors (`get_init_ra_size`).
@@ -115,8 +119,7 @@ impl ReadAhead {
             self.fired = true;
             return Some(self.window(next_size(self.size, self.max)));
         }
-        if end > self.issued_to && !(self.style == Style::Linux2621 && self.size > 0 && !self.fired)
-        {
+        if end > self.issued_to && !(self.style == Style::Single && self.size > 0 && !self.fired) {
             let sequential = self.size > 0 && self.issued_to == self.start + self.size;
             if sequential {
                 return Some(self.window(next_size(self.size, self.max)));
@@ -197,8 +200,8 @@ mod tests {
     }
 
     #[test]
-    fn linux_2621_issues_the_ahead_window_once_the_previous_one_is_read() {
-        let mut ra = ReadAhead::new(256, Style::Linux2621);
+    fn single_issues_the_next_window_once_the_previous_one_is_read() {
+        let mut ra = ReadAhead::new(256, Style::Single);
         assert_eq!(ra.on_read(256), Some((0, 256)));
         ra.issued(256);
         // the marker's page is in flight: nothing more until it completes

@@ -355,9 +355,11 @@ pub struct FlowDef {
     /// Outstanding requests (default 1); with `sync = true` an io_uring or
     /// AIO program of O_DIRECT requests.
     pub depth: Option<u32>,
-    /// Maximum OS read-ahead window of a sync sequential reader (Linux
-    /// `read_ahead_kb`, default 128k for seq sync reads with depth 1; "0"
-    /// disables: one `block` request at a time). See [`crate::sim`].
+    /// Maximum OS read-ahead window of a sync reader (Linux
+    /// `read_ahead_kb`, default 128k for seq and web sync reads; "0"
+    /// disables: one `block` request at a time). A greedy seq reader of
+    /// depth 1 follows [`crate::readahead`]; web, on_off and periodic
+    /// readers keep `1 + readahead / block` requests in flight.
     pub readahead: Option<Size>,
     /// Time from a completion the program waits for to its next request:
     /// waking up, returning to user space, copying the data and calling
@@ -366,9 +368,9 @@ pub struct FlowDef {
     /// in [gap/2, 3 gap/2] from the seed. At most 1 s.
     pub gap: Option<Dur>,
     /// When the asynchronous read-ahead window is issued: `"ondemand"`
-    /// (default; Linux 2.6.23 to today: at the marker, one window ahead)
-    /// or `"2.6.21"` (the 2010 paper's kernel: once the previous window was
-    /// read, so one request in flight).
+    /// (default; Linux: at the marker, one window ahead) or `"single"`
+    /// (once the marked page was read: one request in flight, the readers
+    /// the 2010 paper measured).
     pub readahead_style: Option<crate::readahead::Style>,
     /// The flow's start (and each repeated run's) is delayed by a
     /// uniform draw in [0, start_jitter] from the seed, as program starts
@@ -703,11 +705,12 @@ impl Scenario {
                         .into(),
                 ));
             }
-            let def_ra = if f.pattern == Pattern::Seq && sync && op == Op::Read {
-                128 << 10
-            } else {
-                0
-            };
+            let def_ra =
+                if matches!(f.pattern, Pattern::Seq | Pattern::Web) && sync && op == Op::Read {
+                    128 << 10
+                } else {
+                    0
+                };
             let readahead = f.readahead.map(|s| s.0).unwrap_or(def_ra) / SECTOR_BYTES;
             if readahead > (64 << 20) / SECTOR_BYTES {
                 return Err(fe("readahead", "must be at most 64M".into()));

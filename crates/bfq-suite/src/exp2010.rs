@@ -102,7 +102,7 @@ fn run_files(v: &Variant, c: &Config, ctx: &Ctx) -> anyhow::Result<RunOut> {
     for (i, (sl, (size, w))) in spread(n).iter().zip(sizes.iter().zip(&weights)).enumerate() {
         let _ = write!(
             s,
-            "\n[[flow]]\nname = \"file{}\"\npattern = \"seq\"\nblock = \"128k\"\nreadahead_style = \"2.6.21\"\nbytes = \"{size}M\"\nweight = {w}\nregion = {}\n",
+            "\n[[flow]]\nname = \"file{}\"\npattern = \"seq\"\nblock = \"128k\"\nreadahead_style = \"single\"\nbytes = \"{size}M\"\nweight = {w}\nregion = {}\n",
             i + 1,
             region(slice(*sl), size << 20)
         );
