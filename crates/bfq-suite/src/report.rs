@@ -61,6 +61,16 @@ fn md_escape(s: &str) -> String {
     s.replace('|', "\\|")
 }
 
+/// Where the numbers come from: the simulator, or the real device.
+fn provenance(r: &Report) -> String {
+    match &r.target {
+        Some(t) => format!(
+            "Measured on real storage: `{t}`, through the io_uring engine (and the kernel's schedulers where named), one run at a time."
+        ),
+        None => "Simulated with bfq-sim (the papers' drives as device models).".into(),
+    }
+}
+
 /// How many findings of the report have each verdict.
 pub fn verdict_counts(r: &Report) -> (usize, usize, usize) {
     let count = |v: Verdict| {
@@ -120,7 +130,8 @@ pub fn to_markdown(r: &Report) -> String {
     let _ = writeln!(s, "# bfq-rs benchmark suite report\n");
     let _ = writeln!(
         s,
-        "Simulated with bfq-sim; every number is the mean over repetitions with different seeds ± the semi-width of its 95% confidence interval (Student t). Our throughputs are MiB/s; the papers' figures are printed as the papers give them (MB/s). Options: quick = {}, reps = {}, only = {}.\n",
+        "{} Every number is the mean over repetitions with different seeds ± the semi-width of its 95% confidence interval (Student t). Throughputs are in MB/s (10^6 bytes/s), the papers' unit. Options: quick = {}, reps = {}, only = {}.\n",
+        provenance(r),
         r.options.quick,
         r.options
             .reps
@@ -138,7 +149,9 @@ pub fn to_markdown(r: &Report) -> String {
         let _ = writeln!(
             s,
             "*{}* — device `{}` — {} repetition(s)\n",
-            e.source, e.device, e.reps
+            e.source,
+            r.target.as_deref().unwrap_or(&e.device),
+            e.reps
         );
         let _ = writeln!(s, "{}\n", e.what);
         for sk in &e.skipped {
@@ -548,7 +561,8 @@ pub fn to_html(r: &Report) -> String {
     s.push_str("</style></head><body>\n<h1>bfq-rs benchmark suite report</h1>\n");
     let _ = writeln!(
         s,
-        "<p>Simulated with bfq-sim. Every number is the mean over repetitions with different seeds &plusmn; the semi-width of its 95% confidence interval (Student t); whiskers in the charts show that interval, black diamonds the papers' own values. Our throughputs are MiB/s; the papers' are printed as given (MB/s). Options: quick = {}.</p>",
+        "<p>{} Every number is the mean over repetitions with different seeds &plusmn; the semi-width of its 95% confidence interval (Student t); whiskers in the charts show that interval, black-outlined diamonds the papers' own values. Throughputs are in MB/s (10<sup>6</sup> bytes/s), the papers' unit. Options: quick = {}.</p>",
+        esc(&provenance(r)).replace('`', ""),
         r.options.quick
     );
     s.push_str(&findings_html(r));
@@ -560,7 +574,7 @@ pub fn to_html(r: &Report) -> String {
             esc(&e.id),
             esc(&e.title),
             esc(&e.source),
-            esc(&e.device),
+            esc(r.target.as_deref().unwrap_or(&e.device)),
             e.reps,
             esc(&e.what)
         );
@@ -719,6 +733,7 @@ mod tests {
         };
         Report {
             suite: "test".into(),
+            target: None,
             options: ReportOptions {
                 quick: true,
                 reps: Some(3),
@@ -758,6 +773,24 @@ mod tests {
             "{md}"
         );
         assert!(md.contains("CFQ 16.91 ± 1.30, 100 ms"), "{md}");
+    }
+
+    #[test]
+    fn a_real_storage_report_names_the_device_and_says_it_is_real() {
+        let mut r = synthetic();
+        r.target = Some("/dev/loop7".into());
+        let md = to_markdown(&r);
+        assert!(
+            md.contains("Measured on real storage: `/dev/loop7`"),
+            "{md}"
+        );
+        assert!(md.contains("device `/dev/loop7`"), "{md}");
+        assert!(!md.contains("Simulated"), "{md}");
+        let html = to_html(&r);
+        assert!(html.contains("Measured on real storage: /dev/loop7"));
+        assert!(html.contains("device <code>/dev/loop7</code>"));
+        assert!(!html.contains("Simulated"));
+        assert!(to_markdown(&synthetic()).contains("Simulated with bfq-sim"));
     }
 
     #[test]

@@ -61,6 +61,9 @@ pub struct ReportOptions {
 #[derive(Clone, Debug, Serialize)]
 pub struct Report {
     pub suite: String,
+    /// Real storage the runs measured (`--target`); None: simulated.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub target: Option<String>,
     pub options: ReportOptions,
     pub experiments: Vec<ExpResult>,
 }
@@ -129,9 +132,34 @@ struct Job {
     rep: usize,
 }
 
+/// Checks a real-storage target before any run: it must exist, be a
+/// regular file or a block device, and a block device must hold no mounted
+/// filesystem (the engine's own check).
+pub fn check_target(path: &std::path::Path) -> anyhow::Result<()> {
+    let md = std::fs::metadata(path).map_err(|e| {
+        anyhow::anyhow!(
+            "--target {}: {e} (give an existing file or block device; `bfq loop create FILE SIZE` makes a block device)",
+            path.display()
+        )
+    })?;
+    if bfq_engine::sys::is_block_device(path) {
+        bfq_engine::sys::check_not_mounted(path)
+            .map_err(|e| anyhow::anyhow!("--target {}: {e}", path.display()))?;
+    } else if !md.is_file() {
+        bail!(
+            "--target {}: not a regular file or a block device",
+            path.display()
+        );
+    }
+    Ok(())
+}
+
 /// Runs the selected experiments and aggregates the results.
 pub fn run_suite(opts: &Options) -> anyhow::Result<Report> {
     let sel = select(opts)?;
+    if let Some(t) = &opts.target {
+        check_target(t)?;
+    }
     let traces_dir = opts.out.join("traces");
     crate::exp2014::write_traces(&traces_dir)?;
     // configurations that can run
@@ -273,6 +301,7 @@ pub fn run_suite(opts: &Options) -> anyhow::Result<Report> {
         exps.push(r);
     }
     Ok(Report {
+        target: opts.target.as_ref().map(|t| t.display().to_string()),
         suite: if opts.target.is_some() {
             "bfq-rs benchmark suite (real storage)".into()
         } else {

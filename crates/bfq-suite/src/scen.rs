@@ -76,8 +76,16 @@ pub fn run(text: &str, origin: &str, ctx: &Ctx) -> anyhow::Result<SimResult> {
     Ok(r)
 }
 
-/// MiB.
+/// MiB (the simulator's unit).
 pub const MIB: f64 = 1048576.0;
+
+/// MB, the papers' unit (10^6 bytes); the suite reports MB/s.
+pub const MB: f64 = 1e6;
+
+/// MiB/s (as the simulator reports) to MB/s.
+pub fn mb_s(mib_s: f64) -> f64 {
+    mib_s * MIB / MB
+}
 
 /// Flows whose name is `prefix` or starts with `prefix.`.
 pub fn flows<'a>(r: &'a SimResult, prefix: &'a str) -> impl Iterator<Item = &'a FlowResult> + 'a {
@@ -89,18 +97,18 @@ pub fn flows<'a>(r: &'a SimResult, prefix: &'a str) -> impl Iterator<Item = &'a 
     })
 }
 
-/// Total bytes of the flows matching `pred`, per simulated second, MiB/s.
+/// Total bytes of the flows matching `pred`, per simulated second, MB/s.
 pub fn rate_where(r: &SimResult, pred: impl Fn(&FlowResult) -> bool) -> f64 {
     let b: u64 = r.flows.iter().filter(|f| pred(f)).map(|f| f.bytes).sum();
     if r.sim_time_s > 0.0 {
-        b as f64 / MIB / r.sim_time_s
+        b as f64 / MB / r.sim_time_s
     } else {
         0.0
     }
 }
 
 /// Mean per-interval aggregate throughput of the flows matching `pred`
-/// from `from_s` on (steady state), MiB/s.
+/// from `from_s` on (steady state), MB/s.
 pub fn steady_rate(r: &SimResult, from_s: f64, pred: impl Fn(&FlowResult) -> bool) -> f64 {
     let skip = (from_s / r.series_interval_s).round() as usize;
     let n = r
@@ -116,5 +124,5 @@ pub fn steady_rate(r: &SimResult, from_s: f64, pred: impl Fn(&FlowResult) -> boo
     for f in r.flows.iter().filter(|f| pred(f)) {
         sum += f.series_mib_s.iter().skip(skip).sum::<f64>();
     }
-    sum / (n - skip) as f64
+    mb_s(sum / (n - skip) as f64)
 }

@@ -87,3 +87,65 @@ fn target_selects_real_storage_experiments() {
     let err = err.to_string();
     assert!(err.contains("real-fairness"), "{err}");
 }
+
+/// Every finding of the whole suite (one repetition) cites its table or
+/// figure and section, and every one that does not hold carries a cause
+/// with evidence; there are at least 45 of them.
+#[test]
+fn every_finding_cites_its_source_and_every_failure_has_a_cause() {
+    let mut o = opts("complete", 2);
+    o.only = None;
+    o.quick = false;
+    o.reps = Some(1);
+    let r = run_suite(&o).unwrap();
+    let findings: Vec<_> = r.experiments.iter().flat_map(|e| &e.findings).collect();
+    assert!(findings.len() >= 45, "{} findings", findings.len());
+    let problems: Vec<String> = findings.iter().flat_map(|f| f.problems()).collect();
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+    let md = report::to_markdown(&r);
+    let html = report::to_html(&r);
+    for f in findings
+        .iter()
+        .filter(|f| f.verdict != bfq_suite::model::Verdict::Holds)
+    {
+        let c = f.cause.as_ref().unwrap();
+        assert!(
+            md.contains(&format!("**{}**", c.kind.as_str())),
+            "md lacks a cause"
+        );
+        assert!(html.contains(&format!("<b>cause ({})</b>", c.kind.as_str())));
+    }
+    let _ = std::fs::remove_dir_all(&o.out);
+}
+
+/// The 2010 video stream is described one way: the report's description,
+/// docs/suite.md and scenarios/2010-video.toml say what the code runs.
+#[test]
+fn the_video_stream_is_described_as_it_runs() {
+    use bfq_suite::exp2010::{STREAM_BYTES, STREAM_DEADLINE, STREAM_EVERY};
+    let kib = STREAM_BYTES.trim_end_matches('k');
+    let ms = STREAM_EVERY.trim_end_matches("ms");
+    let text = format!("{kib} KiB every {ms} ms");
+    let e = bfq_suite::exp2010::video();
+    assert!(e.what.contains(&text), "report: {}", e.what);
+    let late = format!("more than {} s", STREAM_DEADLINE.trim_end_matches('s'));
+    assert!(e.what.contains(&late), "{}", e.what);
+    let root = concat!(env!("CARGO_MANIFEST_DIR"), "/../..");
+    let doc = std::fs::read_to_string(format!("{root}/docs/suite.md")).unwrap();
+    assert!(doc.contains(&text), "docs/suite.md does not say {text}");
+    let sc = std::fs::read_to_string(format!("{root}/scenarios/2010-video.toml")).unwrap();
+    let want = format!(
+        "periodic = {{ every = \"{STREAM_EVERY}\", bytes = \"{STREAM_BYTES}\", deadline = \"{STREAM_DEADLINE}\" }}"
+    );
+    let movies = sc.matches("name = \"movie").count();
+    assert_eq!(movies, 30);
+    assert_eq!(
+        sc.matches(&want).count(),
+        movies,
+        "scenario streams differ from {want}"
+    );
+    assert!(
+        sc.contains(&text),
+        "scenario description does not say {text}"
+    );
+}

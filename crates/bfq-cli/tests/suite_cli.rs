@@ -1,0 +1,117 @@
+//! `bfq suite` from the command line: the closing message says where the
+//! report is and why findings fail; a bad `--target` fails before any run.
+
+use std::process::Command;
+
+fn out_dir(name: &str) -> std::path::PathBuf {
+    std::env::temp_dir().join(format!("bfq-suite-cli-{}-{name}", std::process::id()))
+}
+
+#[test]
+fn closing_message_names_the_report_the_count_and_each_failure_with_its_cause() {
+    let out = out_dir("msg");
+    let o = Command::new(env!("CARGO_BIN_EXE_bfq"))
+        .args(["suite", "--quick", "--reps", "1", "--no-progress", "--only"])
+        .arg("2010-fairness,2014-startup")
+        .arg("--out")
+        .arg(&out)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    let html = out.join("report.html");
+    assert!(html.exists());
+    assert!(
+        err.contains(&format!("report: {}", html.display())),
+        "{err}"
+    );
+    assert!(err.contains(" findings hold, "), "{err}");
+    let v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("report.json")).unwrap()).unwrap();
+    let mut failing = 0;
+    for e in v["experiments"].as_array().unwrap() {
+        for f in e["findings"].as_array().unwrap() {
+            if f["verdict"] != "HOLDS" {
+                failing += 1;
+                let kind = f["cause"]["kind"].as_str().unwrap();
+                assert!(err.contains(f["claim"].as_str().unwrap()), "{err}");
+                assert!(err.contains(&format!("cause: {kind}: ")), "{err}");
+            }
+        }
+    }
+    assert_eq!(err.matches("      cause: ").count(), failing, "{err}");
+    let _ = std::fs::remove_dir_all(&out);
+}
+
+#[test]
+fn a_missing_target_fails_before_any_run() {
+    let out = out_dir("missing");
+    let o = Command::new(env!("CARGO_BIN_EXE_bfq"))
+        .args(["suite", "--quick", "--no-progress", "--target"])
+        .arg(std::env::temp_dir().join("bfq-no-such-target-for-suite"))
+        .arg("--out")
+        .arg(&out)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success(), "exit 0: {err}");
+    assert!(
+        err.contains("--target") && err.contains("bfq-no-such-target-for-suite"),
+        "{err}"
+    );
+    assert!(!out.join("report.json").exists(), "a report was written");
+    let _ = std::fs::remove_dir_all(&out);
+}
+
+#[test]
+fn a_directory_target_fails_before_any_run() {
+    let out = out_dir("dir");
+    let o = Command::new(env!("CARGO_BIN_EXE_bfq"))
+        .args(["suite", "--quick", "--no-progress", "--target"])
+        .arg(std::env::temp_dir())
+        .arg("--out")
+        .arg(&out)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success(), "exit 0: {err}");
+    assert!(
+        err.contains("not a regular file or a block device"),
+        "{err}"
+    );
+    assert!(!out.join("report.json").exists());
+    let _ = std::fs::remove_dir_all(&out);
+}
+
+/// A block device holding a mounted filesystem is refused before any run
+/// (skipped when no mounted block device is visible).
+#[test]
+fn a_mounted_target_fails_before_any_run() {
+    use std::os::unix::fs::FileTypeExt;
+    let mounts = std::fs::read_to_string("/proc/self/mounts").unwrap_or_default();
+    let dev = mounts
+        .lines()
+        .filter_map(|l| l.split_whitespace().next())
+        .filter(|s| s.starts_with("/dev/"))
+        .find(|s| {
+            std::fs::metadata(s)
+                .map(|m| m.file_type().is_block_device())
+                .unwrap_or(false)
+        });
+    let Some(dev) = dev else {
+        eprintln!("skipped: no mounted block device visible");
+        return;
+    };
+    let out = out_dir("mounted");
+    let o = Command::new(env!("CARGO_BIN_EXE_bfq"))
+        .args(["suite", "--quick", "--no-progress", "--target", dev])
+        .arg("--out")
+        .arg(&out)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success(), "exit 0 on mounted {dev}: {err}");
+    assert!(err.contains("mounted"), "{err}");
+    assert!(!out.join("report.json").exists());
+    let _ = std::fs::remove_dir_all(&out);
+}
