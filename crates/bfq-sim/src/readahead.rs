@@ -86,8 +86,10 @@ pub struct ReadAhead {
     pub issued_to: u64,
     /// End of the contiguous prefix read from the device.
     pub done_to: u64,
-    /// The program waits for data in flight.
+    /// The program waits for data in flight...
     pub waiting: bool,
+    /// ...up to here.
+    pub wait_end: u64,
     /// Ends of the requests in flight, in issue order, and whether done.
     inflight: VecDeque<(u64, bool)>,
 }

@@ -357,8 +357,8 @@ pub struct FlowDef {
     pub depth: Option<u32>,
     /// Maximum OS read-ahead window of a sync reader (Linux
     /// `read_ahead_kb`, default 128k for seq and web sync reads; "0"
-    /// disables: one `block` request at a time). A greedy seq reader of
-    /// depth 1 follows [`crate::readahead`]; web, on_off and periodic
+    /// disables: one `block` request at a time). A seq reader of depth 1
+    /// (greedy or periodic) follows [`crate::readahead`]; web and on_off
     /// readers keep `1 + readahead / block` requests in flight.
     pub readahead: Option<Size>,
     /// Time from a completion the program waits for to its next request:
@@ -729,8 +729,7 @@ impl Scenario {
                 && op == Op::Read
                 && depth == 1
                 && f.pattern == Pattern::Seq
-                && f.on_off.is_none()
-                && f.periodic.is_none();
+                && f.on_off.is_none();
             let def_gap = if sync && f.pattern != Pattern::Replay {
                 20 * bfq_core::US + u64::from(block) * SECTOR_BYTES / 2
             } else {

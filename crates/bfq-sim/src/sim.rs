@@ -682,6 +682,7 @@ impl<'p> Sim<'p> {
                 f.stats.batches += 1;
                 let next = now + p.every.0;
                 self.push(next, Ev::Release(i));
+                self.settle_batches(i as usize);
                 self.pump(i as usize)?;
             }
         }
@@ -788,23 +789,11 @@ impl<'p> Sim<'p> {
         if r.tag == Tag::ReplayBlock {
             f.blocked = false;
         }
-        // periodic batches
-        if f.plan.periodic.is_some() {
-            let dl = f.plan.periodic.and_then(|p| p.deadline).map(|d| d.0);
-            let every = f.plan.periodic.map(|p| p.every.0).unwrap_or(0);
-            let deadline = dl.unwrap_or(every);
-            while let Some(&(rel, end)) = f.batches.front() {
-                if f.run_done < end {
-                    break;
-                }
-                f.batches.pop_front();
-                let l = now - rel;
-                f.stats.batch_lat.add(l);
-                if l > deadline {
-                    f.stats.misses += 1;
-                }
-            }
+        if f.plan.ra {
+            f.ra.completed(r.vend);
         }
+        self.settle_batches(i);
+        let f = &mut self.flows[i];
         // web file
         if f.plan.pattern == Pattern::Web {
             f.web_done_in_file += n;
@@ -826,10 +815,7 @@ impl<'p> Sim<'p> {
         }
         let f = &mut self.flows[i];
         if f.plan.ra {
-            let done_to = f.ra.completed(r.vend);
-            let need =
-                (f.ra.app_pos + u64::from(f.plan.block)).min(f.run_limit.unwrap_or(u64::MAX));
-            if !(f.ra.waiting && done_to >= need && f.active) {
+            if !(f.ra.waiting && f.ra.done_to >= f.ra.wait_end && f.active) {
                 return Ok(());
             }
             f.ra.waiting = false;
@@ -848,6 +834,29 @@ impl<'p> Sim<'p> {
             }
         }
         self.pump(i)
+    }
+
+    /// Periodic flows: the batches whose data has been read (by the flow's
+    /// requests or, under read-ahead, ahead of them) are complete now.
+    fn settle_batches(&mut self, i: usize) {
+        let now = self.now;
+        let f = &mut self.flows[i];
+        let Some(p) = f.plan.periodic else {
+            return;
+        };
+        let deadline = p.deadline.map(|d| d.0).unwrap_or(p.every.0);
+        let ready = if f.plan.ra { f.ra.done_to } else { f.run_done };
+        while let Some(&(rel, end)) = f.batches.front() {
+            if ready < end {
+                break;
+            }
+            f.batches.pop_front();
+            let l = now - rel;
+            f.stats.batch_lat.add(l);
+            if l > deadline {
+                f.stats.misses += 1;
+            }
+        }
     }
 
     fn web_log(&mut self, bytes: u64) -> Result<(), SimError> {
@@ -995,7 +1004,18 @@ impl<'p> Sim<'p> {
                 }
                 return Ok(());
             }
-            let len = u64::from(f.plan.block).min(limit - f.ra.app_pos);
+            // a periodic program reads what has been released
+            let credit = if f.plan.periodic.is_some() {
+                f.released
+            } else {
+                u64::MAX
+            };
+            if f.ra.app_pos >= credit {
+                return Ok(());
+            }
+            let len = u64::from(f.plan.block)
+                .min(limit - f.ra.app_pos)
+                .min(credit - f.ra.app_pos);
             if let Some((start, size)) = f.ra.on_read(len) {
                 self.issue_window(i, start + size)?;
                 continue;
@@ -1003,6 +1023,7 @@ impl<'p> Sim<'p> {
             let f = &mut self.flows[i];
             if f.ra.app_pos + len > f.ra.done_to {
                 f.ra.waiting = true;
+                f.ra.wait_end = f.ra.app_pos + len;
                 return Ok(());
             }
             f.ra.app_pos += len;

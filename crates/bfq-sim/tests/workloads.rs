@@ -126,6 +126,23 @@ fn periodic_flow_counts_deadline_misses() {
 }
 
 #[test]
+fn periodic_reader_reads_ahead_of_its_batches() {
+    // a 64 KiB frame every 40 ms read through 128 KiB read-ahead windows:
+    // the data is read ahead of the releases, so frames are ready at once
+    let video = "[[flow]]\nname = \"video\"\nregion = { start = \"30G\", size = \"1G\" }\nblock = \"64k\"\nperiodic = { every = \"40ms\", bytes = \"64k\", deadline = \"30ms\" }\n";
+    let (r, trace) = run_traced(&format!("name = \"t\"\nduration = \"10s\"\n{STM}{video}"));
+    let v = &r.flows[0];
+    assert_eq!(v.batches, 250);
+    assert_eq!(v.deadline_misses, 0);
+    // two 64 KiB frames per 128 KiB request, read ahead of the playback
+    assert!(v.requests <= 130, "{} requests", v.requests);
+    assert!(trace
+        .lines()
+        .any(|l| l.contains(",D,video,") && l.contains(",256,R")));
+    assert!(v.batch_latency_ms.p50 < 1.0, "{:?}", v.batch_latency_ms);
+}
+
+#[test]
 fn startup_replay_repeats_and_times_runs() {
     let s = "name = \"t\"\nduration = \"60s\"\n[device]\npreset = \"maxtor-stm332061\"\n[[flow]]\nname = \"bash\"\npattern = \"replay\"\nreplay = \"traces/bash.csv\"\nregion = { start = \"60G\", size = \"20G\" }\nrepeat = \"1s\"\nruns = 10\n";
     let scen = Scenario::from_toml_str_in(

@@ -1211,7 +1211,7 @@ fn video_once(n: u64, c: &Config, ctx: &Ctx) -> anyhow::Result<(f64, f64, f64)> 
     for k in 0..n {
         let _ = write!(
             s,
-            "\n[[flow]]\nname = \"movie{k}\"\npattern = \"seq\"\nblock = \"{STREAM_BYTES}\"\nreadahead = \"0\"\nstart = \"{}ms\"\nperiodic = {{ every = \"{STREAM_EVERY}\", bytes = \"{STREAM_BYTES}\", deadline = \"{STREAM_DEADLINE}\" }}\nregion = {}\n",
+            "\n[[flow]]\nname = \"movie{k}\"\npattern = \"seq\"\nblock = \"{STREAM_BYTES}\"\nstart = \"{}ms\"\nperiodic = {{ every = \"{STREAM_EVERY}\", bytes = \"{STREAM_BYTES}\", deadline = \"{STREAM_DEADLINE}\" }}\nregion = {}\n",
             (every * 1000.0) as u64 * k,
             region(slice(k), sl / 2)
         );

@@ -340,10 +340,12 @@ pub fn write_traces(dir: &std::path::Path) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// An application started repeatedly with cold cache, one second apart.
+/// An application started repeatedly with cold cache, one second apart;
+/// each run begins up to 0.5 s later, so that the runs meet the workload at
+/// different phases.
 fn app_flow(app: &str, start_s: f64, pause: &str, runs: Option<u32>) -> String {
     format!(
-        "\n[[flow]]\nname = \"app\"\npattern = \"replay\"\nreplay = \"{app}.csv\"\nstart = \"{}ms\"\nrepeat = \"{pause}\"\n{}region = {}\n",
+        "\n[[flow]]\nname = \"app\"\npattern = \"replay\"\nreplay = \"{app}.csv\"\nstart = \"{}ms\"\nstart_jitter = \"500ms\"\nrepeat = \"{pause}\"\n{}region = {}\n",
         (start_s * 1000.0) as u64,
         runs.map(|r| format!("runs = {r}\n")).unwrap_or_default(),
         region(60 << 30, 16 << 30)
@@ -362,7 +364,7 @@ pub fn startup() -> Experiment {
         title: "Application start-up times under the four workloads, without NCQ",
         source: "2014 report, Section 7.3.1, Figs. 5 and 6",
         device: SYS3,
-        what: "bash-, xterm- and konsole-sized start-ups (replays of the simulator's start-up traces: 48, 718 and 1900 requests) started 10 times with cold cache, one second apart, from 3 s on, on an idle disk and under each workload; mean start-up time and aggregate throughput of the workload. Runs last at most 60 s (20 s with --quick): a start-up that never finishes counts as the time it waited (a lower bound, noted).",
+        what: "bash-, xterm- and konsole-sized start-ups (replays of the simulator's start-up traces: 48, 718 and 1900 requests) started 10 times with cold cache, one second apart (plus up to 0.5 s, so that runs meet the workload at different phases), from 10 s on (after the workload's weight raising, 6 s in BFQ+, has ended), on an idle disk and under each workload; mean start-up time and aggregate throughput of the workload. Runs last at most 67 s (27 s with --quick): a start-up that never finishes counts as the time it waited (a lower bound, noted).",
         metrics: vec![
             metric("startup_s", "Start-up time", "s", true),
             metric("agg", "Aggregate throughput of the workload", "MB/s", true),
@@ -412,8 +414,9 @@ pub fn startup_ncq() -> Experiment {
 
 fn startup_on(dev: &str, v: &Variant, c: &Config, ctx: &Ctx) -> anyhow::Result<RunOut> {
     let (app, w) = v.id.split_once('/').unwrap_or((&v.id, "idle"));
-    let dur = if ctx.quick { 20.0 } else { 60.0 };
-    let start = 3.0;
+    // after the workload's weight raising (BFQ+: T_rais = 6 s) has ended
+    let start = 10.0;
+    let dur = start + if ctx.quick { 17.0 } else { 57.0 };
     let mut s = header(
         &format!("2014 start-up {} {}", v.label, c.label),
         dur,
@@ -717,7 +720,7 @@ pub fn video() -> Experiment {
         title: "Video playback frame drops while bash starts every 3 s",
         source: "2014 report, Section 7.4, Fig. 7",
         device: SYS1,
-        what: "A 27 fps player (a periodic flow reading 48 kB every 37 ms; a frame is dropped if its data arrives more than 110 ms after its release) plays for 30 s while bash starts with cold cache every 3 s from 10 s on and a workload runs; frame-drop rate (dropped frames per second of playback).",
+        what: "A 27 fps player (a periodic flow reading 48 kB every 37 ms through Linux read-ahead, as a player reads its file; a frame is dropped if its data arrives more than 110 ms after its release) plays for 30 s while bash starts with cold cache every 3 s from 10 s on and a workload runs; frame-drop rate (dropped frames per second of playback).",
         metrics: vec![
             metric("drops", "Frame-drop rate", "frames/s", true),
             metric("agg", "Aggregate throughput of the workload", "MB/s", false),
@@ -745,7 +748,7 @@ fn run_video(v: &Variant, c: &Config, ctx: &Ctx) -> anyhow::Result<RunOut> {
     s.push_str(&workload(&v.id));
     let _ = write!(
         s,
-        "\n[[flow]]\nname = \"player\"\npattern = \"seq\"\nblock = \"48k\"\nreadahead = \"0\"\nperiodic = {{ every = \"37ms\", bytes = \"48k\", deadline = \"110ms\" }}\nregion = {}\n",
+        "\n[[flow]]\nname = \"player\"\npattern = \"seq\"\nblock = \"48k\"\nperiodic = {{ every = \"37ms\", bytes = \"48k\", deadline = \"110ms\" }}\nregion = {}\n",
         region(55 << 30, 1 << 30)
     );
     s.push_str(&app_flow("bash", 10.0, "3s", None));
