@@ -962,6 +962,36 @@ mod tests {
     }
 
     #[test]
+    fn program_fields_have_ranges_and_defaults() {
+        let e = err("name = \"x\"\n[[flow]]\nname = \"a\"\ngap = \"2s\"\n");
+        assert!(e.contains("flow[0] 'a'.gap: must be at most 1s"), "{e}");
+        let e = err("name = \"x\"\n[[flow]]\nname = \"a\"\nstart_jitter = \"11s\"\n");
+        assert!(e.contains("'a'.start_jitter: must be at most 10s"), "{e}");
+        let e = err("name = \"x\"\n[[flow]]\nname = \"a\"\ndepth = 4\nreadahead = \"128k\"\n");
+        assert!(
+            e.contains("'a'.readahead: read-ahead is for buffered readers"),
+            "{e}"
+        );
+        let e = err("name = \"x\"\n[[flow]]\nname = \"a\"\nreadahead_style = \"2.4\"\n");
+        assert!(e.contains("unknown variant `2.4`"), "{e}");
+        let e = err("name = \"x\"\n[[flow]]\nname = \"a\"\nreadahead = \"65M\"\n");
+        assert!(e.contains("'a'.readahead: must be at most 64M"), "{e}");
+        // sync at any depth; defaults: a 128 KiB reader waits 20 us + 64 us
+        let s = Scenario::from_toml_str(
+            "name = \"x\"\n[[flow]]\nname = \"a\"\n[[flow]]\nname = \"b\"\npattern = \"rand\"\ndepth = 8\n[[flow]]\nname = \"w\"\nop = \"write\"\n",
+            "t",
+        )
+        .unwrap();
+        let p = s.plan().unwrap();
+        assert!(p.flows[0].ra && p.flows[0].sync);
+        assert_eq!(p.flows[0].gap, 20_000 + 65_536);
+        assert_eq!(p.flows[0].start_jitter, 5_000_000);
+        assert!(p.flows[1].sync && !p.flows[1].ra);
+        assert_eq!((p.flows[1].depth, p.flows[1].gap), (8, 20_000 + 2_048));
+        assert_eq!(p.flows[2].gap, 0);
+    }
+
+    #[test]
     fn groups_create_parents() {
         let s = Scenario::from_toml_str(
             "name = \"x\"\n[[group]]\npath = \"/a/b\"\nweight = 300\n[[flow]]\nname = \"f\"\ngroup = \"/a/b\"\n",
