@@ -618,14 +618,14 @@ impl Device for Disk {
     }
 
     fn next_event(&self) -> Option<Time> {
-        let a = self.instant.peek().map(|r| r.0 .0);
-        let b = self.busy.map(|b| b.0);
-        let c = if self.busy.is_none() {
-            self.destage_at
-        } else {
-            None
+        let internal = match self.busy {
+            Some((t, _)) => Some(t),
+            None => self.destage_at,
         };
-        [a, b, c].into_iter().flatten().min()
+        match (self.instant.peek().map(|r| r.0 .0), internal) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
     }
 
     fn advance(&mut self, now: Time, done: &mut Vec<(Time, ReqId)>) {
