@@ -9,6 +9,7 @@
 //! each of the papers' findings. Experiment ids are documented in
 //! docs/suite.md.
 
+pub mod charts;
 pub mod check;
 pub mod exp2010;
 pub mod exp2014;

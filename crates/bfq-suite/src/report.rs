@@ -3,6 +3,7 @@
 //! `report.html` (one self-contained page with inline SVG charts). No
 //! timestamps or wall-clock figures: the same options give the same bytes.
 
+use crate::charts;
 use crate::model::*;
 use crate::paper_figures::{lookup, PaperFigure};
 use crate::runner::Report;
@@ -263,257 +264,6 @@ fn esc(s: &str) -> String {
         .replace('"', "&quot;")
 }
 
-const PALETTE: [&str; 14] = [
-    "#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f", "#edc948", "#b07aa1", "#ff9da7",
-    "#9c755f", "#bab0ac", "#1f77b4", "#2ca02c", "#d62728", "#8c564b",
-];
-
-/// A grouped bar chart (groups = variants, bars = configurations) with 95%
-/// CI whiskers and the paper's values as black diamonds.
-fn bar_chart(e: &ExpResult, m: &Metric) -> String {
-    let vars: Vec<&Variant> = e
-        .variants
-        .iter()
-        .filter(|v| has_values(e, &v.id, &m.key))
-        .collect();
-    if vars.is_empty() || e.configs.is_empty() {
-        return String::new();
-    }
-    let nb = e.configs.len();
-    let bw = 14.0;
-    let gap = 18.0;
-    let gw = nb as f64 * bw + gap;
-    let left = 60.0;
-    let top = 20.0;
-    let ph = 200.0;
-    let width = left + gw * vars.len() as f64 + 20.0;
-    let height = top + ph + 90.0;
-    let mut maxv: f64 = 0.0;
-    for v in &vars {
-        for c in &e.configs {
-            if let Some(sm) = e.summary(&v.id, &c.label, &m.key) {
-                maxv = maxv.max(sm.mean + sm.ci95);
-            }
-            if let Some(p) = lookup(&e.paper, &v.id, &c.label, &m.key) {
-                if p.unit != "MB/s" || m.unit == "MiB/s" {
-                    maxv = maxv.max(p.value);
-                }
-            }
-        }
-    }
-    if maxv <= 0.0 || !maxv.is_finite() {
-        maxv = 1.0;
-    }
-    let maxv = maxv * 1.08;
-    let y = |v: f64| top + ph - (v / maxv) * ph;
-    let mut s = String::new();
-    let _ = write!(
-        s,
-        "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{width:.0}\" height=\"{height:.0}\" role=\"img\" aria-label=\"{}\">",
-        esc(&m.label)
-    );
-    // axis and grid
-    for k in 0..=4 {
-        let v = maxv * k as f64 / 4.0;
-        let yy = y(v);
-        let _ = write!(
-            s,
-            "<line x1=\"{left}\" y1=\"{yy:.1}\" x2=\"{:.1}\" y2=\"{yy:.1}\" stroke=\"#ddd\"/><text x=\"{:.1}\" y=\"{:.1}\" font-size=\"10\" text-anchor=\"end\">{}</text>",
-            width - 10.0,
-            left - 4.0,
-            yy + 3.0,
-            fmt_num(v)
-        );
-    }
-    let _ = write!(
-        s,
-        "<text x=\"12\" y=\"{:.1}\" font-size=\"11\" transform=\"rotate(-90 12 {:.1})\" text-anchor=\"middle\">{}</text>",
-        top + ph / 2.0,
-        top + ph / 2.0,
-        esc(&m.unit)
-    );
-    for (gi, v) in vars.iter().enumerate() {
-        let gx = left + gi as f64 * gw + gap / 2.0;
-        for (ci, c) in e.configs.iter().enumerate() {
-            let x = gx + ci as f64 * bw;
-            if let Some(sm) = e.summary(&v.id, &c.label, &m.key) {
-                let yy = y(sm.mean.max(0.0));
-                let _ = write!(
-                    s,
-                    "<rect x=\"{x:.1}\" y=\"{yy:.1}\" width=\"{:.1}\" height=\"{:.1}\" fill=\"{}\"><title>{} / {}: {}</title></rect>",
-                    bw - 2.0,
-                    (top + ph - yy).max(0.0),
-                    PALETTE[ci % PALETTE.len()],
-                    esc(&v.label),
-                    esc(&c.label),
-                    esc(&fmt_summary(&sm))
-                );
-                if sm.ci95 > 0.0 {
-                    let cx = x + (bw - 2.0) / 2.0;
-                    let (y1, y2) = (y((sm.mean - sm.ci95).max(0.0)), y(sm.mean + sm.ci95));
-                    let _ = write!(
-                        s,
-                        "<path d=\"M{cx:.1} {y1:.1}V{y2:.1}M{:.1} {y1:.1}H{:.1}M{:.1} {y2:.1}H{:.1}\" stroke=\"#222\" fill=\"none\"/>",
-                        cx - 3.0,
-                        cx + 3.0,
-                        cx - 3.0,
-                        cx + 3.0
-                    );
-                }
-            }
-            if let Some(p) = lookup(&e.paper, &v.id, &c.label, &m.key) {
-                let cx = x + (bw - 2.0) / 2.0;
-                let py = y(p.value.min(maxv));
-                let _ = write!(
-                    s,
-                    "<path d=\"M{cx:.1} {:.1}L{:.1} {py:.1}L{cx:.1} {:.1}L{:.1} {py:.1}Z\" fill=\"#000\"><title>paper: {} {}</title></path>",
-                    py - 4.0,
-                    cx + 4.0,
-                    py + 4.0,
-                    cx - 4.0,
-                    esc(&paper_txt(p)),
-                    esc(p.unit)
-                );
-            }
-        }
-        let lx = gx + (nb as f64 * bw) / 2.0;
-        let _ = write!(
-            s,
-            "<text x=\"{lx:.1}\" y=\"{:.1}\" font-size=\"10\" text-anchor=\"end\" transform=\"rotate(-30 {lx:.1} {:.1})\">{}</text>",
-            top + ph + 14.0,
-            top + ph + 14.0,
-            esc(&v.label)
-        );
-    }
-    let _ = write!(
-        s,
-        "<line x1=\"{left}\" y1=\"{:.1}\" x2=\"{:.1}\" y2=\"{:.1}\" stroke=\"#333\"/></svg>",
-        top + ph,
-        width - 10.0,
-        top + ph
-    );
-    s
-}
-
-/// Latency CDFs (first repetition) of the first variant that has them.
-fn cdf_chart(e: &ExpResult) -> String {
-    let Some(v) = e.variants.iter().find(|v| {
-        e.cells
-            .iter()
-            .any(|c| c.variant == v.id && c.runs.first().is_some_and(|r| r.out.cdf.is_some()))
-    }) else {
-        return String::new();
-    };
-    let mut lines: Vec<(usize, &str, &Vec<[f64; 2]>)> = vec![];
-    for (ci, c) in e.configs.iter().enumerate() {
-        if let Some(cdf) = e
-            .cell(&v.id, &c.label)
-            .and_then(|cell| cell.runs.first())
-            .and_then(|r| r.out.cdf.as_ref())
-        {
-            if !cdf.is_empty() {
-                lines.push((ci, &c.label, cdf));
-            }
-        }
-    }
-    if lines.is_empty() {
-        return String::new();
-    }
-    // log10 x axis in ms
-    let minx = lines
-        .iter()
-        .flat_map(|l| l.2.iter().map(|p| p[0]))
-        .filter(|x| *x > 0.0)
-        .fold(f64::INFINITY, f64::min)
-        .max(1e-3);
-    let maxx = lines
-        .iter()
-        .flat_map(|l| l.2.iter().map(|p| p[0]))
-        .fold(0.0, f64::max)
-        .max(minx * 10.0);
-    let (lx0, lx1) = (minx.log10().floor(), maxx.log10().ceil());
-    let (left, top, pw, ph) = (60.0, 20.0, 560.0, 220.0);
-    let width = left + pw + 220.0;
-    let height = top + ph + 40.0;
-    let xp = |x: f64| left + (x.max(minx).log10() - lx0) / (lx1 - lx0) * pw;
-    let yp = |f: f64| top + ph - f * ph;
-    let mut s = String::new();
-    let _ = write!(
-        s,
-        "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{width:.0}\" height=\"{height:.0}\" role=\"img\" aria-label=\"latency CDF\">"
-    );
-    let mut d = lx0 as i32;
-    while d as f64 <= lx1 {
-        let x = xp(10f64.powi(d));
-        let _ = write!(
-            s,
-            "<line x1=\"{x:.1}\" y1=\"{top}\" x2=\"{x:.1}\" y2=\"{:.1}\" stroke=\"#ddd\"/><text x=\"{x:.1}\" y=\"{:.1}\" font-size=\"10\" text-anchor=\"middle\">{}</text>",
-            top + ph,
-            top + ph + 14.0,
-            fmt_num(10f64.powi(d))
-        );
-        d += 1;
-    }
-    for k in 0..=4 {
-        let f = k as f64 / 4.0;
-        let _ = write!(
-            s,
-            "<line x1=\"{left}\" y1=\"{:.1}\" x2=\"{:.1}\" y2=\"{:.1}\" stroke=\"#ddd\"/><text x=\"{:.1}\" y=\"{:.1}\" font-size=\"10\" text-anchor=\"end\">{f:.2}</text>",
-            yp(f),
-            left + pw,
-            yp(f),
-            left - 4.0,
-            yp(f) + 3.0
-        );
-    }
-    let _ = write!(
-        s,
-        "<text x=\"{:.1}\" y=\"{:.1}\" font-size=\"11\" text-anchor=\"middle\">request latency, ms (log scale), {}</text>",
-        left + pw / 2.0,
-        top + ph + 32.0,
-        esc(&v.label)
-    );
-    for (i, (ci, label, cdf)) in lines.iter().enumerate() {
-        let mut d = String::new();
-        for (k, p) in cdf.iter().enumerate() {
-            let _ = write!(
-                d,
-                "{}{:.1} {:.1}",
-                if k == 0 { "M" } else { "L" },
-                xp(p[0]),
-                yp(p[1])
-            );
-        }
-        let col = PALETTE[ci % PALETTE.len()];
-        let _ = write!(
-            s,
-            "<path d=\"{d}\" stroke=\"{col}\" stroke-width=\"2\" fill=\"none\"><title>{}</title></path><rect x=\"{:.1}\" y=\"{:.1}\" width=\"10\" height=\"10\" fill=\"{col}\"/><text x=\"{:.1}\" y=\"{:.1}\" font-size=\"11\">{}</text>",
-            esc(label),
-            left + pw + 14.0,
-            top + i as f64 * 16.0,
-            left + pw + 28.0,
-            top + i as f64 * 16.0 + 9.0,
-            esc(label)
-        );
-    }
-    s.push_str("</svg>");
-    s
-}
-
-fn legend(e: &ExpResult) -> String {
-    let mut s = String::from("<div class=\"legend\">");
-    for (ci, c) in e.configs.iter().enumerate() {
-        let _ = write!(
-            s,
-            "<span><i style=\"background:{}\"></i>{}</span>",
-            PALETTE[ci % PALETTE.len()],
-            esc(&c.label)
-        );
-    }
-    s.push_str("<span><b>&#9670;</b> paper</span></div>");
-    s
-}
-
 fn cause_html(f: &Finding) -> String {
     f.cause
         .as_ref()
@@ -553,11 +303,45 @@ fn findings_html(r: &Report) -> String {
     s
 }
 
+/// One metric's table in the HTML report: ours with the paper's value
+/// under it.
+fn html_table(e: &ExpResult, m: &Metric, vars: &[&Variant]) -> String {
+    let mut s = String::from("<div class=\"wide\"><table><tr><th>scheduler</th>");
+    for v in vars {
+        let _ = write!(s, "<th>{}</th>", esc(&v.label));
+    }
+    s.push_str("</tr>\n");
+    for c in &e.configs {
+        let _ = write!(s, "<tr><td>{}</td>", esc(&c.label));
+        for v in vars {
+            let ours = e
+                .summary(&v.id, &c.label, &m.key)
+                .map(|x| fmt_summary(&x))
+                .unwrap_or_else(|| "&mdash;".into());
+            let paper = lookup(&e.paper, &v.id, &c.label, &m.key)
+                .map(|p| {
+                    format!(
+                        "<br><span class=\"paper\" title=\"{}: {}\">paper {} {}</span>",
+                        esc(p.source),
+                        esc(p.text),
+                        esc(&paper_txt(p)),
+                        esc(p.unit)
+                    )
+                })
+                .unwrap_or_default();
+            let _ = write!(s, "<td>{ours}{paper}</td>");
+        }
+        s.push_str("</tr>\n");
+    }
+    s.push_str("</table></div>\n");
+    s
+}
+
 /// The HTML report: one page, no external resources.
 pub fn to_html(r: &Report) -> String {
     let mut s = String::new();
-    s.push_str("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>bfq-rs benchmark suite report</title><style>");
-    s.push_str("body{font-family:system-ui,sans-serif;margin:24px;max-width:1300px;color:#222}table{border-collapse:collapse;margin:8px 0 16px;font-size:13px}td,th{border:1px solid #ccc;padding:3px 7px;text-align:right}td:first-child,th:first-child{text-align:left}th{background:#f3f3f3}.HOLDS{color:#fff;background:#2e7d32;padding:1px 5px;border-radius:3px}.DOES_NOT_HOLD{color:#fff;background:#c62828;padding:1px 5px;border-radius:3px}.NOT_COMPARABLE{color:#fff;background:#777;padding:1px 5px;border-radius:3px}.legend span{margin-right:14px;font-size:12px;white-space:nowrap}.legend i{display:inline-block;width:10px;height:10px;margin-right:4px}.note{background:#fff8e1;border-left:4px solid #f9a825;padding:4px 8px;margin:4px 0;font-size:13px}section{border-top:2px solid #ddd;margin-top:24px}.paper{color:#555;font-size:11px}");
+    s.push_str("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><meta name=\"viewport\" content=\"width=device-width, initial-scale=1\"><title>bfq-rs benchmark suite report</title><style>");
+    s.push_str("body{font-family:system-ui,sans-serif;margin:16px auto;padding:0 12px;max-width:1340px;color:#222;line-height:1.4}table{border-collapse:collapse;margin:8px 0 16px;font-size:13px}td,th{border:1px solid #ccc;padding:3px 7px;text-align:right;vertical-align:top}td:first-child,th:first-child{text-align:left}th{background:#f3f3f3}table.findings td{text-align:left}.HOLDS,.DOES_NOT_HOLD,.NOT_COMPARABLE{color:#fff;padding:1px 5px;border-radius:3px;white-space:nowrap;font-size:12px}.HOLDS{background:#1b7837}.DOES_NOT_HOLD{background:#b2182b}.NOT_COMPARABLE{background:#666}.cause{color:#5a1a1a}.src{color:#555;font-size:12px}.wide{overflow-x:auto;max-width:100%}.chartrow{display:flex;flex-wrap:wrap;gap:8px 20px;align-items:flex-start}.chart{flex:1 1 600px;min-width:0;max-width:900px;overflow-x:auto}.chart svg{min-width:640px;display:block}.legend{flex:0 1 200px;display:flex;flex-direction:column;gap:4px;font-size:13px;padding-top:24px}.legend span{white-space:nowrap}.legend i{display:inline-block;width:12px;height:12px;margin-right:6px;vertical-align:-1px}.dia{font-size:15px}.note{background:#fff8e1;border-left:4px solid #f9a825;padding:4px 8px;margin:4px 0;font-size:13px}section{border-top:2px solid #ddd;margin-top:24px}.paper{color:#555;font-size:11px}p.finding{margin:6px 0}@media (max-width:700px){body{padding:0 6px}table.findings,table.findings tbody,table.findings tr,table.findings td{display:block;border:none}table.findings tr:first-child{display:none}table.findings tr{border-bottom:1px solid #ccc;padding:6px 0}table.findings td{padding:2px 0}.legend{flex-direction:row;flex-wrap:wrap;padding-top:0}}");
     s.push_str("</style></head><body>\n<h1>bfq-rs benchmark suite report</h1>\n");
     let _ = writeln!(
         s,
@@ -609,9 +393,6 @@ pub fn to_html(r: &Report) -> String {
                 cause_html(f)
             );
         }
-        if !e.configs.is_empty() {
-            s.push_str(&legend(e));
-        }
         for m in &e.metrics {
             let vars: Vec<&Variant> = e
                 .variants
@@ -623,42 +404,20 @@ pub fn to_html(r: &Report) -> String {
             }
             let _ = writeln!(s, "<h3>{} ({})</h3>", esc(&m.label), esc(&m.unit));
             if m.chart {
-                s.push_str(&bar_chart(e, m));
-                s.push('\n');
+                let _ = writeln!(
+                    s,
+                    "<div class=\"chartrow\"><div class=\"chart\">{}</div>{}</div>",
+                    charts::bar_chart(e, m, &vars),
+                    charts::legend(e)
+                );
             }
-            s.push_str("<table><tr><th>scheduler</th>");
-            for v in &vars {
-                let _ = write!(s, "<th>{}</th>", esc(&v.label));
-            }
-            s.push_str("</tr>\n");
-            for c in &e.configs {
-                let _ = write!(s, "<tr><td>{}</td>", esc(&c.label));
-                for v in &vars {
-                    let ours = e
-                        .summary(&v.id, &c.label, &m.key)
-                        .map(|x| fmt_summary(&x))
-                        .unwrap_or_else(|| "&mdash;".into());
-                    let paper = lookup(&e.paper, &v.id, &c.label, &m.key)
-                        .map(|p| {
-                            format!(
-                                "<br><span class=\"paper\" title=\"{}: {}\">paper {}</span>",
-                                esc(p.source),
-                                esc(p.text),
-                                esc(&paper_txt(p))
-                            )
-                        })
-                        .unwrap_or_default();
-                    let _ = write!(s, "<td>{ours}{paper}</td>");
-                }
-                s.push_str("</tr>\n");
-            }
-            s.push_str("</table>\n");
+            s.push_str(&html_table(e, m, &vars));
         }
-        let cdf = cdf_chart(e);
+        let cdf = charts::cdf_chart(e);
         if !cdf.is_empty() {
-            s.push_str("<h3>Latency CDF (first repetition)</h3>\n");
+            s.push_str("<h3>Latency CDF (first repetition)</h3>\n<div class=\"chartrow\"><div class=\"chart\">");
             s.push_str(&cdf);
-            s.push('\n');
+            s.push_str("</div></div>\n");
         }
         s.push_str("</section>\n");
     }
