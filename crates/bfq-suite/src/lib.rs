@@ -14,6 +14,7 @@ pub mod check;
 pub mod exp2010;
 pub mod exp2014;
 pub mod exp2018;
+pub mod exp_asprio;
 pub mod exp_real;
 pub mod model;
 pub mod paper_figures;
@@ -43,5 +44,6 @@ pub fn experiments() -> Vec<Experiment> {
         exp2014::video(),
         exp2014::devel(),
         exp2018::io_control(),
+        exp_asprio::latency_isolation(),
     ]
 }
