@@ -93,7 +93,7 @@ pub fn latency_isolation() -> Experiment {
         reps: 3,
         in_quick: false,
         quick_variants: vec![],
-        run: run,
+        run,
         findings,
     }
 }
