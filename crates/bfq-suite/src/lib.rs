@@ -37,6 +37,7 @@ pub fn experiments() -> Vec<Experiment> {
         exp2010::web(),
         exp2010::dbms(),
         exp2010::video(),
+        exp2010::jitter(),
         exp2014::throughput(),
         exp2014::throughput_ncq(),
         exp2014::startup(),
