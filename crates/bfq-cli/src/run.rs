@@ -15,14 +15,14 @@ use bfq_engine::workload::{
 };
 use bfq_engine::Settings;
 use bfq_sim::result::Hist;
-use bfq_sim::{FlowResult, Plan, Scenario, SimResult};
+use bfq_sim::{FlowResult, Plan, SimResult};
 use clap::Args as ClapArgs;
 use std::path::PathBuf;
 use std::time::Duration;
 
 #[derive(ClapArgs)]
 pub struct Args {
-    /// Scenario file (the format of `bfq sim`).
+    /// Scenario file (the format of `bfq sim`) or fio job file (`.fio`).
     pub scenario: Option<PathBuf>,
     /// File or block device to run against.
     #[arg(long)]
@@ -300,7 +300,10 @@ pub fn run(a: Args) -> anyhow::Result<()> {
             if !a.flows.is_empty() {
                 anyhow::bail!("give a scenario or --flow, not both");
             }
-            let sc = Scenario::from_file(path)?;
+            let (sc, warnings) = bfq_sim::fio::load(path)?;
+            for w in warnings {
+                eprintln!("bfq: warning: {}: {w}", path.display());
+            }
             // Lay the scenario out on the target: its size replaces the
             // simulated device's capacity.
             if !a.target.exists() {
@@ -462,7 +465,7 @@ depth = 8
 count = 2
 on_off = { on = "1M", off = "10ms" }
 "#;
-        let sc = Scenario::from_toml_str(text, "test").unwrap();
+        let sc = bfq_sim::Scenario::from_toml_str(text, "test").unwrap();
         let plan = sc.plan().unwrap();
         let (flows, groups) = from_plan(&plan).unwrap();
         assert_eq!(flows.len(), 3);

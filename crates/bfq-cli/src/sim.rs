@@ -3,14 +3,15 @@
 
 use anyhow::Context;
 use bfq_core::{Settings, Time};
-use bfq_sim::{simulate, Scenario, SimOptions};
+use bfq_sim::{simulate, SimOptions};
 use clap::Args as ClapArgs;
 use std::io::{BufWriter, Write};
 use std::path::PathBuf;
 
 #[derive(ClapArgs)]
 pub struct Args {
-    /// Scenario file (TOML, docs/scenarios.md).
+    /// Scenario file (TOML, docs/scenarios.md) or fio job file (`.fio`,
+    /// docs/fio.md).
     pub scenario: PathBuf,
     /// Scheduler name (overrides the scenario's [scheduler] name).
     #[arg(long)]
@@ -39,7 +40,10 @@ pub struct Args {
 }
 
 pub fn run(a: Args) -> anyhow::Result<()> {
-    let mut sc = Scenario::from_file(&a.scenario)?;
+    let (mut sc, warnings) = bfq_sim::fio::load(&a.scenario)?;
+    for w in warnings {
+        eprintln!("bfq: warning: {}: {w}", a.scenario.display());
+    }
     if let Some(d) = &a.duration {
         let ns = bfq_core::settings::parse_duration(d)
             .with_context(|| format!("--duration: invalid duration '{d}'"))?;

@@ -31,6 +31,7 @@
 //! seeded PCG stream per flow, no hash-order dependence, no wall clock.
 
 pub mod device;
+pub mod fio;
 pub mod readahead;
 pub mod replay;
 pub mod result;

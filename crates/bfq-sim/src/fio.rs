@@ -1,0 +1,606 @@
+//! fio job files as scenarios (docs/fio.md).
+//!
+//! A job file (fio's ini format: `[global]` and job sections of
+//! `key=value` lines) becomes scenario TOML, which then goes through the
+//! scenario format's own checks ([`Scenario::from_toml_str`]). Each job
+//! section is a `[[flow]]` (`numjobs` copies); `rw=rw`/`randrw` is a read
+//! flow and a write flow. Options that describe a workload are mapped;
+//! options that do not change it are accepted with a warning; anything
+//! else is an error naming the option.
+
+use crate::scenario::{Scenario, ScenarioError};
+use std::collections::BTreeMap;
+use std::path::Path;
+use toml::{Table, Value};
+
+/// Options accepted with a warning: they name files, logs or reports, or
+/// tune fio itself, and do not change the I/O a job makes.
+const NO_EFFECT: &[&str] = &[
+    "name",
+    "description",
+    "filename",
+    "directory",
+    "filename_format",
+    "group_reporting",
+    "thread",
+    "randrepeat",
+    "allrandrepeat",
+    "norandommap",
+    "random_generator",
+    "invalidate",
+    "unlink",
+    "create_on_open",
+    "fadvise_hint",
+    "ramp_time",
+    "per_job_logs",
+    "write_bw_log",
+    "write_lat_log",
+    "write_iops_log",
+    "log_avg_msec",
+    "clocksource",
+    "gtod_reduce",
+    "disable_lat",
+    "disable_clat",
+    "disable_slat",
+    "disable_bw_measurement",
+    "lat_percentiles",
+    "clat_percentiles",
+    "percentile_list",
+    "ioscheduler",
+    "kb_base",
+    "overwrite",
+    "exitall",
+    "iodepth_batch",
+    "iodepth_batch_submit",
+    "iodepth_batch_complete",
+    "iodepth_low",
+    "fixedbufs",
+    "registerfiles",
+    "sqthread_poll",
+    "hipri",
+];
+
+/// Options that describe the workload and are mapped.
+const MAPPED: &[&str] = &[
+    "rw",
+    "readwrite",
+    "rwmixread",
+    "rwmixwrite",
+    "bs",
+    "blocksize",
+    "size",
+    "offset",
+    "filesize",
+    "iodepth",
+    "numjobs",
+    "thinktime",
+    "rate",
+    "rate_iops",
+    "runtime",
+    "time_based",
+    "startdelay",
+    "ioengine",
+    "direct",
+    "buffered",
+    "prio",
+    "prioclass",
+    "cgroup",
+    "cgroup_weight",
+    "timeout",
+    "bsrange",
+    "stonewall",
+    "wait_for_previous",
+];
+
+/// One section's options, `[global]` ones first.
+type Opts = BTreeMap<String, String>;
+
+/// A parsed job file: the sections in order.
+fn parse_ini(text: &str) -> Result<Vec<(String, Opts)>, String> {
+    let mut sections: Vec<(String, Opts)> = Vec::new();
+    for (n, raw) in text.lines().enumerate() {
+        // A comment runs from `;` or `#` at the start or after a blank.
+        let cut = raw
+            .char_indices()
+            .find(|&(i, c)| {
+                (c == ';' || c == '#') && (i == 0 || raw[..i].ends_with(char::is_whitespace))
+            })
+            .map_or(raw.len(), |(i, _)| i);
+        let line = raw[..cut].trim();
+        if line.is_empty() || line.starts_with(';') || line.starts_with('#') {
+            continue;
+        }
+        if let Some(name) = line.strip_prefix('[').and_then(|l| l.strip_suffix(']')) {
+            sections.push((name.trim().to_string(), Opts::new()));
+            continue;
+        }
+        let Some((_, opts)) = sections.last_mut() else {
+            return Err(format!("line {}: option outside a [section]", n + 1));
+        };
+        let (k, v) = match line.split_once('=') {
+            Some((k, v)) => (k.trim(), v.trim()),
+            None => (line, "1"),
+        };
+        if v.contains("${") || k.starts_with("include") {
+            return Err(format!(
+                "line {}: includes and ${{VARS}} are not supported",
+                n + 1
+            ));
+        }
+        opts.insert(k.to_string(), v.to_string());
+    }
+    Ok(sections)
+}
+
+/// A fio size (`4k`, `1m`, `2g`, `512`, `4KiB`): bytes, 1024-based as
+/// fio's default `kb_base`.
+fn size(key: &str, v: &str) -> Result<u64, String> {
+    let s = v.trim().to_ascii_lowercase();
+    let s = s.trim_end_matches("ib").trim_end_matches('b');
+    let split = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
+    let (num, unit) = s.split_at(split);
+    let mult: u64 = match unit {
+        "" => 1,
+        "k" => 1 << 10,
+        "m" => 1 << 20,
+        "g" => 1 << 30,
+        "t" => 1 << 40,
+        "p" => 1 << 50,
+        _ => return Err(format!("{key}={v}: not a size (e.g. 4k, 128m, 1g)")),
+    };
+    num.parse::<u64>()
+        .ok()
+        .and_then(|n| n.checked_mul(mult))
+        .ok_or_else(|| format!("{key}={v}: not a size (e.g. 4k, 128m, 1g)"))
+}
+
+/// A fio time with its option's default unit: microseconds.
+fn time_us(key: &str, v: &str, default_unit_us: u64) -> Result<u64, String> {
+    let s = v.trim().to_ascii_lowercase();
+    let split = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
+    let (num, unit) = s.split_at(split);
+    let mult = match unit {
+        "" => default_unit_us,
+        "us" | "usec" => 1,
+        "ms" | "msec" => 1_000,
+        "s" | "sec" => 1_000_000,
+        "m" | "min" => 60_000_000,
+        "h" => 3_600_000_000,
+        _ => return Err(format!("{key}={v}: not a time (e.g. 100us, 5ms, 10s)")),
+    };
+    num.parse::<u64>()
+        .ok()
+        .and_then(|n| n.checked_mul(mult))
+        .ok_or_else(|| format!("{key}={v}: not a time (e.g. 100us, 5ms, 10s)"))
+}
+
+fn flag(key: &str, v: &str) -> Result<bool, String> {
+    match v {
+        "1" | "true" | "yes" | "on" => Ok(true),
+        "0" | "false" | "no" | "off" => Ok(false),
+        _ => Err(format!("{key}={v}: expected 0 or 1")),
+    }
+}
+
+fn int(key: &str, v: &str, lo: u64, hi: u64) -> Result<u64, String> {
+    v.parse::<u64>()
+        .ok()
+        .filter(|n| (lo..=hi).contains(n))
+        .ok_or_else(|| format!("{key}={v}: expected an integer {lo}..={hi}"))
+}
+
+/// Only the first of fio's `read,write` pair forms (`bs=4k,8k`) is used
+/// for reads and the second for writes.
+fn for_dir(v: &str, write: bool) -> &str {
+    match v.split_once(',') {
+        Some((r, w)) => {
+            if write && !w.is_empty() {
+                w
+            } else {
+                r
+            }
+        }
+        None => v,
+    }
+}
+
+/// The translation of one job file.
+#[derive(Debug)]
+pub struct FioScenario {
+    /// Scenario TOML (what `bfq sim` / `bfq run` run).
+    pub toml: String,
+    /// Options accepted without effect, and approximations made.
+    pub warnings: Vec<String>,
+}
+
+struct Job<'a> {
+    name: &'a str,
+    o: Opts,
+}
+
+impl Job<'_> {
+    fn get(&self, k: &str) -> Option<&str> {
+        self.o.get(k).map(String::as_str)
+    }
+    fn err(&self, e: String) -> String {
+        format!("job [{}]: {e}", self.name)
+    }
+}
+
+/// Translates a job file's text to scenario TOML.
+pub fn to_scenario_toml(text: &str, title: &str) -> Result<FioScenario, String> {
+    let sections = parse_ini(text)?;
+    let mut global = Opts::new();
+    let mut jobs = Vec::new();
+    for (name, opts) in &sections {
+        if name == "global" {
+            global.extend(opts.clone());
+            continue;
+        }
+        let mut o = global.clone();
+        o.extend(opts.clone());
+        jobs.push(Job { name, o });
+    }
+    if jobs.is_empty() {
+        return Err("no job section (only [global])".into());
+    }
+    let mut warnings = Vec::new();
+    let mut flows = Vec::new();
+    let mut groups: BTreeMap<String, u64> = BTreeMap::new();
+    let mut duration_us = 0u64;
+    // stonewall: a job starts when every job before it has ended, known
+    // here only from their runtimes.
+    let (mut base_us, mut open_end) = (0u64, false);
+    for job in &jobs {
+        check_options(job, &mut warnings)?;
+        let wall = ["stonewall", "wait_for_previous"]
+            .iter()
+            .filter_map(|k| job.get(k))
+            .map(|v| flag("stonewall", v))
+            .collect::<Result<Vec<bool>, String>>()
+            .map_err(|e| job.err(e))?
+            .contains(&true);
+        if wall && !flows.is_empty() {
+            if open_end {
+                return Err(job.err(
+                    "stonewall: every job before it needs runtime= (their end is unknown otherwise)".into(),
+                ));
+            }
+            base_us = duration_us;
+            let w = "stonewall: a job starts at the runtime of the jobs before it (fio starts it as soon as they finish)".to_string();
+            if !warnings.contains(&w) {
+                warnings.push(w);
+            }
+        }
+        let (f, end_us) =
+            job_flows(job, base_us, &mut groups, &mut warnings).map_err(|e| job.err(e))?;
+        flows.extend(f);
+        match end_us {
+            Some(e) => duration_us = duration_us.max(e),
+            None => open_end = true,
+        }
+    }
+    let mut top = Table::new();
+    top.insert("name".into(), Value::String(title.to_string()));
+    top.insert(
+        "description".into(),
+        Value::String(format!("fio job file {title}")),
+    );
+    if duration_us == 0 {
+        warnings.push("no runtime: the run is limited to the scenario default (30s)".into());
+    } else {
+        top.insert("duration".into(), Value::String(format!("{duration_us}us")));
+    }
+    let g: Vec<Value> = groups
+        .into_iter()
+        .map(|(path, w)| {
+            let mut t = Table::new();
+            t.insert("path".into(), Value::String(path));
+            t.insert("weight".into(), Value::Integer(w as i64));
+            Value::Table(t)
+        })
+        .collect();
+    if !g.is_empty() {
+        top.insert("group".into(), Value::Array(g));
+    }
+    top.insert("flow".into(), Value::Array(flows));
+    let toml = toml::to_string(&top).map_err(|e| e.to_string())?;
+    Ok(FioScenario { toml, warnings })
+}
+
+fn check_options(job: &Job, warnings: &mut Vec<String>) -> Result<(), String> {
+    let mut unknown = Vec::new();
+    for k in job.o.keys() {
+        if MAPPED.contains(&k.as_str()) {
+            continue;
+        }
+        if NO_EFFECT.contains(&k.as_str()) {
+            let w = format!("{k}: ignored (does not change the workload)");
+            if !warnings.contains(&w) {
+                warnings.push(w);
+            }
+            continue;
+        }
+        unknown.push(k.as_str());
+    }
+    if unknown.is_empty() {
+        Ok(())
+    } else {
+        Err(job.err(format!(
+            "unsupported option(s): {} (supported: {})",
+            unknown.join(", "),
+            MAPPED.join(", ")
+        )))
+    }
+}
+
+/// (op, pattern) pairs of a job's `rw`, with the share of each.
+fn directions(job: &Job) -> Result<Vec<(&'static str, &'static str, f64)>, String> {
+    let rw = job.get("rw").or(job.get("readwrite")).unwrap_or("read");
+    // fio's rw=randread:8 (an offset modifier) is not a workload we model.
+    let mixread = match (job.get("rwmixread"), job.get("rwmixwrite")) {
+        (Some(r), _) => int("rwmixread", r, 0, 100)? as f64 / 100.0,
+        (None, Some(w)) => 1.0 - int("rwmixwrite", w, 0, 100)? as f64 / 100.0,
+        (None, None) => 0.5,
+    };
+    Ok(match rw {
+        "read" => vec![("read", "seq", 1.0)],
+        "write" => vec![("write", "seq", 1.0)],
+        "randread" => vec![("read", "rand", 1.0)],
+        "randwrite" => vec![("write", "rand", 1.0)],
+        "rw" | "readwrite" => vec![("read", "seq", mixread), ("write", "seq", 1.0 - mixread)],
+        "randrw" => vec![("read", "rand", mixread), ("write", "rand", 1.0 - mixread)],
+        other => {
+            return Err(format!(
+                "rw={other}: expected read, write, randread, randwrite, rw, readwrite or randrw"
+            ))
+        }
+    })
+}
+
+/// (depth, sync) from ioengine, iodepth, direct/buffered, for a direction.
+fn engine(job: &Job, write: bool) -> Result<(u64, bool, bool), String> {
+    let direct = match (job.get("direct"), job.get("buffered")) {
+        (Some(d), _) => flag("direct", d)?,
+        (None, Some(b)) => !flag("buffered", b)?,
+        (None, None) => false,
+    };
+    let depth = match job.get("ioengine").unwrap_or("psync") {
+        "sync" | "psync" | "vsync" | "pvsync" | "pvsync2" => 1,
+        "libaio" | "io_uring" | "posixaio" => match job.get("iodepth") {
+            Some(d) => int("iodepth", d, 1, 4096)?,
+            None => 1,
+        },
+        other => {
+            return Err(format!(
+                "ioengine={other}: supported are sync, psync, vsync, pvsync, pvsync2, libaio, io_uring, posixaio"
+            ))
+        }
+    };
+    // Linux flags reads and O_DIRECT writes synchronous; buffered writes
+    // go through the page cache and the flusher.
+    let sync = !write || direct;
+    Ok((depth, sync, direct))
+}
+
+fn job_flows(
+    job: &Job,
+    base_us: u64,
+    groups: &mut BTreeMap<String, u64>,
+    warnings: &mut Vec<String>,
+) -> Result<(Vec<Value>, Option<u64>), String> {
+    let dirs = directions(job)?;
+    if dirs.len() == 2 {
+        warnings.push(format!(
+            "job [{}]: rw={}: a read flow and a write flow (two processes to the scheduler); rwmixread splits size and rate between them",
+            job.name,
+            job.get("rw").or(job.get("readwrite")).unwrap_or("")
+        ));
+    }
+    let numjobs = job
+        .get("numjobs")
+        .map(|v| int("numjobs", v, 1, 4096))
+        .transpose()?
+        .unwrap_or(1);
+    let time_based = job
+        .get("time_based")
+        .map(|v| flag("time_based", v))
+        .transpose()?
+        .unwrap_or(false);
+    let runtime = match (job.get("runtime"), job.get("timeout")) {
+        (Some(v), _) => Some(time_us("runtime", v, 1_000_000)?),
+        (None, Some(v)) => Some(time_us("timeout", v, 1_000_000)?),
+        (None, None) => None,
+    };
+    let start = base_us
+        + job
+            .get("startdelay")
+            .map(|v| time_us("startdelay", v, 1_000_000))
+            .transpose()?
+            .unwrap_or(0);
+    let think = job
+        .get("thinktime")
+        .map(|v| time_us("thinktime", v, 1))
+        .transpose()?
+        .unwrap_or(0);
+    let size_b = job.get("size").map(|v| size("size", v)).transpose()?;
+    let filesize = job
+        .get("filesize")
+        .map(|v| size("filesize", v))
+        .transpose()?;
+    if time_based && runtime.is_none() {
+        return Err("time_based needs runtime".into());
+    }
+    let group = match job.get("cgroup") {
+        Some(c) => {
+            let path = format!("/{}", c.trim_matches('/'));
+            let w = job
+                .get("cgroup_weight")
+                .map(|v| int("cgroup_weight", v, 1, 1000))
+                .transpose()?
+                .unwrap_or(100);
+            match groups.get(&path) {
+                Some(&old) if old != w => {
+                    return Err(format!(
+                        "cgroup {path}: weights {old} and {w} in different jobs"
+                    ))
+                }
+                _ => groups.insert(path.clone(), w),
+            };
+            Some(path)
+        }
+        None if job.get("cgroup_weight").is_some() => {
+            return Err("cgroup_weight needs cgroup".into())
+        }
+        None => None,
+    };
+    let mut out = Vec::new();
+    for (op, pattern, share) in dirs {
+        if share <= 0.0 {
+            continue;
+        }
+        let write = op == "write";
+        let mut f = Table::new();
+        let name = if share < 1.0 {
+            format!("{}-{op}", job.name)
+        } else {
+            job.name.to_string()
+        };
+        f.insert("name".into(), Value::String(name));
+        if numjobs > 1 {
+            f.insert("count".into(), Value::Integer(numjobs as i64));
+        }
+        f.insert("op".into(), Value::String(op.into()));
+        f.insert("pattern".into(), Value::String(pattern.into()));
+        let bs = block_size(job, write)?;
+        f.insert("block".into(), Value::Integer(bs as i64));
+        let (depth, sync, direct) = engine(job, write)?;
+        f.insert("depth".into(), Value::Integer(depth as i64));
+        f.insert("sync".into(), Value::Boolean(sync));
+        if write && !direct {
+            f.insert("buffered".into(), Value::Boolean(true));
+        }
+        if !write && (direct || depth > 1) {
+            f.insert("readahead".into(), Value::String("0".into()));
+        }
+        let mut region = Table::new();
+        if let Some(o) = job.get("offset") {
+            let v = if o.ends_with('%') {
+                Value::String(o.into())
+            } else {
+                Value::Integer(size("offset", o)? as i64)
+            };
+            region.insert("start".into(), v);
+        }
+        if let Some(len) = filesize.or(size_b) {
+            region.insert("size".into(), Value::Integer(len as i64));
+        }
+        if !region.is_empty() {
+            f.insert("region".into(), Value::Table(region));
+        }
+        if let (Some(b), false) = (size_b, time_based) {
+            let bytes = ((b as f64 * share) as u64).max(bs) / bs * bs;
+            f.insert("bytes".into(), Value::Integer(bytes as i64));
+        }
+        if let Some(rate) = rate_bytes(job, write, bs)? {
+            // A rate limit as a periodic flow: a batch every 100 ms.
+            let batch = (((rate as f64 * share) / 10.0) as u64).max(bs) / bs * bs;
+            let mut p = Table::new();
+            p.insert("every".into(), Value::String("100ms".into()));
+            p.insert("bytes".into(), Value::Integer(batch as i64));
+            f.insert("periodic".into(), Value::Table(p));
+        }
+        if think > 0 {
+            f.insert("think".into(), Value::String(format!("{think}us")));
+        }
+        if start > 0 {
+            f.insert("start".into(), Value::String(format!("{start}us")));
+        }
+        prio(job, &mut f)?;
+        if let Some(g) = &group {
+            f.insert("group".into(), Value::String(g.clone()));
+        }
+        out.push(Value::Table(f));
+    }
+    Ok((out, runtime.map(|r| start + r)))
+}
+
+/// `bs` / `blocksize`, or a `bsrange` of one size; default 4k (fio's).
+fn block_size(job: &Job, write: bool) -> Result<u64, String> {
+    if let Some(v) = job.get("bs").or(job.get("blocksize")) {
+        return size("bs", for_dir(v, write));
+    }
+    if let Some(v) = job.get("bsrange") {
+        let r = for_dir(v, write);
+        let (lo, hi) = r.split_once('-').unwrap_or((r, r));
+        let (lo, hi) = (size("bsrange", lo)?, size("bsrange", hi)?);
+        if lo != hi {
+            return Err(format!(
+                "bsrange={v}: mixed block sizes are not modelled (give one size)"
+            ));
+        }
+        return Ok(lo);
+    }
+    Ok(4096)
+}
+
+/// Bytes per second from `rate` or `rate_iops` (per direction).
+fn rate_bytes(job: &Job, write: bool, bs: u64) -> Result<Option<u64>, String> {
+    if let Some(r) = job.get("rate") {
+        return Ok(Some(size("rate", for_dir(r, write))?));
+    }
+    if let Some(r) = job.get("rate_iops") {
+        return Ok(Some(
+            int("rate_iops", for_dir(r, write), 1, 10_000_000)? * bs,
+        ));
+    }
+    Ok(None)
+}
+
+fn prio(job: &Job, f: &mut Table) -> Result<(), String> {
+    if let Some(c) = job.get("prioclass") {
+        let class = match int("prioclass", c, 1, 3)? {
+            1 => "rt",
+            2 => "be",
+            _ => "idle",
+        };
+        f.insert("class".into(), Value::String(class.into()));
+    }
+    if let Some(l) = job.get("prio") {
+        f.insert("level".into(), Value::Integer(int("prio", l, 0, 7)? as i64));
+    }
+    Ok(())
+}
+
+/// Whether `path` names a fio job file (by its `.fio` extension).
+pub fn is_job_file(path: &Path) -> bool {
+    path.extension().is_some_and(|e| e == "fio")
+}
+
+/// Reads a fio job file as a scenario; also returns the warnings.
+pub fn scenario_from_file(path: &Path) -> Result<(Scenario, Vec<String>), ScenarioError> {
+    let origin = path.display().to_string();
+    let err = |why: String| ScenarioError {
+        origin: origin.clone(),
+        field: String::new(),
+        why,
+    };
+    let text = std::fs::read_to_string(path).map_err(|e| err(format!("cannot read: {e}")))?;
+    let title = path
+        .file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let t = to_scenario_toml(&text, &title).map_err(err)?;
+    let sc = Scenario::from_toml_str(&t.toml, &origin)?;
+    Ok((sc, t.warnings))
+}
+
+/// Reads a scenario: a fio job file (`.fio`) or scenario TOML. Warnings
+/// (fio options without effect, approximations) come back with it.
+pub fn load(path: &Path) -> Result<(Scenario, Vec<String>), ScenarioError> {
+    if is_job_file(path) {
+        scenario_from_file(path)
+    } else {
+        Scenario::from_file(path).map(|s| (s, Vec::new()))
+    }
+}

@@ -1,0 +1,166 @@
+//! fio job files as scenarios: the mapping of each option, errors naming
+//! unknown options, warnings for options without effect, and job files in
+//! the shapes of fio's own examples run in the simulator.
+
+use bfq_sim::fio::{load, to_scenario_toml};
+use bfq_sim::{simulate, Scenario, SimOptions};
+use std::path::Path;
+
+fn job_file(name: &str) -> std::path::PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fio")
+        .join(name)
+}
+
+fn scenario(text: &str) -> (Scenario, Vec<String>) {
+    let t = to_scenario_toml(text, "t").unwrap();
+    (Scenario::from_toml_str(&t.toml, "t").unwrap(), t.warnings)
+}
+
+#[test]
+fn mixed_random_job_is_a_read_and_a_write_flow_per_job() {
+    let (sc, warnings) = load(&job_file("mixed-random.fio")).unwrap();
+    let plan = sc.plan().unwrap();
+    assert_eq!(plan.duration, 3_000_000_000);
+    // numjobs=4 copies of a read flow and of a write flow
+    assert_eq!(plan.flows.len(), 8);
+    for f in &plan.flows {
+        assert_eq!(f.pattern, bfq_sim::scenario::Pattern::Rand);
+        assert_eq!((f.block * 512, f.depth), (4096, 16));
+        assert!(
+            f.sync,
+            "direct=1: reads and O_DIRECT writes are synchronous"
+        );
+        assert!(!f.buffered);
+        assert_eq!(f.bytes, None, "time_based: no byte limit");
+        assert_eq!(f.region_len * 512, 1 << 30);
+    }
+    let reads = plan
+        .flows
+        .iter()
+        .filter(|f| f.name.starts_with("file1-read"))
+        .count();
+    assert_eq!(reads, 4);
+    assert!(warnings.iter().any(|w| w.starts_with("filename: ignored")));
+    assert!(warnings.iter().any(|w| w.contains("rw=randrw")));
+}
+
+#[test]
+fn sizes_depths_times_and_classes_map() {
+    let (sc, _) = scenario(
+        "[global]\nsize=100m\nbs=8k\n[a]\nrw=rw\ndirect=1\nrwmixread=75\nioengine=io_uring\niodepth=8\n\
+         thinktime=250\nstartdelay=2\nruntime=1500ms\nprio=2\n[b]\nrw=write\nprioclass=3\noffset=1g\nfilesize=10m\n",
+    );
+    let plan = sc.plan().unwrap();
+    let by = |n: &str| plan.flows.iter().find(|f| f.name == n).unwrap();
+    let (ar, aw, b) = (by("a-read"), by("a-write"), by("b"));
+    assert_eq!(ar.bytes, Some(75 << 20));
+    assert_eq!(aw.bytes, Some(25 << 20));
+    assert_eq!((ar.depth, ar.block * 512, ar.readahead), (8, 8192, 0));
+    assert_eq!(ar.think, 250_000, "thinktime is in microseconds");
+    assert_eq!(ar.start, 2_000_000_000, "startdelay is in seconds");
+    assert_eq!(ar.prio.level, 2);
+    assert_eq!(plan.duration, 3_500_000_000);
+    // psync (the default engine): depth 1; buffered writes (direct=0).
+    assert_eq!(b.depth, 1);
+    assert!(b.buffered && !b.sync);
+    assert_eq!(b.prio.class, bfq_core::IoClass::Idle);
+    assert_eq!(
+        (b.region_start * 512, b.region_len * 512, b.bytes),
+        (1 << 30, 10 << 20, Some(100 << 20))
+    );
+}
+
+#[test]
+fn unknown_options_are_errors_that_name_them() {
+    let e = to_scenario_toml("[j]\nrw=read\nverify=md5\nloops=2\n", "t").unwrap_err();
+    assert!(
+        e.contains("job [j]") && e.contains("verify") && e.contains("loops"),
+        "{e}"
+    );
+    for (text, want) in [
+        ("[j]\nrw=trim\n", "rw=trim"),
+        ("[j]\nioengine=mmap\n", "ioengine=mmap"),
+        ("[j]\nbs=4q\n", "bs=4q"),
+        ("[j]\nthinktime=5y\n", "thinktime=5y"),
+        ("[j]\nbsrange=4k-64k\n", "bsrange"),
+        ("[j]\ntime_based\n", "time_based needs runtime"),
+        ("[j]\ncgroup_weight=5\n", "cgroup_weight needs cgroup"),
+        (
+            "[a]\ncgroup=x\ncgroup_weight=5\n[b]\ncgroup=x\ncgroup_weight=6\n",
+            "weights 5 and 6",
+        ),
+        (
+            "[a]\nrw=read\n[b]\nstonewall\n",
+            "every job before it needs runtime",
+        ),
+        ("[global]\nbs=4k\n", "no job section"),
+        ("rw=read\n", "outside a [section]"),
+        ("[j]\ninclude other.fio\n", "includes"),
+    ] {
+        let e = to_scenario_toml(text, "t").unwrap_err();
+        assert!(e.contains(want), "{text:?}: {e}");
+    }
+}
+
+#[test]
+fn stonewall_runs_phases_one_after_another() {
+    let (sc, warnings) = load(&job_file("phases.fio")).unwrap();
+    let plan = sc.plan().unwrap();
+    assert_eq!(plan.flows.len(), 16);
+    for (i, phase) in ["f1", "f2", "f3", "f4"].iter().enumerate() {
+        for f in plan.flows.iter().filter(|f| f.name.starts_with(phase)) {
+            assert_eq!(f.start, i as u64 * 2_000_000_000, "{}", f.name);
+            assert_eq!(f.block * 512, 4096);
+        }
+    }
+    assert_eq!(plan.duration, 8_000_000_000);
+    assert!(warnings.iter().any(|w| w.starts_with("stonewall")));
+}
+
+#[test]
+fn example_job_files_run_in_the_simulator() {
+    for name in [
+        "mixed-random.fio",
+        "depths.fio",
+        "phases.fio",
+        "tenants.fio",
+    ] {
+        let (sc, _) = load(&job_file(name)).unwrap();
+        let sched = Box::new(bfq_core::Bfq::from_settings(&bfq_core::Settings::new()).unwrap());
+        let r = simulate(&sc, sched, sc.seed, SimOptions::default()).unwrap();
+        assert!(
+            r.flows.iter().all(|f| f.bytes > 0),
+            "{name}: a flow did nothing"
+        );
+    }
+}
+
+#[test]
+fn tenants_get_their_cgroup_weights_and_the_logger_its_rate() {
+    let (sc, _) = load(&job_file("tenants.fio")).unwrap();
+    let plan = sc.plan().unwrap();
+    let weights: Vec<(String, u32)> = plan
+        .groups
+        .iter()
+        .map(|g| (g.path.clone(), g.weight))
+        .collect();
+    assert!(
+        weights.contains(&("/tenant-a".into(), 100))
+            && weights.contains(&("/tenant-b".into(), 300))
+    );
+    let sched = Box::new(bfq_core::Bfq::from_settings(&bfq_core::Settings::new()).unwrap());
+    let r = simulate(&sc, sched, sc.seed, SimOptions::default()).unwrap();
+    let by = |n: &str| r.flows.iter().find(|f| f.name == n).unwrap();
+    // rate=256k: 256 KiB/s, as a batch every 100 ms (the batch rounded
+    // down to whole 4 KiB blocks: 24 KiB); the run lasts 4.5 s (the
+    // scrubber's startdelay + runtime), batches at 0, 0.1, ... 4.4 s.
+    assert_eq!(plan.duration, 4_500_000_000);
+    let logger = by("logger").bytes as f64;
+    assert!(
+        (logger - 45.0 * 24576.0).abs() <= 24576.0,
+        "logger wrote {logger} bytes"
+    );
+    let (a, b) = (by("tenant-a").bytes as f64, by("tenant-b").bytes as f64);
+    assert!(b > 2.0 * a, "tenant-b (300) got {b}, tenant-a (100) {a}");
+}
