@@ -372,39 +372,155 @@ pub const BLKIO_V1: &str = "/sys/fs/cgroup/blkio";
 pub struct Cgroup {
     dir: PathBuf,
     root: PathBuf,
+    /// `tasks` (v1) or `cgroup.procs` (v2).
+    members: &'static str,
+}
+
+/// Where the kernel peers' weights go: the cgroup hierarchy found and its
+/// file names. cgroup v1 `blkio` puts threads in cgroups (`tasks`) with
+/// `blkio.bfq.weight`; cgroup v2 puts whole processes (`cgroup.procs`; the
+/// io controller is not threaded) with `io.bfq.weight` (kernel BFQ) or else
+/// `io.weight`, after `+io` in the parent's `cgroup.subtree_control`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum CgroupLayout {
+    V1 { root: PathBuf },
+    V2 { root: PathBuf },
+}
+
+/// Where cgroup v2 may be mounted: alone, or beside v1 (hybrid).
+pub const CGROUP_V2_ROOTS: [&str; 2] = ["/sys/fs/cgroup", "/sys/fs/cgroup/unified"];
+
+impl CgroupLayout {
+    /// This machine's: v1 blkio if mounted, else a v2 hierarchy with the
+    /// io controller available.
+    pub fn detect() -> Option<CgroupLayout> {
+        let roots: Vec<&Path> = CGROUP_V2_ROOTS.iter().map(Path::new).collect();
+        Self::detect_in(Path::new(BLKIO_V1), &roots)
+    }
+
+    /// As [`CgroupLayout::detect`] with the mount points given.
+    pub fn detect_in(v1: &Path, v2_roots: &[&Path]) -> Option<CgroupLayout> {
+        if v1.join("tasks").exists() {
+            return Some(CgroupLayout::V1 { root: v1.into() });
+        }
+        v2_roots.iter().find_map(|r| {
+            let c = fs::read_to_string(r.join("cgroup.controllers")).ok()?;
+            c.split_whitespace()
+                .any(|x| x == "io")
+                .then(|| CgroupLayout::V2 {
+                    root: r.to_path_buf(),
+                })
+        })
+    }
+
+    /// The hierarchy's root directory.
+    pub fn root(&self) -> &Path {
+        match self {
+            CgroupLayout::V1 { root } | CgroupLayout::V2 { root } => root,
+        }
+    }
+
+    /// Whether threads of one process can be in different cgroups.
+    pub fn per_thread(&self) -> bool {
+        matches!(self, CgroupLayout::V1 { .. })
+    }
+
+    /// The file listing a cgroup's members.
+    pub fn members_file(&self) -> &'static str {
+        match self {
+            CgroupLayout::V1 { .. } => "tasks",
+            CgroupLayout::V2 { .. } => "cgroup.procs",
+        }
+    }
+
+    /// The weight file of cgroup `dir`: v1 `blkio.bfq.weight`; v2
+    /// `io.bfq.weight` if the kernel's BFQ provides it, else `io.weight`.
+    pub fn weight_file(&self, dir: &Path) -> Option<PathBuf> {
+        let names: &[&str] = match self {
+            CgroupLayout::V1 { .. } => &["blkio.bfq.weight"],
+            CgroupLayout::V2 { .. } => &["io.bfq.weight", "io.weight"],
+        };
+        names.iter().map(|n| dir.join(n)).find(|p| p.exists())
+    }
+
+    /// Lets the children of `parent` use the io controller (v2).
+    pub fn enable_io(&self, parent: &Path) -> io::Result<()> {
+        match self {
+            CgroupLayout::V1 { .. } => Ok(()),
+            CgroupLayout::V2 { .. } => {
+                let f = parent.join("cgroup.subtree_control");
+                fs::write(&f, "+io")
+                    .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", f.display())))
+            }
+        }
+    }
+
+    /// Sets cgroup `dir`'s weight (1..=1000); the file written, if any.
+    pub fn set_weight(&self, dir: &Path, weight: u32) -> io::Result<Option<PathBuf>> {
+        let Some(f) = self.weight_file(dir) else {
+            return Ok(None);
+        };
+        fs::write(&f, weight.clamp(1, 1000).to_string())
+            .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", f.display())))?;
+        Ok(Some(f))
+    }
+
+    /// One line saying which hierarchy and files carry the weights.
+    pub fn describe(&self) -> String {
+        match self {
+            CgroupLayout::V1 { root } => format!(
+                "weights in cgroup v1 blkio ({}, blkio.bfq.weight), one cgroup per flow thread",
+                root.display()
+            ),
+            CgroupLayout::V2 { root } => format!(
+                "cgroup v2 ({}, io.bfq.weight or io.weight): processes only, so flows (threads) \
+                 get their weights from their I/O priority levels",
+                root.display()
+            ),
+        }
+    }
 }
 
 impl Cgroup {
-    /// Creates `name` with `blkio.bfq.weight = weight` (cgroup v1; on
-    /// cgroup v2 per-thread weights are impossible since the io controller
-    /// is not threaded, so this fails with a message).
+    /// Creates `name` with weight `weight` in the v1 blkio hierarchy (the
+    /// per-thread one; see [`CgroupLayout`]); fails with a message on a
+    /// cgroup v2 only system.
     pub fn create(name: &str, weight: u32) -> io::Result<Cgroup> {
         require_root("blkio cgroups")?;
-        let root = PathBuf::from(BLKIO_V1);
-        if !root.join("tasks").exists() {
-            let v2 = Path::new("/sys/fs/cgroup/cgroup.controllers").exists();
-            return Err(io::Error::new(
+        match CgroupLayout::detect() {
+            Some(l @ CgroupLayout::V1 { .. }) => Cgroup::create_in(&l, name, weight),
+            Some(CgroupLayout::V2 { .. }) => Err(io::Error::new(
                 io::ErrorKind::Unsupported,
-                if v2 {
-                    "cgroup v2 only: the io controller puts whole processes, not threads, in \
-                     a cgroup, so per-flow weights need one process per flow (not supported \
-                     yet); mount cgroup v1 blkio at /sys/fs/cgroup/blkio"
-                } else {
-                    "no cgroup v1 blkio hierarchy at /sys/fs/cgroup/blkio"
-                },
-            ));
+                "cgroup v2 only: the io controller puts whole processes, not threads, in \
+                 a cgroup, so per-flow weights need one process per flow (not supported \
+                 yet); give flows the weights of their I/O priority levels, or mount \
+                 cgroup v1 blkio at /sys/fs/cgroup/blkio",
+            )),
+            None => Err(io::Error::new(
+                io::ErrorKind::Unsupported,
+                "no cgroup v1 blkio hierarchy at /sys/fs/cgroup/blkio and no cgroup v2 \
+                 hierarchy with the io controller",
+            )),
         }
+    }
+
+    /// Creates `name` (a path below the layout's root) with `weight`.
+    pub fn create_in(layout: &CgroupLayout, name: &str, weight: u32) -> io::Result<Cgroup> {
+        let root = layout.root().to_path_buf();
         let dir = root.join(name);
         if dir.exists() {
             let _ = fs::remove_dir(&dir);
         }
-        fs::create_dir(&dir)?;
-        let cg = Cgroup { dir, root };
-        let wfile = cg.dir.join("blkio.bfq.weight");
-        if wfile.exists() {
-            fs::write(&wfile, weight.clamp(1, 1000).to_string())
-                .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", wfile.display())))?;
+        if let Some(parent) = dir.parent() {
+            layout.enable_io(parent)?;
         }
+        fs::create_dir(&dir)?;
+        let cg = Cgroup {
+            dir,
+            root,
+            members: layout.members_file(),
+        };
+        layout.set_weight(&cg.dir, weight)?;
         Ok(cg)
     }
 
@@ -415,7 +531,7 @@ impl Cgroup {
 
     /// Moves a thread (by tid) into the cgroup.
     pub fn add_thread(&self, tid: i32) -> io::Result<()> {
-        fs::write(self.dir.join("tasks"), tid.to_string())
+        fs::write(self.dir.join(self.members), tid.to_string())
     }
 
     /// Moves the calling thread into the cgroup.
@@ -427,9 +543,9 @@ impl Cgroup {
 impl Drop for Cgroup {
     fn drop(&mut self) {
         for _ in 0..50 {
-            if let Ok(t) = fs::read_to_string(self.dir.join("tasks")) {
+            if let Ok(t) = fs::read_to_string(self.dir.join(self.members)) {
                 for tid in t.split_whitespace() {
-                    let _ = fs::write(self.root.join("tasks"), tid);
+                    let _ = fs::write(self.root.join(self.members), tid);
                 }
             }
             if fs::remove_dir(&self.dir).is_ok() || !self.dir.exists() {
@@ -443,6 +559,95 @@ impl Drop for Cgroup {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A fake hierarchy: what the kernel would show, as plain files.
+    fn fake_v2(controllers: &str, files: &[&str]) -> (tempfile::TempDir, CgroupLayout) {
+        let d = tempfile::tempdir().unwrap();
+        fs::write(d.path().join("cgroup.controllers"), controllers).unwrap();
+        fs::write(d.path().join("cgroup.subtree_control"), "").unwrap();
+        let sub = d.path().join("g");
+        fs::create_dir(&sub).unwrap();
+        for f in files {
+            fs::write(sub.join(f), "default 100\n").unwrap();
+        }
+        let v1 = d.path().join("no-blkio");
+        let l = CgroupLayout::detect_in(&v1, &[d.path()]);
+        (d, l.expect("v2 with io"))
+    }
+
+    #[test]
+    fn cgroup_v2_layout_prefers_io_bfq_weight_then_io_weight() {
+        let (d, l) = fake_v2("cpu io memory", &["io.bfq.weight", "io.weight"]);
+        assert!(!l.per_thread());
+        assert_eq!(l.members_file(), "cgroup.procs");
+        let g = d.path().join("g");
+        assert_eq!(
+            l.set_weight(&g, 300).unwrap(),
+            Some(g.join("io.bfq.weight"))
+        );
+        assert_eq!(fs::read_to_string(g.join("io.bfq.weight")).unwrap(), "300");
+        assert_eq!(
+            fs::read_to_string(g.join("io.weight")).unwrap(),
+            "default 100\n"
+        );
+        l.enable_io(d.path()).unwrap();
+        assert_eq!(
+            fs::read_to_string(d.path().join("cgroup.subtree_control")).unwrap(),
+            "+io"
+        );
+        assert!(l.describe().contains("cgroup v2"));
+        let (d, l) = fake_v2("io", &["io.weight"]);
+        let g = d.path().join("g");
+        assert_eq!(l.set_weight(&g, 5000).unwrap(), Some(g.join("io.weight")));
+        assert_eq!(fs::read_to_string(g.join("io.weight")).unwrap(), "1000");
+    }
+
+    #[test]
+    fn cgroup_layout_detection() {
+        let d = tempfile::tempdir().unwrap();
+        let v1 = d.path().join("blkio");
+        fs::create_dir(&v1).unwrap();
+        let v2 = d.path().join("unified");
+        fs::create_dir(&v2).unwrap();
+        // v2 without the io controller (hybrid systems): not usable.
+        fs::write(v2.join("cgroup.controllers"), "cpu memory").unwrap();
+        assert_eq!(CgroupLayout::detect_in(&v1, &[&v2]), None);
+        fs::write(v2.join("cgroup.controllers"), "cpu io").unwrap();
+        assert_eq!(
+            CgroupLayout::detect_in(&v1, &[&v2]),
+            Some(CgroupLayout::V2 { root: v2.clone() })
+        );
+        // v1 blkio mounted: it wins (threads can have their own weights).
+        fs::write(v1.join("tasks"), "").unwrap();
+        let l = CgroupLayout::detect_in(&v1, &[&v2]).unwrap();
+        assert_eq!(l, CgroupLayout::V1 { root: v1.clone() });
+        assert!(l.per_thread());
+        assert_eq!(l.members_file(), "tasks");
+        fs::create_dir(v1.join("x")).unwrap();
+        fs::write(v1.join("x/blkio.bfq.weight"), "100").unwrap();
+        assert_eq!(
+            l.set_weight(&v1.join("x"), 250).unwrap(),
+            Some(v1.join("x/blkio.bfq.weight"))
+        );
+        assert_eq!(
+            fs::read_to_string(v1.join("x/blkio.bfq.weight")).unwrap(),
+            "250"
+        );
+        l.enable_io(&v1).unwrap();
+        assert!(!v1.join("cgroup.subtree_control").exists());
+    }
+
+    #[test]
+    fn this_machine_layout_is_detected() {
+        // Whatever this machine has, the description names it.
+        match CgroupLayout::detect() {
+            Some(l) => {
+                let s = l.describe();
+                assert!(s.contains(&l.root().display().to_string()), "{s}");
+            }
+            None => eprintln!("no usable cgroup hierarchy here"),
+        }
+    }
 
     #[test]
     fn pinning_is_inherited_and_bad_cpus_are_refused() {

@@ -920,6 +920,27 @@ fn run_engine(
     })
 }
 
+/// Without per-thread cgroups (cgroup v2 puts processes, not threads, in
+/// a cgroup) the kernel's BFQ weighs each flow thread by its I/O priority
+/// level, (8 - level) * 10: runs whose weights are exactly that, without
+/// groups, are still faithful; others are refused.
+fn levels_carry_weights(cfg: &RunConfig, flows: &[FlowDesc]) -> io::Result<()> {
+    let bad = flows
+        .iter()
+        .find(|f| f.effective_weight() != f.prio.default_weight() || f.group.is_some());
+    match (bad, cfg.groups.is_empty()) {
+        (None, true) => Ok(()),
+        _ => Err(io::Error::new(
+            io::ErrorKind::Unsupported,
+            "no cgroup v1 blkio hierarchy: on cgroup v2 the io controller puts whole \
+             processes, not threads, in a cgroup, so only weights that equal the I/O \
+             priority level's ((8 - level) * 10, e.g. level=0 for 80) and no groups can \
+             be given to kernel:* flows; mount cgroup v1 blkio at /sys/fs/cgroup/blkio \
+             for others",
+        )),
+    }
+}
+
 fn run_kernel(
     cfg: &RunConfig,
     scheduler: &str,
@@ -928,11 +949,22 @@ fn run_kernel(
 ) -> io::Result<RunReport> {
     let _sched = sys::SchedulerGuard::set(&cfg.target, scheduler)?;
     let pid = std::process::id();
+    let layout = sys::CgroupLayout::detect();
+    if let Some(l) = &layout {
+        eprintln!("kernel:{scheduler}: {}", l.describe());
+    }
+    let per_thread = layout.as_ref().is_some_and(sys::CgroupLayout::per_thread);
+    if !per_thread {
+        levels_carry_weights(cfg, flows)?;
+    }
     // Groups as nested blkio cgroups carrying their weights (parents
     // first); each flow in its own cgroup inside its group's.
     let mut group_dirs: HashMap<String, String> = HashMap::new();
     let mut group_cgs: Vec<sys::Cgroup> = Vec::new();
-    for g in parents_first(&cfg.groups)? {
+    for g in parents_first(&cfg.groups)?
+        .into_iter()
+        .filter(|_| per_thread)
+    {
         let k = group_cgs.len();
         let dir = match &g.parent {
             None => format!("bfq-rs-{pid}-g{k}"),
@@ -943,6 +975,10 @@ fn run_kernel(
     }
     let mut cgroups = Vec::new();
     for (i, f) in flows.iter().enumerate() {
+        if !per_thread {
+            cgroups.push(None);
+            continue;
+        }
         let dir = match &f.group {
             None => format!("bfq-rs-{pid}-{i}"),
             Some(g) => match group_dirs.get(g) {
@@ -955,7 +991,10 @@ fn run_kernel(
                 }
             },
         };
-        cgroups.push(Arc::new(sys::Cgroup::create(&dir, f.effective_weight())?));
+        cgroups.push(Some(Arc::new(sys::Cgroup::create(
+            &dir,
+            f.effective_weight(),
+        )?)));
     }
     let stop = Arc::new(AtomicBool::new(false));
     let barrier = Arc::new(Barrier::new(flows.len() + 1));
@@ -973,7 +1012,9 @@ fn run_kernel(
         let writable = cfg.allow_writes;
         threads.push(std::thread::spawn(move || -> io::Result<FlowReport> {
             let setup = (|| -> io::Result<_> {
-                cg.join()?;
+                if let Some(cg) = &cg {
+                    cg.join()?;
+                }
                 sys::ioprio_set_thread(d.prio.class, d.prio.level)?;
                 let mut o = OpenOptions::new();
                 o.read(true).write(writable);
@@ -1123,6 +1164,27 @@ mod tests {
             weight: 100,
             parent: parent.map(Into::into),
         }
+    }
+
+    #[test]
+    fn without_per_thread_cgroups_only_level_weights_are_accepted() {
+        let backend = Backend::Kernel {
+            scheduler: "bfq".into(),
+        };
+        let mut cfg = RunConfig::new("/dev/null", backend, Duration::from_secs(1));
+        let mut a = FlowDesc::reader("a", Pattern::Seq, 4096);
+        let b = FlowDesc::reader("b", Pattern::Seq, 4096);
+        a.prio = IoPrio {
+            class: IoClass::Be,
+            level: 0,
+        };
+        assert!(levels_carry_weights(&cfg, &[a.clone(), b.clone()]).is_ok());
+        let mut c = b.clone();
+        c.weight = Some(300);
+        let e = levels_carry_weights(&cfg, &[a.clone(), c]).unwrap_err();
+        assert!(e.to_string().contains("cgroup v2"), "{e}");
+        cfg.groups.push(g("x", None));
+        assert!(levels_carry_weights(&cfg, &[a, b]).is_err());
     }
 
     #[test]
