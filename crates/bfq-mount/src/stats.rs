@@ -12,6 +12,8 @@ type Delta = (u64, u64, u64, u64);
 /// Keeps the previous snapshot to turn counters into rates.
 pub struct StatsView {
     last: HashMap<u32, FlowView>,
+    /// Bytes of the flows that had ended at the last view.
+    last_ended: u64,
     at: Instant,
 }
 
@@ -19,6 +21,7 @@ impl Default for StatsView {
     fn default() -> Self {
         StatsView {
             last: HashMap::new(),
+            last_ended: 0,
             at: Instant::now(),
         }
     }
@@ -49,9 +52,21 @@ impl StatsView {
             )
         };
         let rows: Vec<(&FlowView, Delta)> = views.iter().map(|v| (v, delta(v))).collect();
-        let total: u64 = rows.iter().map(|(_, d)| d.0 + d.1).sum::<u64>().max(1);
         let (flows, groups) = table.counts();
         let ended = table.ended();
+        // Bytes of flows that ended during the interval count in the
+        // aggregate: what they did since the last view.
+        let ended_bytes = ended.read_bytes + ended.write_bytes;
+        let ended_delta: u64 = ended_bytes.saturating_sub(self.last_ended)
+            - self
+                .last
+                .values()
+                .filter(|p| !views.iter().any(|v| v.tgid == p.tgid))
+                .map(|p| p.read_bytes + p.write_bytes)
+                .sum::<u64>()
+                .min(ended_bytes.saturating_sub(self.last_ended));
+        self.last_ended = ended_bytes;
+        let total: u64 = (rows.iter().map(|(_, d)| d.0 + d.1).sum::<u64>() + ended_delta).max(1);
         let mut out = String::new();
         let _ = writeln!(
             out,
