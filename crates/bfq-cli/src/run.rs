@@ -208,7 +208,7 @@ pub fn from_plan(plan: &Plan) -> anyhow::Result<(Vec<FlowDesc>, Vec<GroupDesc>)>
             },
             pattern,
             block: f.block * SECTOR_BYTES as u32,
-            depth: if f.sync { 1 } else { f.depth.max(1) },
+            depth: f.depth.max(1),
             sync: f.sync,
             region: Some((f.region_start * SECTOR_BYTES, f.region_len * SECTOR_BYTES)),
             bytes: f.bytes,
@@ -474,6 +474,14 @@ on_off = { on = "1M", off = "10ms" }
         assert_eq!((r.repeat, r.rerun_after), (3, Duration::from_secs(1)));
         assert_eq!(r.group.as_deref(), Some("/a/b"));
         assert_eq!((r.depth, r.sync), (1, true));
+        // an O_DIRECT io_uring reader: sync at any depth
+        let d = Scenario::from_toml_str(
+            "name = \"d\"\n[[flow]]\nname = \"r\"\npattern = \"rand\"\ndepth = 16\n",
+            "d",
+        )
+        .unwrap();
+        let (df, _) = from_plan(&d.plan().unwrap()).unwrap();
+        assert_eq!((df[0].depth, df[0].sync), (16, true));
         let w = &flows[1];
         assert_eq!(
             (w.dir, w.depth, w.block, w.sync),

@@ -116,7 +116,14 @@ fn ssd_preset_figures() {
     eprintln!("ssd: seq {seq_rate:.0} MB/s, random depth 32 {rand_rate:.0} MB/s, one sync 4k reader {sync_rate:.1} MB/s");
     assert!(within(seq_rate, 500.0, 0.06), "{seq_rate}");
     assert!(within(rand_rate, 160.0, 0.06), "{rand_rate}");
-    assert!(within(sync_rate, 23.0, 0.06), "{sync_rate}");
+    // the article's 23 MB/s for one sync reader includes the program's
+    // default 22 us gap (20 us + 0.5 ns per byte) between a completion and
+    // the next read: the device alone takes 4096 / 23 - 22 us per read
+    let device_only = 4096.0 / (4096.0 / 23.0 - 22.048);
+    assert!(
+        within(sync_rate, device_only, 0.06),
+        "{sync_rate} vs {device_only}"
+    );
     assert!(t < 10 * SEC);
 }
 
