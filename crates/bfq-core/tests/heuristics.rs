@@ -1447,3 +1447,76 @@ proptest! {
         }
     }
 }
+
+// ---- Where `bfq` departs from the kernel (docs/bfq-settings.md) -------
+
+/// Four greedy readers of 64 KiB requests and a random 4 KiB reader
+/// weighted 3x, each alone in its group, on `flash()` for 5 s: the 2018
+/// article's static-sequential mix (`bfq-kernel`). Returns the tuned B_max.
+fn mixed_workload_max_budget(kv: &[(&str, &str)]) -> u64 {
+    let mut s = profile("bfq-kernel", kv);
+    let mut defs = vec![random_reader(300, 0)];
+    for i in 1..=4u64 {
+        let mut d = sync_reader(FlowSpec::with_weight(100), i * 100_000_000);
+        d.size = 128;
+        defs.push(d);
+    }
+    run(&mut s, flash(), &defs, 5 * SEC, 1);
+    s.max_budget()
+}
+
+#[test]
+fn h1_turn_samples_tune_b_max_under_a_mixed_workload_on_flash() {
+    // The kernel's windows count every dispatch: the random reader's small
+    // requests keep them under 3/4 sequential and the mixed rate is below
+    // the estimate, so no window is accepted and B_max keeps its default.
+    // (Injection off: on this device injection into the random reader's
+    // idle turns serves the readers, and their own turns stay short.)
+    let base = [("low_latency", "0"), ("injection", "0")];
+    let kernel = mixed_workload_max_budget(&base);
+    let turns = mixed_workload_max_budget(&[base[0], base[1], ("peak_rate_turn_samples", "1")]);
+    eprintln!("B_max: kernel windows {kernel}, with turn samples {turns}");
+    assert_eq!(kernel, bfq_core::bfq::DEFAULT_MAX_BUDGET);
+    // A reader alone: 128 sectors per 264 us = 484 848 sectors/s, so
+    // T_max x rate = 60 606 sectors.
+    assert!(turns.abs_diff(60_606) <= 3_000, "{turns}");
+}
+
+#[test]
+fn bfq_kernel_is_the_kernel_without_this_projects_rules() {
+    let k = BfqConfig::profile("bfq-kernel").unwrap();
+    let b = BfqConfig::profile("bfq").unwrap();
+    // The kernel's rules only.
+    assert!(!k.inject.charge_service && !k.inject.share_cap);
+    assert!(!k.peak_rate.turn_samples && !k.budget.raised_feedback);
+    // `bfq` = the kernel plus the rules listed in docs/bfq-settings.md.
+    assert!(b.inject.charge_service && b.inject.share_cap && !b.peak_rate.large_seq);
+    assert!(b.peak_rate.turn_samples && b.budget.raised_feedback);
+    assert!(k.peak_rate.large_seq);
+    let back = BfqConfig::from_settings_on(
+        b,
+        &mut Settings::from_pairs([
+            ("inject_charge_service", "0"),
+            ("inject_share_cap", "0"),
+            ("peak_rate_large_seq", "1"),
+            ("peak_rate_turn_samples", "0"),
+            ("wr_budget_feedback", "0"),
+        ]),
+    )
+    .unwrap();
+    assert_eq!(back, k);
+}
+
+#[test]
+fn h5_raised_budget_feedback_covers_a_start_up_burst() {
+    // A new raised flow keeps the initial budget (2/3 B_max) instead of
+    // 2 x B_min = 1024 sectors: a 1650-sector start-up burst (the 2014
+    // report's bash) fits in its first turn.
+    for (kv, want_small) in [(&[][..], false), (&[("wr_budget_feedback", "0")][..], true)] {
+        let mut s = profile("bfq", kv);
+        let f = s.add_flow(0, FlowSpec::default()).unwrap();
+        s.add_request(0, sync_read(1, f, 0, 8)).unwrap();
+        let b = s.flow_budget(f).unwrap();
+        assert_eq!(b < 1650, want_small, "{kv:?}: budget {b}");
+    }
+}

@@ -34,7 +34,11 @@ pub struct Entry {
 pub const SCHEDULERS: &[Entry] = &[
     Entry {
         name: "bfq",
-        summary: "Budget Fair Queueing with every heuristic of today's kernel, kernel defaults (bfq-core)",
+        summary: "Budget Fair Queueing: today's kernel BFQ plus this project's rules for guarantees (bfq-core; docs/bfq-settings.md)",
+    },
+    Entry {
+        name: "bfq-kernel",
+        summary: "today's kernel BFQ exactly: every heuristic, kernel defaults, none of this project's rules",
     },
     Entry {
         name: "bfq-plus-2014",
@@ -106,11 +110,12 @@ pub fn build(name: &str, settings: &Settings) -> Result<Box<dyn Scheduler>, Sche
     let mut s = settings.clone();
     s.for_scheduler(name);
     let sched: Box<dyn Scheduler> = match name {
-        "bfq" | "bfq-plus-2014" | "bfq-2010" => {
+        "bfq" | "bfq-kernel" | "bfq-plus-2014" | "bfq-2010" => {
             let base = BfqConfig::profile(name).expect("listed profile");
             let cfg = BfqConfig::from_settings_on(base, &mut s)?;
             let name: &'static str = match name {
                 "bfq" => "bfq",
+                "bfq-kernel" => "bfq-kernel",
                 "bfq-plus-2014" => "bfq-plus-2014",
                 _ => "bfq-2010",
             };
@@ -146,7 +151,7 @@ mod tests {
         let s = Settings::from_pairs([("max_budget", "4096"), ("slice_idle", "4ms")]);
         assert_eq!(build("bfq", &s).unwrap().name(), "bfq");
         // Every profile takes every setting.
-        for p in ["bfq", "bfq-plus-2014", "bfq-2010"] {
+        for p in ["bfq", "bfq-kernel", "bfq-plus-2014", "bfq-2010"] {
             let s = Settings::from_pairs([("low_latency", "0"), ("injection", "1")]);
             assert_eq!(build(p, &s).unwrap().name(), p);
         }

@@ -86,7 +86,14 @@ impl IdleConfig {
     }
 }
 
-/// Per-flow access-pattern history for seeky detection.
+/// Kernel: on a non-rotational device a request of at least this many
+/// sectors is not a seek, wherever it lands (`BFQQ_SECT_THR_NONROT`): the
+/// device reads it at about its sequential rate. Used by seeky detection
+/// and by the peak-rate estimator's sequential-sample count.
+pub const NONROT_SEQ_SECTORS: u32 = 64;
+
+/// Per-flow access-pattern history for seeky detection (kernel rule or
+/// the report's mean distance).
 #[derive(Clone, Copy, Debug, Default)]
 pub struct SeekHistory {
     /// One bit per recent request: 1 = seek.
@@ -111,9 +118,11 @@ impl SeekHistory {
         }
     }
 
-    /// Records a request at `sector..end`.
+    /// Records a request at `sector..end`. `large_nonrot`: the request is
+    /// at least [`NONROT_SEQ_SECTORS`] long on a non-rotational device,
+    /// which the kernel never counts as a seek however far it lands.
     #[inline]
-    pub fn record(&mut self, sector: u64, end: u64, threshold: u64) {
+    pub fn record(&mut self, sector: u64, end: u64, threshold: u64, large_nonrot: bool) {
         let dist = sector.abs_diff(self.last_end);
         if self.mean_threshold > 0 && self.samples > 0 {
             self.mean = if self.samples == 1 {
@@ -122,7 +131,7 @@ impl SeekHistory {
                 (7 * self.mean + dist) / 8
             };
         }
-        let seek = self.samples > 0 && dist > threshold;
+        let seek = self.samples > 0 && dist > threshold && !large_nonrot;
         self.bits = (self.bits << 1) | u32::from(seek);
         self.last_end = end;
         self.samples = self.samples.saturating_add(1).min(32);
@@ -388,23 +397,29 @@ mod tests {
     fn seeky_after_twenty_far_requests() {
         let mut h = SeekHistory::default();
         for i in 0..32u64 {
-            h.record(i * 8, i * 8 + 8, 800);
+            h.record(i * 8, i * 8 + 8, 800, false);
         }
         assert!(!h.is_seeky());
         for i in 1..=20u64 {
-            h.record(i * 1_000_000, i * 1_000_000 + 8, 800);
+            h.record(i * 1_000_000, i * 1_000_000 + 8, 800, false);
         }
         assert!(h.is_seeky());
+        // Kernel, non-rotational device: large requests are never seeks.
+        let mut big = SeekHistory::default();
+        for i in 1..=32u64 {
+            big.record(i * 1_000_000, i * 1_000_000 + 256, 800, true);
+        }
+        assert!(!big.is_seeky());
         // Report rule: a few far requests keep the mean high for a while.
         let mut r = SeekHistory::new(8192);
-        r.record(0, 8, 800);
-        r.record(10_000_000, 10_000_008, 800);
+        r.record(0, 8, 800, false);
+        r.record(10_000_000, 10_000_008, 800, false);
         for i in 0..8u64 {
-            r.record(10_000_008 + i * 8, 10_000_016 + i * 8, 800);
+            r.record(10_000_008 + i * 8, 10_000_016 + i * 8, 800, false);
         }
         assert!(r.is_seeky());
         for i in 8..80u64 {
-            r.record(10_000_008 + i * 8, 10_000_016 + i * 8, 800);
+            r.record(10_000_008 + i * 8, 10_000_016 + i * 8, 800, false);
         }
         assert!(!r.is_seeky());
     }

@@ -46,7 +46,13 @@
 //!   with S = its old F instead of max(V, F) (it keeps its place);
 //! - a turn into which others were injected is charged its service, not
 //!   its time (heuristic 3, [`super::charging`]): the device was not held
-//!   idle for it (except for a seeky flow on a disk).
+//!   idle for it (except for a seeky flow on a disk, or a seeky flow
+//!   filled mostly with non-seeky flows' requests, which are injected
+//!   into it without the share cap above).
+//!
+//! The three rules on charging and the share cap are this project's, not
+//! the kernel's: `inject_charge_service` and `inject_share_cap` (off in
+//! profile `bfq-kernel`).
 //!
 //! `inject_limit` is learned per flow from the service time of the
 //! idling flow's first request after it refills: with nothing else in
@@ -70,6 +76,14 @@ pub struct InjectConfig {
     pub waker_window: Time,
     /// ... this many times in a row.
     pub waker_hits: u8,
+    /// A turn into which others were injected is charged its service, not
+    /// its time (`inject_charge_service`; this project's rule, not the
+    /// kernel's).
+    pub charge_service: bool,
+    /// Within one turn, others are injected at most `w_c / w_a` times the
+    /// active flow's own service (`inject_share_cap`; this project's rule,
+    /// not the kernel's).
+    pub share_cap: bool,
 }
 
 impl Default for InjectConfig {
@@ -79,6 +93,8 @@ impl Default for InjectConfig {
             relearn: 1000 * MS,
             waker_window: 4 * MS,
             waker_hits: 3,
+            charge_service: true,
+            share_cap: true,
         }
     }
 }

@@ -24,7 +24,8 @@
 //!
 //! All rates are in sectors per second. No allocation; O(1) per event.
 
-use crate::types::{Time, SEC};
+use super::idling::NONROT_SEQ_SECTORS;
+use crate::types::{Request, Time, SEC};
 
 /// Reference peak rate of a rotational device (sectors/s).
 pub const REF_RATE_ROTATIONAL: u64 = 213_623;
@@ -65,6 +66,19 @@ pub struct PeakRateConfig {
     pub min_turn: Time,
     /// Distance (sectors) under which a request counts as sequential.
     pub seq_distance: u64,
+    /// Kernel estimator: also sample the turns of I/O-bound, non-seeky
+    /// flows nothing was injected into, with the report's rule
+    /// ([`PeakRate::on_turn_end`]) and `min_turn` (`peak_rate_turn_samples`;
+    /// this project's rule, not the kernel's). The kernel's windows count
+    /// every dispatch: with a random reader's small requests among the
+    /// sequential readers' large ones, fewer than 3/4 of them are
+    /// sequential and the mixed rate is below the estimate, so no window
+    /// is ever accepted and B_max stays at its 16384 default.
+    pub turn_samples: bool,
+    /// Kernel estimator: on a non-rotational device a request of at least
+    /// [`NONROT_SEQ_SECTORS`] counts as sequential wherever it lands
+    /// (kernel `BFQ_RQ_SEEKY`; `peak_rate_large_seq`).
+    pub large_seq: bool,
 }
 
 impl Default for PeakRateConfig {
@@ -77,6 +91,8 @@ impl Default for PeakRateConfig {
             max_window: SEC,
             min_turn: 20 * crate::types::MS,
             seq_distance: 800,
+            turn_samples: false,
+            large_seq: true,
         }
     }
 }
@@ -127,17 +143,24 @@ impl PeakRate {
         })
     }
 
-    /// A request was dispatched (kernel estimator). `device_idle`: nothing
-    /// was in flight before it. Returns true when the estimate changed.
+    /// A request was dispatched (kernel estimator). It counts as
+    /// sequential when it starts near where the previous one ended, or, on
+    /// a non-rotational device (`nonrot`) with `large_seq`, when it is at
+    /// least [`NONROT_SEQ_SECTORS`] long (kernel `BFQ_RQ_SEEKY`):
+    /// otherwise large reads of several flows interleaved never give a
+    /// sample.
+    /// `device_idle`: nothing was in flight before it. Returns true when
+    /// the estimate changed.
     #[inline]
     pub fn on_dispatch(
         &mut self,
         cfg: &PeakRateConfig,
         now: Time,
-        sector: u64,
-        end: u64,
+        req: &Request,
+        nonrot: bool,
         device_idle: bool,
     ) -> bool {
+        let (sector, end) = (req.sector, req.end());
         let mut changed = false;
         if let Some(start) = self.win_start {
             let stale =
@@ -154,7 +177,9 @@ impl PeakRate {
             self.win_seq = 0;
         }
         self.win_dispatched += 1;
-        if sector.abs_diff(self.last_end) <= cfg.seq_distance {
+        if sector.abs_diff(self.last_end) <= cfg.seq_distance
+            || (cfg.large_seq && nonrot && req.sectors >= NONROT_SEQ_SECTORS)
+        {
             self.win_seq += 1;
         }
         self.last_end = end;
@@ -224,22 +249,57 @@ impl PeakRate {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::types::{MS, US};
+    use crate::types::{FlowId, Op, MS, US};
+
+    fn req(sector: u64, sectors: u32) -> Request {
+        Request {
+            id: 0,
+            flow: FlowId(0),
+            sector,
+            sectors,
+            op: Op::Read,
+            sync: true,
+        }
+    }
+
+    /// Feeds `n` requests of `len` sectors, one every `gap`, at sectors
+    /// given by `at(i)`.
+    fn feed(p: &mut PeakRate, nonrot: bool, n: u64, len: u32, gap: Time, at: impl Fn(u64) -> u64) {
+        let cfg = PeakRateConfig::default();
+        let mut t = 0;
+        for i in 0..n {
+            p.on_dispatch(&cfg, t, &req(at(i), len), nonrot, false);
+            t += gap;
+            p.on_complete(t, u64::from(len));
+        }
+    }
 
     #[test]
     fn converges_to_a_steady_sequential_rate() {
-        let cfg = PeakRateConfig::default();
         let mut p = PeakRate::new(true);
         // 256 sectors every 1.28 ms: 200 000 sectors/s.
-        let mut t = 0;
-        let mut sec = 0;
-        for _ in 0..20_000 {
-            p.on_dispatch(&cfg, t, sec, sec + 256, false);
-            t += 1280 * US;
-            p.on_complete(t, 256);
-            sec += 256;
-        }
+        feed(&mut p, false, 20_000, 256, 1280 * US, |i| i * 256);
         assert!((p.rate as i64 - 200_000).abs() < 4_000, "rate {}", p.rate);
         assert_eq!(p.max_budget(125 * MS), Some(p.rate / 8));
+    }
+
+    #[test]
+    fn large_interleaved_reads_are_sampled_on_non_rotational_devices() {
+        // Four readers' 128 KiB requests interleaved far apart at 1 GB/s
+        // (256 sectors every 256 us, 1 000 000 sectors/s): on an SSD they
+        // are sequential samples (kernel), on a disk they are seeks, and
+        // slower than the estimate, so rejected.
+        let at = |i: u64| (i % 4) * (1 << 30) + (i / 4) * 256;
+        let mut ssd = PeakRate::new(false);
+        feed(&mut ssd, true, 20_000, 256, 256 * US, at);
+        assert!(ssd.accepted > 0);
+        assert!(
+            (ssd.rate as i64 - 1_000_000).abs() < 20_000,
+            "rate {}",
+            ssd.rate
+        );
+        let mut ssd_small = PeakRate::new(false);
+        feed(&mut ssd_small, true, 20_000, 8, 256 * US, at);
+        assert_eq!(ssd_small.accepted, 0);
     }
 }
