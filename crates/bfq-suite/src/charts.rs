@@ -98,17 +98,25 @@ pub fn ticks(lo: f64, hi: f64, log: bool) -> Vec<f64> {
         return t;
     }
     let raw = (hi - lo) / 5.0;
-    let mag = 10f64.powf(raw.log10().floor());
-    let step = [1.0, 2.0, 5.0, 10.0]
-        .iter()
-        .map(|m| m * mag)
-        .find(|s| *s >= raw)
-        .unwrap_or(10.0 * mag);
+    let e = raw.log10().floor() as i32;
+    let m = [1.0, 2.0, 5.0, 10.0]
+        .into_iter()
+        .find(|m| m * 10f64.powi(e) >= raw)
+        .unwrap_or(10.0);
+    // k * m * 10^e, computed so that 0.6 is 6 / 10 (not 3 * 0.2)
+    let at = |k: f64| {
+        if e < 0 {
+            k * m / 10f64.powi(-e)
+        } else {
+            k * m * 10f64.powi(e)
+        }
+    };
+    let step = at(1.0);
     let mut t = vec![];
-    let mut v = (lo / step).floor() * step;
-    while v <= hi + step * 1e-9 {
-        t.push((v / step).round() * step);
-        v += step;
+    let mut k = (lo / step).floor();
+    while at(k) <= hi + step * 1e-9 {
+        t.push(at(k));
+        k += 1.0;
     }
     t
 }
@@ -148,11 +156,13 @@ impl Axis {
                 w,
             }
         } else {
+            // the first round tick at or above the largest value
             let t = ticks(0.0, max * 1.05, false);
+            let step = if t.len() >= 2 { t[1] - t[0] } else { max };
             Axis {
                 log: false,
                 lo: 0.0,
-                hi: *t.last().unwrap_or(&max),
+                hi: (max * 1.05 / step).ceil() * step,
                 x0,
                 w,
             }
@@ -447,10 +457,20 @@ mod tests {
     fn linear_ticks_are_round() {
         assert_eq!(ticks(0.0, 37.4, false), vec![0.0, 10.0, 20.0, 30.0]);
         assert_eq!(ticks(0.0, 0.71, false), vec![0.0, 0.2, 0.4, 0.6]);
-        assert_eq!(
-            ticks(0.0, 26.7, false),
-            vec![0.0, 5.0, 10.0, 15.0, 20.0, 25.0]
-        );
+        assert_eq!(ticks(0.0, 26.7, false), vec![0.0, 10.0, 20.0]);
+        assert_eq!(ticks(0.0, 12.0, false), vec![0.0, 5.0, 10.0]);
+    }
+
+    #[test]
+    fn a_linear_axis_ends_at_a_round_tick_above_every_value() {
+        for max in [0.71, 9.9, 26.7, 32.97, 509.9] {
+            let a = Axis::new(&[max / 3.0, max], 0.0, 100.0);
+            assert!(!a.log);
+            assert!(a.hi >= max, "{max}: axis ends at {}", a.hi);
+            assert!(a.x(max) < 100.0, "{max} drawn at the axis end");
+            let t = ticks(a.lo, a.hi, false);
+            assert!(*t.last().unwrap() >= max * 0.999, "{max}: {t:?}");
+        }
     }
 
     #[test]

@@ -1259,7 +1259,8 @@ fn video_once(n: u64, c: &Config, ctx: &Ctx) -> anyhow::Result<(f64, f64, f64)> 
 fn run_video(_v: &Variant, c: &Config, ctx: &Ctx) -> anyhow::Result<RunOut> {
     // Bisection on the number of streams: largest n with loss < 1%.
     let (mut lo, mut hi) = (0u64, 30u64);
-    let mut at_lo = (0.0, 0.0);
+    // no throughput or delay to report when not even one stream is sustained
+    let mut at_lo = (f64::NAN, f64::NAN);
     let (l, a, w) = video_once(hi, c, ctx)?;
     if l < 0.01 {
         lo = hi;
