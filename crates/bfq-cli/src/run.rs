@@ -475,7 +475,7 @@ on_off = { on = "1M", off = "10ms" }
         assert_eq!(r.group.as_deref(), Some("/a/b"));
         assert_eq!((r.depth, r.sync), (1, true));
         // an O_DIRECT io_uring reader: sync at any depth
-        let d = Scenario::from_toml_str(
+        let d = bfq_sim::Scenario::from_toml_str(
             "name = \"d\"\n[[flow]]\nname = \"r\"\npattern = \"rand\"\ndepth = 16\n",
             "d",
         )
