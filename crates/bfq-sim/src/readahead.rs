@@ -25,6 +25,9 @@
 //!   paper describes and measures for its readers (Sec. I; Sec. V-C:
 //!   C-LOOK switches files on every gap, SCAN-EDF gains from T_wait),
 //!   which one window ahead would hide on a disk without command queueing.
+//!   A read larger than the window (a `block` above `read_ahead_kb`)
+//!   misses past it and issues the next windows at once up to its end,
+//!   as a synchronous read of the missing pages does.
 //! - **Growth**: each next window is `next_size(cur, max)`, 4x while below
 //!   `max / 16`, 2x up to `max / 2`, then `max`.
 //!
@@ -121,7 +124,14 @@ impl ReadAhead {
             self.fired = true;
             return Some(self.window(next_size(self.size, self.max)));
         }
-        if end > self.issued_to && !(self.style == Style::Single && self.size > 0 && !self.fired) {
+        // Single waits for the marker of the current window, unless the
+        // read goes past that window: then the missing part is read
+        // synchronously (a cache miss), window after window
+        let held = self.style == Style::Single
+            && self.size > 0
+            && !self.fired
+            && end <= self.start + self.size;
+        if end > self.issued_to && !held {
             let sequential = self.size > 0 && self.issued_to == self.start + self.size;
             if sequential {
                 return Some(self.window(next_size(self.size, self.max)));
@@ -215,6 +225,17 @@ mod tests {
         assert_eq!(ra.on_read(256), None);
         ra.completed(512);
         assert_eq!(ra.on_read(256), Some((512, 256)));
+    }
+
+    #[test]
+    fn single_read_larger_than_the_window_issues_up_to_its_end() {
+        let mut ra = ReadAhead::new(256, Style::Single);
+        let mut end = 0;
+        while let Some((s, n)) = ra.on_read(2048) {
+            end = s + n;
+            ra.issued(end);
+        }
+        assert_eq!(end, 2048);
     }
 
     #[test]

@@ -126,6 +126,18 @@ fn periodic_flow_counts_deadline_misses() {
 }
 
 #[test]
+fn single_style_reader_with_blocks_larger_than_its_window_keeps_reading() {
+    // 1 MiB reads through 128 KiB windows, one window in flight: the read
+    // misses past the window and is read synchronously, window by window
+    let r = run(&format!(
+        "name = \"t\"\nduration = \"2s\"\n{STM}[[flow]]\nname = \"r\"\nblock = \"1M\"\nreadahead_style = \"single\"\n"
+    ));
+    let mb_s = r.flows[0].throughput_mib_s * 1.048576;
+    assert!(r.flows[0].bytes > 64 << 20, "{} bytes", r.flows[0].bytes);
+    assert!(mb_s > 40.0, "{mb_s}");
+}
+
+#[test]
 fn periodic_reader_reads_ahead_of_its_batches() {
     // a 64 KiB frame every 40 ms read through 128 KiB read-ahead windows:
     // the data is read ahead of the releases, so frames are ready at once
