@@ -109,8 +109,16 @@ impl ReadAhead {
     }
 
     /// Back to the start of the file (a new run), nothing cached.
+    /// Keeps the in-flight list's storage: no allocation per run.
     pub fn reset(&mut self) {
-        *self = ReadAhead::new(self.max, self.style);
+        let mut inflight = std::mem::take(&mut self.inflight);
+        inflight.clear();
+        *self = ReadAhead {
+            max: self.max,
+            style: self.style,
+            inflight,
+            ..ReadAhead::default()
+        };
     }
 
     /// The program reads `[app_pos, app_pos + len)`: the window to issue
@@ -169,6 +177,8 @@ impl ReadAhead {
     }
 
     /// The request ending at `end` completed; returns the new `done_to`.
+    /// The search is linear in the requests in flight, which are few (a
+    /// window or two, in requests of at most 512 KiB).
     pub fn completed(&mut self, end: u64) -> u64 {
         if let Some(e) = self.inflight.iter_mut().find(|e| e.0 == end && !e.1) {
             e.1 = true;
@@ -236,6 +246,21 @@ mod tests {
             ra.issued(end);
         }
         assert_eq!(end, 2048);
+    }
+
+    #[test]
+    fn reset_keeps_the_in_flight_storage() {
+        let mut ra = ReadAhead::new(256, Style::Ondemand);
+        for e in 1..=40 {
+            ra.issued(e * 8);
+        }
+        let cap = ra.inflight.capacity();
+        assert!(cap >= 40);
+        ra.reset();
+        assert_eq!(ra.inflight.capacity(), cap);
+        assert!(ra.inflight.is_empty());
+        assert_eq!((ra.issued_to, ra.done_to, ra.app_pos), (0, 0, 0));
+        assert_eq!(ra.on_read(256), Some((0, 256)));
     }
 
     #[test]
