@@ -189,19 +189,17 @@ fn int(key: &str, v: &str, lo: u64, hi: u64) -> Result<u64, String> {
         .ok_or_else(|| format!("{key}={v}: expected an integer {lo}..={hi}"))
 }
 
-/// Only the first of fio's `read,write` pair forms (`bs=4k,8k`) is used
-/// for reads and the second for writes.
-fn for_dir(v: &str, write: bool) -> &str {
-    match v.split_once(',') {
-        Some((r, w)) => {
-            if write && !w.is_empty() {
-                w
-            } else {
-                r
-            }
-        }
+/// The read or write value of fio's `read,write[,trim]` list (`bs=4k,8k`):
+/// one value is for both; an empty side is unset (`rate=,500k` caps
+/// writes only, `bs=,8k` reads default blocks).
+fn for_dir(v: &str, write: bool) -> Option<&str> {
+    let s = match v.split_once(',') {
+        Some((_, w)) if write => w.split(',').next().unwrap_or(""),
+        Some((r, _)) => r,
         None => v,
-    }
+    };
+    let s = s.trim();
+    (!s.is_empty()).then_some(s)
 }
 
 /// The translation of one job file.
@@ -392,7 +390,7 @@ fn job_flows(
     let dirs = directions(job)?;
     if dirs.len() == 2 {
         warnings.push(format!(
-            "job [{}]: rw={}: a read flow and a write flow (two processes to the scheduler); rwmixread splits size and rate between them",
+            "job [{}]: rw={}: a read flow and a write flow (two processes to the scheduler); rwmixread splits size between them; rate is per direction",
             job.name,
             job.get("rw").or(job.get("readwrite")).unwrap_or("")
         ));
@@ -504,7 +502,7 @@ fn job_flows(
         }
         if let Some(rate) = rate_bytes(job, write, bs)? {
             // A rate limit as a periodic flow: a batch every 100 ms.
-            let batch = (((rate as f64 * share) / 10.0) as u64).max(bs) / bs * bs;
+            let batch = (rate / 10).max(bs) / bs * bs;
             let mut p = Table::new();
             p.insert("every".into(), Value::String("100ms".into()));
             p.insert("bytes".into(), Value::Integer(batch as i64));
@@ -525,13 +523,21 @@ fn job_flows(
     Ok((out, runtime.map(|r| start + r)))
 }
 
+/// Smallest and largest block (bytes): a sector, and 16 MiB.
+const BS_RANGE: (u64, u64) = (512, 16 << 20);
+
 /// `bs` / `blocksize`, or a `bsrange` of one size; default 4k (fio's).
+/// A multiple of 512 bytes in [`BS_RANGE`].
 fn block_size(job: &Job, write: bool) -> Result<u64, String> {
-    if let Some(v) = job.get("bs").or(job.get("blocksize")) {
-        return size("bs", for_dir(v, write));
-    }
-    if let Some(v) = job.get("bsrange") {
-        let r = for_dir(v, write);
+    let (key, bs) = if let Some(v) = job.get("bs").or(job.get("blocksize")) {
+        match for_dir(v, write) {
+            Some(b) => ("bs", size("bs", b)?),
+            None => return Ok(4096),
+        }
+    } else if let Some(v) = job.get("bsrange") {
+        let Some(r) = for_dir(v, write) else {
+            return Ok(4096);
+        };
         let (lo, hi) = r.split_once('-').unwrap_or((r, r));
         let (lo, hi) = (size("bsrange", lo)?, size("bsrange", hi)?);
         if lo != hi {
@@ -539,22 +545,33 @@ fn block_size(job: &Job, write: bool) -> Result<u64, String> {
                 "bsrange={v}: mixed block sizes are not modelled (give one size)"
             ));
         }
-        return Ok(lo);
-    }
-    Ok(4096)
-}
-
-/// Bytes per second from `rate` or `rate_iops` (per direction).
-fn rate_bytes(job: &Job, write: bool, bs: u64) -> Result<Option<u64>, String> {
-    if let Some(r) = job.get("rate") {
-        return Ok(Some(size("rate", for_dir(r, write))?));
-    }
-    if let Some(r) = job.get("rate_iops") {
-        return Ok(Some(
-            int("rate_iops", for_dir(r, write), 1, 10_000_000)? * bs,
+        ("bsrange", lo)
+    } else {
+        return Ok(4096);
+    };
+    let (lo, hi) = BS_RANGE;
+    if bs < lo || bs > hi || bs % 512 != 0 {
+        return Err(format!(
+            "{key}: block of {bs} bytes: expected a multiple of 512 from 512 to 16 MiB"
         ));
     }
-    Ok(None)
+    Ok(bs)
+}
+
+/// Bytes per second from `rate` or `rate_iops` for one direction, as fio:
+/// one value caps each direction, an empty side (`rate=,500k`) or 0
+/// leaves that direction uncapped.
+fn rate_bytes(job: &Job, write: bool, bs: u64) -> Result<Option<u64>, String> {
+    let rate = if let Some(r) = job.get("rate") {
+        for_dir(r, write).map(|v| size("rate", v)).transpose()?
+    } else if let Some(r) = job.get("rate_iops") {
+        for_dir(r, write)
+            .map(|v| int("rate_iops", v, 0, 10_000_000).map(|n| n * bs))
+            .transpose()?
+    } else {
+        None
+    };
+    Ok(rate.filter(|&r| r > 0))
 }
 
 fn prio(job: &Job, f: &mut Table) -> Result<(), String> {

@@ -164,3 +164,49 @@ fn tenants_get_their_cgroup_weights_and_the_logger_its_rate() {
     let (a, b) = (by("tenant-a").bytes as f64, by("tenant-b").bytes as f64);
     assert!(b > 2.0 * a, "tenant-b (300) got {b}, tenant-a (100) {a}");
 }
+
+#[test]
+fn block_sizes_outside_512_bytes_to_16_mib_are_errors() {
+    for bs in [
+        "bs=0",
+        "blocksize=0",
+        "bs=1000",
+        "bs=32m",
+        "bs=256",
+        "bsrange=0-0",
+    ] {
+        let text = format!("[j]\nrw=read\nsize=1m\nrate=1m\n{bs}\n");
+        let e = to_scenario_toml(&text, "t").unwrap_err();
+        assert!(e.contains("512") && e.contains("16 MiB"), "{bs}: {e}");
+    }
+    for bs in ["bs=512", "bs=16m", "bs=4k,64k"] {
+        let text = format!("[j]\nrw=randrw\nsize=64m\nrate=1m\n{bs}\n");
+        assert!(to_scenario_toml(&text, "t").is_ok(), "{bs}");
+    }
+}
+
+/// Bytes per 100 ms batch of the flow named `name` (None: no rate cap).
+fn batch(sc: &Scenario, name: &str) -> Option<u64> {
+    let plan = sc.plan().unwrap();
+    let f = plan.flows.iter().find(|f| f.name == name).unwrap();
+    f.periodic.as_ref().map(|p| p.bytes.0)
+}
+
+#[test]
+fn rate_applies_per_direction_as_in_fio() {
+    let job = "[j]\nrw=randrw\ndirect=1\nruntime=1\ntime_based\nbs=4k\n";
+    // a single value caps each direction, not split by the mix
+    let (sc, _) = scenario(&format!("{job}rate=1m\n"));
+    assert_eq!(batch(&sc, "j-read"), Some(102_400));
+    assert_eq!(batch(&sc, "j-write"), Some(102_400));
+    // an empty side leaves that direction uncapped
+    let (sc, _) = scenario(&format!("{job}rate=,500k\n"));
+    assert_eq!(batch(&sc, "j-read"), None);
+    assert_eq!(batch(&sc, "j-write"), Some(49_152));
+    let (sc, _) = scenario(&format!("{job}rate=500k,\n"));
+    assert_eq!(batch(&sc, "j-read"), Some(49_152));
+    assert_eq!(batch(&sc, "j-write"), None);
+    let (sc, _) = scenario(&format!("{job}rate_iops=,10\n"));
+    assert_eq!(batch(&sc, "j-read"), None);
+    assert_eq!(batch(&sc, "j-write"), Some(4096));
+}
