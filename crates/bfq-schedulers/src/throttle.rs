@@ -36,7 +36,10 @@
 //! reached its low limit over the last `slice` (at least `slice` after the
 //! upgrade or the last step down), the policy steps down: `scale` halves
 //! (`throtl_downgrade_state`), and only when it reaches 0 does the state
-//! go back to LOW. It starts in LOW when any low limit is set.
+//! go back to LOW. It starts in LOW when any low limit is set. The state
+//! machine runs at most once per `slice` (at a dispatch), as the kernel
+//! checks per slice; a change of `scale` changes the buckets' rates and
+//! caps in place, keeping their tokens (debt included, at most the cap).
 //!
 //! Choices: one limit covers both directions together (the kernel has
 //! separate read and write limits; the article set them equal); the
@@ -81,6 +84,15 @@ impl Bucket {
         self.tokens = self.cap;
         self.last = now;
     }
+    /// A new rate (and cap, `rate` x `slice`) from `now` on: the tokens
+    /// earned so far are kept, debt included, at most the new cap.
+    fn set_rate(&mut self, rate: u64, slice: Time, now: Time) {
+        self.refill(now);
+        self.last = self.last.max(now);
+        self.rate = rate;
+        self.cap = i128::from(rate) * i128::from(slice.max(1));
+        self.tokens = self.tokens.min(self.cap);
+    }
     /// When `units` may pass (given no other use).
     fn ready_at(&self, units: u64) -> Time {
         let need = (i128::from(units) * i128::from(SEC)).min(self.cap);
@@ -110,6 +122,21 @@ impl Limits {
         Limits {
             bps: (bps > 0).then(|| Bucket::new(bps, slice)),
             iops: (iops > 0).then(|| Bucket::new(iops, slice)),
+        }
+    }
+    /// Changes the limits in place (0 = none); a bucket that did not
+    /// exist starts full at `now`.
+    fn set(&mut self, bps: u64, iops: u64, slice: Time, now: Time) {
+        for (b, rate) in [(&mut self.bps, bps), (&mut self.iops, iops)] {
+            match b {
+                _ if rate == 0 => *b = None,
+                Some(x) => x.set_rate(rate, slice, now),
+                None => {
+                    let mut x = Bucket::new(rate, slice);
+                    x.last = now;
+                    *b = Some(x);
+                }
+            }
         }
     }
     fn is_set(&self) -> bool {
@@ -204,6 +231,9 @@ pub struct Throttle {
     seq: u64,
     mode: Mode,
     mode_since: Time,
+    /// The state machine runs again at or after this time: once per
+    /// `slice`, as the kernel's upgrade and downgrade checks.
+    next_check: Time,
     /// MAX: the low-limited nodes' allowance grows with it (see above).
     scale: u64,
     /// MAX: when the scale started counting (`low_upgrade_time`).
@@ -283,6 +313,7 @@ impl Throttle {
             seq: 0,
             mode,
             mode_since: 0,
+            next_check: 0,
             scale: 0,
             upgrade_at: 0,
             low_nodes: Vec::new(),
@@ -415,9 +446,10 @@ impl Throttle {
             }
             return;
         }
-        if now < self.mode_since.saturating_add(self.slice) {
+        if now < self.check_at() {
             return;
         }
+        self.next_check = now.saturating_add(self.slice);
         match self.mode {
             Mode::Low => {
                 let all = (0..self.low_nodes.len())
@@ -471,6 +503,13 @@ impl Throttle {
                 }
             }
         }
+    }
+
+    /// When the state machine may run next: a slice after the last check
+    /// and after the last change of state.
+    fn check_at(&self) -> Time {
+        self.next_check
+            .max(self.mode_since.saturating_add(self.slice))
     }
 
     fn state(&self, node: Node) -> &NodeState {
@@ -557,8 +596,7 @@ impl Throttle {
                     a.min(max)
                 }
             };
-            n.max = Limits::new(adj(lb, mb), adj(li, mi), slice);
-            n.max.reset(now);
+            n.max.set(adj(lb, mb), adj(li, mi), slice, now);
         }
         self.set_heap(now);
     }
@@ -653,7 +691,7 @@ impl Scheduler for Throttle {
                 let mut until = t;
                 if self.mode == Mode::Low && !self.low_nodes.is_empty() {
                     // Come back to re-check the state machine.
-                    until = until.min(now + self.slice.min(self.idle_time.max(MS)));
+                    until = until.min(self.check_at().max(now + 1));
                 }
                 return Dispatch::Idle { until };
             }
@@ -701,5 +739,121 @@ impl Scheduler for Throttle {
             self.low_nodes.retain(|n| *n != Node::Flow(slot.req.flow));
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SLICE: Time = 100 * MS;
+
+    /// throttle-low with the given settings, a group g1 under the root and
+    /// a flow f0 in it, in MAX at `scale` since time `t`.
+    fn in_max(set: &[(&str, &str)], scale: u64, t: Time) -> Throttle {
+        let mut s = Settings::new();
+        for (k, v) in set {
+            s.set(*k, *v);
+        }
+        let mut th = Throttle::new(&mut s, true).unwrap();
+        let g = th.add_group(GroupId::ROOT, 100).unwrap();
+        let spec = FlowSpec {
+            group: g,
+            ..FlowSpec::default()
+        };
+        th.add_flow(0, spec).unwrap();
+        th.set_mode(Mode::Max, t);
+        th.scale = scale;
+        th.upgrade_at = t - scale * SLICE;
+        th.next_check = t;
+        th.apply_scale(t);
+        th
+    }
+
+    /// Every node busy (a request held) and under its low limit since `t`.
+    fn busy_below(th: &mut Throttle, t: Time) {
+        for n in th.fnodes.iter_mut().chain(th.gnodes.iter_mut().skip(1)) {
+            n.held = 1;
+            n.last_overflow = t;
+            n.check_start = t;
+        }
+    }
+
+    fn max_bps(th: &Throttle, node: Node) -> u64 {
+        th.state(node).max.bps.expect("a max bucket").rate
+    }
+
+    #[test]
+    fn a_step_down_halves_the_allowance() {
+        let t = 10 * SEC;
+        let mut th = in_max(&[("low_bps.f0", "1M")], 8, t);
+        let f0 = Node::Flow(FlowId(0));
+        assert_eq!(max_bps(&th, f0), (1 << 20) + (1 << 19) * 8);
+        busy_below(&mut th, t);
+        th.update_mode(t + SLICE);
+        assert_eq!((th.mode, th.scale), (Mode::Max, 4));
+        assert_eq!(max_bps(&th, f0), (1 << 20) + (1 << 19) * 4);
+    }
+
+    #[test]
+    fn low_is_reached_only_at_scale_zero() {
+        let t = 10 * SEC;
+        let mut th = in_max(&[("low_bps.f0", "1M")], 2, t);
+        busy_below(&mut th, t);
+        th.update_mode(t + SLICE);
+        assert_eq!((th.mode, th.scale), (Mode::Max, 1));
+        th.update_mode(t + 2 * SLICE);
+        assert_eq!((th.mode, th.scale), (Mode::Low, 0));
+    }
+
+    #[test]
+    fn a_child_held_by_its_parents_low_limit_does_not_step_down() {
+        let t = 10 * SEC;
+        let set = [("low_bps.f0", "1M"), ("low_bps.g1", "1M")];
+        let mut th = in_max(&set, 4, t);
+        busy_below(&mut th, t);
+        // the parent reaches its low limit; the child, under it, does not
+        th.gnodes[1].last_overflow = t + SLICE;
+        let f0 = Node::Flow(FlowId(0));
+        assert!(!th.hierarchy_can_downgrade(f0, t + SLICE + 1));
+        // without the parent's overflow, the child would step down
+        th.gnodes[1].last_overflow = t;
+        assert!(th.hierarchy_can_downgrade(f0, t + SLICE + 1));
+    }
+
+    #[test]
+    fn a_scale_step_keeps_the_debt_and_does_not_refill() {
+        let t = 10 * SEC;
+        let mut th = in_max(&[("low_bps.f0", "1M")], 1, t);
+        let f0 = Node::Flow(FlowId(0));
+        // a 4 MiB request left the bucket in debt
+        th.fnodes[0].max.charge(4 << 20);
+        let before = th.fnodes[0].max.bps.unwrap().tokens;
+        assert!(before < 0);
+        th.next_check = t + SLICE;
+        th.update_mode(t + SLICE);
+        assert_eq!(th.scale, 2);
+        let b = th.state(f0).max.bps.unwrap();
+        assert_eq!(b.rate, (1 << 20) + (1 << 19) * 2);
+        // refilled at the old rate for one slice, still in debt
+        let earned = i128::from((1u64 << 20) + (1 << 19)) * i128::from(SLICE);
+        assert_eq!(b.tokens, before + earned);
+    }
+
+    #[test]
+    fn the_state_machine_runs_at_most_once_per_slice() {
+        let t = 10 * SEC;
+        let mut th = in_max(&[("low_bps.f0", "1M")], 8, t);
+        // a check finds f0 at its low limit: no step down
+        th.fnodes[0].held = 1;
+        th.fnodes[0].last_overflow = t + SLICE;
+        th.update_mode(t + SLICE);
+        assert_eq!(th.scale, 9);
+        // right after, f0 falls under it: nothing until a slice has passed
+        th.fnodes[0].last_overflow = 0;
+        th.update_mode(t + SLICE + 1);
+        assert_eq!(th.scale, 9);
+        th.update_mode(t + 2 * SLICE);
+        assert_eq!(th.scale, 4);
     }
 }
