@@ -129,8 +129,20 @@ pub struct Cfq {
     idle_grace: Time,
     low_latency: bool,
     target_latency: Time,
-    /// Built as `cfq-2010`.
-    linux_2_6_21: bool,
+    /// Which listed scheduler this is (its name and defaults).
+    profile: Profile,
+}
+
+/// The two listed CFQ schedulers. They differ only in the `low_latency`
+/// default; every other setting and mechanism is the same.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Profile {
+    /// `cfq`: Linux 2.6.33's defaults, `low_latency` on.
+    Cfq,
+    /// `cfq-2010`: `low_latency` off by default, as 2.6.21 (the 2010
+    /// paper's kernel, Sec. V) had no such mode. The other 2.6.21
+    /// differences are not modelled.
+    Cfq2010,
 }
 
 fn cls(c: IoClass) -> usize {
@@ -145,17 +157,14 @@ impl Cfq {
     /// (8 ms), `idle_grace` (100 ms), `low_latency` (1), `target_latency`
     /// (300 ms).
     pub fn new(s: &mut Settings) -> Result<Self, SchedError> {
-        Cfq::with_low_latency(s, true)
+        Cfq::with_profile(s, Profile::Cfq)
     }
 
-    /// `cfq-2010`: CFQ as in Linux 2.6.21, the kernel of the 2010 paper
-    /// (Sec. V): the same defaults (100 ms sync slices) but no
-    /// `low_latency`, which arrived in 2.6.32; it can still be set.
-    pub fn linux_2_6_21(s: &mut Settings) -> Result<Self, SchedError> {
-        Cfq::with_low_latency(s, false)
-    }
-
-    fn with_low_latency(s: &mut Settings, low_latency: bool) -> Result<Self, SchedError> {
+    /// `cfq` or `cfq-2010` ([`Profile`]): `cfq-2010` only turns
+    /// `low_latency` off by default (it arrived in 2.6.32, after the 2010
+    /// paper's 2.6.21); it can still be set.
+    pub fn with_profile(s: &mut Settings, profile: Profile) -> Result<Self, SchedError> {
+        let low_latency = profile == Profile::Cfq;
         let mut queues = Vec::new();
         for c in [IoClass::Rt, IoClass::Be] {
             for l in 0..8 {
@@ -194,7 +203,7 @@ impl Cfq {
             idle_grace: s.duration("idle_grace", 100 * MS)?,
             low_latency: s.bool("low_latency", low_latency)?,
             target_latency: s.duration("target_latency", 300 * MS)?.max(1),
-            linux_2_6_21: !low_latency,
+            profile,
         })
     }
 
@@ -406,10 +415,9 @@ impl Cfq {
 
 impl Scheduler for Cfq {
     fn name(&self) -> &str {
-        if self.linux_2_6_21 {
-            "cfq-2010"
-        } else {
-            "cfq"
+        match self.profile {
+            Profile::Cfq => "cfq",
+            Profile::Cfq2010 => "cfq-2010",
         }
     }
     fn set_device(&mut self, device: DeviceInfo) {

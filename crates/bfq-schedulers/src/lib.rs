@@ -81,7 +81,7 @@ pub const SCHEDULERS: &[Entry] = &[
     },
     Entry {
         name: "cfq-2010",
-        summary: "CFQ as in Linux 2.6.21 (the 2010 paper's): 100 ms slices, no low_latency",
+        summary: "cfq with low_latency off by default (the 2010 paper's 2.6.21 had no low_latency); nothing else differs",
     },
     Entry {
         name: "yfq",
@@ -128,7 +128,7 @@ pub fn build(name: &str, settings: &Settings) -> Result<Box<dyn Scheduler>, Sche
         "as" => Box::new(anticipatory::Anticipatory::new(&mut s, false)?),
         "as-prio" => Box::new(anticipatory::Anticipatory::new(&mut s, true)?),
         "cfq" => Box::new(cfq::Cfq::new(&mut s)?),
-        "cfq-2010" => Box::new(cfq::Cfq::linux_2_6_21(&mut s)?),
+        "cfq-2010" => Box::new(cfq::Cfq::with_profile(&mut s, cfq::Profile::Cfq2010)?),
         "yfq" => Box::new(yfq::Yfq::new(&mut s)?),
         "scan-edf" => Box::new(scan_edf::ScanEdf::new(&mut s)?),
         "throttle-max" => Box::new(throttle::Throttle::new(&mut s, false)?),
@@ -142,6 +142,21 @@ pub fn build(name: &str, settings: &Settings) -> Result<Box<dyn Scheduler>, Sche
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn cfq_2010_is_cfq_with_low_latency_off_by_default() {
+        let e = SCHEDULERS.iter().find(|e| e.name == "cfq-2010").unwrap();
+        assert!(
+            e.summary.contains("low_latency off by default") && e.summary.contains("nothing else"),
+            "{}",
+            e.summary
+        );
+        // the profile, not the low_latency setting, names it
+        let on = Settings::from_pairs([("low_latency", "1")]);
+        assert_eq!(build("cfq-2010", &on).unwrap().name(), "cfq-2010");
+        let off = Settings::from_pairs([("low_latency", "0")]);
+        assert_eq!(build("cfq", &off).unwrap().name(), "cfq");
+    }
 
     #[test]
     fn every_listed_name_builds() {
