@@ -1011,7 +1011,13 @@ impl Bfq {
         let budget = self.wf2q.entity(entity).budget;
         let fs = &mut self.topo.any_flow_mut(flow).data;
         let debt = std::mem::take(&mut fs.inj.debt);
-        let timeout = if fs.raise.kind == RaiseKind::Interactive {
+        // Kernel: the timeout of an interactive-raised flow scales with its
+        // raising, as its budget is only 2 x B_min. With budget feedback
+        // for raised flows (`wr_budget_feedback`) the budget already
+        // covers its burst, and a scaled timeout let a raised random
+        // reader hold an SSD for 1.2 s turns at its own 22 MB/s.
+        let timeout = if fs.raise.kind == RaiseKind::Interactive && !self.cfg.budget.raised_feedback
+        {
             self.cfg.timeout_sync * u64::from(fs.raise.coeff.max(1))
         } else {
             self.cfg.timeout_sync
