@@ -54,8 +54,8 @@ for sched in $scheds; do
         sleep 1
     done
     kill -USR1 "$pid"; sleep 0.5 # the interval's aggregate: the readers' throughput
-    for k in "${kids[@]}"; do kill "$k" 2>/dev/null || true; pkill -P "$k" 2>/dev/null || true; done
-    wait "${kids[@]}" 2>/dev/null || true
+    for k in "${kids[@]}"; do kill -STOP "$k" 2>/dev/null || true; pkill -P "$k" 2>/dev/null || true; kill -KILL "$k" 2>/dev/null || true; done
+    [ "${#kids[@]}" -eq 0 ] || wait "${kids[@]}" 2>/dev/null || true
     kids=()
     kill "$pid"; wait "$pid" || true; pid=
     echo "$sched readers=$readers: $(grep -E '^[0-9]+ flows' "$dir/stats-$sched.txt" | sed -n 2p)"
