@@ -88,8 +88,6 @@ const MAPPED: &[&str] = &[
     "cgroup_weight",
     "timeout",
     "bsrange",
-    "stonewall",
-    "wait_for_previous",
 ];
 
 /// One section's options, `[global]` ones first.
@@ -246,36 +244,26 @@ pub fn to_scenario_toml(text: &str, title: &str) -> Result<FioScenario, String> 
     let mut flows = Vec::new();
     let mut groups: BTreeMap<String, u64> = BTreeMap::new();
     let mut duration_us = 0u64;
-    // stonewall: a job starts when every job before it has ended, known
-    // here only from their runtimes.
-    let (mut base_us, mut open_end) = (0u64, false);
+    let mut ends = Vec::new();
     for job in &jobs {
         check_options(job, &mut warnings)?;
-        let wall = ["stonewall", "wait_for_previous"]
-            .iter()
-            .filter_map(|k| job.get(k))
-            .map(|v| flag("stonewall", v))
-            .collect::<Result<Vec<bool>, String>>()
-            .map_err(|e| job.err(e))?
-            .contains(&true);
-        if wall && !flows.is_empty() {
-            if open_end {
-                return Err(job.err(
-                    "stonewall: every job before it needs runtime= (their end is unknown otherwise)".into(),
-                ));
-            }
-            base_us = duration_us;
-            let w = "stonewall: a job starts at the runtime of the jobs before it (fio starts it as soon as they finish)".to_string();
-            if !warnings.contains(&w) {
-                warnings.push(w);
-            }
-        }
-        let (f, end_us) =
-            job_flows(job, base_us, &mut groups, &mut warnings).map_err(|e| job.err(e))?;
+        let (f, end_us) = job_flows(job, 0, &mut groups, &mut warnings).map_err(|e| job.err(e))?;
         flows.extend(f);
-        match end_us {
-            Some(e) => duration_us = duration_us.max(e),
-            None => open_end = true,
+        ends.push((job.name, end_us));
+        if let Some(e) = end_us {
+            duration_us = duration_us.max(e);
+        }
+    }
+    // A scenario flow runs until the end of the run (or its byte count):
+    // a job whose runtime ends earlier than the others' is not modelled.
+    for (name, end) in ends {
+        if let Some(e) = end.filter(|&e| e < duration_us) {
+            return Err(format!(
+                "job [{name}]: ends at {:.3} s (startdelay + runtime) but the run lasts {:.3} s: \
+                 per-job end times are not modelled (give every job the same startdelay + runtime)",
+                e as f64 / 1e6,
+                duration_us as f64 / 1e6
+            ));
         }
     }
     let mut top = Table::new();
