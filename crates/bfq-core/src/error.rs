@@ -19,6 +19,12 @@ pub enum SchedError {
     InvalidLevel(u8),
     /// A request of zero sectors.
     ZeroLength(ReqId),
+    /// A request whose end (`sector + sectors`) is past the last sector a
+    /// `u64` can address.
+    SectorOverflow(ReqId),
+    /// Creating one more flow or group than a scheduler holds at once
+    /// ([`crate::MAX_LIVE_IDS`]).
+    TooManyIds(&'static str),
     /// A request id the scheduler already holds.
     DuplicateRequest(ReqId),
     /// Completion of a request the scheduler does not hold.
@@ -52,6 +58,14 @@ impl fmt::Display for SchedError {
                 write!(f, "priority level {l} is out of range (0..=7)")
             }
             SchedError::ZeroLength(id) => write!(f, "request {id} has zero length"),
+            SchedError::SectorOverflow(id) => {
+                write!(f, "request {id} ends past the last addressable sector")
+            }
+            SchedError::TooManyIds(what) => write!(
+                f,
+                "too many {what}: a scheduler holds at most {} at once",
+                crate::types::MAX_LIVE_IDS
+            ),
             SchedError::DuplicateRequest(id) => {
                 write!(f, "request id {id} is already held by the scheduler")
             }

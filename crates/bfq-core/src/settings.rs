@@ -4,9 +4,46 @@
 //! scenario files, `--set key=value` and the engine API share one syntax:
 //! integers (`16384`), durations (`8ms`, `125ms`, `2s`, `500us`, bare numbers
 //! are milliseconds), booleans (`1/0`, `true/false`, `on/off`) and floats.
+//!
+//! Every numeric setting has a valid range, checked when the scheduler is
+//! built: integers name theirs at the call ([`Settings::u64_in`]),
+//! durations are `0..=`[`MAX_DURATION`] unless a narrower range is given
+//! ([`Settings::duration_in`]). The settings a scheduler read, with their
+//! kinds, defaults and ranges, are listed by [`Settings::read`].
 
 use crate::error::SchedError;
 use crate::types::{Time, MS, SEC, US};
+
+/// The longest duration any setting takes: one hour. Every timer a
+/// scheduler arms is a sum of such durations, so it never overflows a
+/// [`Time`] below [`crate::MAX_TIME`].
+pub const MAX_DURATION: Time = 3600 * SEC;
+
+/// What kind of value a setting takes, with its valid range.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum SettingKind {
+    /// An unsigned integer in `lo..=hi`.
+    Integer { lo: u64, hi: u64 },
+    /// A duration in nanoseconds in `lo..=hi`.
+    Duration { lo: Time, hi: Time },
+    /// A finite number.
+    Number,
+    /// A boolean.
+    Bool,
+    /// A word (one of a few names the scheduler documents).
+    Text,
+}
+
+/// One setting a scheduler read: key, kind and range, default.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SettingInfo {
+    /// The key (lower case, `_` separated).
+    pub key: String,
+    /// Kind and valid range.
+    pub kind: SettingKind,
+    /// The default, as it would be written.
+    pub default: String,
+}
 
 /// An ordered list of `key=value` settings. Later entries override earlier
 /// ones. [`Settings::finish`] reports any key no one asked for.
@@ -14,6 +51,7 @@ use crate::types::{Time, MS, SEC, US};
 pub struct Settings {
     entries: Vec<(String, String, bool)>,
     scheduler: String,
+    read: Vec<SettingInfo>,
 }
 
 impl Settings {
@@ -73,6 +111,19 @@ impl Settings {
         self.scheduler = name.to_string();
     }
 
+    /// Every setting read so far (by the scheduler being built), with its
+    /// kind, range and default, in the order read.
+    pub fn read(&self) -> &[SettingInfo] {
+        &self.read
+    }
+
+    fn note(&mut self, key: &str, kind: SettingKind, default: String) {
+        let key = normalize(key);
+        if !self.read.iter().any(|i| i.key == key) {
+            self.read.push(SettingInfo { key, kind, default });
+        }
+    }
+
     fn take(&mut self, key: &str) -> Option<String> {
         let key = normalize(key);
         self.entries.iter_mut().find(|e| e.0 == key).map(|e| {
@@ -89,32 +140,23 @@ impl Settings {
         }
     }
 
-    /// An unsigned integer setting (also accepts `k`, `M`, `G` suffixes as
-    /// powers of 1024).
-    pub fn u64(&mut self, key: &str, default: u64) -> Result<u64, SchedError> {
-        match self.take(key) {
-            None => Ok(default),
-            Some(v) => {
-                parse_u64(&v).ok_or_else(|| Self::invalid(key, &v, "expected an unsigned integer"))
-            }
-        }
-    }
-
-    /// An unsigned integer in `lo..=hi`.
+    /// An unsigned integer in `lo..=hi` (also accepts `k`, `M`, `G`
+    /// suffixes as powers of 1024).
     pub fn u64_in(&mut self, key: &str, default: u64, lo: u64, hi: u64) -> Result<u64, SchedError> {
-        let v = self.u64(key, default)?;
-        if v < lo || v > hi {
-            return Err(Self::invalid(
-                key,
-                &v.to_string(),
-                format!("must be in {lo}..={hi}"),
-            ));
+        self.note(key, SettingKind::Integer { lo, hi }, default.to_string());
+        let Some(raw) = self.take(key) else {
+            return Ok(default);
+        };
+        let range = format!("must be an integer in {lo}..={hi}");
+        match parse_u64(&raw) {
+            Some(v) if (lo..=hi).contains(&v) => Ok(v),
+            _ => Err(Self::invalid(key, &raw, range)),
         }
-        Ok(v)
     }
 
     /// A floating-point setting.
     pub fn f64(&mut self, key: &str, default: f64) -> Result<f64, SchedError> {
+        self.note(key, SettingKind::Number, default.to_string());
         match self.take(key) {
             None => Ok(default),
             Some(v) => match v.parse::<f64>() {
@@ -126,6 +168,7 @@ impl Settings {
 
     /// A boolean setting: `1/0`, `true/false`, `on/off`, `yes/no`.
     pub fn bool(&mut self, key: &str, default: bool) -> Result<bool, SchedError> {
+        self.note(key, SettingKind::Bool, u8::from(default).to_string());
         match self.take(key) {
             None => Ok(default),
             Some(v) => match v.to_ascii_lowercase().as_str() {
@@ -136,19 +179,51 @@ impl Settings {
         }
     }
 
-    /// A duration setting in nanoseconds: `8ms`, `1.5s`, `500us`, `100ns`;
-    /// a bare number is milliseconds (as the kernel's sysfs files).
+    /// A duration setting in nanoseconds in `0..=`[`MAX_DURATION`]: `8ms`,
+    /// `1.5s`, `500us`, `100ns`; a bare number is milliseconds (as the
+    /// kernel's sysfs files).
     pub fn duration(&mut self, key: &str, default: Time) -> Result<Time, SchedError> {
-        match self.take(key) {
-            None => Ok(default),
-            Some(v) => parse_duration(&v).ok_or_else(|| {
-                Self::invalid(key, &v, "expected a duration such as 8ms, 1.5s or 500us")
-            }),
+        self.duration_in(key, default, 0, MAX_DURATION)
+    }
+
+    /// A duration setting in `lo..=hi` nanoseconds.
+    pub fn duration_in(
+        &mut self,
+        key: &str,
+        default: Time,
+        lo: Time,
+        hi: Time,
+    ) -> Result<Time, SchedError> {
+        self.note(
+            key,
+            SettingKind::Duration { lo, hi },
+            format_duration(default),
+        );
+        let Some(raw) = self.take(key) else {
+            return Ok(default);
+        };
+        match parse_duration(&raw) {
+            Some(v) if (lo..=hi).contains(&v) => Ok(v),
+            Some(_) => Err(Self::invalid(
+                key,
+                &raw,
+                format!(
+                    "must be a duration in {}..={}",
+                    format_duration(lo),
+                    format_duration(hi)
+                ),
+            )),
+            None => Err(Self::invalid(
+                key,
+                &raw,
+                "expected a duration such as 8ms, 1.5s or 500us",
+            )),
         }
     }
 
     /// A string setting.
     pub fn string(&mut self, key: &str, default: &str) -> String {
+        self.note(key, SettingKind::Text, default.to_string());
         self.take(key).unwrap_or_else(|| default.to_string())
     }
 
@@ -168,16 +243,59 @@ fn normalize(key: &str) -> String {
     key.trim().replace('-', "_").to_ascii_lowercase()
 }
 
-/// Parses an unsigned integer with optional binary suffix k/M/G (x1024^n).
+/// Parses an unsigned integer with an optional binary suffix (see
+/// [`parse_size`]).
 pub fn parse_u64(s: &str) -> Option<u64> {
-    let s = s.trim().replace('_', "");
-    let (num, mult) = match s.chars().last()? {
-        'k' | 'K' => (&s[..s.len() - 1], 1u64 << 10),
-        'm' | 'M' => (&s[..s.len() - 1], 1 << 20),
-        'g' | 'G' => (&s[..s.len() - 1], 1 << 30),
-        _ => (&s[..], 1),
+    parse_size(s).ok()
+}
+
+/// Parses a size in bytes: `4096`, `4k`, `128KiB`, `1.5M`, `5G`, `2T`
+/// (binary multiples; `b`/`ib` suffixes optional). The one size syntax of
+/// scenario files, `--flow` and scheduler settings.
+pub fn parse_size(s: &str) -> Result<u64, String> {
+    let t = s.trim().replace('_', "");
+    let lower = t.to_ascii_lowercase();
+    let lower = lower
+        .strip_suffix("ib")
+        .or_else(|| lower.strip_suffix('b'))
+        .unwrap_or(&lower)
+        .to_string();
+    let (num, mult): (&str, u64) = match lower.chars().last() {
+        Some('k') => (&lower[..lower.len() - 1], 1 << 10),
+        Some('m') => (&lower[..lower.len() - 1], 1 << 20),
+        Some('g') => (&lower[..lower.len() - 1], 1 << 30),
+        Some('t') => (&lower[..lower.len() - 1], 1 << 40),
+        Some(_) => (&lower[..], 1),
+        None => return Err("empty size".into()),
     };
-    num.parse::<u64>().ok()?.checked_mul(mult)
+    let num = num.trim();
+    if let Ok(v) = num.parse::<u64>() {
+        return v
+            .checked_mul(mult)
+            .ok_or_else(|| format!("size '{s}' is too large"));
+    }
+    match num.parse::<f64>() {
+        Ok(x) if x.is_finite() && x >= 0.0 && x * (mult as f64) < 1.8e19 => {
+            Ok((x * mult as f64).round() as u64)
+        }
+        _ => Err(format!(
+            "invalid size '{s}': expected bytes such as 4096, \"4k\", \"128M\", \"5G\""
+        )),
+    }
+}
+
+/// Writes a duration in the largest unit that keeps it whole (`8ms`,
+/// `1s`, `1500us`, `0`).
+pub fn format_duration(ns: Time) -> String {
+    if ns == 0 {
+        return "0".into();
+    }
+    for (unit, mult) in [("s", SEC), ("ms", MS), ("us", US)] {
+        if ns / mult * mult == ns {
+            return format!("{}{unit}", ns / mult);
+        }
+    }
+    format!("{ns}ns")
 }
 
 /// Parses a duration (`8ms`, `1.5s`, `500us`, `100ns`, bare = ms) to ns.
@@ -213,7 +331,7 @@ mod tests {
             Settings::from_pairs([("slice-idle", "2ms"), ("max_budget", "4k"), ("zzz", "1")]);
         s.for_scheduler("bfq");
         assert_eq!(s.duration("slice_idle", 0).unwrap(), 2 * MS);
-        assert_eq!(s.u64("max_budget", 0).unwrap(), 4096);
+        assert_eq!(s.u64_in("max_budget", 0, 0, 1 << 20).unwrap(), 4096);
         assert!(s.bool("low_latency", true).unwrap());
         let e = s.finish().unwrap_err();
         assert_eq!(e.to_string(), "scheduler 'bfq' has no setting 'zzz'");
@@ -222,11 +340,27 @@ mod tests {
     #[test]
     fn bad_values_are_errors() {
         let mut s = Settings::from_pairs([("a", "x"), ("b", "3parsecs"), ("c", "maybe")]);
-        assert!(s.u64("a", 0).is_err());
+        assert!(s.u64_in("a", 0, 0, 10).is_err());
         assert!(s.duration("b", 0).is_err());
         assert!(s.bool("c", false).is_err());
         assert_eq!(parse_duration("1.5s"), Some(1_500_000_000));
         assert_eq!(parse_duration("125"), Some(125 * MS));
         assert!(Settings::parse_pair("novalue").is_err());
+    }
+
+    #[test]
+    fn out_of_range_values_name_the_setting_and_the_range() {
+        let mut s = Settings::from_pairs([("d", "10000000000s"), ("n", "18446744073709551615")]);
+        let e = s.duration("d", MS).unwrap_err().to_string();
+        assert_eq!(e, "setting d=10000000000s: must be a duration in 0..=3600s");
+        let e = s.u64_in("n", 1, 1, 64).unwrap_err().to_string();
+        assert_eq!(
+            e,
+            "setting n=18446744073709551615: must be an integer in 1..=64"
+        );
+        let mut s = Settings::from_pairs([("d", "2h")]);
+        assert!(s.duration_in("d", 0, MS, SEC).is_err());
+        assert_eq!(s.read()[0].kind, SettingKind::Duration { lo: MS, hi: SEC });
+        assert_eq!(format_duration(1500 * US), "1500us");
     }
 }

@@ -6,8 +6,11 @@
 //! the id map keeps its capacity.
 
 use crate::error::SchedError;
-use crate::types::{FlowId, FlowSpec, GroupId, ReqId, Request, Time, MAX_WEIGHT, MIN_WEIGHT};
-use std::collections::HashMap;
+use crate::types::{
+    FlowId, FlowSpec, GroupId, ReqId, Request, Time, ID_INDEX_BITS, MAX_LIVE_IDS, MAX_WEIGHT,
+    MIN_WEIGHT,
+};
+use std::collections::{HashMap, VecDeque};
 use std::hash::{BuildHasherDefault, Hasher};
 
 /// A small fast hasher for integer keys (Fibonacci multiply). Request ids
@@ -94,9 +97,7 @@ impl<X: Copy + Default> RequestTable<X> {
     /// Checks a request before anything else changes (zero length,
     /// duplicate id).
     pub fn check(&self, req: &Request) -> Result<(), SchedError> {
-        if req.sectors == 0 {
-            return Err(SchedError::ZeroLength(req.id));
-        }
+        check_request(req)?;
         if self.index.contains_key(&req.id) {
             return Err(SchedError::DuplicateRequest(req.id));
         }
@@ -218,6 +219,134 @@ impl<X: Copy + Default> RequestTable<X> {
     }
 }
 
+/// Checks a request's own fields: not empty, and its end
+/// (`sector + sectors`) addressable.
+pub fn check_request(req: &Request) -> Result<(), SchedError> {
+    if req.sectors == 0 {
+        return Err(SchedError::ZeroLength(req.id));
+    }
+    if req.sector.checked_add(u64::from(req.sectors)).is_none() {
+        return Err(SchedError::SectorOverflow(req.id));
+    }
+    Ok(())
+}
+
+/// Free indexes a [`Slab`] keeps before it reuses one: a removed id is
+/// refused for at least this many creations after it.
+const REUSE_AFTER: usize = 256;
+
+/// Generations an index goes through before its ids repeat.
+const GENERATIONS: u32 = 1 << (32 - ID_INDEX_BITS);
+
+/// Entries by id whose indexes are reused with a new generation once freed
+/// (oldest freed first, and only while at least [`REUSE_AFTER`] are free),
+/// so that its size follows the most entries held at once, not how many
+/// were ever created. Ids are `generation << ID_INDEX_BITS | index`.
+#[derive(Clone, Debug)]
+pub struct Slab<T> {
+    slots: Vec<(u32, Option<T>)>,
+    free: VecDeque<u32>,
+    live: usize,
+}
+
+impl<T> Default for Slab<T> {
+    fn default() -> Self {
+        Slab {
+            slots: Vec::new(),
+            free: VecDeque::new(),
+            live: 0,
+        }
+    }
+}
+
+impl<T> Slab<T> {
+    fn raw(index: u32, gen: u32) -> u32 {
+        (gen << ID_INDEX_BITS) | index
+    }
+
+    fn split(id: u32) -> (usize, u32) {
+        (
+            (id & ((1 << ID_INDEX_BITS) - 1)) as usize,
+            id >> ID_INDEX_BITS,
+        )
+    }
+
+    /// The id the next [`Slab::insert`] returns.
+    pub fn next_id(&self) -> u32 {
+        match self.free.front() {
+            Some(&i) if self.free.len() >= REUSE_AFTER => Self::raw(i, self.slots[i as usize].0),
+            _ => self.slots.len() as u32,
+        }
+    }
+
+    /// Stores `v`; `None` when [`MAX_LIVE_IDS`] entries are held.
+    pub fn insert(&mut self, v: T) -> Option<u32> {
+        if self.live >= MAX_LIVE_IDS {
+            return None;
+        }
+        let id = self.next_id();
+        let (i, _) = Self::split(id);
+        if i == self.slots.len() {
+            self.slots.push((0, Some(v)));
+        } else {
+            self.free.pop_front();
+            self.slots[i].1 = Some(v);
+        }
+        self.live += 1;
+        Some(id)
+    }
+
+    /// The entry of `id`, if it is held.
+    #[inline]
+    pub fn get(&self, id: u32) -> Option<&T> {
+        let (i, gen) = Self::split(id);
+        match self.slots.get(i) {
+            Some((g, Some(v))) if *g == gen => Some(v),
+            _ => None,
+        }
+    }
+
+    /// The entry of `id`, mutably, if it is held.
+    #[inline]
+    pub fn get_mut(&mut self, id: u32) -> Option<&mut T> {
+        let (i, gen) = Self::split(id);
+        match self.slots.get_mut(i) {
+            Some((g, Some(v))) if *g == gen => Some(v),
+            _ => None,
+        }
+    }
+
+    /// Frees `id` and returns its entry.
+    pub fn remove(&mut self, id: u32) -> Option<T> {
+        let (i, gen) = Self::split(id);
+        let slot = self.slots.get_mut(i)?;
+        if slot.0 != gen || slot.1.is_none() {
+            return None;
+        }
+        slot.0 = (slot.0 + 1) % GENERATIONS;
+        self.free.push_back(i as u32);
+        self.live -= 1;
+        slot.1.take()
+    }
+
+    /// Entries held.
+    pub fn len(&self) -> usize {
+        self.live
+    }
+
+    /// Whether nothing is held.
+    pub fn is_empty(&self) -> bool {
+        self.live == 0
+    }
+
+    /// Indexes in use or free: the size of any table indexed by this
+    /// slab's indexes (at most the most entries held at once plus
+    /// [`REUSE_AFTER`]).
+    pub fn capacity(&self) -> usize {
+        self.slots.len()
+    }
+}
+
 /// A flow as the topology keeps it.
 #[derive(Clone, Debug)]
 pub struct FlowEntry<F> {
@@ -248,9 +377,8 @@ pub struct GroupEntry<G> {
 /// Flows and groups, with the checks every policy needs.
 #[derive(Clone, Debug)]
 pub struct Topology<F, G> {
-    flows: Vec<Option<FlowEntry<F>>>,
-    groups: Vec<Option<GroupEntry<G>>>,
-    live_flows: usize,
+    flows: Slab<FlowEntry<F>>,
+    groups: Slab<GroupEntry<G>>,
 }
 
 /// Checks a weight is in 1..=1000.
@@ -265,16 +393,17 @@ pub fn check_weight(w: u32) -> Result<u32, SchedError> {
 impl<F, G> Topology<F, G> {
     /// A topology holding only the root group.
     pub fn new(root: G) -> Self {
+        let mut groups = Slab::default();
+        groups.insert(GroupEntry {
+            parent: GroupId::ROOT,
+            weight: crate::types::DEFAULT_GROUP_WEIGHT,
+            depth: 0,
+            children: 0,
+            data: root,
+        });
         Topology {
-            flows: Vec::new(),
-            groups: vec![Some(GroupEntry {
-                parent: GroupId::ROOT,
-                weight: crate::types::DEFAULT_GROUP_WEIGHT,
-                depth: 0,
-                children: 0,
-                data: root,
-            })],
-            live_flows: 0,
+            flows: Slab::default(),
+            groups,
         }
     }
 
@@ -296,15 +425,23 @@ impl<F, G> Topology<F, G> {
     ) -> Result<GroupId, SchedError> {
         check_weight(weight)?;
         let depth = self.group(parent)?.depth + 1;
+        let id = self
+            .groups
+            .insert(GroupEntry {
+                parent,
+                weight,
+                depth,
+                children: 0,
+                data,
+            })
+            .ok_or(SchedError::TooManyIds("groups"))?;
         self.group_mut(parent)?.children += 1;
-        self.groups.push(Some(GroupEntry {
-            parent,
-            weight,
-            depth,
-            children: 0,
-            data,
-        }));
-        Ok(GroupId((self.groups.len() - 1) as u32))
+        Ok(GroupId(id))
+    }
+
+    /// The id the next successful [`Topology::add_group`] returns.
+    pub fn next_group_id(&self) -> GroupId {
+        GroupId(self.groups.next_id())
     }
 
     /// Removes an empty, non-root group and returns its entry.
@@ -318,22 +455,29 @@ impl<F, G> Topology<F, G> {
         }
         let parent = g.parent;
         self.group_mut(parent)?.children -= 1;
-        Ok(self.groups[id.0 as usize].take().expect("checked"))
+        Ok(self.groups.remove(id.0).expect("checked"))
     }
 
     /// Adds a flow with a checked spec.
     pub fn add_flow(&mut self, spec: FlowSpec, data: F) -> Result<FlowId, SchedError> {
         let weight = self.check_spec(&spec)?;
+        let id = self
+            .flows
+            .insert(FlowEntry {
+                spec,
+                weight,
+                retired: false,
+                held: 0,
+                data,
+            })
+            .ok_or(SchedError::TooManyIds("flows"))?;
         self.group_mut(spec.group)?.children += 1;
-        self.flows.push(Some(FlowEntry {
-            spec,
-            weight,
-            retired: false,
-            held: 0,
-            data,
-        }));
-        self.live_flows += 1;
-        Ok(FlowId((self.flows.len() - 1) as u32))
+        Ok(FlowId(id))
+    }
+
+    /// The id the next successful [`Topology::add_flow`] returns.
+    pub fn next_flow_id(&self) -> FlowId {
+        FlowId(self.flows.next_id())
     }
 
     /// Marks a flow removed. Returns `true` when it held nothing and was
@@ -350,9 +494,8 @@ impl<F, G> Topology<F, G> {
     }
 
     fn free_flow(&mut self, id: FlowId) {
-        if let Some(f) = self.flows[id.0 as usize].take() {
-            self.live_flows -= 1;
-            if let Some(Some(g)) = self.groups.get_mut(f.spec.group.0 as usize) {
+        if let Some(f) = self.flows.remove(id.0) {
+            if let Some(g) = self.groups.get_mut(f.spec.group.0) {
                 g.children -= 1;
             }
         }
@@ -373,7 +516,7 @@ impl<F, G> Topology<F, G> {
     /// Counts a completed request. Returns `true` when this freed a
     /// retired flow.
     pub fn release(&mut self, id: FlowId) -> bool {
-        let Some(Some(f)) = self.flows.get_mut(id.0 as usize) else {
+        let Some(f) = self.flows.get_mut(id.0) else {
             return false;
         };
         f.held -= 1;
@@ -387,16 +530,16 @@ impl<F, G> Topology<F, G> {
 
     /// A live (not retired) flow.
     pub fn flow(&self, id: FlowId) -> Result<&FlowEntry<F>, SchedError> {
-        match self.flows.get(id.0 as usize) {
-            Some(Some(f)) if !f.retired => Ok(f),
+        match self.flows.get(id.0) {
+            Some(f) if !f.retired => Ok(f),
             _ => Err(SchedError::UnknownFlow(id)),
         }
     }
 
     /// A live (not retired) flow, mutably.
     pub fn flow_mut(&mut self, id: FlowId) -> Result<&mut FlowEntry<F>, SchedError> {
-        match self.flows.get_mut(id.0 as usize) {
-            Some(Some(f)) if !f.retired => Ok(f),
+        match self.flows.get_mut(id.0) {
+            Some(f) if !f.retired => Ok(f),
             _ => Err(SchedError::UnknownFlow(id)),
         }
     }
@@ -405,9 +548,7 @@ impl<F, G> Topology<F, G> {
     /// freed id: only for ids of requests the scheduler holds.
     #[inline]
     pub fn any_flow(&self, id: FlowId) -> &FlowEntry<F> {
-        self.flows[id.0 as usize]
-            .as_ref()
-            .expect("flow with held requests")
+        self.flows.get(id.0).expect("flow with held requests")
     }
 
     /// A flow that still exists (live, or removed but still holding
@@ -415,40 +556,45 @@ impl<F, G> Topology<F, G> {
     /// which may have been freed since.
     #[inline]
     pub fn existing_flow_mut(&mut self, id: FlowId) -> Option<&mut FlowEntry<F>> {
-        self.flows.get_mut(id.0 as usize).and_then(Option::as_mut)
+        self.flows.get_mut(id.0)
     }
 
     /// Any flow still held, mutably.
     #[inline]
     pub fn any_flow_mut(&mut self, id: FlowId) -> &mut FlowEntry<F> {
-        self.flows[id.0 as usize]
-            .as_mut()
-            .expect("flow with held requests")
+        self.flows.get_mut(id.0).expect("flow with held requests")
     }
 
     /// A group.
     pub fn group(&self, id: GroupId) -> Result<&GroupEntry<G>, SchedError> {
-        match self.groups.get(id.0 as usize) {
-            Some(Some(g)) => Ok(g),
+        match self.groups.get(id.0) {
+            Some(g) => Ok(g),
             _ => Err(SchedError::UnknownGroup(id)),
         }
     }
 
     /// A group, mutably.
     pub fn group_mut(&mut self, id: GroupId) -> Result<&mut GroupEntry<G>, SchedError> {
-        match self.groups.get_mut(id.0 as usize) {
-            Some(Some(g)) => Ok(g),
+        match self.groups.get_mut(id.0) {
+            Some(g) => Ok(g),
             _ => Err(SchedError::UnknownGroup(id)),
         }
     }
 
     /// Flows not yet freed (retired flows count until drained).
     pub fn live_flows(&self) -> usize {
-        self.live_flows
+        self.flows.len()
     }
 
-    /// Number of flow ids ever handed out.
+    /// Size of any table indexed by [`FlowId::index`]: bounded by the most
+    /// flows held at once (plus a reuse pool), not by how many were ever
+    /// created.
     pub fn flow_capacity(&self) -> usize {
-        self.flows.len()
+        self.flows.capacity()
+    }
+
+    /// Size of any table indexed by [`GroupId::index`].
+    pub fn group_capacity(&self) -> usize {
+        self.groups.capacity()
     }
 }

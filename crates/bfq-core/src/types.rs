@@ -15,19 +15,57 @@ pub const SEC: Time = 1_000_000_000;
 /// Size of a sector: every length and position is in 512-byte sectors.
 pub const SECTOR_BYTES: u64 = 512;
 
+/// The largest time a driver may pass: 2^62 ns (about 146 years after its
+/// origin). Every setting's duration is at most an hour
+/// ([`crate::settings::MAX_DURATION`]), so no deadline a scheduler
+/// computes overflows.
+pub const MAX_TIME: Time = 1 << 62;
+
+/// The low bits of a [`FlowId`] or [`GroupId`] index the scheduler's
+/// tables; the bits above are the generation of that index.
+pub const ID_INDEX_BITS: u32 = 22;
+
+/// How many flows (and, separately, groups) one scheduler holds at once at
+/// most: 2^22. Creating more is refused with
+/// [`crate::SchedError::TooManyIds`].
+pub const MAX_LIVE_IDS: usize = 1 << ID_INDEX_BITS;
+
+const ID_INDEX_MASK: u32 = (1 << ID_INDEX_BITS) - 1;
+
 /// Identifies a flow (an application, process or tenant: the unit that gets
-/// a share). Assigned by the scheduler in [`crate::Scheduler::add_flow`];
-/// never reused within one scheduler instance.
+/// a share). Assigned by the scheduler in [`crate::Scheduler::add_flow`].
+///
+/// The first 2^22 flows of a scheduler get `0, 1, 2, ...`; once flows have
+/// been removed, their table entries are reused with a new generation in
+/// the id's upper bits, so memory stays flat however many flows come and
+/// go. An id of a removed flow is refused until its index has been reused
+/// 1024 times (the generation wraps); each reuse waits until 256 other
+/// indexes are free, so that takes at least 256 K flows created after it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct FlowId(pub u32);
 
+impl FlowId {
+    /// The table index of this id (its low [`ID_INDEX_BITS`] bits).
+    #[inline]
+    pub const fn index(self) -> usize {
+        (self.0 & ID_INDEX_MASK) as usize
+    }
+}
+
 /// Identifies a group (like a cgroup). [`GroupId::ROOT`] always exists.
+/// Indexes are reused with a generation as for [`FlowId`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct GroupId(pub u32);
 
 impl GroupId {
     /// The root group, parent of every top-level group and flow.
     pub const ROOT: GroupId = GroupId(0);
+
+    /// The table index of this id (its low [`ID_INDEX_BITS`] bits).
+    #[inline]
+    pub const fn index(self) -> usize {
+        (self.0 & ID_INDEX_MASK) as usize
+    }
 }
 
 /// Identifies a request. Chosen by the caller; must be unique among the
@@ -177,13 +215,26 @@ impl Request {
 /// What the driver tells the scheduler about the device.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct DeviceInfo {
-    /// How many requests the driver lets be outstanding on the device.
+    /// How many requests the driver lets be outstanding on the device:
+    /// `1..=`[`DeviceInfo::MAX_QUEUE_DEPTH`]; schedulers take a larger
+    /// value as the maximum and 0 as 1 ([`DeviceInfo::depth`]).
     pub queue_depth: u32,
     /// The device reorders queued commands itself (NCQ/TCQ, SSD, virtual
     /// disk). BFQ does not idle for throughput on such devices.
     pub queues_internally: bool,
     /// Rotational medium (seek and rotational latency dominate).
     pub rotational: bool,
+}
+
+impl DeviceInfo {
+    /// The deepest device queue a scheduler plans for (the kernel's
+    /// `nr_requests` limit is of the same order).
+    pub const MAX_QUEUE_DEPTH: u32 = 1 << 16;
+
+    /// `queue_depth` within `1..=MAX_QUEUE_DEPTH`.
+    pub fn depth(&self) -> u32 {
+        self.queue_depth.clamp(1, Self::MAX_QUEUE_DEPTH)
+    }
 }
 
 impl Default for DeviceInfo {

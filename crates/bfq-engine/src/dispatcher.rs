@@ -27,6 +27,9 @@ const CANCEL_TOKEN: u64 = u64::MAX - 2;
 /// Commands taken per loop turn before dispatching (keeps latency bounded
 /// under a flood of submissions).
 const CMD_BATCH: usize = 1024;
+/// The longest the dispatcher sleeps on one idle timer (1 s); a
+/// scheduler idling longer is asked again each time it fires.
+pub(crate) const MAX_IDLE_WAIT_NS: u64 = 1_000_000_000;
 
 /// Receives trace events on the dispatcher thread.
 pub(crate) type TraceSink = Box<dyn FnMut(&TraceEvent) + Send>;
@@ -270,6 +273,11 @@ impl Dispatcher {
             drop(op); // completes with ECANCELED
             return;
         }
+        let Some(end) = op.offset.checked_add(u64::from(op.len)) else {
+            let e = io::Error::new(io::ErrorKind::InvalidInput, "request ends past 2^64 bytes");
+            self.fail(op, e);
+            return;
+        };
         let idx = match self.free.pop() {
             Some(i) => i,
             None => {
@@ -279,7 +287,7 @@ impl Dispatcher {
         };
         let base = op.file.as_ref().map_or(0, |f| f.sector_base());
         let sector = base.saturating_add(op.offset / SECTOR_BYTES);
-        let end = base.saturating_add((op.offset + u64::from(op.len)).div_ceil(SECTOR_BYTES));
+        let end = base.saturating_add(end.div_ceil(SECTOR_BYTES));
         let sectors = (end - sector).clamp(1, u64::from(u32::MAX)) as u32;
         let req = Request {
             id: u64::from(idx),
@@ -368,7 +376,9 @@ impl Dispatcher {
                         now = self.now();
                         continue;
                     }
-                    self.set_timer(until);
+                    // Never sleep longer than MAX_IDLE_WAIT_NS on one timer:
+                    // the scheduler is asked again when it fires.
+                    self.set_timer(until.min(now.saturating_add(MAX_IDLE_WAIT_NS)));
                     break;
                 }
                 Dispatch::Wait | Dispatch::Empty => break,

@@ -693,15 +693,19 @@ impl Flow {
             file: file.cloned(),
             sink: Some(sink),
         };
-        match u32::try_from(len) {
-            Ok(l) => op.len = l,
-            Err(_) => {
-                op.finish(Err(io::Error::new(
-                    io::ErrorKind::InvalidInput,
-                    "a request is at most 4 GiB - 1",
-                )));
-                return pending;
+        let why = match u32::try_from(len) {
+            Err(_) => Some("a request is at most 4 GiB - 1"),
+            Ok(_) if offset.checked_add(len as u64).is_none() => {
+                Some("a request must end below 2^64 bytes")
             }
+            Ok(l) => {
+                op.len = l;
+                None
+            }
+        };
+        if let Some(why) = why {
+            op.finish(Err(io::Error::new(io::ErrorKind::InvalidInput, why)));
+            return pending;
         }
         self.shared.submitted.fetch_add(1, Ordering::Relaxed);
         if let Err(Cmd::Submit(mut op)) = self.shared.send(Cmd::Submit(op)) {
@@ -762,7 +766,7 @@ impl Flow {
         self.submit(
             OpKind::Nop,
             None,
-            sector * SECTOR_BYTES,
+            sector.saturating_mul(SECTOR_BYTES),
             std::ptr::null_mut(),
             len,
             (),

@@ -346,6 +346,74 @@ fn idle_timer_fires_and_dispatch_resumes() {
     assert!(s.timers_armed >= 1);
 }
 
+/// FIFO that, the first time it is asked with something queued, idles
+/// until the end of time (a scheduler with an absurd idle setting).
+struct IdleForever {
+    inner: Fifo,
+    asked: u32,
+}
+fifo_wrapper!(IdleForever, "idle-forever");
+
+impl IdleForever {
+    fn dispatch_with(&mut self, now: Time) -> Dispatch {
+        if self.inner.queued() > 0 {
+            self.asked += 1;
+            if self.asked == 1 {
+                return Dispatch::Idle { until: u64::MAX };
+            }
+        }
+        self.inner.dispatch(now)
+    }
+}
+
+/// Waits for `p`, failing the test (not hanging it) if nothing comes for
+/// a minute: a guard against hangs, not a measurement.
+fn wait_or_fail<T: Send + 'static>(
+    p: bfq_engine::Pending<T>,
+    what: &str,
+) -> bfq_engine::IoResult<T> {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(p.wait());
+    });
+    rx.recv_timeout(std::time::Duration::from_secs(60))
+        .unwrap_or_else(|_| panic!("{what}: hung"))
+}
+
+#[test]
+fn an_idle_period_to_the_end_of_time_does_not_hang_the_engine() {
+    let engine = Engine::nop()
+        .scheduler_instance(Box::new(IdleForever {
+            inner: Fifo::new(),
+            asked: 0,
+        }))
+        .open()
+        .unwrap();
+    let flow = engine.flow(FlowOptions::default()).unwrap();
+    let (r, ()) = wait_or_fail(flow.nop_async(0, 8), "idle until u64::MAX");
+    assert_eq!(r.unwrap(), 4096);
+}
+
+#[test]
+fn requests_ending_past_u64_are_refused_and_the_engine_keeps_serving() {
+    let f = tmpfile(1 << 20);
+    let engine = Engine::builder(f.path()).direct(false).open().unwrap();
+    let a = engine.flow(FlowOptions::default()).unwrap();
+    let b = engine.flow(FlowOptions::default()).unwrap();
+    let (r, buf) = a.read(u64::MAX - 4095, vec![0u8; 8192]);
+    assert_eq!(r.unwrap_err().kind(), io::ErrorKind::InvalidInput);
+    assert_eq!(buf.len(), 8192, "buffer returned");
+    let (r, ()) = a.nop_async(u64::MAX / 512, 8).wait();
+    assert_eq!(r.unwrap_err().kind(), io::ErrorKind::InvalidInput);
+    // Ending exactly at 2^64 - 1 is the kernel's to refuse (EINVAL).
+    let (r, _) = a.read(u64::MAX - 4096, vec![0u8; 4096]);
+    assert!(r.is_err());
+    for flow in [&a, &b] {
+        let (r, _) = flow.read(0, vec![0u8; 4096]);
+        assert_eq!(r.unwrap(), 4096, "the dispatcher still serves every flow");
+    }
+}
+
 /// A scheduler that panics on dispatch: requests fail, nothing hangs.
 struct Panicky {
     inner: Fifo,

@@ -158,7 +158,12 @@ impl Anticipatory {
             prio,
             table: RequestTable::new(),
             topo: Topology::new(()),
-            merger: Merger::new(s.u64("max_sectors", crate::noop::DEFAULT_MAX_SECTORS)?),
+            merger: Merger::new(s.u64_in(
+                "max_sectors",
+                crate::noop::DEFAULT_MAX_SECTORS,
+                0,
+                crate::noop::MAX_SECTORS_LIMIT,
+            )?),
             flows: Vec::new(),
             bands: (0..nb).map(|_| Band::default()).collect(),
             units: vec![[0; 2]; nb],
@@ -174,7 +179,7 @@ impl Anticipatory {
                 s.duration("write_batch_expire", 125 * MS)?,
             ],
             antic_expire: s.duration("antic_expire", 6 * MS)?,
-            back_max: s.u64("back_seek_max", 1 << 20)?,
+            back_max: s.u64_in("back_seek_max", 1 << 20, 0, 1 << 40)?,
             back_penalty: s.u64_in("back_seek_penalty", 2, 1, 1 << 20)?,
             seq: 0,
             last_sector: [0; 2],
@@ -272,7 +277,7 @@ impl Anticipatory {
         if self.ioc_finished && now >= self.antic_deadline() {
             return true;
         }
-        let f = &self.flows[ctx.0 as usize];
+        let f = &self.flows[ctx.index()];
         if f.retired || f.nr_queued > 0 || f.nr_dispatched > 0 {
             return true;
         }
@@ -289,7 +294,7 @@ impl Anticipatory {
     }
 
     fn on_dispatch(&mut self, r: &Request) {
-        let f = &mut self.flows[r.flow.0 as usize];
+        let f = &mut self.flows[r.flow.index()];
         f.nr_queued -= 1;
         f.nr_dispatched += 1;
         self.nr_dispatched += 1;
@@ -459,7 +464,7 @@ impl Anticipatory {
         if dir_of(r) != SYNC {
             return;
         }
-        let f = &mut self.flows[r.flow.0 as usize];
+        let f = &mut self.flows[r.flow.index()];
         if f.io_started {
             let in_flight = f.nr_queued + f.nr_dispatched;
             let think = if f.completed_any && in_flight == 0 {
@@ -502,8 +507,8 @@ impl Scheduler for Anticipatory {
     topology_methods!();
     fn add_flow(&mut self, _now: Time, spec: FlowSpec) -> Result<FlowId, SchedError> {
         let id = self.topo.add_flow(spec, ())?;
-        ensure(&mut self.flows, id.0 as usize);
-        self.flows[id.0 as usize] = AsFlow {
+        ensure(&mut self.flows, id.index());
+        self.flows[id.index()] = AsFlow {
             band: self.band_of(&spec),
             ..AsFlow::default()
         };
@@ -511,12 +516,12 @@ impl Scheduler for Anticipatory {
     }
     fn remove_flow(&mut self, _now: Time, flow: FlowId) -> Result<(), SchedError> {
         self.topo.retire_flow(flow)?;
-        self.flows[flow.0 as usize].retired = true;
+        self.flows[flow.index()].retired = true;
         Ok(())
     }
     fn add_request(&mut self, now: Time, req: Request) -> Result<(), SchedError> {
         self.topo.check_flow(req.flow)?;
-        let band = self.flows[req.flow.0 as usize].band;
+        let band = self.flows[req.flow.index()].band;
         let idx = self.table.insert(
             now,
             req,
@@ -527,7 +532,7 @@ impl Scheduler for Anticipatory {
         )?;
         self.topo.hold(req.flow)?;
         self.update_history(now, &req);
-        self.flows[req.flow.0 as usize].nr_queued += 1;
+        self.flows[req.flow.index()].nr_queued += 1;
         if !merge_or_head(&mut self.table, &mut self.merger, idx, u32::from(band)) {
             self.seq += 1;
             let d = dir_of(&req);
@@ -555,7 +560,7 @@ impl Scheduler for Anticipatory {
         let r = slot.req;
         self.topo.release(r.flow);
         self.nr_dispatched -= 1;
-        let f = &mut self.flows[r.flow.0 as usize];
+        let f = &mut self.flows[r.flow.index()];
         f.nr_dispatched -= 1;
         f.last_end_request = now;
         f.completed_any = true;

@@ -34,7 +34,8 @@
 //! Groups (the blkio controller of 2.6.33) are not modelled: all flows
 //! share one round robin.
 
-use crate::util::{choose_req, ensure, topology_methods, IoStats, SortList};
+use crate::util::{choose_req, topology_methods, IoStats, SortList};
+use bfq_core::settings::MAX_DURATION;
 use bfq_core::table::{RequestTable, SlotIdx, Topology};
 use bfq_core::{
     DeviceInfo, Dispatch, FlowId, FlowSpec, IoClass, Op, ReqId, Request, SchedError, Scheduler,
@@ -102,9 +103,9 @@ const SEEKY: u64 = 8 * 1024;
 pub struct Cfq {
     table: RequestTable<Extra>,
     topo: Topology<(), ()>,
+    /// The shared queues (RT and BE by level, IDLE: [`SHARED_QUEUES`]),
+    /// then each flow's sync queue, at [`SHARED_QUEUES`] + its index.
     queues: Vec<Queue>,
-    /// Flow -> its sync queue.
-    flow_q: Vec<u32>,
     trees: [BTreeSet<(u64, u64, u32)>; 3],
     active: Option<u32>,
     idle_until: Option<Time>,
@@ -145,6 +146,15 @@ pub enum Profile {
     Cfq2010,
 }
 
+/// Shared queues before the flows' sync queues: 8 RT and 8 BE levels,
+/// one IDLE.
+const SHARED_QUEUES: u32 = 17;
+
+/// The sync queue of a flow.
+fn sync_qid(flow: FlowId) -> u32 {
+    SHARED_QUEUES + flow.index() as u32
+}
+
 fn cls(c: IoClass) -> usize {
     c as usize
 }
@@ -176,7 +186,6 @@ impl Cfq {
             table: RequestTable::new(),
             topo: Topology::new(()),
             queues,
-            flow_q: Vec::new(),
             trees: Default::default(),
             active: None,
             idle_until: None,
@@ -194,15 +203,15 @@ impl Cfq {
                 s.duration("fifo_expire_sync", 125 * MS)?,
                 s.duration("fifo_expire_async", 250 * MS)?,
             ],
-            back_max: s.u64("back_seek_max", 16 * 1024)? * 2,
+            back_max: s.u64_in("back_seek_max", 16 * 1024, 0, 1 << 40)? * 2,
             back_penalty: s.u64_in("back_seek_penalty", 2, 1, 1 << 20)?,
-            slice_sync: s.duration("slice_sync", 100 * MS)?.max(1),
-            slice_async: s.duration("slice_async", 40 * MS)?.max(1),
+            slice_sync: s.duration_in("slice_sync", 100 * MS, 1, MAX_DURATION)?,
+            slice_async: s.duration_in("slice_async", 40 * MS, 1, MAX_DURATION)?,
             slice_async_rq: s.u64_in("slice_async_rq", 2, 1, 1 << 16)? as u32,
             slice_idle: s.duration("slice_idle", 8 * MS)?,
             idle_grace: s.duration("idle_grace", 100 * MS)?,
             low_latency: s.bool("low_latency", low_latency)?,
-            target_latency: s.duration("target_latency", 300 * MS)?.max(1),
+            target_latency: s.duration_in("target_latency", 300 * MS, 1, MAX_DURATION)?,
             profile,
         })
     }
@@ -238,10 +247,14 @@ impl Cfq {
             let (lo, hi) = (avg.min(busy), avg.max(busy));
             self.busy_avg[class] = (3 * hi + lo + 2) / 4;
             let iq = Time::from(self.busy_avg[class].max(1));
-            let expect = self.slice_sync * iq;
+            let expect = self.slice_sync.saturating_mul(iq);
             if expect > self.target_latency {
-                let low = slice.min(2 * self.slice_idle * slice / self.slice_sync);
-                slice = (slice * self.target_latency / expect).max(low).max(1);
+                // In u128: slices and latencies are up to an hour each.
+                let scale = |x: Time, num: Time, den: Time| {
+                    (u128::from(x) * u128::from(num) / u128::from(den.max(1))) as Time
+                };
+                let low = slice.min(scale(2 * self.slice_idle, slice, self.slice_sync));
+                slice = scale(slice, self.target_latency, expect).max(low).max(1);
             }
         }
         slice
@@ -253,11 +266,11 @@ impl Cfq {
             0
         } else {
             let qq = &self.queues[q as usize];
-            let off = Time::from(self.busy[class].saturating_sub(1))
-                * self
-                    .prio_slice(true, 0)
-                    .saturating_sub(self.prio_slice(qq.sync, qq.level));
-            now + off
+            let off = Time::from(self.busy[class].saturating_sub(1)).saturating_mul(
+                self.prio_slice(true, 0)
+                    .saturating_sub(self.prio_slice(qq.sync, qq.level)),
+            );
+            now.saturating_add(off)
         };
         self.tree_seq += 1;
         let k = (key, self.tree_seq);
@@ -426,14 +439,31 @@ impl Scheduler for Cfq {
     topology_methods!();
     fn add_flow(&mut self, _now: Time, spec: FlowSpec) -> Result<FlowId, SchedError> {
         let id = self.topo.add_flow(spec, ())?;
-        ensure(&mut self.flow_q, id.0 as usize);
-        self.flow_q[id.0 as usize] = self.queues.len() as u32;
+        let q = sync_qid(id);
         let level = if spec.prio.class == IoClass::Idle {
             7
         } else {
             spec.prio.level
         };
-        self.queues.push(Queue::new(spec.prio.class, level, true));
+        // A reused index: the queue of the flow freed before is empty, but
+        // may still be the active one or keyed in a tree.
+        if self.active == Some(q) {
+            self.active = None;
+            self.idle_until = None;
+        }
+        if self
+            .queues
+            .get(q as usize)
+            .is_some_and(|x| x.tree_key.is_some())
+        {
+            self.remove_from_tree(q);
+        }
+        let fresh = Queue::new(spec.prio.class, level, true);
+        match self.queues.get_mut(q as usize) {
+            Some(x) => *x = fresh,
+            // Indexes are handed out in order: a new one is the next queue.
+            None => self.queues.push(fresh),
+        }
         Ok(id)
     }
     fn remove_flow(&mut self, _now: Time, flow: FlowId) -> Result<(), SchedError> {
@@ -443,7 +473,7 @@ impl Scheduler for Cfq {
         self.topo.check_flow(req.flow)?;
         let sync = req.sync || req.op == Op::Read;
         let q = if sync {
-            self.flow_q[req.flow.0 as usize]
+            sync_qid(req.flow)
         } else {
             Self::async_qid(&self.topo.flow(req.flow)?.spec)
         };

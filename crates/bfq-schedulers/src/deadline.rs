@@ -70,7 +70,12 @@ impl Deadline {
         Ok(Deadline {
             table: RequestTable::new(),
             topo: Topology::new(()),
-            merger: Merger::new(s.u64("max_sectors", crate::noop::DEFAULT_MAX_SECTORS)?),
+            merger: Merger::new(s.u64_in(
+                "max_sectors",
+                crate::noop::DEFAULT_MAX_SECTORS,
+                0,
+                crate::noop::MAX_SECTORS_LIMIT,
+            )?),
             sort: Default::default(),
             fifo: Default::default(),
             next: [None; 2],
@@ -79,7 +84,7 @@ impl Deadline {
                 s.duration("write_expire", 5000 * MS)?,
             ],
             fifo_batch: s.u64_in("fifo_batch", 16, 1, 1 << 20)?,
-            writes_starved: s.u64("writes_starved", 2)?,
+            writes_starved: s.u64_in("writes_starved", 2, 0, 1 << 16)?,
             batching: 0,
             starved: 0,
             seq: 0,

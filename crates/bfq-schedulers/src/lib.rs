@@ -19,6 +19,7 @@ pub mod yfq;
 
 pub use util::Node;
 
+use bfq_core::settings::SettingInfo;
 use bfq_core::{Bfq, BfqConfig, Fifo, SchedError, Scheduler, Settings};
 
 /// A scheduler the registry can build.
@@ -109,10 +110,35 @@ pub const SCHEDULERS: &[Entry] = &[
 pub fn build(name: &str, settings: &Settings) -> Result<Box<dyn Scheduler>, SchedError> {
     let mut s = settings.clone();
     s.for_scheduler(name);
+    let sched = construct(name, &mut s)?;
+    s.finish()?;
+    Ok(sched)
+}
+
+/// The settings scheduler `name` takes, with their kinds, valid ranges and
+/// defaults (per-flow and per-group `NAME.fN` settings are not listed).
+pub fn settings_of(name: &str) -> Result<Vec<SettingInfo>, SchedError> {
+    let mut s = Settings::new();
+    s.for_scheduler(name);
+    construct(name, &mut s)?;
+    Ok(s.read().to_vec())
+}
+
+/// Every registered name, comma separated (for error messages).
+pub fn names() -> String {
+    SCHEDULERS
+        .iter()
+        .map(|e| e.name)
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+fn construct(name: &str, s: &mut Settings) -> Result<Box<dyn Scheduler>, SchedError> {
+    let s = &mut *s;
     let sched: Box<dyn Scheduler> = match name {
         "bfq" | "bfq-kernel" | "bfq-plus-2014" | "bfq-2010" => {
             let base = BfqConfig::profile(name).expect("listed profile");
-            let cfg = BfqConfig::from_settings_on(base, &mut s)?;
+            let cfg = BfqConfig::from_settings_on(base, s)?;
             let name: &'static str = match name {
                 "bfq" => "bfq",
                 "bfq-kernel" => "bfq-kernel",
@@ -122,20 +148,19 @@ pub fn build(name: &str, settings: &Settings) -> Result<Box<dyn Scheduler>, Sche
             Box::new(Bfq::new(cfg).with_name(name))
         }
         "fifo" | "none" => Box::new(Fifo::new()),
-        "noop" => Box::new(noop::Noop::new(&mut s)?),
-        "clook" => Box::new(clook::Clook::new(&mut s)?),
-        "deadline" => Box::new(deadline::Deadline::new(&mut s)?),
-        "as" => Box::new(anticipatory::Anticipatory::new(&mut s, false)?),
-        "as-prio" => Box::new(anticipatory::Anticipatory::new(&mut s, true)?),
-        "cfq" => Box::new(cfq::Cfq::new(&mut s)?),
-        "cfq-2010" => Box::new(cfq::Cfq::with_profile(&mut s, cfq::Profile::Cfq2010)?),
-        "yfq" => Box::new(yfq::Yfq::new(&mut s)?),
-        "scan-edf" => Box::new(scan_edf::ScanEdf::new(&mut s)?),
-        "throttle-max" => Box::new(throttle::Throttle::new(&mut s, false)?),
-        "throttle-low" => Box::new(throttle::Throttle::new(&mut s, true)?),
+        "noop" => Box::new(noop::Noop::new(s)?),
+        "clook" => Box::new(clook::Clook::new(s)?),
+        "deadline" => Box::new(deadline::Deadline::new(s)?),
+        "as" => Box::new(anticipatory::Anticipatory::new(s, false)?),
+        "as-prio" => Box::new(anticipatory::Anticipatory::new(s, true)?),
+        "cfq" => Box::new(cfq::Cfq::new(s)?),
+        "cfq-2010" => Box::new(cfq::Cfq::with_profile(s, cfq::Profile::Cfq2010)?),
+        "yfq" => Box::new(yfq::Yfq::new(s)?),
+        "scan-edf" => Box::new(scan_edf::ScanEdf::new(s)?),
+        "throttle-max" => Box::new(throttle::Throttle::new(s, false)?),
+        "throttle-low" => Box::new(throttle::Throttle::new(s, true)?),
         _ => return Err(SchedError::UnknownScheduler(name.to_string())),
     };
-    s.finish()?;
     Ok(sched)
 }
 

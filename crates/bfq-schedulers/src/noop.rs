@@ -16,6 +16,9 @@ use std::collections::VecDeque;
 /// Default merge cap: 1024 sectors (the kernel's `max_sectors_kb` = 512).
 pub const DEFAULT_MAX_SECTORS: u64 = 1024;
 
+/// Largest merge cap `max_sectors` takes: 2^24 sectors (8 GiB).
+pub const MAX_SECTORS_LIMIT: u64 = 1 << 24;
+
 /// FIFO with back merging.
 #[derive(Debug)]
 pub struct Noop {
@@ -28,7 +31,7 @@ pub struct Noop {
 impl Noop {
     /// Settings: `max_sectors` (merge cap in sectors, 0 disables merging).
     pub fn new(s: &mut Settings) -> Result<Self, SchedError> {
-        let max = s.u64("max_sectors", DEFAULT_MAX_SECTORS)?;
+        let max = s.u64_in("max_sectors", DEFAULT_MAX_SECTORS, 0, MAX_SECTORS_LIMIT)?;
         Ok(Noop {
             table: RequestTable::new(),
             topo: Topology::new(()),

@@ -89,8 +89,8 @@ impl Scheduler for ScanEdf {
     fn add_flow(&mut self, _now: Time, spec: FlowSpec) -> Result<FlowId, SchedError> {
         let id = self.topo.add_flow(spec, ())?;
         let d = self.deadline_for(id, spec.group);
-        crate::util::ensure(&mut self.rel, id.0 as usize);
-        self.rel[id.0 as usize] = d;
+        crate::util::ensure(&mut self.rel, id.index());
+        self.rel[id.index()] = d;
         Ok(id)
     }
     fn remove_flow(&mut self, _now: Time, flow: FlowId) -> Result<(), SchedError> {
@@ -102,7 +102,7 @@ impl Scheduler for ScanEdf {
     }
     fn add_request(&mut self, now: Time, req: Request) -> Result<(), SchedError> {
         self.topo.check_flow(req.flow)?;
-        let abs = now.saturating_add(self.rel[req.flow.0 as usize]);
+        let abs = now.saturating_add(self.rel[req.flow.index()]);
         let dl = if self.delta > 0 {
             abs.div_ceil(self.delta).saturating_mul(self.delta)
         } else {

@@ -287,12 +287,12 @@ impl Throttle {
         } else {
             HashMap::new()
         };
-        let slice = s.duration("slice", 100 * MS)?.max(1);
+        let slice = s.duration_in("slice", 100 * MS, 1, bfq_core::settings::MAX_DURATION)?;
         let (idle_time, min_bps, min_iops) = if low {
             (
                 s.duration("idle_time", MS)?,
-                s.u64("min_bps", 320 * 1024)?,
-                s.u64("min_iops", 10)?,
+                s.u64_in("min_bps", 320 * 1024, 1, crate::util::MAX_RATE)?,
+                s.u64_in("min_iops", 10, 1, crate::util::MAX_RATE)?,
             )
         } else {
             (0, 0, 0)
@@ -345,8 +345,8 @@ impl Throttle {
 
     fn node(&mut self, n: Node) -> &mut NodeState {
         match n {
-            Node::Flow(f) => &mut self.fnodes[f.0 as usize],
-            Node::Group(g) => &mut self.gnodes[g.0 as usize],
+            Node::Flow(f) => &mut self.fnodes[f.index()],
+            Node::Group(g) => &mut self.gnodes[g.index()],
         }
     }
 
@@ -356,7 +356,7 @@ impl Throttle {
         f(&mut self.fnodes[flow as usize]);
         let mut g = GroupId(self.flows[flow as usize].group);
         while g != GroupId::ROOT {
-            f(&mut self.gnodes[g.0 as usize]);
+            f(&mut self.gnodes[g.index()]);
             g = match self.topo.group(g) {
                 Ok(e) => e.parent,
                 Err(_) => break,
@@ -613,8 +613,8 @@ impl Scheduler for Throttle {
     fn set_device(&mut self, _device: DeviceInfo) {}
     fn add_group(&mut self, parent: GroupId, weight: u32) -> Result<GroupId, SchedError> {
         let g = self.topo.add_group(parent, weight, ())?;
-        ensure(&mut self.gnodes, g.0 as usize);
-        self.gnodes[g.0 as usize] = self.make_node(Node::Group(g), false);
+        ensure(&mut self.gnodes, g.index());
+        self.gnodes[g.index()] = self.make_node(Node::Group(g), false);
         Ok(g)
     }
     fn remove_group(&mut self, group: GroupId) -> Result<(), SchedError> {
@@ -630,9 +630,9 @@ impl Scheduler for Throttle {
     }
     fn add_flow(&mut self, now: Time, spec: FlowSpec) -> Result<FlowId, SchedError> {
         let id = self.topo.add_flow(spec, ())?;
-        ensure(&mut self.flows, id.0 as usize);
-        ensure(&mut self.fnodes, id.0 as usize);
-        self.flows[id.0 as usize] = TFlow {
+        ensure(&mut self.flows, id.index());
+        ensure(&mut self.fnodes, id.index());
+        self.flows[id.index()] = TFlow {
             queue: VecDeque::new(),
             in_heap: false,
             group: spec.group.0,
@@ -644,7 +644,7 @@ impl Scheduler for Throttle {
             .is_some_and(|&(b, i)| b > 0 || i > 0);
         let mut g = spec.group;
         while g != GroupId::ROOT && !has_low {
-            has_low = self.gnodes[g.0 as usize].low.is_set();
+            has_low = self.gnodes[g.index()].low.is_set();
             g = self
                 .topo
                 .group(g)
@@ -655,7 +655,7 @@ impl Scheduler for Throttle {
         n.last_empty = now;
         n.max.reset(now);
         n.low.reset(now);
-        self.fnodes[id.0 as usize] = n;
+        self.fnodes[id.index()] = n;
         Ok(id)
     }
     fn remove_flow(&mut self, _now: Time, flow: FlowId) -> Result<(), SchedError> {
@@ -669,7 +669,7 @@ impl Scheduler for Throttle {
             .table
             .admit(&mut self.topo, now, req, Extra { seq: self.seq + 1 })?;
         self.seq += 1;
-        let f = req.flow.0;
+        let f = req.flow.index() as u32;
         self.for_chain(f, |n| n.held += 1);
         self.flows[f as usize].queue.push_back(idx);
         if !self.flows[f as usize].in_heap {
@@ -728,7 +728,7 @@ impl Scheduler for Throttle {
     }
     fn complete(&mut self, now: Time, id: ReqId) -> Result<(), SchedError> {
         let slot = self.table.complete(id)?;
-        let f = slot.req.flow.0;
+        let f = slot.req.flow.index() as u32;
         self.for_chain(f, |n| {
             n.held -= 1;
             if n.held == 0 {

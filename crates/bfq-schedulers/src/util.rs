@@ -197,22 +197,39 @@ pub fn node_settings(s: &mut Settings, prefix: &str) -> Result<Vec<(Node, String
     Ok(out)
 }
 
-/// Parses a rate or count value (`10M`, `4096`, `0` = none).
+/// Largest rate a rate setting takes: 2^50 bytes (1 PiB) or requests per
+/// second.
+pub const MAX_RATE: u64 = 1 << 50;
+
+/// Parses a rate or count value (`10M`, `4096`, `0` = none) in
+/// `0..=`[`MAX_RATE`].
 pub fn parse_rate(key: &str, v: &str) -> Result<u64, SchedError> {
-    bfq_core::settings::parse_u64(v).ok_or_else(|| SchedError::InvalidSetting {
-        key: key.to_string(),
-        value: v.to_string(),
-        why: "expected an unsigned integer (k/M/G suffixes are powers of 1024)".into(),
-    })
+    match bfq_core::settings::parse_u64(v) {
+        Some(x) if x <= MAX_RATE => Ok(x),
+        _ => Err(SchedError::InvalidSetting {
+            key: key.to_string(),
+            value: v.to_string(),
+            why: format!(
+                "must be an integer in 0..={MAX_RATE} (k/M/G suffixes are powers of 1024)"
+            ),
+        }),
+    }
 }
 
-/// Parses a duration value.
+/// Parses a duration value in `0..=`[`bfq_core::settings::MAX_DURATION`].
 pub fn parse_dur(key: &str, v: &str) -> Result<u64, SchedError> {
-    bfq_core::settings::parse_duration(v).ok_or_else(|| SchedError::InvalidSetting {
-        key: key.to_string(),
-        value: v.to_string(),
-        why: "expected a duration such as 20ms or 1s".into(),
-    })
+    use bfq_core::settings::{format_duration, MAX_DURATION};
+    match bfq_core::settings::parse_duration(v) {
+        Some(x) if x <= MAX_DURATION => Ok(x),
+        _ => Err(SchedError::InvalidSetting {
+            key: key.to_string(),
+            value: v.to_string(),
+            why: format!(
+                "must be a duration in 0..={} such as 20ms or 1s",
+                format_duration(MAX_DURATION)
+            ),
+        }),
+    }
 }
 
 /// Grows `v` so that index `i` exists.

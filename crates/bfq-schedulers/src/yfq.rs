@@ -133,8 +133,8 @@ impl Scheduler for Yfq {
     topology_methods!();
     fn add_flow(&mut self, _now: Time, spec: FlowSpec) -> Result<FlowId, SchedError> {
         let id = self.topo.add_flow(spec, ())?;
-        ensure(&mut self.flows, id.0 as usize);
-        self.flows[id.0 as usize] = YFlow {
+        ensure(&mut self.flows, id.index());
+        self.flows[id.index()] = YFlow {
             weight: u64::from(spec.effective_weight()),
             ..YFlow::default()
         };
@@ -145,7 +145,7 @@ impl Scheduler for Yfq {
     }
     fn add_request(&mut self, now: Time, req: Request) -> Result<(), SchedError> {
         self.topo.check_flow(req.flow)?;
-        let f = &self.flows[req.flow.0 as usize];
+        let f = &self.flows[req.flow.index()];
         let start = self.vtime.max(f.last_finish);
         let finish = start + u64::from(req.sectors) * SCALE / f.weight;
         let idx = self.table.insert(
@@ -158,11 +158,11 @@ impl Scheduler for Yfq {
             },
         )?;
         self.topo.hold(req.flow)?;
-        let f = &mut self.flows[req.flow.0 as usize];
+        let f = &mut self.flows[req.flow.index()];
         f.last_finish = finish;
         f.queue.push_back(idx);
         if !f.in_heap {
-            self.push_head(req.flow.0);
+            self.push_head(req.flow.index() as u32);
         }
         if self.wait_for.is_some_and(|(w, _)| w == req.flow) {
             self.wait_for = None;
@@ -206,7 +206,7 @@ impl Scheduler for Yfq {
         }
         let freed = self.topo.release(r.flow);
         if self.t_wait > 0 && !freed && self.topo.flow(r.flow).is_ok() {
-            let f = &self.flows[r.flow.0 as usize];
+            let f = &self.flows[r.flow.index()];
             if f.queue.is_empty() {
                 self.wait_for = Some((r.flow, now.saturating_add(self.t_wait)));
             }

@@ -27,38 +27,9 @@ impl Size {
     }
 }
 
-/// Parses a size string (see [`Size`]).
-pub fn parse_size(s: &str) -> Result<u64, String> {
-    let t = s.trim().replace('_', "");
-    let lower = t.to_ascii_lowercase();
-    let lower = lower
-        .strip_suffix("ib")
-        .or_else(|| lower.strip_suffix('b'))
-        .unwrap_or(&lower)
-        .to_string();
-    let (num, mult): (&str, u64) = match lower.chars().last() {
-        Some('k') => (&lower[..lower.len() - 1], 1 << 10),
-        Some('m') => (&lower[..lower.len() - 1], 1 << 20),
-        Some('g') => (&lower[..lower.len() - 1], 1 << 30),
-        Some('t') => (&lower[..lower.len() - 1], 1 << 40),
-        Some(_) => (&lower[..], 1),
-        None => return Err("empty size".into()),
-    };
-    let num = num.trim();
-    if let Ok(v) = num.parse::<u64>() {
-        return v
-            .checked_mul(mult)
-            .ok_or_else(|| format!("size '{s}' is too large"));
-    }
-    match num.parse::<f64>() {
-        Ok(x) if x.is_finite() && x >= 0.0 && x * (mult as f64) < 1.8e19 => {
-            Ok((x * mult as f64).round() as u64)
-        }
-        _ => Err(format!(
-            "invalid size '{s}': expected bytes such as 4096, \"4k\", \"128M\", \"5G\""
-        )),
-    }
-}
+/// Parses a size string (see [`Size`]): the one size syntax of scenarios,
+/// `--flow` and `--set`.
+pub use bfq_core::settings::parse_size;
 
 impl<'de> Deserialize<'de> for Size {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {

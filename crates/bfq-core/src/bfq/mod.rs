@@ -277,6 +277,14 @@ impl BfqConfig {
             d.budget.max_budget
         };
         let max_setting = s.u64_in("max_budget", auto_default, 0, 1 << 24)?;
+        if (1..32).contains(&max_setting) {
+            // B_min = B_max/32 must be a whole sector.
+            return Err(bad(
+                "max_budget",
+                &max_setting.to_string(),
+                "must be 0 (automatic) or in 32..=16777216",
+            ));
+        }
         let auto = max_setting == 0;
         let max_budget = if auto {
             DEFAULT_MAX_BUDGET
@@ -331,7 +339,7 @@ impl BfqConfig {
             slice_idle_seeky: s.duration("slice_idle_seeky", d.idle.slice_idle_seeky)?,
             idle_on_queueing_devices: s
                 .bool("idle_on_queueing_devices", d.idle.idle_on_queueing_devices)?,
-            seek_threshold: s.u64("seek_threshold", d.idle.seek_threshold)?,
+            seek_threshold: s.u64_in("seek_threshold", d.idle.seek_threshold, 0, 1 << 40)?,
             seeky_report: {
                 let def = if d.idle.seeky_report {
                     "bfq-plus-2014"
@@ -366,10 +374,12 @@ impl BfqConfig {
             back_seek_max: s.u64_in("back_seek_max", d.queue.back_seek_max / 2, 0, 1 << 40)? * 2,
             back_seek_penalty: s.u64_in("back_seek_penalty", d.queue.back_seek_penalty, 1, 1000)?,
         };
-        let timeout_sync = s.duration("timeout_sync", d.timeout_sync)?;
-        if timeout_sync == 0 {
-            return Err(bad("timeout_sync", "0", "must be positive"));
-        }
+        let timeout_sync = s.duration_in(
+            "timeout_sync",
+            d.timeout_sync,
+            1,
+            crate::settings::MAX_DURATION,
+        )?;
         let rule_name = match d.charge.rule {
             ChargeRule::Paper2010 => "2010",
             ChargeRule::Plus2014 => "bfq-plus-2014",
@@ -418,17 +428,27 @@ impl BfqConfig {
             max_auto_time: s.duration("wr_max_auto_time", w.max_auto_time)?,
             ref_time_rotational: s.duration("wr_ref_time_rotational", w.ref_time_rotational)?,
             ref_time_nonrot: s.duration("wr_ref_time_nonrot", w.ref_time_nonrot)?,
-            max_service: s.u64("wr_max_service", w.max_service)?,
+            max_service: s.u64_in("wr_max_service", w.max_service, 0, 1 << 40)?,
             linear_decay: s.bool("wr_linear_decay", w.linear_decay)?,
             min_idle_time: s.duration("wr_min_idle_time", w.min_idle_time)?,
             default_weight_only: s.bool("wr_default_weight_only", w.default_weight_only)?,
             rt_coeff: s.u64_in("wr_rt_coeff", u64::from(w.rt_coeff), 1, 100_000)? as u32,
             rt_max_time: s.duration("wr_rt_max_time", w.rt_max_time)?,
-            max_softrt_rate: s.u64("wr_max_softrt_rate", w.max_softrt_rate)?,
+            max_softrt_rate: s.u64_in("wr_max_softrt_rate", w.max_softrt_rate, 0, 1 << 32)?,
             burst_thresh: s.u64_in("burst_thresh", u64::from(w.burst_thresh), 0, 1000)? as u32,
             burst_interval: s.duration("burst_interval", w.burst_interval)?,
             min_idle_slice: s.duration("wr_min_idle_slice", w.min_idle_slice)?,
         };
+        if wr.min_auto_time > wr.max_auto_time {
+            return Err(bad(
+                "wr_max_auto_time",
+                &crate::settings::format_duration(wr.max_auto_time),
+                &format!(
+                    "must not be below wr_min_auto_time ({})",
+                    crate::settings::format_duration(wr.min_auto_time)
+                ),
+            ));
+        }
         let guarantee = GuaranteeIdling {
             enabled: s.bool("guarantee_idling", d.guarantee.enabled)?,
             strict: s.bool("strict_guarantees", d.guarantee.strict)?,
@@ -444,7 +464,7 @@ impl BfqConfig {
         };
         let merge = MergeConfig {
             enabled: s.bool("queue_merge", d.merge.enabled)?,
-            distance: s.u64("merge_distance", d.merge.distance)?,
+            distance: s.u64_in("merge_distance", d.merge.distance, 0, 1 << 40)?,
         };
         let preempt = PreemptConfig {
             enabled: s.bool("preemption", d.preempt.enabled)?,
@@ -766,7 +786,7 @@ impl Bfq {
             return;
         }
         fs.busy = busy;
-        let (w, c, g, r) = (fs.weight, fs.class, fs.group.0 as usize, fs.raise.on());
+        let (w, c, g, r) = (fs.weight, fs.class, fs.group.index(), fs.raise.on());
         if busy {
             fs.busy_since = now;
             fs.service_since_busy = 0;
@@ -1220,7 +1240,10 @@ impl Scheduler for Bfq {
         if device.rotational != self.device.rotational && self.peak.accepted == 0 {
             self.peak = PeakRate::new(device.rotational);
         }
-        self.device = device;
+        self.device = DeviceInfo {
+            queue_depth: device.depth(),
+            ..device
+        };
     }
 
     fn add_group(&mut self, parent: GroupId, weight: u32) -> Result<GroupId, SchedError> {
@@ -1234,7 +1257,7 @@ impl Scheduler for Bfq {
         );
         self.topo.group_mut(g)?.data.entity = Some(e);
         self.wf2q.add_group(g, e, 0);
-        self.census.reserve_group(g.0 as usize);
+        self.census.reserve_group(g.index());
         Ok(g)
     }
 
@@ -1250,7 +1273,7 @@ impl Scheduler for Bfq {
     fn add_flow(&mut self, _now: Time, spec: FlowSpec) -> Result<FlowId, SchedError> {
         let weight = self.topo.check_spec(&spec)?;
         let budget = self.cfg.budget.initial_budget;
-        let next = FlowId(self.topo.flow_capacity() as u32);
+        let next = self.topo.next_flow_id();
         let entity = self.wf2q.new_entity(
             Kind::Flow(next.0),
             spec.group,

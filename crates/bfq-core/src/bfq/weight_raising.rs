@@ -118,7 +118,9 @@ impl WrConfig {
             (super::peak_rate::REF_RATE_NONROT, self.ref_time_nonrot)
         };
         let t = (u128::from(tref) * u128::from(rref) / u128::from(rate.max(1))) as Time;
-        t.clamp(self.min_auto_time, self.max_auto_time)
+        // Not `clamp`: it panics when min > max, which settings refuse but a
+        // hand-built config may hold.
+        t.max(self.min_auto_time).min(self.max_auto_time)
     }
 }
 

@@ -199,7 +199,7 @@ impl Wf2q {
 
     /// Adds the scheduling level of a new group, whose entity is `entity`.
     pub fn add_group(&mut self, group: GroupId, entity: EntityId, now: Time) {
-        let i = group.0 as usize;
+        let i = group.index();
         if self.groups.len() <= i {
             self.groups.resize_with(i + 1, || None);
         }
@@ -208,19 +208,17 @@ impl Wf2q {
 
     /// Drops the scheduling level of an empty group; returns its entity.
     pub fn remove_group(&mut self, group: GroupId) -> Option<EntityId> {
-        self.groups[group.0 as usize]
-            .take()
-            .and_then(|sd| sd.entity)
+        self.groups[group.index()].take().and_then(|sd| sd.entity)
     }
 
     #[inline]
     fn sd(&self, g: GroupId) -> &SchedData {
-        self.groups[g.0 as usize].as_ref().expect("live group")
+        self.groups[g.index()].as_ref().expect("live group")
     }
 
     #[inline]
     fn sd_mut(&mut self, g: GroupId) -> &mut SchedData {
-        self.groups[g.0 as usize].as_mut().expect("live group")
+        self.groups[g.index()].as_mut().expect("live group")
     }
 
     #[inline]
@@ -325,10 +323,7 @@ impl Wf2q {
     fn enqueue(&mut self, id: EntityId) {
         let e = self.entities[id as usize];
         let (groups, pos) = (&mut self.groups, &mut self.pos);
-        let t = &mut groups[e.parent.0 as usize]
-            .as_mut()
-            .expect("live group")
-            .trees[e.class as usize];
+        let t = &mut groups[e.parent.index()].as_mut().expect("live group").trees[e.class as usize];
         if e.start <= t.v {
             Self::heap_push(&mut t.elig, pos, (e.finish, id));
         } else {
@@ -341,10 +336,7 @@ impl Wf2q {
         let e = self.entities[id as usize];
         let i = self.pos[id as usize] as usize;
         let (groups, pos) = (&mut self.groups, &mut self.pos);
-        let t = &mut groups[e.parent.0 as usize]
-            .as_mut()
-            .expect("live group")
-            .trees[e.class as usize];
+        let t = &mut groups[e.parent.index()].as_mut().expect("live group").trees[e.class as usize];
         // The entity is in the heap whose slot i holds it.
         if t.elig.get(i).is_some_and(|x| x.1 == id) {
             Self::heap_remove_at(&mut t.elig, pos, i);
@@ -444,7 +436,7 @@ impl Wf2q {
     /// never shows on the hot path.
     #[cold]
     fn rebase(&mut self, g: GroupId, class: IoClass) {
-        let sd = self.groups[g.0 as usize].as_ref().expect("live group");
+        let sd = self.groups[g.index()].as_ref().expect("live group");
         let t = &sd.trees[class as usize];
         let in_service = sd
             .in_service
@@ -463,10 +455,7 @@ impl Wf2q {
                 e.finish = e.finish.saturating_sub(offset);
             }
         }
-        let t = &mut self.groups[g.0 as usize]
-            .as_mut()
-            .expect("live group")
-            .trees[class as usize];
+        let t = &mut self.groups[g.index()].as_mut().expect("live group").trees[class as usize];
         t.v -= offset;
         for item in t.elig.iter_mut().chain(t.inelig.iter_mut()) {
             item.0 -= offset;
@@ -622,7 +611,7 @@ impl Wf2q {
             debug_assert!(self.sd(g).in_service.is_none());
             let class = self.pick_class(g, now)?;
             let (groups, pos) = (&mut self.groups, &mut self.pos);
-            let sd = groups[g.0 as usize].as_mut().expect("live group");
+            let sd = groups[g.index()].as_mut().expect("live group");
             // Kernel: once the starvation timeout has elapsed, the clock
             // restarts at this selection whether or not an idle-class
             // entity was waiting, so that a sparse idle-class flow cannot
@@ -668,7 +657,7 @@ impl Wf2q {
                     let e = &self.entities[id as usize];
                     assert_eq!(e.finish, f);
                     assert!(e.start <= t.v, "eligible entity with S > V");
-                    assert_eq!(e.parent.0 as usize, gi);
+                    assert_eq!(e.parent.index(), gi);
                     w += u64::from(e.weight);
                 }
                 for &(s, id) in &t.inelig {

@@ -1,0 +1,240 @@
+//! Bad settings and bad requests give errors naming what is wrong; every
+//! setting at the ends of its documented range works, with a huge device
+//! queue and times near the largest the interface allows.
+
+use bfq_core::settings::{format_duration, SettingKind, MAX_DURATION};
+use bfq_core::{
+    DeviceInfo, Dispatch, FlowSpec, Op, Request, SchedError, Scheduler, Settings, Time, MAX_TIME,
+    MS,
+};
+use bfq_schedulers::{build, settings_of, SCHEDULERS};
+use std::collections::HashSet;
+
+/// Drives `s` with a few flows of mixed requests from time `t0` until all
+/// are completed; checks exactly-once dispatch and that it does not stall.
+fn drive(name: &str, s: &mut dyn Scheduler, t0: Time, device: DeviceInfo) {
+    s.set_device(device);
+    let flows: Vec<_> = (0..3)
+        .map(|i| {
+            s.add_flow(t0, FlowSpec::with_weight(100 * (i + 1)))
+                .unwrap()
+        })
+        .collect();
+    let mut now = t0;
+    let mut id = 0u64;
+    for round in 0..4u64 {
+        for (i, &f) in flows.iter().enumerate() {
+            id += 1;
+            let write = id % 3 == 2;
+            let r = Request {
+                id,
+                flow: f,
+                sector: ((i as u64) << 30) | (round * 64),
+                sectors: 8,
+                op: if write { Op::Write } else { Op::Read },
+                sync: !write,
+            };
+            s.add_request(now, r).unwrap();
+        }
+    }
+    let total = id;
+    let mut seen = HashSet::new();
+    let mut in_flight = Vec::new();
+    let mut steps = 0;
+    while (seen.len() as u64) < total || !in_flight.is_empty() {
+        steps += 1;
+        assert!(steps < 100_000, "{name}: stalled");
+        match s.dispatch(now) {
+            Dispatch::Request(r) => {
+                assert!(seen.insert(r.id), "{name}: request {} twice", r.id);
+                in_flight.push(r.id);
+                if in_flight.len() < 4 {
+                    continue;
+                }
+            }
+            Dispatch::Idle { until } => {
+                assert!(until > now, "{name}: idle until the past");
+                assert!(until - now <= 3 * MAX_DURATION, "{name}: idle too long");
+                if in_flight.is_empty() {
+                    now = until;
+                    continue;
+                }
+            }
+            Dispatch::Wait | Dispatch::Empty => {
+                assert!(
+                    !in_flight.is_empty(),
+                    "{name}: holds requests, none in flight"
+                );
+            }
+        }
+        now += MS;
+        if let Some(r) = in_flight.pop() {
+            s.complete(now, r).unwrap();
+        }
+    }
+    assert_eq!(s.queued() + s.in_flight(), 0, "{name}");
+    for f in flows {
+        s.remove_flow(now, f).unwrap();
+    }
+}
+
+/// The devices and start times every range end is tried with.
+fn conditions() -> Vec<(Time, DeviceInfo)> {
+    let huge = DeviceInfo {
+        queue_depth: u32::MAX,
+        queues_internally: true,
+        rotational: false,
+    };
+    vec![
+        (0, DeviceInfo::default()),
+        (MAX_TIME - 100 * MAX_DURATION, huge),
+    ]
+}
+
+/// Pairs of settings that contradict each other at the ends of their
+/// ranges: building may refuse the first, naming the second.
+const PAIRS: &[(&str, &str)] = &[
+    ("wr_min_auto_time", "wr_max_auto_time"),
+    ("wr_max_auto_time", "wr_max_auto_time"),
+];
+
+#[test]
+fn every_setting_has_a_range_and_its_ends_work() {
+    for e in SCHEDULERS {
+        let infos = settings_of(e.name).unwrap();
+        for info in &infos {
+            let (ends, outside): (Vec<String>, Vec<String>) = match info.kind {
+                SettingKind::Integer { lo, hi } => {
+                    let mut out = vec!["18446744073709551615".to_string()];
+                    if hi < u64::MAX {
+                        out.push((hi + 1).to_string());
+                    }
+                    (vec![lo.to_string(), hi.to_string()], out)
+                }
+                SettingKind::Duration { lo, hi } => {
+                    assert!(hi <= MAX_DURATION, "{}: {}", e.name, info.key);
+                    let out = vec![
+                        format!("{}ns", hi + 1),
+                        "10000000000s".into(),
+                        "18446744073709551615ns".into(),
+                    ];
+                    (vec![format_duration(lo), format_duration(hi)], out)
+                }
+                _ => continue,
+            };
+            for v in outside {
+                let got = build(
+                    e.name,
+                    &Settings::from_pairs([(info.key.as_str(), v.as_str())]),
+                );
+                match got {
+                    Err(SchedError::InvalidSetting { key, .. }) => {
+                        assert_eq!(key, info.key, "{}: {}={v}", e.name, info.key)
+                    }
+                    Err(other) => panic!("{}: {}={v}: {other}", e.name, info.key),
+                    Ok(_) => panic!("{}: {}={v} accepted", e.name, info.key),
+                }
+            }
+            for v in ends {
+                let settings = Settings::from_pairs([(info.key.as_str(), v.as_str())]);
+                let mut s = match build(e.name, &settings) {
+                    Ok(s) => s,
+                    Err(SchedError::InvalidSetting { key, .. })
+                        if PAIRS.contains(&(info.key.as_str(), key.as_str())) =>
+                    {
+                        continue
+                    }
+                    Err(err) => panic!("{}: {}={v} refused: {err}", e.name, info.key),
+                };
+                for (t0, device) in conditions() {
+                    drive(e.name, &mut s, t0, device);
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn contradictory_settings_are_refused_naming_the_setting() {
+    let s = Settings::from_pairs([("wr_min_auto_time", "10s"), ("wr_max_auto_time", "5s")]);
+    for p in ["bfq", "bfq-plus-2014", "bfq-2010"] {
+        let e = build(p, &s).err().expect("contradiction refused");
+        assert!(
+            matches!(&e, SchedError::InvalidSetting { key, .. } if key == "wr_max_auto_time"),
+            "{p}: {e}"
+        );
+    }
+    let e = build("bfq", &Settings::from_pairs([("max_budget", "1")]))
+        .err()
+        .expect("max_budget=1 refused");
+    assert!(
+        e.to_string().starts_with("setting max_budget=1:"),
+        "names the setting given: {e}"
+    );
+}
+
+#[test]
+fn huge_durations_are_refused_not_accepted() {
+    for (name, key) in [
+        ("bfq", "slice_idle"),
+        ("bfq", "fifo_expire_sync"),
+        ("cfq", "slice_idle"),
+        ("cfq", "slice_sync"),
+        ("as", "antic_expire"),
+        ("as", "write_batch_expire"),
+    ] {
+        let s = Settings::from_pairs([(key, "10000000000s")]);
+        let e = build(name, &s).err().expect("refused");
+        let e = e.to_string();
+        assert!(
+            e.starts_with(&format!(
+                "setting {key}=10000000000s: must be a duration in "
+            )) && e.ends_with("..=3600s"),
+            "{name}: {e}"
+        );
+    }
+    let e = build(
+        "cfq",
+        &Settings::from_pairs([("back_seek_max", "18446744073709551615")]),
+    )
+    .err()
+    .expect("refused");
+    assert!(e.to_string().contains("back_seek_max"), "{e}");
+}
+
+#[test]
+fn requests_ending_past_the_last_sector_are_refused() {
+    for e in SCHEDULERS {
+        let mut s = build(e.name, &Settings::new()).unwrap();
+        let f = s.add_flow(0, FlowSpec::default()).unwrap();
+        for (sector, sectors) in [(u64::MAX, 1), (u64::MAX - 4, 8), (u64::MAX - 7, u32::MAX)] {
+            let r = Request {
+                id: 1,
+                flow: f,
+                sector,
+                sectors,
+                op: Op::Read,
+                sync: true,
+            };
+            assert_eq!(
+                s.add_request(0, r),
+                Err(SchedError::SectorOverflow(1)),
+                "{}",
+                e.name
+            );
+            assert_eq!(s.queued(), 0, "{}", e.name);
+        }
+        // The last addressable request is fine.
+        let r = Request {
+            id: 2,
+            flow: f,
+            sector: u64::MAX - 8,
+            sectors: 8,
+            op: Op::Read,
+            sync: true,
+        };
+        s.add_request(0, r).unwrap();
+        assert!(matches!(s.dispatch(MS), Dispatch::Request(_)), "{}", e.name);
+        s.complete(2 * MS, 2).unwrap();
+    }
+}
