@@ -38,10 +38,10 @@ pub enum BenchCmd {
         #[arg(long, value_delimiter = ',')]
         schedulers: Vec<String>,
         /// Seconds per measurement.
-        #[arg(long, default_value_t = 3.0)]
+        #[arg(long, default_value_t = 3.0, value_parser = crate::args::seconds)]
         seconds: f64,
         /// Requests outstanding in total (split among the flows).
-        #[arg(long, default_value_t = 64)]
+        #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u32).range(1..=65536))]
         depth: u32,
         /// Size of the backing file in /dev/shm.
         #[arg(long, default_value = "1G")]
@@ -79,12 +79,12 @@ pub enum BenchCmd {
         #[arg(long, default_value_t = 1)]
         flows: u32,
         /// Device queue depth of the engine.
-        #[arg(long, default_value_t = 64)]
+        #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u32).range(1..=65536))]
         depth: u32,
         /// Requests each flow keeps outstanding.
         #[arg(long, default_value_t = 256)]
         window: u32,
-        #[arg(long, default_value_t = 2.0)]
+        #[arg(long, default_value_t = 2.0, value_parser = crate::args::seconds)]
         seconds: f64,
     },
     /// Greedy sequential readers with weights, engine vs kernel:bfq.
@@ -97,7 +97,7 @@ pub enum BenchCmd {
         /// device), so the lightest of five readers gets a turn only a few
         /// times a second and one turn more or less is several percent of
         /// a short window: 20 s keeps that granularity near 3%.
-        #[arg(long, default_value_t = 20.0)]
+        #[arg(long, default_value_t = 20.0, value_parser = crate::args::seconds)]
         seconds: f64,
         /// Backing file (on a real filesystem, not tmpfs), created and
         /// filled if missing, removed afterwards if created.

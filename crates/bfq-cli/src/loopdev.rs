@@ -1,6 +1,7 @@
 //! `bfq loop create FILE SIZE` / `bfq loop remove DEV`: loop devices for
 //! running the kernel's schedulers side by side with the engine.
 
+use anyhow::Context;
 use bfq_engine::sys;
 use clap::{Args as ClapArgs, Subcommand};
 use std::path::PathBuf;
@@ -30,9 +31,9 @@ pub enum LoopCmd {
     Remove { dev: PathBuf },
 }
 
+/// A size above zero (`1G`, `512M`, `4KiB`, `1.5G`).
 pub fn parse_size(s: &str) -> anyhow::Result<u64> {
-    bfq_core::settings::parse_u64(s)
-        .ok_or_else(|| anyhow::anyhow!("bad size '{s}' (e.g. 1G, 512M)"))
+    crate::args::size(s).map_err(anyhow::Error::msg)
 }
 
 pub fn run(a: Args) -> anyhow::Result<()> {
@@ -43,19 +44,24 @@ pub fn run(a: Args) -> anyhow::Result<()> {
             buffered,
             fill,
         } => {
-            sys::require_root("bfq loop create")?;
             let size = parse_size(&size)?;
+            if size < 1 << 20 {
+                anyhow::bail!("loop create {}: size must be at least 1M", file.display());
+            }
+            sys::require_root("bfq loop create")?;
             if fill && !file.exists() {
                 bfq_engine::workload::create_filled(&file, size)?;
             }
-            let dev = sys::LoopDevice::create(&file, size, !buffered).or_else(|e| {
-                if buffered {
-                    Err(e)
-                } else {
-                    // Backing filesystems without O_DIRECT: buffered.
-                    sys::LoopDevice::create(&file, size, false)
-                }
-            })?;
+            let dev = sys::LoopDevice::create(&file, size, !buffered)
+                .or_else(|e| {
+                    if buffered {
+                        Err(e)
+                    } else {
+                        // Backing filesystems without O_DIRECT: buffered.
+                        sys::LoopDevice::create(&file, size, false)
+                    }
+                })
+                .with_context(|| format!("loop create {}", file.display()))?;
             println!("{}", dev.keep().display());
             Ok(())
         }

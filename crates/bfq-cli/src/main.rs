@@ -5,6 +5,7 @@ use clap::{Parser, Subcommand};
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicU64, Ordering};
 
+mod args;
 mod bench_core;
 mod bench_engine;
 mod loopdev;
@@ -70,12 +71,22 @@ enum Cmd {
     Sim(sim::Args),
     /// Run the papers' benchmark suite and write report.{json,md,html}.
     Suite(suite::Args),
+    /// Put back what runs killed by SIGKILL (or a crash) left behind: the
+    /// block-device schedulers they set and their `bfq-rs-PID-*` cgroups.
+    /// Runs still alive are left alone.
+    Cleanup,
     /// Serve a directory over FUSE with its file I/O scheduled by bfq-rs:
     /// one flow per process, one group per cgroup (docs/mount.md).
     Mount(mount::Args),
 }
 
 fn main() {
+    // A closed pipe (`bfq sim ... | head`) ends the process quietly, as for
+    // any Unix tool, instead of a panic in `print!`.
+    // SAFETY: resetting a signal's disposition before any thread starts.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
     let cli = Cli::parse();
     let result = match cli.cmd {
         Cmd::Schedulers => {
@@ -91,9 +102,24 @@ fn main() {
         Cmd::Sim(a) => sim::run(a),
         Cmd::Suite(a) => suite::run(a),
         Cmd::Mount(a) => mount::run(a),
+        Cmd::Cleanup => cleanup(),
     };
     if let Err(e) = result {
         eprintln!("bfq: error: {e:#}");
-        std::process::exit(1);
+        // Interrupted by SIGINT/SIGTERM (after putting the machine back):
+        // the conventional 128 + signal.
+        let code = bfq_engine::sys::interrupted().map_or(1, |sig| 128 + sig);
+        std::process::exit(code);
     }
+}
+
+fn cleanup() -> anyhow::Result<()> {
+    let done = bfq_engine::sys::cleanup_dead_runs()?;
+    if done.is_empty() {
+        println!("nothing left by dead runs");
+    }
+    for line in done {
+        println!("{line}");
+    }
+    Ok(())
 }

@@ -8,7 +8,7 @@
 //! and the results written in the simulator's JSON format. Flows can also
 //! be given on the command line with `--flow key=value,...`.
 
-use bfq_core::settings::parse_duration;
+use anyhow::Context;
 use bfq_core::{IoClass, SECTOR_BYTES};
 use bfq_engine::workload::{
     self, Backend, Dir, FlowDesc, GroupDesc, OnOff, Pattern, Periodic, RunConfig, RunReport,
@@ -17,6 +17,7 @@ use bfq_engine::Settings;
 use bfq_sim::result::Hist;
 use bfq_sim::{FlowResult, Plan, SimResult};
 use clap::Args as ClapArgs;
+use std::io::Write;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -40,10 +41,10 @@ pub struct Args {
     #[arg(long = "flow")]
     pub flows: Vec<String>,
     /// Run length in seconds (default: the scenario's duration, or 10).
-    #[arg(long)]
+    #[arg(long, value_parser = crate::args::seconds)]
     pub seconds: Option<f64>,
-    /// Engine device queue depth.
-    #[arg(long, default_value_t = 32)]
+    /// Engine device queue depth (1..=65536).
+    #[arg(long, default_value_t = 32, value_parser = clap::value_parser!(u32).range(1..=65536))]
     pub depth: u32,
     /// Allow the workload to write to the target.
     #[arg(long)]
@@ -54,7 +55,8 @@ pub struct Args {
     /// Create a regular-file target of this size (filled) if missing.
     #[arg(long)]
     pub create: Option<String>,
-    /// Write the results as JSON to this file (`-` = stdout).
+    /// Write the results as JSON to this file (`-` = stdout, which then
+    /// carries only the JSON; the table goes to stderr).
     #[arg(long)]
     pub json: Option<PathBuf>,
     /// Per-request trace CSV in the simulator's format
@@ -68,9 +70,14 @@ fn bad(s: &str, why: &str) -> anyhow::Error {
 }
 
 fn dur(s: &str, v: &str) -> anyhow::Result<Duration> {
-    parse_duration(v)
-        .map(Duration::from_nanos)
-        .ok_or_else(|| bad(s, &format!("bad duration '{v}'")))
+    crate::args::duration(v).map_err(|e| bad(s, &e))
+}
+
+fn positive_dur(s: &str, key: &str, v: &str) -> anyhow::Result<Duration> {
+    match dur(s, v)? {
+        d if d.is_zero() => Err(bad(s, &format!("{key} must be above zero"))),
+        d => Ok(d),
+    }
 }
 
 /// Parses one `--flow` description.
@@ -87,8 +94,11 @@ pub fn parse_flow(s: &str, index: usize) -> anyhow::Result<FlowDesc> {
             .split_once('=')
             .ok_or_else(|| bad(s, &format!("'{kv}' is not key=value")))?;
         let (k, v) = (k.trim(), v.trim());
-        let size = || crate::loopdev::parse_size(v).map_err(|_| bad(s, &format!("bad size '{v}'")));
+        let size = || crate::args::size(v).map_err(|e| bad(s, &format!("{k}: {e}")));
+        let offset_size =
+            || bfq_core::settings::parse_size(v).map_err(|e| bad(s, &format!("{k}: {e}")));
         match k {
+            "name" if v.is_empty() => return Err(bad(s, "name must not be empty")),
             "name" => f.name = v.to_string(),
             "op" | "rw" => {
                 f.dir = match v {
@@ -104,8 +114,17 @@ pub fn parse_flow(s: &str, index: usize) -> anyhow::Result<FlowDesc> {
                     _ => return Err(bad(s, "pattern is seq or rand")),
                 }
             }
-            "bs" | "block" => f.block = size()? as u32,
-            "depth" => f.depth = v.parse().map_err(|_| bad(s, "bad depth"))?,
+            "bs" | "block" => {
+                let b = size()?;
+                if b % SECTOR_BYTES != 0 || b > 64 << 20 {
+                    return Err(bad(s, "bs must be a multiple of 512 bytes, at most 64M"));
+                }
+                f.block = b as u32;
+            }
+            "depth" => match v.parse::<u32>() {
+                Ok(d) if (1..=4096).contains(&d) => f.depth = d,
+                _ => return Err(bad(s, "depth must be in 1..=4096")),
+            },
             "sync" => {
                 f.sync = match v {
                     "1" | "true" | "yes" => true,
@@ -122,12 +141,12 @@ pub fn parse_flow(s: &str, index: usize) -> anyhow::Result<FlowDesc> {
             "think" => f.think = dur(s, v)?,
             "on" => on = Some(size()?),
             "off" => off = Some(dur(s, v)?),
-            "every" => every = Some(dur(s, v)?),
+            "every" => every = Some(positive_dur(s, k, v)?),
             "batch" => batch = Some(size()?),
             "repeat" => f.repeat = v.parse().map_err(|_| bad(s, "bad repeat"))?,
             "rerun" => f.rerun_after = dur(s, v)?,
             "start" => f.start = dur(s, v)?,
-            "offset" => offset = Some(size()?),
+            "offset" => offset = Some(offset_size()?),
             "len" => len = Some(size()?),
             "group" => f.group = Some(v.to_string()),
             _ => return Err(bad(s, &format!("unknown key '{k}'"))),
@@ -292,7 +311,7 @@ pub fn to_sim_result(r: &RunReport, scenario: &str, seed: u64, interval: Duratio
 
 pub fn run(a: Args) -> anyhow::Result<()> {
     let mut create = match &a.create {
-        Some(c) => Some(crate::loopdev::parse_size(c)?),
+        Some(c) => Some(crate::args::size(c).map_err(|e| anyhow::anyhow!("--create: {e}"))?),
         None => None,
     };
     let (flows, groups, scenario, seed, duration, interval, sc_sched) = match &a.scenario {
@@ -378,17 +397,66 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     cfg.groups = groups;
     cfg.series_interval = interval;
     cfg.trace = a.trace.clone();
+    check_names(&flows)?;
+    // The output file is opened before the run, so that a bad path fails
+    // at once, not after it.
+    let json_to_stdout = a.json.as_ref().is_some_and(|p| p.as_os_str() == "-");
+    let json_file = match &a.json {
+        Some(p) if !json_to_stdout => {
+            Some(std::fs::File::create(p).with_context(|| format!("--json {}", p.display()))?)
+        }
+        _ => None,
+    };
     let r = workload::run(&cfg, &flows)?;
     let sim = to_sim_result(&r, &scenario, seed, interval);
-    match &a.json {
-        Some(p) if p.as_os_str() == "-" => println!("{}", sim.to_json()),
-        Some(p) => std::fs::write(p, sim.to_json() + "\n")?,
-        None => {}
+    if json_to_stdout {
+        println!("{}", sim.to_json());
     }
-    if a.json.as_ref().is_none_or(|p| p.as_os_str() != "-") {
-        println!("{} on {} for {:.2} s", r.backend, r.target, r.seconds);
-        for (f, (got, due)) in r.flows.iter().zip(r.shares()) {
-            println!(
+    if let Some(mut f) = json_file {
+        writeln!(f, "{}", sim.to_json()).context("writing --json")?;
+    }
+    // With `--json -` stdout carries only the JSON: the table goes to stderr.
+    let mut table: Box<dyn Write> = if json_to_stdout {
+        Box::new(std::io::stderr())
+    } else {
+        Box::new(std::io::stdout())
+    };
+    print_table(&mut table, &r)?;
+    let failed: u64 = r.flows.iter().map(|f| f.errors).sum();
+    if failed > 0 {
+        let done: u64 = r.flows.iter().map(|f| f.ios).sum();
+        let first = r.flows.iter().find_map(|f| {
+            f.first_error
+                .as_ref()
+                .map(|e| format!("flow {}: {e}", f.name))
+        });
+        anyhow::bail!(
+            "{failed} of {} requests failed (first: {})",
+            failed + done,
+            first.unwrap_or_default()
+        );
+    }
+    Ok(())
+}
+
+/// Refuses empty and repeated flow names (results are keyed by name).
+fn check_names(flows: &[FlowDesc]) -> anyhow::Result<()> {
+    for (i, f) in flows.iter().enumerate() {
+        if f.name.trim().is_empty() {
+            anyhow::bail!("flow {i}: the name must not be empty");
+        }
+        if flows[..i].iter().any(|o| o.name == f.name) {
+            anyhow::bail!("flow name '{}' is given twice", f.name);
+        }
+    }
+    Ok(())
+}
+
+fn print_table(out: &mut dyn Write, r: &RunReport) -> std::io::Result<()> {
+    writeln!(out, "{} on {} for {:.2} s", r.backend, r.target, r.seconds)?;
+    for (f, (got, due)) in r.flows.iter().zip(r.shares()) {
+        writeln!(
+                out,
                 "  {:<12} w{:<4} {:>9.1} MiB/s {:>9.0} IOPS  share {:>5.1}% (weight {:>5.1}%)  lat mean {:>8.1} us p99 {:>8.1} us  errors {}",
                 f.name,
                 f.weight,
@@ -399,10 +467,9 @@ pub fn run(a: Args) -> anyhow::Result<()> {
                 f.lat_mean_us,
                 f.lat_p99_us,
                 f.errors
-            );
-            if let Some(e) = &f.first_error {
-                println!("               first error: {e}");
-            }
+            )?;
+        if let Some(e) = &f.first_error {
+            writeln!(out, "               first error: {e}")?;
         }
     }
     Ok(())

@@ -45,8 +45,9 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         eprintln!("bfq: warning: {}: {w}", a.scenario.display());
     }
     if let Some(d) = &a.duration {
-        let ns = bfq_core::settings::parse_duration(d)
-            .with_context(|| format!("--duration: invalid duration '{d}'"))?;
+        let ns = crate::args::duration(d)
+            .map_err(|e| anyhow::anyhow!("--duration: {e}"))?
+            .as_nanos() as u64;
         sc.duration = bfq_sim::units::Dur(ns);
     }
     let name = a
@@ -64,14 +65,29 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         let (k, v) = Settings::parse_pair(kv).map_err(|e| anyhow::anyhow!("--set {kv}: {e}"))?;
         settings.set(k, v);
     }
-    let sched = bfq_schedulers::build(&name, &settings)
-        .map_err(|e| anyhow::anyhow!("scheduler '{name}': {e}"))?;
+    let sched = bfq_schedulers::build(&name, &settings).map_err(crate::args::sched_error)?;
     let seed = a.seed.unwrap_or(sc.seed);
-
-    let mut trace_file = match &a.trace {
+    let is_stdout = |p: &Option<PathBuf>| p.as_ref().is_some_and(|p| p.as_os_str() == "-");
+    let (json_stdout, trace_stdout) = (is_stdout(&a.json), is_stdout(&a.trace));
+    if json_stdout && trace_stdout {
+        anyhow::bail!("--json - and --trace - cannot both write to stdout");
+    }
+    // Output files are created before the run, so that a bad path fails at
+    // once, not after it.
+    let json_file = match &a.json {
+        Some(p) if !json_stdout => {
+            Some(std::fs::File::create(p).with_context(|| format!("--json {}", p.display()))?)
+        }
+        _ => None,
+    };
+    let mut trace_file: Option<BufWriter<Box<dyn Write>>> = match &a.trace {
+        Some(_) if trace_stdout => Some(BufWriter::with_capacity(
+            1 << 20,
+            Box::new(std::io::stdout()),
+        )),
         Some(p) => Some(BufWriter::with_capacity(
             1 << 20,
-            std::fs::File::create(p).with_context(|| format!("creating {}", p.display()))?,
+            Box::new(std::fs::File::create(p).with_context(|| format!("--trace {}", p.display()))?),
         )),
         None => None,
     };
@@ -112,14 +128,18 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     if let Some(mut w) = trace_file {
         w.flush()?;
     }
-    print!("{}", r.summary());
-    if let Some(p) = &a.json {
-        let j = r.to_json() + "\n";
-        if p.as_os_str() == "-" {
-            print!("{j}");
-        } else {
-            std::fs::write(p, j).with_context(|| format!("writing {}", p.display()))?;
-        }
+    // stdout carries only the JSON or the trace when either goes there.
+    if json_stdout || trace_stdout {
+        eprint!("{}", r.summary());
+    } else {
+        print!("{}", r.summary());
+    }
+    let j = r.to_json() + "\n";
+    if json_stdout {
+        print!("{j}");
+    }
+    if let Some(mut f) = json_file {
+        f.write_all(j.as_bytes()).context("writing --json")?;
     }
     if a.bench {
         std::io::stdout().flush()?;

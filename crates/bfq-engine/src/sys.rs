@@ -6,6 +6,7 @@ use std::fs;
 use std::io;
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::sync::atomic::{AtomicI32, Ordering};
 
 /// Whether the process runs as root.
 pub fn is_root() -> bool {
@@ -306,6 +307,9 @@ pub fn check_not_mounted(dev: &Path) -> io::Result<()> {
 pub struct SchedulerGuard {
     file: PathBuf,
     previous: String,
+    /// The note in [`STATE_DIR`] that lets [`cleanup_dead_runs`] restore
+    /// `previous` if this process dies without dropping the guard.
+    note: Option<PathBuf>,
 }
 
 /// The schedulers a block device offers and the active one.
@@ -352,13 +356,22 @@ impl SchedulerGuard {
                 format!("cannot set scheduler {name} on {}: {e}", dev.display()),
             )
         })?;
-        Ok(SchedulerGuard { file, previous })
+        let note = Path::new(STATE_DIR).join(format!("{}-{devname}", std::process::id()));
+        let noted = fs::create_dir_all(STATE_DIR).and_then(|()| fs::write(&note, &previous));
+        Ok(SchedulerGuard {
+            file,
+            previous,
+            note: noted.is_ok().then_some(note),
+        })
     }
 }
 
 impl Drop for SchedulerGuard {
     fn drop(&mut self) {
         let _ = fs::write(&self.file, &self.previous);
+        if let Some(note) = &self.note {
+            let _ = fs::remove_file(note);
+        }
     }
 }
 
@@ -554,6 +567,138 @@ impl Drop for Cgroup {
             std::thread::sleep(std::time::Duration::from_millis(10));
         }
     }
+}
+
+/// The signal (SIGINT or SIGTERM) received while [`catch_interrupts`] was
+/// in force, 0 if none.
+static INTERRUPTED: AtomicI32 = AtomicI32::new(0);
+
+extern "C" fn on_interrupt(sig: libc::c_int) {
+    // Async-signal-safe: one atomic store.
+    INTERRUPTED.store(sig, Ordering::SeqCst);
+}
+
+/// SIGINT and SIGTERM turned into a flag ([`interrupted`]) while this guard
+/// lives, so that a run that changed the machine (a device's scheduler,
+/// cgroups) stops and puts everything back before the process exits.
+/// Dropping it restores the previous handlers.
+pub struct InterruptGuard {
+    previous: Vec<(libc::c_int, libc::sigaction)>,
+}
+
+/// Catches SIGINT and SIGTERM until the guard is dropped.
+pub fn catch_interrupts() -> InterruptGuard {
+    let mut previous = Vec::new();
+    for sig in [libc::SIGINT, libc::SIGTERM] {
+        // SAFETY: a plain sigaction with a handler that only stores an
+        // atomic; the old action is kept to be restored.
+        unsafe {
+            let mut act: libc::sigaction = std::mem::zeroed();
+            act.sa_sigaction = on_interrupt as extern "C" fn(libc::c_int) as usize;
+            libc::sigemptyset(&mut act.sa_mask);
+            let mut old: libc::sigaction = std::mem::zeroed();
+            if libc::sigaction(sig, &act, &mut old) == 0 {
+                previous.push((sig, old));
+            }
+        }
+    }
+    InterruptGuard { previous }
+}
+
+impl Drop for InterruptGuard {
+    fn drop(&mut self) {
+        for (sig, old) in &self.previous {
+            // SAFETY: restores the action saved by `catch_interrupts`.
+            unsafe {
+                libc::sigaction(*sig, old, std::ptr::null_mut());
+            }
+        }
+    }
+}
+
+/// The signal that interrupted a run, if one did.
+pub fn interrupted() -> Option<i32> {
+    match INTERRUPTED.load(Ordering::SeqCst) {
+        0 => None,
+        s => Some(s),
+    }
+}
+
+/// Where runs that change a device's scheduler note the scheduler to put
+/// back, one file per process and device (`PID-DEV`), so that
+/// [`cleanup_dead_runs`] can restore it after a run was killed (SIGKILL,
+/// power loss) before it could.
+pub const STATE_DIR: &str = "/run/bfq-rs";
+
+fn pid_alive(pid: u32) -> bool {
+    Path::new(&format!("/proc/{pid}")).exists()
+}
+
+/// Removes a cgroup directory and the ones below it, moving any thread
+/// left in them to the hierarchy's root first.
+fn remove_cgroup_tree(dir: &Path, root: &Path) -> io::Result<()> {
+    for e in fs::read_dir(dir)?.flatten() {
+        if e.file_type().is_ok_and(|t| t.is_dir()) {
+            remove_cgroup_tree(&e.path(), root)?;
+        }
+    }
+    if let Ok(t) = fs::read_to_string(dir.join("tasks")) {
+        for tid in t.split_whitespace() {
+            let _ = fs::write(root.join("tasks"), tid);
+        }
+    }
+    fs::remove_dir(dir)
+}
+
+/// Puts back what runs that no longer exist left behind: the schedulers
+/// they set on block devices (from [`STATE_DIR`]) and their `bfq-rs-PID-*`
+/// cgroups. Runs still alive are left alone. Returns one line per thing
+/// restored or removed.
+pub fn cleanup_dead_runs() -> io::Result<Vec<String>> {
+    require_root("cleaning up after dead runs")?;
+    let mut done = Vec::new();
+    if let Ok(rd) = fs::read_dir(STATE_DIR) {
+        for e in rd.flatten() {
+            let name = e.file_name().to_string_lossy().to_string();
+            let Some((pid, dev)) = name.split_once('-') else {
+                continue;
+            };
+            let Ok(pid) = pid.parse::<u32>() else {
+                continue;
+            };
+            if pid_alive(pid) {
+                continue;
+            }
+            let previous = fs::read_to_string(e.path())?;
+            let file = format!("/sys/block/{dev}/queue/scheduler");
+            match fs::write(&file, previous.trim()) {
+                Ok(()) => done.push(format!("{dev}: scheduler {} restored", previous.trim())),
+                Err(err) => done.push(format!("{dev}: cannot restore {}: {err}", previous.trim())),
+            }
+            fs::remove_file(e.path())?;
+        }
+    }
+    let root = Path::new(BLKIO_V1);
+    if let Ok(rd) = fs::read_dir(root) {
+        for e in rd.flatten() {
+            let name = e.file_name().to_string_lossy().to_string();
+            let Some(pid) = name
+                .strip_prefix("bfq-rs-")
+                .and_then(|r| r.split('-').next())
+                .and_then(|p| p.parse::<u32>().ok())
+            else {
+                continue;
+            };
+            if pid_alive(pid) {
+                continue;
+            }
+            remove_cgroup_tree(&e.path(), root).map_err(|err| {
+                io::Error::new(err.kind(), format!("{}: {err}", e.path().display()))
+            })?;
+            done.push(format!("cgroup {} removed", e.path().display()));
+        }
+    }
+    Ok(done)
 }
 
 #[cfg(test)]

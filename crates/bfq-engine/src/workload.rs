@@ -573,15 +573,28 @@ pub fn layout(flows: &[FlowDesc], target_len: u64, align: u64) -> Vec<(u64, u64)
 /// Creates a regular file of `size` bytes filled with non-zero data (so
 /// reads touch real blocks, not holes).
 pub fn create_filled(path: &Path, size: u64) -> io::Result<()> {
-    let f = OpenOptions::new().create_new(true).write(true).open(path)?;
-    let chunk: Vec<u8> = (0..1u32 << 20).map(|i| (i % 251) as u8 | 1).collect();
-    let mut off = 0;
-    while off < size {
-        let n = chunk.len().min((size - off) as usize);
-        f.write_all_at(&chunk[..n], off)?;
-        off += n as u64;
-    }
-    f.sync_all()
+    let named =
+        |e: io::Error| io::Error::new(e.kind(), format!("creating {}: {e}", path.display()));
+    let f = OpenOptions::new()
+        .create_new(true)
+        .write(true)
+        .open(path)
+        .map_err(named)?;
+    let fill = || -> io::Result<()> {
+        let chunk: Vec<u8> = (0..1u32 << 20).map(|i| (i % 251) as u8 | 1).collect();
+        let mut off = 0;
+        while off < size {
+            let n = chunk.len().min((size - off) as usize);
+            f.write_all_at(&chunk[..n], off)?;
+            off += n as u64;
+        }
+        f.sync_all()
+    };
+    // A file that could not be filled (full filesystem) is not left behind.
+    fill().map_err(|e| {
+        let _ = std::fs::remove_file(path);
+        named(e)
+    })
 }
 
 /// Size in bytes of a regular file or block device.
@@ -947,6 +960,9 @@ fn run_kernel(
     flows: &[FlowDesc],
     regions: &[(u64, u64)],
 ) -> io::Result<RunReport> {
+    // SIGINT/SIGTERM stop the run; the guards below then put the device's
+    // scheduler back and remove the cgroups before the process exits.
+    let _signals = sys::catch_interrupts();
     let _sched = sys::SchedulerGuard::set(&cfg.target, scheduler)?;
     let pid = std::process::id();
     let layout = sys::CgroupLayout::detect();
@@ -1056,6 +1072,18 @@ fn run_kernel(
     }
     barrier.wait();
     let t0 = Instant::now();
+    let watch_done = Arc::new(AtomicBool::new(false));
+    let watcher = {
+        let (stop, done) = (stop.clone(), watch_done.clone());
+        std::thread::spawn(move || {
+            while !done.load(Ordering::SeqCst) {
+                if sys::interrupted().is_some() {
+                    stop.store(true, Ordering::SeqCst);
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        })
+    };
     let mut reports = Vec::new();
     let mut err = None;
     for t in threads {
@@ -1066,9 +1094,21 @@ fn run_kernel(
         }
     }
     let seconds = t0.elapsed().as_secs_f64();
+    watch_done.store(true, Ordering::SeqCst);
+    let _ = watcher.join();
     drop(cgroups);
     while let Some(g) = group_cgs.pop() {
         drop(g);
+    }
+    if let Some(sig) = sys::interrupted() {
+        return Err(io::Error::new(
+            io::ErrorKind::Interrupted,
+            format!(
+                "interrupted by signal {sig}: the run's cgroups were removed and {}'s \
+                 scheduler put back",
+                cfg.target.display()
+            ),
+        ));
     }
     if let Some(e) = err {
         return Err(e);

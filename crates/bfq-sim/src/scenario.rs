@@ -15,6 +15,12 @@ use serde::Deserialize;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+/// The most points an output series may have (duration / series_interval).
+pub const MAX_SERIES_POINTS: u64 = 100_000;
+
+/// The longest simulated duration: 7 days.
+pub const MAX_SIM_DURATION: Time = 7 * 24 * 3600 * SEC;
+
 /// A bad scenario: which file, which field, what is wrong.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{origin}: {field}{sep}{why}", sep = if field.is_empty() { "" } else { ": " })]
@@ -607,6 +613,21 @@ impl Scenario {
         if self.output.series_interval.0 == 0 {
             return Err(self.err("output.series_interval", "must be positive"));
         }
+        // Bounds every output series: at most MAX_SERIES_POINTS points.
+        if self.output.series_interval.0 < bfq_core::MS
+            || self.duration.0 / self.output.series_interval.0 > MAX_SERIES_POINTS
+        {
+            return Err(self.err(
+                "output.series_interval",
+                format!(
+                    "must be at least 1ms and give at most {MAX_SERIES_POINTS} points over \
+                     the duration"
+                ),
+            ));
+        }
+        if self.duration.0 > MAX_SIM_DURATION {
+            return Err(self.err("duration", "must be at most 7 days of simulated time"));
+        }
         // groups
         let mut groups: Vec<GroupPlan> = Vec::new();
         fn ensure(groups: &mut Vec<GroupPlan>, path: &str, weight: Option<u32>) -> usize {
@@ -803,11 +824,23 @@ impl Scenario {
                 return Err(fe("runs", "only with repeat".into()));
             }
             if let Some(oo) = &f.on_off {
-                if oo.on.hi.0 == 0 {
-                    return Err(fe("on_off.on", "must be positive".into()));
+                if oo.on.lo.0 < u64::from(block) * SECTOR_BYTES {
+                    return Err(fe(
+                        "on_off.on",
+                        "must be at least one block (a burst issues whole requests)".into(),
+                    ));
                 }
             }
+            if f.start.0 >= self.duration.0 {
+                return Err(fe(
+                    "start",
+                    "must be before the end of the scenario (duration)".into(),
+                ));
+            }
             if let Some(p) = &f.periodic {
+                if p.deadline.is_some_and(|d| d.0 == 0) {
+                    return Err(fe("periodic.deadline", "must be positive".into()));
+                }
                 if p.every.0 < 100 * bfq_core::US || p.bytes.0 == 0 {
                     return Err(fe(
                         "periodic",

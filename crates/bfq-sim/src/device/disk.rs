@@ -683,6 +683,12 @@ impl DiskParams {
         pos("rate_inner", self.rate_inner > 0.0)?;
         pos("bus_rate", self.bus_rate > 0.0)?;
         pos("cache_segments", self.cache_segments > 0)?;
+        if self.rate_inner > self.rate_outer {
+            return Err((
+                "rate_inner",
+                "must not exceed rate_outer (inner tracks hold fewer sectors)".into(),
+            ));
+        }
         if !(self.seek_single <= self.seek_avg && self.seek_avg <= self.seek_full) {
             return Err((
                 "seek_avg",

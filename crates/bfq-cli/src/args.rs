@@ -1,0 +1,59 @@
+//! Argument parsers shared by the subcommands: run lengths, sizes and
+//! durations in the one syntax of scenario files and scheduler settings.
+
+/// The longest run any command takes: a week.
+pub const MAX_SECONDS: f64 = 7.0 * 24.0 * 3600.0;
+
+/// A run length in seconds: a finite number in (0, one week].
+pub fn seconds(s: &str) -> Result<f64, String> {
+    match s.trim().parse::<f64>() {
+        Ok(x) if x.is_finite() && x > 0.0 && x <= MAX_SECONDS => Ok(x),
+        Ok(_) => Err(format!(
+            "'{s}' is not a run length: give seconds above 0 and at most {MAX_SECONDS}"
+        )),
+        Err(_) => Err(format!("'{s}' is not a number of seconds")),
+    }
+}
+
+/// A size in bytes (`4096`, `4k`, `128KiB`, `1.5M`, `5G`), above zero.
+pub fn size(s: &str) -> Result<u64, String> {
+    match bfq_core::settings::parse_size(s)? {
+        0 => Err(format!("size '{s}' must be above zero")),
+        v => Ok(v),
+    }
+}
+
+/// A duration (`250ms`, `1.5s`, `500us`; a bare number is milliseconds).
+pub fn duration(s: &str) -> Result<std::time::Duration, String> {
+    bfq_core::settings::parse_duration(s)
+        .map(std::time::Duration::from_nanos)
+        .ok_or_else(|| format!("'{s}' is not a duration such as 250ms, 1.5s or 500us"))
+}
+
+/// A scheduler error for the user: an unknown name lists the known ones.
+pub fn sched_error(e: bfq_core::SchedError) -> anyhow::Error {
+    match e {
+        bfq_core::SchedError::UnknownScheduler(n) => anyhow::anyhow!(
+            "unknown scheduler '{n}' (known: {}; kernel:NAME for `bfq run`)",
+            bfq_schedulers::names()
+        ),
+        e => anyhow::Error::new(e),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bad_run_lengths_are_errors() {
+        for bad in ["-1", "nan", "inf", "1e300", "0", "x", ""] {
+            assert!(seconds(bad).is_err(), "{bad}");
+        }
+        assert_eq!(seconds("2.5"), Ok(2.5));
+        assert_eq!(size("4KiB"), Ok(4096));
+        assert_eq!(size("1.5M"), Ok(3 << 19));
+        assert!(size("0").is_err());
+        assert_eq!(duration("250ms"), Ok(std::time::Duration::from_millis(250)));
+    }
+}

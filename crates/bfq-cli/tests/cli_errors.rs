@@ -1,0 +1,238 @@
+//! Bad command lines give a clear error (naming the option, flow or path)
+//! and a non-zero exit, before any run starts; stdout carries only what
+//! was asked for; a closed pipe ends the process without a panic. Tests
+//! that need root (a small tmpfs) skip with a message without it. Nothing
+//! is timed: a one-minute guard only turns a hang into a failure.
+
+use std::path::Path;
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+fn bfq(args: &[&str]) -> Output {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_bfq"))
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let give_up = Instant::now() + Duration::from_secs(60);
+    while child.try_wait().unwrap().is_none() {
+        if Instant::now() > give_up {
+            let _ = child.kill();
+            panic!("bfq {args:?} hung");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    child.wait_with_output().unwrap()
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).to_string()
+}
+
+fn scenario() -> String {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../scenarios/2010-table3-2files.toml")
+        .display()
+        .to_string()
+}
+
+/// Fails (exit 1 or 2, no panic) with an error containing `says`.
+fn refused(args: &[&str], says: &str) {
+    let o = bfq(args);
+    let e = stderr(&o);
+    assert!(
+        matches!(o.status.code(), Some(1) | Some(2)),
+        "{args:?}: {:?} {e}",
+        o.status
+    );
+    assert!(!e.contains("panicked"), "{args:?}: {e}");
+    assert!(e.contains(says), "{args:?}: '{e}' does not say '{says}'");
+}
+
+#[test]
+fn bad_values_are_refused_naming_what_is_wrong() {
+    let dir = tempfile::tempdir().unwrap();
+    let t = dir.path().join("t.img");
+    let t = t.to_str().unwrap();
+    for s in ["-1", "nan", "inf", "1e300", "0"] {
+        let arg = format!("--seconds={s}");
+        refused(
+            &["run", "--target", t, "--flow", "name=a", &arg],
+            "--seconds",
+        );
+        refused(&["bench-engine", "nop", &arg], "--seconds");
+    }
+    refused(
+        &["run", "--target", t, "--flow", "name=a", "--depth", "0"],
+        "--depth",
+    );
+    for (flow, says) in [
+        ("name=a,bs=1000", "multiple of 512"),
+        ("name=a,bytes=0", "bytes"),
+        ("name=a,every=0ms,batch=4k", "every"),
+        ("name=a,depth=0", "depth"),
+        ("name=,bs=4k", "name must not be empty"),
+    ] {
+        refused(&["run", "--target", t, "--flow", flow], says);
+    }
+    refused(
+        &["run", "--target", t, "--flow", "name=a", "--flow", "name=a"],
+        "'a' is given twice",
+    );
+    refused(&["loop", "create", t, "0"], "above zero");
+    refused(&["sim", &scenario(), "--scheduler", "nope"], "known: bfq,");
+    refused(
+        &[
+            "sim",
+            &scenario(),
+            "--set",
+            "max_budget=1",
+            "--scheduler",
+            "bfq",
+        ],
+        "setting max_budget=1",
+    );
+    // Output paths are checked before the run (an hour long here).
+    let create = ["--create", "4M"];
+    let mut args = vec![
+        "run",
+        "--target",
+        t,
+        "--flow",
+        "name=a",
+        "--seconds",
+        "3600",
+    ];
+    args.extend(create);
+    args.extend(["--json", "/nonexistent/x.json"]);
+    refused(&args, "/nonexistent/x.json");
+    refused(
+        &["sim", &scenario(), "-q", "--json", "/nonexistent/x.json"],
+        "/nonexistent/x.json",
+    );
+}
+
+#[test]
+fn stdout_carries_only_the_json_or_the_trace() {
+    let o = bfq(&["sim", &scenario(), "-q", "--json", "-"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("stdout is only JSON");
+    assert!(v.get("flows").is_some());
+    assert!(
+        stderr(&o).contains("scheduler"),
+        "the summary goes to stderr"
+    );
+
+    let dir = tempfile::tempdir().unwrap();
+    let o = Command::new(env!("CARGO_BIN_EXE_bfq"))
+        .args(["sim", &scenario(), "-q", "--duration", "1s", "--trace", "-"])
+        .current_dir(dir.path())
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(out.starts_with("t_ns,event,flow,req,sector,sectors,op\n"));
+    assert!(
+        out.lines().skip(1).all(|l| l.split(',').count() == 7),
+        "only trace rows"
+    );
+    assert!(!dir.path().join("-").exists(), "no file named '-'");
+}
+
+#[test]
+fn a_closed_pipe_ends_the_process_quietly() {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_bfq"))
+        .args(["sim", &scenario(), "-q", "--trace", "-"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Read one line, then close the pipe (as `| head -1`).
+    let mut out = child.stdout.take().unwrap();
+    let mut first = [0u8; 64];
+    std::io::Read::read_exact(&mut out, &mut first).unwrap();
+    drop(out);
+    let o = child.wait_with_output().unwrap();
+    let e = stderr(&o);
+    assert!(!e.contains("panicked"), "{e}");
+    use std::os::unix::process::ExitStatusExt;
+    assert_eq!(o.status.signal(), Some(libc::SIGPIPE), "{:?} {e}", o.status);
+}
+
+/// A tmpfs of `size` for the test's lifetime, or why there is none.
+struct Tmpfs(tempfile::TempDir);
+
+impl Tmpfs {
+    fn mount(size: &str) -> Result<Tmpfs, String> {
+        if unsafe { libc::geteuid() } != 0 {
+            return Err("needs root".into());
+        }
+        let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
+        let ok = Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={size}"), "bfq-cli-test"])
+            .arg(dir.path())
+            .status()
+            .is_ok_and(|s| s.success());
+        if ok {
+            Ok(Tmpfs(dir))
+        } else {
+            Err("cannot mount a tmpfs".into())
+        }
+    }
+}
+
+impl Drop for Tmpfs {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg("-l").arg(self.0.path()).status();
+    }
+}
+
+#[test]
+fn a_full_filesystem_fails_the_run_and_leaves_no_partial_file() {
+    let fs = match Tmpfs::mount("1M") {
+        Ok(m) => m,
+        Err(why) => {
+            eprintln!("SKIPPED a_full_filesystem_fails_the_run: {why}");
+            return;
+        }
+    };
+    let new = fs.0.path().join("new.img");
+    let n = new.to_str().unwrap();
+    refused(
+        &[
+            "run",
+            "--target",
+            n,
+            "--create",
+            "8M",
+            "--flow",
+            "name=a",
+            "--buffered",
+        ],
+        "new.img",
+    );
+    assert!(!new.exists(), "the partly filled file was removed");
+    // A sparse 64 MiB target on a 1 MiB filesystem: every write fails
+    // with ENOSPC once it is full, and the run says so.
+    let sparse = fs.0.path().join("sparse.img");
+    std::fs::File::create(&sparse)
+        .unwrap()
+        .set_len(64 << 20)
+        .unwrap();
+    let s = sparse.to_str().unwrap();
+    refused(
+        &[
+            "run",
+            "--target",
+            s,
+            "--flow",
+            "name=w,op=write,bs=64k,bytes=16M",
+            "--allow-writes",
+            "--buffered",
+            "--seconds",
+            "30",
+        ],
+        "requests failed",
+    );
+}
