@@ -8,6 +8,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 mod args;
 mod bench_core;
 mod bench_engine;
+mod fuzz;
 mod loopdev;
 mod mount;
 mod run;
@@ -56,8 +57,12 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Cmd {
-    /// List the schedulers and their one-line summaries.
-    Schedulers,
+    /// List the schedulers and their one-line summaries; with a name, the
+    /// settings of that scheduler with their valid ranges and defaults.
+    Schedulers {
+        /// A scheduler name.
+        name: Option<String>,
+    },
     /// Measure CPU time per request of the schedulers' hot path.
     BenchCore(bench_core::Args),
     /// Run a scenario's flows as real I/O: through the engine with a
@@ -75,6 +80,10 @@ enum Cmd {
     /// block-device schedulers they set and their `bfq-rs-PID-*` cgroups.
     /// Runs still alive are left alone.
     Cleanup,
+    /// Seeded random calls of the scheduler API on every scheduler and
+    /// mutated scenario files, checking no panic, errors for bad calls,
+    /// exactly-once dispatch and completion, no stall, bounded memory.
+    Fuzz(fuzz::Args),
     /// Serve a directory over FUSE with its file I/O scheduled by bfq-rs:
     /// one flow per process, one group per cgroup (docs/mount.md).
     Mount(mount::Args),
@@ -89,12 +98,13 @@ fn main() {
     }
     let cli = Cli::parse();
     let result = match cli.cmd {
-        Cmd::Schedulers => {
+        Cmd::Schedulers { name: None } => {
             for e in bfq_schedulers::SCHEDULERS {
                 println!("{:<14} {}", e.name, e.summary);
             }
             Ok(())
         }
+        Cmd::Schedulers { name: Some(n) } => list_settings(&n),
         Cmd::BenchCore(a) => bench_core::run(a),
         Cmd::Run(a) => run::run(a),
         Cmd::Loop(a) => loopdev::run(a),
@@ -103,6 +113,7 @@ fn main() {
         Cmd::Suite(a) => suite::run(a),
         Cmd::Mount(a) => mount::run(a),
         Cmd::Cleanup => cleanup(),
+        Cmd::Fuzz(a) => fuzz::run(a),
     };
     if let Err(e) = result {
         eprintln!("bfq: error: {e:#}");
@@ -120,6 +131,25 @@ fn cleanup() -> anyhow::Result<()> {
     }
     for line in done {
         println!("{line}");
+    }
+    Ok(())
+}
+
+/// Prints each setting of scheduler `name`: key, kind and range, default.
+fn list_settings(name: &str) -> anyhow::Result<()> {
+    use bfq_core::settings::{format_duration, SettingKind};
+    let infos = bfq_schedulers::settings_of(name).map_err(args::sched_error)?;
+    for i in infos {
+        let range = match i.kind {
+            SettingKind::Integer { lo, hi } => format!("integer {lo}..={hi}"),
+            SettingKind::Duration { lo, hi } => {
+                format!("duration {}..={}", format_duration(lo), format_duration(hi))
+            }
+            SettingKind::Number => "number".into(),
+            SettingKind::Bool => "boolean".into(),
+            SettingKind::Text => "word".into(),
+        };
+        println!("{:<26} {:<28} default {}", i.key, range, i.default);
     }
     Ok(())
 }

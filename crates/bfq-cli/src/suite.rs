@@ -1,5 +1,5 @@
-//! `bfq suite`: the papers' benchmark suite on the simulator (issue 7,
-//! docs/suite.md). Writes report.json, report.md and report.html.
+//! `bfq suite`: the papers' benchmark suite on the simulator
+//! (docs/suite.md). Writes report.json, report.md and report.html.
 
 use std::path::PathBuf;
 use std::time::Instant;

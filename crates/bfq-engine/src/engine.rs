@@ -283,6 +283,10 @@ impl EngineBuilder {
 
     /// Create the target file if missing and extend it to at least `size`
     /// bytes (implies writable). Only for regular files.
+    ///
+    /// The file is **sparse**: reads of ranges never written touch no
+    /// storage and measure nothing. To measure reads, fill it first with
+    /// [`crate::workload::create_filled`] (what `bfq run --create` does).
     pub fn create(mut self, size: u64) -> Self {
         self.create_size = Some(size);
         self.writable = true;

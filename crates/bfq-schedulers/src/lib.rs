@@ -1,3 +1,4 @@
+#![warn(missing_docs)]
 //! # bfq-schedulers
 //!
 //! Every scheduler of the project, by name, behind the one

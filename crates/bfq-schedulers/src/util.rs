@@ -153,7 +153,9 @@ impl Merger {
 /// Where a per-node setting applies.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Node {
+    /// A flow (`NAME.fN`).
     Flow(FlowId),
+    /// A group (`NAME.gN`).
     Group(GroupId),
 }
 

@@ -1,4 +1,4 @@
-//! Results of a simulation: the JSON of issue 4 (`scenario`, `scheduler`,
+//! Results of a simulation: the JSON (`scenario`, `scheduler`,
 //! `seed`, `sim_time_s`, `aggregate_mib_s`, `flows[...]`) plus extras
 //! (latency CDF, per-run times, throughput time series), and a compact
 //! deterministic latency histogram.

@@ -1,6 +1,6 @@
 //! # bfq-suite
 //!
-//! The papers' benchmark suite (issue 7), headless and reproducible: each
+//! The papers' benchmark suite, headless and reproducible: each
 //! experiment of the 2010 BFQ paper (Section V), the 2014 BFQ+ report
 //! (Section 7) and the 2018 I/O-control article is generated as scenario
 //! TOML (docs/scenarios.md), run in the simulator for every scheduler it is
