@@ -562,8 +562,10 @@ fn run_cases(
             break;
         }
         let seed = a.seed.wrapping_add(n);
-        units +=
-            case(seed).map_err(|Failure(why)| anyhow::anyhow!("{what}: seed {seed}: {why}"))?;
+        // A panic is a failure of this seed too.
+        let got = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| case(seed)))
+            .unwrap_or_else(|_| Err(Failure("panicked (message above)".into())));
+        units += got.map_err(|Failure(why)| anyhow::anyhow!("{what}: seed {seed}: {why}"))?;
         n += 1;
     }
     println!(

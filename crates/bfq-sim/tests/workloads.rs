@@ -399,7 +399,8 @@ fn degenerate_inputs_do_not_panic() {
         "pattern = \"rand\"\nblock = \"4k\"\nregion = { start = \"0\", size = \"4k\" }",
         "pattern = \"seq\"\nblock = \"64M\"\nregion = { start = \"-64M\" }\nsync = false\ndepth = 4096",
         "op = \"write\"\nbuffered = true\nbytes = \"1\"\nrepeat = \"0ms\"\nruns = 3",
-        "on_off = { on = \"1\", off = \"0ms\" }\nbytes = \"1M\"",
+        // (an ON phase below one block is refused: tests/validation.rs)
+        "on_off = { on = \"128k\", off = \"0ms\" }\nbytes = \"1M\"",
         "periodic = { every = \"100us\", bytes = \"1\" }",
         "think = \"1ns\"\nrepeat = \"0s\"\nbytes = \"512\"",
     ] {

@@ -792,8 +792,14 @@ impl Bfq {
             fs.service_since_busy = 0;
         } else {
             fs.idle_since = now;
-            if let Some(d) = (fs.service_since_busy * SEC).checked_div(max_rt) {
-                let by_rate = fs.busy_since + d;
+            // In u128: a flow busy for long may have been served more than
+            // u64::MAX / SEC sectors (9 TB).
+            let d = (u128::from(fs.service_since_busy) * u128::from(SEC))
+                .checked_div(u128::from(max_rt));
+            if let Some(d) = d {
+                let by_rate = fs
+                    .busy_since
+                    .saturating_add(d.min(u128::from(u64::MAX)) as u64);
                 fs.soft_rt_next_start = fs
                     .soft_rt_next_start
                     .max(by_rate)
