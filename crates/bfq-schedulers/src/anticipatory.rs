@@ -475,7 +475,9 @@ impl Anticipatory {
             f.ttime_samples = (7 * f.ttime_samples + 256) / 8;
             f.ttime_total = (7 * f.ttime_total + 256 * think) / 8;
             f.ttime_mean = (f.ttime_total + 128) / f.ttime_samples;
-            let mut sdist = r.sector.abs_diff(f.last_request_pos);
+            // Capped at 2^40 sectors (512 TiB): every longer seek is far
+            // alike, and the scaled sums below stay in u64.
+            let mut sdist = r.sector.abs_diff(f.last_request_pos).min(1 << 40);
             if f.seek_samples == 0 {
                 self.new_seek_total = (7 * self.new_seek_total + 256 * sdist) / 8;
                 self.new_seek_mean = self.new_seek_total / 256;

@@ -128,7 +128,8 @@ impl SeekHistory {
             self.mean = if self.samples == 1 {
                 dist
             } else {
-                (7 * self.mean + dist) / 8
+                // In u128: distances reach the end of the sector space.
+                ((7 * u128::from(self.mean) + u128::from(dist)) / 8) as u64
             };
         }
         let seek = self.samples > 0 && dist > threshold && !large_nonrot;
