@@ -351,7 +351,7 @@ fn find_io_control(e: &ExpResult) -> Vec<Finding> {
         },
     ), "2018 article, Sec. 9, Fig. 1 (static sequential)", CauseKind::Scheduler, "prop-bfq is bfq-kernel without injection: the kernel's peak-rate windows see the random target's small requests mixed with the readers' large ones, accept no sample, and B_max stays at 16384 on this SSD, so the sequential readers get 16384-sector turns between the target's 125 ms ones"));
     out.push(finish(need(
-        "Static sequential, random target vs sequential readers: today's bfq keeps the target at >= 10 MB/s with a total >= 80% of the attainable (article: prop-bfq about 90%)",
+        "Static sequential, random target vs sequential readers: `bfq` (this project's profile: today's kernel plus the rules of docs/bfq-settings.md) keeps the target at >= 10 MB/s with a total >= 80% of the attainable (article: prop-bfq about 90%)",
         &[
             g(v1, BEST, "target"),
             g(v1, BEST, "pct_attainable"),
@@ -370,7 +370,7 @@ fn find_io_control(e: &ExpResult) -> Vec<Finding> {
                 ),
             )
         },
-    ), "2018 article, Sec. 9, Fig. 1 (static sequential), issue target", CauseKind::Scheduler, "bfq's B_max, injection or charging keep the sequential readers' turns short"));
+    ), "2018 article, Sec. 9, Fig. 1 (static sequential)", CauseKind::Scheduler, "bfq's B_max, injection or charging keep the sequential readers' turns short"));
     let v2 = "seq-readers/seq-target";
     out.push(finish(need(
         "Static sequential, sequential target vs sequential readers: prop-bfq grants the target a fraction of the total proportional to its weight (300 of 700; checked within 10%)",
@@ -385,7 +385,7 @@ fn find_io_control(e: &ExpResult) -> Vec<Finding> {
     ), "2018 article, Sec. 9, Fig. 1 (static sequential)", CauseKind::Scheduler, "the target's share of the total differs from its weight share"));
     let v3 = "rand-readers/rand-target";
     out.push(finish(need(
-        "Static random, only random readers: prop-bfq reaches an extremely lower total than throttling (checked: < 50% of max-none's and low-none's); the improved bfq recovers most of the loss (checked: today's bfq >= 0.8x max-none)",
+        "Static random, only random readers: prop-bfq reaches an extremely lower total than throttling (checked: < 50% of max-none's and low-none's); the improved bfq recovers most of the loss (checked on `bfq`, this project's profile: >= 0.8x max-none; today's kernel, bfq-kernel, shown beside)",
         &[
             g(v3, PROP, "total"),
             g(v3, BEST, "total"),
@@ -410,7 +410,7 @@ fn find_io_control(e: &ExpResult) -> Vec<Finding> {
     ), "2018 article, Sec. 9, Fig. 3 (static random)", CauseKind::Scheduler, "with only random readers B_max stays at 16384 (no sequential sample), and the random readers' turns are charged their time; injection keeps about one extra request in flight where none keeps five"));
     let v4 = "rand-readers/seq-target";
     out.push(finish(need(
-        "Static random, sequential target: the improved bfq reaches about 3.7 times the total of max-none (checked: today's bfq >= 3x)",
+        "Static random, sequential target: the improved bfq reaches about 3.7 times the total of max-none (checked on `bfq`, this project's profile: >= 3x; today's kernel, bfq-kernel, shown beside)",
         &[
             g(v4, BEST, "total"),
             g(v4, "max-none", "total"),
