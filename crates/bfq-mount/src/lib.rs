@@ -176,9 +176,11 @@ pub fn mount(cfg: &MountConfig) -> std::io::Result<Mounted> {
     config.n_threads = Some(cfg.threads);
     let session = fuser::spawn_mount(fs, &cfg.mountpoint, &config)?;
     let mountpoint = cfg.mountpoint.canonicalize()?;
+    // The connection's device number is what a busy unmount aborts: a mount
+    // whose number cannot be read is refused (dropping the session unmounts).
     let dev = {
         use std::os::unix::fs::MetadataExt;
-        std::fs::metadata(&mountpoint).map(|m| m.dev()).unwrap_or(0)
+        std::fs::metadata(&mountpoint)?.dev()
     };
     let stop = Arc::new(AtomicBool::new(false));
     let reaper = {
@@ -232,7 +234,12 @@ impl Mounted {
             return Ok(());
         };
         if !session.guard.is_finished() {
-            unmount_path(&self.mountpoint, self.dev)?;
+            if let Err(e) = unmount_path(&self.mountpoint, self.dev) {
+                // Still mounted and served: keep the session, the reaper and
+                // the engine, so that a later unmount (or drop) can retry.
+                self.session = Some(session);
+                return Err(e);
+            }
         }
         // After an aborted connection the workers end with an error: the
         // unmount itself succeeded.

@@ -382,7 +382,7 @@ pub fn choose_req(list: &SortList<u64>, last: u64, back_max: u64, penalty: u64) 
     let dist = |s: u64| -> Option<u64> {
         if s >= last {
             Some(s - last)
-        } else if s + back_max >= last {
+        } else if last - s <= back_max {
             Some((last - s).saturating_mul(penalty))
         } else {
             None
