@@ -7,9 +7,9 @@
 //! - `fairness`: 2 and 5 greedy sequential readers, weights 100:300 and
 //!   1:2:3:4:5, on a loop device over a regular file: engine vs kernel:bfq.
 
-use bfq_engine::sys::{self, LoopDevice};
-use bfq_engine::workload::{self, Backend, FlowDesc, Pattern, RunConfig, RunReport};
 use bfq_engine::{Engine, FlowOptions, Settings, ShutdownMode};
+use bfq_real::sys::{self, LoopDevice};
+use bfq_real::{Backend, FlowDesc, Pattern, RunConfig, RunReport};
 use clap::{Args as ClapArgs, Subcommand};
 use serde_json::{json, Value};
 use std::path::PathBuf;
@@ -159,7 +159,7 @@ impl TempLoop {
     fn new(file: PathBuf, size: u64, direct: bool) -> anyhow::Result<TempLoop> {
         let created = !file.exists();
         if created {
-            workload::create_filled(&file, size)?;
+            bfq_real::create_filled(&file, size)?;
         }
         let mut t = TempLoop {
             dev: None,
@@ -292,7 +292,7 @@ fn randread(
                 cfg.dispatcher_nice = nice;
                 cfg.async_submit = async_submit;
                 cfg.sqpoll_idle_ms = sqpoll;
-                let r = workload::run(&cfg, &descs).map_err(|e| anyhow::anyhow!("{s}: {e}"))?;
+                let r = bfq_real::run(&cfg, &descs).map_err(|e| anyhow::anyhow!("{s}: {e}"))?;
                 let errs: u64 = r.flows.iter().map(|f| f.errors).sum();
                 if errs > 0 {
                     anyhow::bail!("{s}: {errs} errors: {:?}", r.flows[0].first_error);
@@ -485,7 +485,7 @@ fn fairness(
                 Duration::from_secs_f64(seconds),
             );
             cfg.queue_depth = depth;
-            let r = workload::run(&cfg, &descs).map_err(|e| anyhow::anyhow!("{s}: {e}"))?;
+            let r = bfq_real::run(&cfg, &descs).map_err(|e| anyhow::anyhow!("{s}: {e}"))?;
             results.push((weights.to_vec(), s.clone(), r));
         }
     }

@@ -2,7 +2,7 @@
 //! running the kernel's schedulers side by side with the engine.
 
 use anyhow::Context;
-use bfq_engine::sys;
+use bfq_real::sys;
 use clap::{Args as ClapArgs, Subcommand};
 use std::path::PathBuf;
 
@@ -50,7 +50,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
             }
             sys::require_root("bfq loop create")?;
             if fill && !file.exists() {
-                bfq_engine::workload::create_filled(&file, size)?;
+                bfq_real::create_filled(&file, size)?;
             }
             let dev = sys::LoopDevice::create(&file, size, !buffered)
                 .or_else(|e| {

@@ -119,13 +119,13 @@ fn main() {
         eprintln!("bfq: error: {e:#}");
         // Interrupted by SIGINT/SIGTERM (after putting the machine back):
         // the conventional 128 + signal.
-        let code = bfq_engine::sys::interrupted().map_or(1, |sig| 128 + sig);
+        let code = bfq_real::sys::interrupted().map_or(1, |sig| 128 + sig);
         std::process::exit(code);
     }
 }
 
 fn cleanup() -> anyhow::Result<()> {
-    let done = bfq_engine::sys::cleanup_dead_runs()?;
+    let done = bfq_real::sys::cleanup_dead_runs()?;
     if done.is_empty() {
         println!("nothing left by dead runs");
     }

@@ -2,20 +2,17 @@
 //! threads against a file or block device, through the engine with any
 //! scheduler of the project or with the kernel's (`kernel:NAME`).
 //!
-//! The scenario format belongs to bfq-sim (`bfq sim`, docs/scenarios.md):
-//! the scenario is planned against the target's size (regions laid out on
-//! the target), its flows converted to [`bfq_engine::workload::FlowDesc`],
-//! and the results written in the simulator's JSON format. Flows can also
-//! be given on the command line with `--flow key=value,...`.
+//! The scenario (the format of `bfq sim`, docs/scenarios.md) is planned
+//! against the target's size (regions laid out on the target); bfq-real
+//! turns it into flows, runs them and writes the results in the
+//! simulator's JSON format. Flows can also be given on the command line
+//! with `--flow key=value,...`.
 
 use anyhow::Context;
+use bfq_core::Settings;
 use bfq_core::{IoClass, SECTOR_BYTES};
-use bfq_engine::workload::{
-    self, Backend, Dir, FlowDesc, GroupDesc, OnOff, Pattern, Periodic, RunConfig, RunReport,
-};
-use bfq_engine::Settings;
-use bfq_sim::result::Hist;
-use bfq_sim::{FlowResult, Plan, SimResult};
+use bfq_real::scenario::{from_plan, to_sim_result};
+use bfq_real::{Backend, Dir, FlowDesc, OnOff, Pattern, Periodic, RunConfig, RunReport};
 use clap::Args as ClapArgs;
 use std::io::Write;
 use std::path::PathBuf;
@@ -175,140 +172,6 @@ pub fn parse_flow(s: &str, index: usize) -> anyhow::Result<FlowDesc> {
     Ok(f)
 }
 
-/// Converts a planned scenario's groups and flows.
-pub fn from_plan(plan: &Plan) -> anyhow::Result<(Vec<FlowDesc>, Vec<GroupDesc>)> {
-    let groups = plan
-        .groups
-        .iter()
-        .map(|g| GroupDesc {
-            name: g.path.clone(),
-            weight: g.weight,
-            parent: g.parent.map(|p| plan.groups[p].path.clone()),
-        })
-        .collect();
-    let mut flows = Vec::new();
-    for f in &plan.flows {
-        let pattern = match f.pattern {
-            bfq_sim::Pattern::Seq => Pattern::Seq,
-            bfq_sim::Pattern::Rand => Pattern::Rand,
-            bfq_sim::Pattern::Replay => Pattern::Replay(
-                f.replay
-                    .as_ref()
-                    .map(|rows| {
-                        rows.iter()
-                            .map(|r| (r.sector * SECTOR_BYTES, r.sectors * SECTOR_BYTES as u32))
-                            .collect()
-                    })
-                    .unwrap_or_default(),
-            ),
-            bfq_sim::Pattern::Web => {
-                anyhow::bail!(
-                    "flow {}: pattern = \"web\" is not supported by bfq run yet",
-                    f.name
-                )
-            }
-        };
-        if f.buffered {
-            eprintln!(
-                "bfq run: flow {}: buffered = true is ignored (the target is opened once, \
-                 O_DIRECT unless --buffered)",
-                f.name
-            );
-        }
-        let (repeat, rerun_after) = match f.repeat {
-            Some(gap) => (f.runs.unwrap_or(u32::MAX), Duration::from_nanos(gap)),
-            None => (1, Duration::ZERO),
-        };
-        flows.push(FlowDesc {
-            name: f.name.clone(),
-            dir: match f.op {
-                bfq_core::Op::Read => Dir::Read,
-                bfq_core::Op::Write => Dir::Write,
-            },
-            pattern,
-            block: f.block * SECTOR_BYTES as u32,
-            depth: f.depth.max(1),
-            sync: f.sync,
-            region: Some((f.region_start * SECTOR_BYTES, f.region_len * SECTOR_BYTES)),
-            bytes: f.bytes,
-            think: Duration::from_nanos(f.think),
-            on_off: f.on_off.map(|o| OnOff {
-                on_bytes: (o.on.lo.0, o.on.hi.0),
-                off: (
-                    Duration::from_nanos(o.off.lo.0),
-                    Duration::from_nanos(o.off.hi.0),
-                ),
-            }),
-            periodic: f.periodic.map(|p| Periodic {
-                every: Duration::from_nanos(p.every.0),
-                bytes: p.bytes.0,
-            }),
-            repeat,
-            rerun_after,
-            start: Duration::from_nanos(f.start),
-            weight: f.weight,
-            prio: f.prio,
-            group: f.group.map(|g| plan.groups[g].path.clone()),
-        });
-    }
-    Ok((flows, groups))
-}
-
-/// The results in the simulator's JSON format (`bfq sim --json`).
-pub fn to_sim_result(r: &RunReport, scenario: &str, seed: u64, interval: Duration) -> SimResult {
-    let iv = interval.as_secs_f64();
-    let flows = r
-        .flows
-        .iter()
-        .map(|f| {
-            let mut h = Hist::default();
-            for &l in &f.lat_ns {
-                h.add(l);
-            }
-            let end = f.run_ends_s.last().copied().unwrap_or(r.seconds).max(1e-9);
-            let mut prev = 0.0;
-            let run_times: Vec<f64> = f
-                .run_ends_s
-                .iter()
-                .map(|&e| {
-                    let d = e - prev;
-                    prev = e;
-                    d
-                })
-                .collect();
-            FlowResult {
-                name: f.name.clone(),
-                bytes: f.bytes,
-                requests: f.ios,
-                throughput_mib_s: f.bytes as f64 / end / 1048576.0,
-                latency_ms: h.stats_ms(),
-                completions_s: f.run_ends_s.clone(),
-                deadline_misses: 0,
-                run_times_s: run_times,
-                batches: 0,
-                batch_latency_ms: Default::default(),
-                latency_cdf_ms: h.cdf_ms(),
-                series_mib_s: f
-                    .series_bytes
-                    .iter()
-                    .map(|&b| b as f64 / iv / 1048576.0)
-                    .collect(),
-            }
-        })
-        .collect();
-    SimResult {
-        scenario: scenario.to_string(),
-        scheduler: r.backend.clone(),
-        seed,
-        sim_time_s: r.seconds,
-        aggregate_mib_s: r.total_bytes() as f64 / r.seconds.max(1e-9) / 1048576.0,
-        flows,
-        device: r.target.clone(),
-        requests: r.total_ios(),
-        series_interval_s: iv,
-    }
-}
-
 pub fn run(a: Args) -> anyhow::Result<()> {
     let mut create = match &a.create {
         Some(c) => Some(crate::args::size(c).map_err(|e| anyhow::anyhow!("--create: {e}"))?),
@@ -327,10 +190,10 @@ pub fn run(a: Args) -> anyhow::Result<()> {
             // simulated device's capacity.
             if !a.target.exists() {
                 if let Some(size) = create.take() {
-                    workload::create_filled(&a.target, size)?;
+                    bfq_real::create_filled(&a.target, size)?;
                 }
             }
-            let size = workload::target_len(&a.target).map_err(|e| {
+            let size = bfq_real::target_len(&a.target).map_err(|e| {
                 anyhow::anyhow!(
                     "{}: {e} (give --create SIZE to make it)",
                     a.target.display()
@@ -407,7 +270,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         }
         _ => None,
     };
-    let r = workload::run(&cfg, &flows)?;
+    let r = bfq_real::run(&cfg, &flows)?;
     let sim = to_sim_result(&r, &scenario, seed, interval);
     if json_to_stdout {
         println!("{}", sim.to_json());
@@ -503,80 +366,5 @@ mod tests {
         assert!(parse_flow("bogus=1", 0).is_err());
         assert!(parse_flow("on=1M", 0).is_err());
         assert!(parse_flow("offset=4k", 0).is_err());
-    }
-
-    #[test]
-    fn converts_a_planned_scenario() {
-        let text = r#"
-name = "t"
-duration = "2s"
-[device]
-capacity = "1G"
-[[group]]
-path = "/a/b"
-weight = 300
-[[flow]]
-name = "r"
-weight = 200
-group = "/a/b"
-region = { start = "50%", size = "100M" }
-bytes = "10M"
-repeat = "1s"
-runs = 3
-[[flow]]
-name = "w"
-op = "write"
-pattern = "rand"
-sync = false
-depth = 8
-count = 2
-on_off = { on = "1M", off = "10ms" }
-"#;
-        let sc = bfq_sim::Scenario::from_toml_str(text, "test").unwrap();
-        let plan = sc.plan().unwrap();
-        let (flows, groups) = from_plan(&plan).unwrap();
-        assert_eq!(flows.len(), 3);
-        let r = &flows[0];
-        assert_eq!(r.region, Some((512 << 20, 100 << 20)));
-        assert_eq!((r.repeat, r.rerun_after), (3, Duration::from_secs(1)));
-        assert_eq!(r.group.as_deref(), Some("/a/b"));
-        assert_eq!((r.depth, r.sync), (1, true));
-        // an O_DIRECT io_uring reader: sync at any depth
-        let d = bfq_sim::Scenario::from_toml_str(
-            "name = \"d\"\n[[flow]]\nname = \"r\"\npattern = \"rand\"\ndepth = 16\n",
-            "d",
-        )
-        .unwrap();
-        let (df, _) = from_plan(&d.plan().unwrap()).unwrap();
-        assert_eq!((df[0].depth, df[0].sync), (16, true));
-        let w = &flows[1];
-        assert_eq!(
-            (w.dir, w.depth, w.block, w.sync),
-            (Dir::Write, 8, 4096, false)
-        );
-        assert!(w.on_off.is_some());
-        let b = groups.iter().find(|g| g.name == "/a/b").unwrap();
-        assert_eq!((b.weight, b.parent.as_deref()), (300, Some("/a")));
-
-        let report = RunReport {
-            backend: "fifo".into(),
-            target: "x".into(),
-            seconds: 2.0,
-            cpu_seconds: 0.0,
-            flows: vec![workload::FlowReport {
-                name: "r".into(),
-                weight: 200,
-                ios: 2,
-                bytes: 8192,
-                lat_ns: vec![1000, 2000],
-                series_bytes: vec![4096, 4096],
-                run_ends_s: vec![0.5, 1.5],
-                ..Default::default()
-            }],
-        };
-        let j = to_sim_result(&report, "t", 1, Duration::from_secs(1));
-        assert_eq!(j.flows[0].run_times_s, vec![0.5, 1.0]);
-        assert_eq!(j.flows[0].requests, 2);
-        assert!(j.to_json().contains("\"scenario\": \"t\""));
     }
 }

@@ -6,7 +6,7 @@
 //! Nothing is timed: the test waits for states, with a one-minute guard
 //! against hangs.
 
-use bfq_engine::sys;
+use bfq_real::sys;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};

@@ -35,7 +35,6 @@ pub mod completion;
 mod dispatcher;
 mod engine;
 pub mod sys;
-pub mod workload;
 
 pub use bfq_core::{DeviceInfo, FlowId, FlowSpec, GroupId, IoClass, IoPrio, Settings};
 pub use buf::{AlignedBuf, IoBuf, IoBufMut};

@@ -10,7 +10,7 @@
 use crate::exp2010::need;
 use crate::model::*;
 use bfq_core::Settings;
-use bfq_engine::workload::{self, Backend, FlowDesc, Pattern, RunConfig};
+use bfq_real::{Backend, FlowDesc, Pattern, RunConfig};
 use std::time::Duration;
 
 /// Every real-storage experiment, in report order.
@@ -71,7 +71,7 @@ fn run_fairness(v: &Variant, c: &Config, ctx: &Ctx) -> anyhow::Result<RunOut> {
         Backend::parse(&c.scheduler, settings),
         Duration::from_secs(secs),
     );
-    let r = workload::run(&cfg, &flows)?;
+    let r = bfq_real::run(&cfg, &flows)?;
     let mut out = RunOut::default();
     out.metrics
         .insert("dev".into(), 100.0 * r.worst_share_error());

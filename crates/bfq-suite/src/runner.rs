@@ -142,8 +142,8 @@ pub fn check_target(path: &std::path::Path) -> anyhow::Result<()> {
             path.display()
         )
     })?;
-    if bfq_engine::sys::is_block_device(path) {
-        bfq_engine::sys::check_not_mounted(path)
+    if bfq_real::sys::is_block_device(path) {
+        bfq_real::sys::check_not_mounted(path)
             .map_err(|e| anyhow::anyhow!("--target {}: {e}", path.display()))?;
     } else if !md.is_file() {
         bail!(

@@ -1,9 +1,9 @@
 //! Workload runner on regular files (no root), and with root on a loop
 //! device under the kernel's schedulers (skipped with a message otherwise).
 
-use bfq_engine::sys::{self, LoopDevice};
-use bfq_engine::workload::{self, Backend, Dir, FlowDesc, Pattern, RunConfig};
-use bfq_engine::Settings;
+use bfq_core::Settings;
+use bfq_real::sys::{self, LoopDevice};
+use bfq_real::{Backend, Dir, FlowDesc, Pattern, RunConfig};
 use std::time::Duration;
 
 fn flows() -> Vec<FlowDesc> {
@@ -35,7 +35,7 @@ fn runs_flows_through_the_engine_on_a_file() {
         Duration::from_secs(30),
     );
     cfg.create_size = Some(16 << 20);
-    let r = workload::run(&cfg, &flows()).unwrap();
+    let r = bfq_real::run(&cfg, &flows()).unwrap();
     assert_eq!(r.flows.len(), 3);
     // Byte budgets end the run long before the duration.
     assert_eq!(r.flows[0].bytes, 2 << 20);
@@ -46,10 +46,10 @@ fn runs_flows_through_the_engine_on_a_file() {
     // Writes are refused unless allowed.
     let mut w = flows();
     w[0].dir = Dir::Write;
-    let e = workload::run(&cfg, &w).unwrap_err();
+    let e = bfq_real::run(&cfg, &w).unwrap_err();
     assert_eq!(e.kind(), std::io::ErrorKind::PermissionDenied);
     cfg.allow_writes = true;
-    let r = workload::run(&cfg, &w).unwrap();
+    let r = bfq_real::run(&cfg, &w).unwrap();
     assert_eq!(r.flows[0].bytes, 2 << 20);
 
     // The kernel's schedulers need a block device.
@@ -58,7 +58,7 @@ fn runs_flows_through_the_engine_on_a_file() {
         Backend::parse("kernel:bfq", Settings::new()),
         Duration::from_secs(1),
     );
-    assert!(workload::run(&cfg, &flows()).is_err());
+    assert!(bfq_real::run(&cfg, &flows()).is_err());
 }
 
 #[test]
@@ -73,7 +73,7 @@ fn kernel_side_by_side_on_a_loop_device() {
     }
     let dir = tempfile::tempdir().unwrap();
     let img = dir.path().join("loop.img");
-    workload::create_filled(&img, 32 << 20).unwrap();
+    bfq_real::create_filled(&img, 32 << 20).unwrap();
     let dev = match LoopDevice::create(&img, 32 << 20, true) {
         Ok(d) => d,
         Err(e) => {
@@ -88,7 +88,7 @@ fn kernel_side_by_side_on_a_loop_device() {
             Backend::parse(sched, Settings::new()),
             Duration::from_secs(30),
         );
-        let r = workload::run(&cfg, &flows()).unwrap_or_else(|e| panic!("{sched}: {e}"));
+        let r = bfq_real::run(&cfg, &flows()).unwrap_or_else(|e| panic!("{sched}: {e}"));
         assert_eq!(r.flows[0].bytes, 2 << 20, "{sched}");
         assert!(
             r.flows.iter().all(|f| f.errors == 0),
@@ -103,12 +103,12 @@ fn kernel_side_by_side_on_a_loop_device() {
         Duration::from_secs(30),
     );
     cfg.groups = vec![
-        workload::GroupDesc {
+        bfq_real::GroupDesc {
             name: "/a".into(),
             weight: 300,
             parent: None,
         },
-        workload::GroupDesc {
+        bfq_real::GroupDesc {
             name: "/a/b".into(),
             weight: 100,
             parent: Some("/a".into()),
@@ -117,7 +117,7 @@ fn kernel_side_by_side_on_a_loop_device() {
     let mut g = flows();
     g[0].group = Some("/a/b".into());
     g[1].group = Some("/a".into());
-    let r = workload::run(&cfg, &g).unwrap();
+    let r = bfq_real::run(&cfg, &g).unwrap();
     assert!(r.flows.iter().all(|f| f.errors == 0), "{:?}", r.flows);
     let (_, after) = sys::block_schedulers(dev.path()).unwrap();
     assert_eq!(before, after, "the device's scheduler is restored");
@@ -133,7 +133,7 @@ fn kernel_side_by_side_on_a_loop_device() {
         Backend::parse("kernel:none", Settings::new()),
         Duration::from_secs(1),
     );
-    assert!(workload::run(&cfg, &w).is_err());
+    assert!(bfq_real::run(&cfg, &w).is_err());
     dev.remove().unwrap();
 }
 
@@ -244,7 +244,7 @@ fn trace_has_queue_dispatch_complete_for_every_request() {
     cfg.trace = Some(trace.clone());
     let mut f = FlowDesc::reader("reader", Pattern::Seq, 4096);
     f.bytes = Some(100 * 4096);
-    let r = workload::run(&cfg, &[f]).unwrap();
+    let r = bfq_real::run(&cfg, &[f]).unwrap();
     assert_eq!(r.flows[0].ios, 100);
     let text = std::fs::read_to_string(&trace).unwrap();
     let mut lines = text.lines();

@@ -1,0 +1,273 @@
+//! What a real run runs: flows described in a small, scenario-independent
+//! form ([`FlowDesc`], [`GroupDesc`]), who schedules them ([`Backend`]) and
+//! how the run is set up ([`RunConfig`]). `bfq run` converts scenario
+//! flows to these ([`crate::scenario`]); the benchmarks build them directly.
+
+use bfq_core::{IoClass, IoPrio, Settings};
+use std::io;
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// Access pattern of a flow.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Pattern {
+    /// Sequential through the region, wrapping around.
+    Seq,
+    /// Uniformly random block-aligned offsets in the region.
+    Rand,
+    /// These (offset relative to the region, length) requests in order.
+    Replay(Vec<(u64, u32)>),
+}
+
+/// Read or write.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Dir {
+    Read,
+    Write,
+}
+
+/// One flow of a workload.
+#[derive(Clone, Debug, PartialEq)]
+pub struct FlowDesc {
+    pub name: String,
+    pub dir: Dir,
+    pub pattern: Pattern,
+    /// Request size in bytes.
+    pub block: u32,
+    /// Requests kept outstanding.
+    pub depth: u32,
+    /// Whether the scheduler sees the requests as synchronous. Linux flags
+    /// every read, and every `O_DIRECT` write, synchronous whatever the
+    /// depth; a scenario's `sync = false` flow (simulated asynchronous
+    /// I/O, e.g. writeback) is not.
+    pub sync: bool,
+    /// Region `(offset, len)` in bytes; `None` = an equal share of the
+    /// target laid out after the explicit regions.
+    pub region: Option<(u64, u64)>,
+    /// Stop after this many bytes (per repetition); `None` = until the run ends.
+    pub bytes: Option<u64>,
+    /// Pause between a completion and the next request.
+    pub think: Duration,
+    /// ON/OFF: move a number of bytes uniform in `on_bytes`, then stay
+    /// silent for a time uniform in `off`, and again.
+    pub on_off: Option<OnOff>,
+    /// Periodic: every `every`, release a batch of `bytes`.
+    pub periodic: Option<Periodic>,
+    /// Runs of the `bytes` budget (default 1).
+    pub repeat: u32,
+    /// Pause between two runs.
+    pub rerun_after: Duration,
+    /// Start this long after the run starts.
+    pub start: Duration,
+    /// Explicit weight; `None` derives it from the level.
+    pub weight: Option<u32>,
+    pub prio: IoPrio,
+    /// Group name (see [`GroupDesc`]); `None` = root.
+    pub group: Option<String>,
+}
+
+impl FlowDesc {
+    /// A greedy synchronous reader of `block`-byte requests.
+    pub fn reader(name: &str, pattern: Pattern, block: u32) -> Self {
+        FlowDesc {
+            name: name.to_string(),
+            dir: Dir::Read,
+            pattern,
+            block,
+            depth: 1,
+            sync: true,
+            region: None,
+            bytes: None,
+            think: Duration::ZERO,
+            on_off: None,
+            periodic: None,
+            repeat: 1,
+            rerun_after: Duration::ZERO,
+            start: Duration::ZERO,
+            weight: None,
+            prio: IoPrio::DEFAULT,
+            group: None,
+        }
+    }
+
+    /// The weight the flow gets.
+    pub fn effective_weight(&self) -> u32 {
+        self.weight.unwrap_or_else(|| self.prio.default_weight())
+    }
+}
+
+/// ON/OFF behaviour (ranges are inclusive, sampled uniformly).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct OnOff {
+    pub on_bytes: (u64, u64),
+    pub off: (Duration, Duration),
+}
+
+/// Periodic behaviour.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Periodic {
+    pub every: Duration,
+    pub bytes: u64,
+}
+
+/// A group of flows (engine groups; nested blkio cgroups on the kernel side).
+#[derive(Clone, Debug, PartialEq)]
+pub struct GroupDesc {
+    pub name: String,
+    pub weight: u32,
+    pub parent: Option<String>,
+}
+
+/// Who schedules.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Backend {
+    /// The engine with a scheduler of the registry.
+    Engine {
+        scheduler: String,
+        settings: Settings,
+    },
+    /// The kernel's scheduler of the block device (`bfq`, `mq-deadline`,
+    /// `kyber`, `none`).
+    Kernel { scheduler: String },
+}
+
+impl Backend {
+    /// Parses `--scheduler`: `kernel:NAME` or a registry name.
+    pub fn parse(s: &str, settings: Settings) -> Backend {
+        match s.strip_prefix("kernel:") {
+            Some(k) => Backend::Kernel {
+                scheduler: k.to_string(),
+            },
+            None => Backend::Engine {
+                scheduler: s.to_string(),
+                settings,
+            },
+        }
+    }
+
+    /// `fifo`, `bfq`, `kernel:bfq`...
+    pub fn label(&self) -> String {
+        match self {
+            Backend::Engine { scheduler, .. } => scheduler.clone(),
+            Backend::Kernel { scheduler } => format!("kernel:{scheduler}"),
+        }
+    }
+}
+
+/// A run of a workload.
+#[derive(Clone, Debug)]
+pub struct RunConfig {
+    pub target: PathBuf,
+    pub backend: Backend,
+    /// Stop after this long (flows with a byte budget may end earlier).
+    pub duration: Duration,
+    /// `O_DIRECT` (default true).
+    pub direct: bool,
+    /// Writes are refused unless this is set.
+    pub allow_writes: bool,
+    /// The engine's device queue depth.
+    pub queue_depth: u32,
+    /// Size of a regular-file target to create (filled with data) if it
+    /// does not exist.
+    pub create_size: Option<u64>,
+    pub groups: Vec<GroupDesc>,
+    /// Nice value of the engine's dispatcher thread.
+    pub dispatcher_nice: i32,
+    /// Engine reads and writes go through io_uring's workers (IOSQE_ASYNC).
+    pub async_submit: bool,
+    /// Engine submissions through an SQPOLL kernel thread (idle ms; 0 = off).
+    pub sqpoll_idle_ms: u32,
+    /// Interval of each flow's throughput series.
+    pub series_interval: Duration,
+    /// Write the simulator's trace CSV (`t_ns,event,flow,req,sector,
+    /// sectors,op`; engine backends only).
+    pub trace: Option<PathBuf>,
+}
+
+impl RunConfig {
+    pub fn new(target: impl Into<PathBuf>, backend: Backend, duration: Duration) -> Self {
+        RunConfig {
+            target: target.into(),
+            backend,
+            duration,
+            direct: true,
+            allow_writes: false,
+            queue_depth: 64,
+            create_size: None,
+            groups: Vec::new(),
+            dispatcher_nice: 0,
+            async_submit: false,
+            sqpoll_idle_ms: 0,
+            series_interval: Duration::from_secs(1),
+            trace: None,
+        }
+    }
+}
+
+/// Convenience: the priority of a flow from class and level.
+pub fn prio(class: IoClass, level: u8) -> IoPrio {
+    IoPrio { class, level }
+}
+
+/// The groups ordered so that every parent comes before its children;
+/// an error names groups whose parent is unknown or part of a cycle.
+pub(crate) fn parents_first(groups: &[GroupDesc]) -> io::Result<Vec<&GroupDesc>> {
+    let mut done: std::collections::HashSet<&str> = std::collections::HashSet::new();
+    let mut out = Vec::with_capacity(groups.len());
+    let mut todo: Vec<&GroupDesc> = groups.iter().collect();
+    while !todo.is_empty() {
+        let before = todo.len();
+        let (ready, rest): (Vec<&GroupDesc>, Vec<&GroupDesc>) = todo
+            .into_iter()
+            .partition(|g| g.parent.as_deref().is_none_or(|p| done.contains(p)));
+        for g in ready {
+            done.insert(&g.name);
+            out.push(g);
+        }
+        if rest.len() == before {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "groups with unknown or cyclic parents",
+            ));
+        }
+        todo = rest;
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn g(name: &str, parent: Option<&str>) -> GroupDesc {
+        GroupDesc {
+            name: name.into(),
+            weight: 100,
+            parent: parent.map(Into::into),
+        }
+    }
+
+    #[test]
+    fn groups_come_parents_first_and_cycles_are_refused() {
+        let groups = [
+            g("a/b/c", Some("a/b")),
+            g("a/b", Some("a")),
+            g("a", None),
+            g("d", None),
+        ];
+        let order: Vec<&str> = parents_first(&groups)
+            .unwrap()
+            .iter()
+            .map(|g| g.name.as_str())
+            .collect();
+        let pos = |n: &str| order.iter().position(|x| *x == n).unwrap();
+        assert_eq!(order.len(), 4);
+        assert!(pos("a") < pos("a/b") && pos("a/b") < pos("a/b/c"));
+        let cyclic = [g("x", Some("y")), g("y", Some("x"))];
+        assert_eq!(
+            parents_first(&cyclic).unwrap_err().kind(),
+            io::ErrorKind::InvalidInput
+        );
+        assert!(parents_first(&[g("x", Some("missing"))]).is_err());
+    }
+}

@@ -1,0 +1,314 @@
+//! Real runs under the kernel's schedulers (`kernel:bfq`,
+//! `kernel:mq-deadline`, `kernel:kyber`, `kernel:none`): the device's
+//! scheduler is switched for the run, and each flow is a thread that
+//! submits directly to the block device (`pread`/`pwrite` at depth 1, its
+//! own io_uring ring deeper), with its I/O priority set and placed in a
+//! blkio cgroup carrying its weight. **This is where a real run puts
+//! threads into cgroups** ([`run_kernel`]).
+
+use crate::desc::{parents_first, Dir, FlowDesc, RunConfig};
+use crate::pace::{cursor, Acc, Cursor, Pacer};
+use crate::report::{FlowReport, RunReport};
+use crate::sys;
+use bfq_engine::AlignedBuf;
+use io_uring::{opcode, types, IoUring};
+use std::collections::HashMap;
+use std::fs::OpenOptions;
+use std::io;
+use std::os::fd::AsRawFd;
+use std::os::unix::fs::{FileExt, OpenOptionsExt};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Barrier};
+use std::time::{Duration, Instant};
+
+/// Without per-thread cgroups (cgroup v2 puts processes, not threads, in
+/// a cgroup) the kernel's BFQ weighs each flow thread by its I/O priority
+/// level, (8 - level) * 10: runs whose weights are exactly that, without
+/// groups, are still faithful; others are refused.
+fn levels_carry_weights(cfg: &RunConfig, flows: &[FlowDesc]) -> io::Result<()> {
+    let bad = flows
+        .iter()
+        .find(|f| f.effective_weight() != f.prio.default_weight() || f.group.is_some());
+    match (bad, cfg.groups.is_empty()) {
+        (None, true) => Ok(()),
+        _ => Err(io::Error::new(
+            io::ErrorKind::Unsupported,
+            "no cgroup v1 blkio hierarchy: on cgroup v2 the io controller puts whole \
+             processes, not threads, in a cgroup, so only weights that equal the I/O \
+             priority level's ((8 - level) * 10, e.g. level=0 for 80) and no groups can \
+             be given to kernel:* flows; mount cgroup v1 blkio at /sys/fs/cgroup/blkio \
+             for others",
+        )),
+    }
+}
+
+pub(crate) fn run_kernel(
+    cfg: &RunConfig,
+    scheduler: &str,
+    flows: &[FlowDesc],
+    regions: &[(u64, u64)],
+) -> io::Result<RunReport> {
+    // SIGINT/SIGTERM stop the run; the guards below then put the device's
+    // scheduler back and remove the cgroups before the process exits.
+    let _signals = sys::catch_interrupts();
+    let _sched = sys::SchedulerGuard::set(&cfg.target, scheduler)?;
+    let pid = std::process::id();
+    let layout = sys::CgroupLayout::detect();
+    if let Some(l) = &layout {
+        eprintln!("kernel:{scheduler}: {}", l.describe());
+    }
+    let per_thread = layout.as_ref().is_some_and(sys::CgroupLayout::per_thread);
+    if !per_thread {
+        levels_carry_weights(cfg, flows)?;
+    }
+    // Groups as nested blkio cgroups carrying their weights (parents
+    // first); each flow in its own cgroup inside its group's.
+    let mut group_dirs: HashMap<String, String> = HashMap::new();
+    let mut group_cgs: Vec<sys::Cgroup> = Vec::new();
+    for g in parents_first(&cfg.groups)?
+        .into_iter()
+        .filter(|_| per_thread)
+    {
+        let k = group_cgs.len();
+        let dir = match &g.parent {
+            None => format!("bfq-rs-{pid}-g{k}"),
+            Some(p) => format!("{}/g{k}", group_dirs[p]),
+        };
+        group_cgs.push(sys::Cgroup::create(&dir, g.weight)?);
+        group_dirs.insert(g.name.clone(), dir);
+    }
+    let mut cgroups = Vec::new();
+    for (i, f) in flows.iter().enumerate() {
+        if !per_thread {
+            cgroups.push(None);
+            continue;
+        }
+        let dir = match &f.group {
+            None => format!("bfq-rs-{pid}-{i}"),
+            Some(g) => match group_dirs.get(g) {
+                Some(d) => format!("{d}/f{i}"),
+                None => {
+                    return Err(io::Error::new(
+                        io::ErrorKind::InvalidInput,
+                        format!("unknown group {g}"),
+                    ))
+                }
+            },
+        };
+        cgroups.push(Some(Arc::new(sys::Cgroup::create(
+            &dir,
+            f.effective_weight(),
+        )?)));
+    }
+    let stop = Arc::new(AtomicBool::new(false));
+    let barrier = Arc::new(Barrier::new(flows.len() + 1));
+    let mut threads = Vec::new();
+    for (i, (d, region)) in flows.iter().zip(regions).enumerate() {
+        let d = d.clone();
+        let region = *region;
+        let stop = stop.clone();
+        let barrier = barrier.clone();
+        let cg = cgroups[i].clone();
+        let duration = cfg.duration;
+        let interval = cfg.series_interval;
+        let target = cfg.target.clone();
+        let direct = cfg.direct;
+        let writable = cfg.allow_writes;
+        threads.push(std::thread::spawn(move || -> io::Result<FlowReport> {
+            let setup = (|| -> io::Result<_> {
+                if let Some(cg) = &cg {
+                    cg.join()?;
+                }
+                sys::ioprio_set_thread(d.prio.class, d.prio.level)?;
+                let mut o = OpenOptions::new();
+                o.read(true).write(writable);
+                if direct {
+                    o.custom_flags(libc::O_DIRECT);
+                }
+                o.open(&target)
+            })();
+            barrier.wait();
+            let file = setup?;
+            let start = Instant::now();
+            let end = start + duration;
+            let mut pacer = Pacer::new(&d, start, i as u64);
+            let mut cur = cursor(&d, region, i as u64);
+            let mut acc = Acc::new(interval);
+            if d.depth <= 1 {
+                let mut b = AlignedBuf::new(d.block as usize);
+                b.fill(i as u8 | 1);
+                while pacer.before(&stop, end) {
+                    let (off, len) = cur.next();
+                    pacer.charge(len);
+                    if b.len() != len as usize {
+                        b = AlignedBuf::new(len as usize);
+                    }
+                    let t0 = Instant::now();
+                    let res = match d.dir {
+                        Dir::Read => file.read_at(&mut b, off),
+                        Dir::Write => file.write_at(&b, off),
+                    };
+                    let n = *res.as_ref().unwrap_or(&0) as u64;
+                    acc.record(res, t0.elapsed());
+                    pacer.after(n, &stop, end);
+                }
+            } else {
+                kernel_ring_loop(&file, &d, &mut cur, &mut pacer, &mut acc, &stop, end)?;
+            }
+            Ok(acc.report(&d, &pacer.runs))
+        }));
+    }
+    barrier.wait();
+    let t0 = Instant::now();
+    let watch_done = Arc::new(AtomicBool::new(false));
+    let watcher = {
+        let (stop, done) = (stop.clone(), watch_done.clone());
+        std::thread::spawn(move || {
+            while !done.load(Ordering::SeqCst) {
+                if sys::interrupted().is_some() {
+                    stop.store(true, Ordering::SeqCst);
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        })
+    };
+    let mut reports = Vec::new();
+    let mut err = None;
+    for t in threads {
+        match t.join() {
+            Ok(Ok(r)) => reports.push(r),
+            Ok(Err(e)) => err = Some(e),
+            Err(_) => err = Some(io::Error::other("a flow thread panicked")),
+        }
+    }
+    let seconds = t0.elapsed().as_secs_f64();
+    watch_done.store(true, Ordering::SeqCst);
+    let _ = watcher.join();
+    drop(cgroups);
+    while let Some(g) = group_cgs.pop() {
+        drop(g);
+    }
+    if let Some(sig) = sys::interrupted() {
+        return Err(io::Error::new(
+            io::ErrorKind::Interrupted,
+            format!(
+                "interrupted by signal {sig}: the run's cgroups were removed and {}'s \
+                 scheduler put back",
+                cfg.target.display()
+            ),
+        ));
+    }
+    if let Some(e) = err {
+        return Err(e);
+    }
+    Ok(RunReport {
+        backend: cfg.backend.label(),
+        target: cfg.target.display().to_string(),
+        seconds,
+        flows: reports,
+        cpu_seconds: 0.0,
+    })
+}
+
+/// A flow's own io_uring ring with `depth` requests outstanding.
+fn kernel_ring_loop(
+    file: &std::fs::File,
+    d: &FlowDesc,
+    cur: &mut Cursor,
+    pacer: &mut Pacer,
+    acc: &mut Acc,
+    stop: &AtomicBool,
+    end: Instant,
+) -> io::Result<()> {
+    let depth = d.depth as usize;
+    let mut ring = IoUring::new((depth as u32).next_power_of_two())?;
+    let mut bufs: Vec<AlignedBuf> = (0..depth)
+        .map(|_| AlignedBuf::new(d.block as usize))
+        .collect();
+    let mut started: Vec<Option<Instant>> = vec![None; depth];
+    let mut free: Vec<usize> = (0..depth).collect();
+    let mut outstanding = 0;
+    let fd = types::Fd(file.as_raw_fd());
+    loop {
+        while let Some(&slot) = free.last() {
+            if !pacer.before(stop, end) {
+                break;
+            }
+            free.pop();
+            let (off, len) = cur.next();
+            pacer.charge(len);
+            if bufs[slot].len() != len as usize {
+                bufs[slot] = AlignedBuf::new(len as usize);
+            }
+            let b = &mut bufs[slot];
+            let sqe = match d.dir {
+                Dir::Read => opcode::Read::new(fd, b.as_mut_ptr(), len)
+                    .offset(off)
+                    .build(),
+                Dir::Write => opcode::Write::new(fd, b.as_ptr(), len).offset(off).build(),
+            }
+            .user_data(slot as u64);
+            // SAFETY: the buffer lives in `bufs` until its completion is reaped.
+            unsafe { ring.submission().push(&sqe).expect("ring sized to depth") };
+            started[slot] = Some(Instant::now());
+            outstanding += 1;
+        }
+        if outstanding == 0 {
+            return Ok(());
+        }
+        ring.submit_and_wait(1)?;
+        let done: Vec<(usize, i32)> = ring
+            .completion()
+            .map(|c| (c.user_data() as usize, c.result()))
+            .collect();
+        for (slot, res) in done {
+            outstanding -= 1;
+            let t0 = started[slot].take().expect("started");
+            let r = if res < 0 {
+                Err(io::Error::from_raw_os_error(-res))
+            } else {
+                Ok(res as usize)
+            };
+            let n = *r.as_ref().unwrap_or(&0) as u64;
+            acc.record(r, t0.elapsed());
+            pacer.after(n, stop, end);
+            free.push(slot);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::desc::{Backend, GroupDesc, Pattern};
+    use bfq_core::{IoClass, IoPrio};
+
+    fn g(name: &str, parent: Option<&str>) -> GroupDesc {
+        GroupDesc {
+            name: name.into(),
+            weight: 100,
+            parent: parent.map(Into::into),
+        }
+    }
+
+    #[test]
+    fn without_per_thread_cgroups_only_level_weights_are_accepted() {
+        let backend = Backend::Kernel {
+            scheduler: "bfq".into(),
+        };
+        let mut cfg = RunConfig::new("/dev/null", backend, Duration::from_secs(1));
+        let mut a = FlowDesc::reader("a", Pattern::Seq, 4096);
+        let b = FlowDesc::reader("b", Pattern::Seq, 4096);
+        a.prio = IoPrio {
+            class: IoClass::Be,
+            level: 0,
+        };
+        assert!(levels_carry_weights(&cfg, &[a.clone(), b.clone()]).is_ok());
+        let mut c = b.clone();
+        c.weight = Some(300);
+        let e = levels_carry_weights(&cfg, &[a.clone(), c]).unwrap_err();
+        assert!(e.to_string().contains("cgroup v2"), "{e}");
+        cfg.groups.push(g("x", None));
+        assert!(levels_carry_weights(&cfg, &[a, b]).is_err());
+    }
+}

@@ -1,0 +1,32 @@
+//! # bfq-real
+//!
+//! Real runs: a workload's flows as real threads against a regular file or
+//! a block device, either through a [`bfq_engine::Engine`] with one of the
+//! project's schedulers or, for `kernel:*` backends, with each flow's
+//! thread submitting directly under one of the kernel's schedulers.
+//! `bfq run`, `bfq bench-engine` and the suite's real-storage experiment
+//! use it; servers embedding the engine do not need it.
+//!
+//! - [`desc`]: what to run ([`FlowDesc`], [`GroupDesc`], [`Backend`],
+//!   [`RunConfig`]).
+//! - [`scenario`]: a planned scenario (the format of `bfq sim`) as flows
+//!   and groups, and a run's results in the simulator's JSON format.
+//! - [`run()`]: the driver, and the engine side of a run.
+//! - [`kernel`]: the kernel side of a run; where threads are put into
+//!   cgroups and given their I/O priorities.
+//! - [`sys`]: the kernel peers: loop devices, a block device's scheduler,
+//!   blkio cgroups, I/O priorities, mount checks, interrupt handling and
+//!   cleanup after dead runs. Every resource is a guard undone on drop.
+//! - [`report`]: what a run did.
+
+pub mod desc;
+pub mod kernel;
+mod pace;
+pub mod report;
+mod run;
+pub mod scenario;
+pub mod sys;
+
+pub use desc::{prio, Backend, Dir, FlowDesc, GroupDesc, OnOff, Pattern, Periodic, RunConfig};
+pub use report::{FlowReport, RunReport};
+pub use run::{create_filled, layout, process_cpu_seconds, run, target_len};

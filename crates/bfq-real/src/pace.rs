@@ -1,0 +1,284 @@
+//! One flow's request generator ([`Cursor`]), pacing ([`Pacer`]: start
+//! delay, byte budget and runs, think time, on/off, periodic batches) and
+//! accounting ([`Acc`]), shared by engine and kernel runs.
+
+use crate::desc::{FlowDesc, OnOff, Pattern, Periodic};
+use crate::report::FlowReport;
+use std::io;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+/// Small deterministic generator (xorshift64*).
+struct Rng(u64);
+impl Rng {
+    fn next(&mut self) -> u64 {
+        let mut x = self.0;
+        x ^= x >> 12;
+        x ^= x << 25;
+        x ^= x >> 27;
+        self.0 = x;
+        x.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+}
+
+/// The offsets one flow visits.
+pub(crate) struct Cursor {
+    pattern: Pattern,
+    base: u64,
+    len: u64,
+    block: u64,
+    pos: u64,
+    rng: Rng,
+}
+
+impl Cursor {
+    pub(crate) fn next(&mut self) -> (u64, u32) {
+        let blocks = (self.len / self.block).max(1);
+        match &self.pattern {
+            Pattern::Seq => {
+                let off = self.base + (self.pos % blocks) * self.block;
+                self.pos += 1;
+                (off, self.block as u32)
+            }
+            Pattern::Rand => (
+                self.base + (self.rng.next() % blocks) * self.block,
+                self.block as u32,
+            ),
+            Pattern::Replay(v) => {
+                if v.is_empty() {
+                    return (self.base, self.block as u32);
+                }
+                let (o, l) = v[(self.pos as usize) % v.len()];
+                self.pos += 1;
+                (self.base + o, l)
+            }
+        }
+    }
+}
+
+/// Per-flow pacing: start delay, byte budget and runs, think time,
+/// on/off, periodic batches.
+pub(crate) struct Pacer {
+    start: Instant,
+    desc_start: Duration,
+    think: Duration,
+    on_off: Option<OnOff>,
+    on_left: u64,
+    periodic: Option<Periodic>,
+    batch_left: u64,
+    next_period: Instant,
+    budget: Option<u64>,
+    left: u64,
+    repeats_left: u32,
+    rerun_after: Duration,
+    /// `(start, end)` of each finished run, s since the flow's start.
+    pub(crate) runs: Vec<(f64, f64)>,
+    /// When the current run issued its first request.
+    run_start: Option<f64>,
+    ended: bool,
+    rng: Rng,
+}
+
+impl Pacer {
+    pub(crate) fn new(d: &FlowDesc, start: Instant, seed: u64) -> Self {
+        let mut p = Pacer {
+            start,
+            desc_start: d.start,
+            think: d.think,
+            on_off: d.on_off,
+            on_left: u64::MAX,
+            periodic: d.periodic,
+            batch_left: d.periodic.map(|p| p.bytes).unwrap_or(u64::MAX),
+            next_period: start + d.start,
+            budget: d.bytes,
+            left: d.bytes.unwrap_or(u64::MAX),
+            repeats_left: d.repeat.max(1) - 1,
+            rerun_after: d.rerun_after,
+            runs: Vec::new(),
+            run_start: None,
+            ended: false,
+            rng: Rng(0xD1B5_4A32_D192_ED03 ^ (seed + 7).wrapping_mul(0x9E37_79B9)),
+        };
+        if let Some(o) = p.on_off {
+            p.on_left = p.uniform(o.on_bytes.0, o.on_bytes.1).max(1);
+        }
+        if let Some(per) = p.periodic {
+            p.next_period = start + d.start + per.every;
+        }
+        p
+    }
+
+    fn uniform(&mut self, lo: u64, hi: u64) -> u64 {
+        if hi <= lo {
+            lo
+        } else {
+            lo + self.rng.next() % (hi - lo + 1)
+        }
+    }
+
+    fn sleep_until(t: Instant, stop: &AtomicBool, end: Instant) -> bool {
+        let t = t.min(end);
+        loop {
+            if stop.load(Ordering::Relaxed) {
+                return false;
+            }
+            let now = Instant::now();
+            if now >= t {
+                return now < end;
+            }
+            std::thread::sleep((t - now).min(Duration::from_millis(20)));
+        }
+    }
+
+    /// Waits until the flow may issue its next request; false = done.
+    pub(crate) fn before(&mut self, stop: &AtomicBool, end: Instant) -> bool {
+        if self.ended {
+            return false;
+        }
+        if self.left == 0 {
+            let ended = self.start.elapsed().as_secs_f64();
+            self.runs
+                .push((self.run_start.take().unwrap_or(ended), ended));
+            if self.repeats_left == 0 {
+                self.ended = true;
+                return false;
+            }
+            self.repeats_left -= 1;
+            self.left = self.budget.unwrap_or(u64::MAX);
+            if !Self::sleep_until(Instant::now() + self.rerun_after, stop, end) {
+                return false;
+            }
+        }
+        if !Self::sleep_until(self.start + self.desc_start, stop, end) {
+            return false;
+        }
+        if self.run_start.is_none() {
+            // A run starts with its first request: the start delay and the
+            // gap before a repetition are not part of it.
+            self.run_start = Some(self.start.elapsed().as_secs_f64());
+        }
+        if let Some(o) = self.on_off {
+            if self.on_left == 0 {
+                let off = self.uniform(o.off.0.as_nanos() as u64, o.off.1.as_nanos() as u64);
+                if !Self::sleep_until(Instant::now() + Duration::from_nanos(off), stop, end) {
+                    return false;
+                }
+                self.on_left = self.uniform(o.on_bytes.0, o.on_bytes.1).max(1);
+            }
+        }
+        if let Some(p) = self.periodic {
+            if self.batch_left == 0 {
+                if !Self::sleep_until(self.next_period, stop, end) {
+                    return false;
+                }
+                self.next_period += p.every;
+                self.batch_left = p.bytes.max(1);
+            }
+        }
+        !stop.load(Ordering::Relaxed) && Instant::now() < end
+    }
+
+    /// Counts a request against the budgets when it is issued.
+    pub(crate) fn charge(&mut self, bytes: u32) {
+        let b = u64::from(bytes.max(1));
+        self.left = self.left.saturating_sub(b);
+        self.on_left = self.on_left.saturating_sub(b);
+        self.batch_left = self.batch_left.saturating_sub(b);
+    }
+
+    pub(crate) fn after(&mut self, _bytes: u64, stop: &AtomicBool, end: Instant) {
+        if !self.think.is_zero() {
+            Self::sleep_until(Instant::now() + self.think, stop, end);
+        }
+    }
+}
+
+pub(crate) struct Acc {
+    ios: u64,
+    bytes: u64,
+    errors: u64,
+    first_error: Option<String>,
+    lat_ns: Vec<u64>,
+    series: Vec<u64>,
+    interval_ns: u64,
+    start: Instant,
+}
+
+impl Acc {
+    pub(crate) fn new(interval: Duration) -> Acc {
+        Acc {
+            ios: 0,
+            bytes: 0,
+            errors: 0,
+            first_error: None,
+            lat_ns: Vec::new(),
+            series: Vec::new(),
+            interval_ns: (interval.as_nanos() as u64).max(1),
+            start: Instant::now(),
+        }
+    }
+
+    pub(crate) fn record(&mut self, res: io::Result<usize>, lat: Duration) {
+        match res {
+            Ok(n) => {
+                self.ios += 1;
+                self.bytes += n as u64;
+                self.lat_ns.push(lat.as_nanos() as u64);
+                let k = (self.start.elapsed().as_nanos() as u64 / self.interval_ns) as usize;
+                if k >= self.series.len() {
+                    self.series.resize(k + 1, 0);
+                }
+                self.series[k] += n as u64;
+            }
+            Err(e) => {
+                self.errors += 1;
+                if self.first_error.is_none() {
+                    self.first_error = Some(e.to_string());
+                }
+            }
+        }
+    }
+
+    pub(crate) fn report(mut self, d: &FlowDesc, runs: &[(f64, f64)]) -> FlowReport {
+        self.lat_ns.sort_unstable();
+        let n = self.lat_ns.len();
+        let pct = |p: f64| -> f64 {
+            if n == 0 {
+                0.0
+            } else {
+                self.lat_ns[((n as f64 - 1.0) * p).round() as usize] as f64 / 1e3
+            }
+        };
+        FlowReport {
+            name: d.name.clone(),
+            weight: d.effective_weight(),
+            ios: self.ios,
+            bytes: self.bytes,
+            errors: self.errors,
+            first_error: self.first_error.clone(),
+            lat_mean_us: if n == 0 {
+                0.0
+            } else {
+                self.lat_ns.iter().sum::<u64>() as f64 / n as f64 / 1e3
+            },
+            lat_p50_us: pct(0.5),
+            lat_p99_us: pct(0.99),
+            lat_max_us: pct(1.0),
+            lat_ns: std::mem::take(&mut self.lat_ns),
+            series_bytes: std::mem::take(&mut self.series),
+            run_starts_s: runs.iter().map(|r| r.0).collect(),
+            run_ends_s: runs.iter().map(|r| r.1).collect(),
+        }
+    }
+}
+
+pub(crate) fn cursor(d: &FlowDesc, region: (u64, u64), seed: u64) -> Cursor {
+    Cursor {
+        pattern: d.pattern.clone(),
+        base: region.0,
+        len: region.1,
+        block: u64::from(d.block),
+        pos: 0,
+        rng: Rng(0x9E37_79B9_7F4A_7C15 ^ (seed + 1).wrapping_mul(0x1234_5678_9ABC_DEF1)),
+    }
+}

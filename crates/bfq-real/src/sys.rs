@@ -1,0 +1,744 @@
+//! The kernel side: loop devices, a block device's scheduler, blkio
+//! cgroups, I/O priorities, mount checks. Every resource is a guard that
+//! undoes itself on drop (also when a test or a run fails).
+
+use std::fs;
+use std::io;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::atomic::{AtomicI32, Ordering};
+
+pub use bfq_engine::sys::{current_cpus, gettid, pin_current_thread};
+
+/// Whether the process runs as root.
+pub fn is_root() -> bool {
+    // SAFETY: plain syscall.
+    unsafe { libc::geteuid() == 0 }
+}
+
+/// Fails with a clear message when not root.
+pub fn require_root(what: &str) -> io::Result<()> {
+    if is_root() {
+        Ok(())
+    } else {
+        Err(io::Error::new(
+            io::ErrorKind::PermissionDenied,
+            format!(
+                "{what} needs root (loop devices, the block device's scheduler in sysfs, \
+                 blkio cgroups and ioprio_set); run it as root, e.g. with sudo"
+            ),
+        ))
+    }
+}
+
+/// Sets the calling thread's I/O priority (class 1 = RT, 2 = BE, 3 = IDLE;
+/// level 0..=7), as `ionice`.
+pub fn ioprio_set_thread(class: bfq_core::IoClass, level: u8) -> io::Result<()> {
+    let c: i32 = match class {
+        bfq_core::IoClass::Rt => 1,
+        bfq_core::IoClass::Be => 2,
+        bfq_core::IoClass::Idle => 3,
+    };
+    let prio = (c << 13) | i32::from(level.min(7));
+    const IOPRIO_WHO_PROCESS: i32 = 1;
+    // SAFETY: plain syscall; who = this thread.
+    let r = unsafe { libc::syscall(libc::SYS_ioprio_set, IOPRIO_WHO_PROCESS, gettid(), prio) };
+    if r < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(())
+    }
+}
+
+/// A loop device. [`LoopDevice::create`] returns it attached; drop
+/// detaches it unless [`LoopDevice::keep`] was called.
+#[derive(Debug)]
+pub struct LoopDevice {
+    path: PathBuf,
+    keep: bool,
+}
+
+impl LoopDevice {
+    /// Creates (or extends) `file` to `size` bytes and attaches a loop
+    /// device over it (`direct_io` makes the loop device bypass the page
+    /// cache of the backing file, as `losetup --direct-io=on`).
+    pub fn create(file: &Path, size: u64, direct_io: bool) -> io::Result<LoopDevice> {
+        require_root("creating a loop device")?;
+        if !Path::new("/dev/loop-control").exists() {
+            return Err(io::Error::new(
+                io::ErrorKind::NotFound,
+                "no /dev/loop-control: this kernel has no loop devices",
+            ));
+        }
+        let f = fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(file)?;
+        if f.metadata()?.len() < size {
+            f.set_len(size)?;
+        }
+        drop(f);
+        let out = Command::new("losetup")
+            .arg("-f")
+            .arg("--show")
+            .arg(format!(
+                "--direct-io={}",
+                if direct_io { "on" } else { "off" }
+            ))
+            .arg(file)
+            .output()
+            .map_err(|e| io::Error::new(e.kind(), format!("cannot run losetup: {e}")))?;
+        if !out.status.success() {
+            return Err(io::Error::other(format!(
+                "losetup failed: {}",
+                String::from_utf8_lossy(&out.stderr).trim()
+            )));
+        }
+        let path = PathBuf::from(String::from_utf8_lossy(&out.stdout).trim());
+        Ok(LoopDevice { path, keep: false })
+    }
+
+    /// Adopts an existing device (detached on drop unless kept).
+    pub fn adopt(path: &Path) -> LoopDevice {
+        LoopDevice {
+            path: path.to_path_buf(),
+            keep: false,
+        }
+    }
+
+    /// `/dev/loopN`.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Leaves the device attached when dropped; returns its path.
+    pub fn keep(mut self) -> PathBuf {
+        self.keep = true;
+        self.path.clone()
+    }
+
+    /// Detaches the device now.
+    pub fn remove(mut self) -> io::Result<()> {
+        self.keep = true;
+        detach_loop(&self.path)
+    }
+}
+
+impl Drop for LoopDevice {
+    fn drop(&mut self) {
+        if !self.keep {
+            let _ = detach_loop(&self.path);
+        }
+    }
+}
+
+/// Detaches a loop device (`losetup -d`). Refuses anything but
+/// `/dev/loopN` and devices holding a mounted filesystem.
+pub fn detach_loop(dev: &Path) -> io::Result<()> {
+    require_root("removing a loop device")?;
+    let name = dev_name(dev)?;
+    if !name.starts_with("loop") || name == "loop-control" {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("{} is not a loop device", dev.display()),
+        ));
+    }
+    check_not_mounted(dev)?;
+    let out = Command::new("losetup").arg("-d").arg(dev).output()?;
+    if !out.status.success() {
+        return Err(io::Error::other(format!(
+            "losetup -d {} failed: {}",
+            dev.display(),
+            String::from_utf8_lossy(&out.stderr).trim()
+        )));
+    }
+    // A device still open (udev probing it) is detached on its last close:
+    // wait a little for that.
+    let sys = PathBuf::from(format!("/sys/block/{name}/loop"));
+    for _ in 0..200 {
+        if !sys.exists() {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    Ok(())
+}
+
+/// The kernel name of a block device (`/dev/loop3` -> `loop3`), following
+/// symlinks.
+pub fn dev_name(dev: &Path) -> io::Result<String> {
+    let real = fs::canonicalize(dev)
+        .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", dev.display())))?;
+    real.file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "not a device path"))
+}
+
+/// Whether `path` is a block device.
+pub fn is_block_device(path: &Path) -> bool {
+    use std::os::unix::fs::FileTypeExt;
+    fs::metadata(path)
+        .map(|m| m.file_type().is_block_device())
+        .unwrap_or(false)
+}
+
+/// Fails when the block device, one of its partitions or a device stacked
+/// on it holds a mounted filesystem or active swap (/proc/self/mounts,
+/// /proc/swaps, holders/ in sysfs).
+pub fn check_not_mounted(dev: &Path) -> io::Result<()> {
+    let name = dev_name(dev)?;
+    let mut names = vec![name.clone()];
+    if let Ok(rd) = fs::read_dir(format!("/sys/block/{name}")) {
+        for e in rd.flatten() {
+            let n = e.file_name().to_string_lossy().into_owned();
+            if n.starts_with(&name) {
+                names.push(n);
+            }
+        }
+    }
+    let busy = |src: &str| -> bool {
+        if !src.starts_with("/dev/") {
+            return false;
+        }
+        match dev_name(Path::new(src)) {
+            Ok(n) => names.contains(&n),
+            Err(_) => false,
+        }
+    };
+    let mounts = fs::read_to_string("/proc/self/mounts").unwrap_or_default();
+    for line in mounts.lines() {
+        let mut it = line.split_whitespace();
+        if let (Some(src), Some(dir)) = (it.next(), it.next()) {
+            if busy(src) {
+                return Err(io::Error::new(
+                    io::ErrorKind::ResourceBusy,
+                    format!(
+                        "{} holds a mounted filesystem ({src} on {dir}): refusing to touch it",
+                        dev.display()
+                    ),
+                ));
+            }
+        }
+    }
+    let swaps = fs::read_to_string("/proc/swaps").unwrap_or_default();
+    for line in swaps.lines().skip(1) {
+        if let Some(src) = line.split_whitespace().next() {
+            if busy(src) {
+                return Err(io::Error::new(
+                    io::ErrorKind::ResourceBusy,
+                    format!("{} is in use as swap: refusing to touch it", dev.display()),
+                ));
+            }
+        }
+    }
+    for n in &names {
+        if let Ok(rd) = fs::read_dir(format!("/sys/class/block/{n}/holders")) {
+            if let Some(h) = rd.flatten().next() {
+                return Err(io::Error::new(
+                    io::ErrorKind::ResourceBusy,
+                    format!(
+                        "{} is held by {} (device mapper, md...): refusing to touch it",
+                        dev.display(),
+                        h.file_name().to_string_lossy()
+                    ),
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The block device's I/O scheduler, set for the guard's lifetime and
+/// restored on drop.
+#[derive(Debug)]
+pub struct SchedulerGuard {
+    file: PathBuf,
+    previous: String,
+    /// The note in [`STATE_DIR`] that lets [`cleanup_dead_runs`] restore
+    /// `previous` if this process dies without dropping the guard.
+    note: Option<PathBuf>,
+}
+
+/// The schedulers a block device offers and the active one.
+pub fn block_schedulers(dev: &Path) -> io::Result<(Vec<String>, String)> {
+    let name = dev_name(dev)?;
+    let s = fs::read_to_string(format!("/sys/block/{name}/queue/scheduler")).map_err(|e| {
+        io::Error::new(
+            e.kind(),
+            format!(
+                "{}: no /sys/block/{name}/queue/scheduler: {e}",
+                dev.display()
+            ),
+        )
+    })?;
+    let mut all = Vec::new();
+    let mut active = String::new();
+    for w in s.split_whitespace() {
+        if let Some(a) = w.strip_prefix('[').and_then(|w| w.strip_suffix(']')) {
+            active = a.to_string();
+            all.push(a.to_string());
+        } else {
+            all.push(w.to_string());
+        }
+    }
+    Ok((all, active))
+}
+
+impl SchedulerGuard {
+    /// Sets `dev`'s scheduler to `name` (`bfq`, `mq-deadline`, `kyber`,
+    /// `none`), loading the module if needed.
+    pub fn set(dev: &Path, name: &str) -> io::Result<SchedulerGuard> {
+        require_root("setting a block device's scheduler")?;
+        let devname = dev_name(dev)?;
+        let (all, previous) = block_schedulers(dev)?;
+        if !all.iter().any(|s| s == name) {
+            let _ = Command::new("modprobe")
+                .arg(name.replace('-', "_"))
+                .output();
+        }
+        let file = PathBuf::from(format!("/sys/block/{devname}/queue/scheduler"));
+        fs::write(&file, name).map_err(|e| {
+            io::Error::new(
+                e.kind(),
+                format!("cannot set scheduler {name} on {}: {e}", dev.display()),
+            )
+        })?;
+        let note = Path::new(STATE_DIR).join(format!("{}-{devname}", std::process::id()));
+        let noted = fs::create_dir_all(STATE_DIR).and_then(|()| fs::write(&note, &previous));
+        Ok(SchedulerGuard {
+            file,
+            previous,
+            note: noted.is_ok().then_some(note),
+        })
+    }
+}
+
+impl Drop for SchedulerGuard {
+    fn drop(&mut self) {
+        let _ = fs::write(&self.file, &self.previous);
+        if let Some(note) = &self.note {
+            let _ = fs::remove_file(note);
+        }
+    }
+}
+
+/// Where cgroup v1 blkio is mounted.
+pub const BLKIO_V1: &str = "/sys/fs/cgroup/blkio";
+
+/// A blkio cgroup carrying a BFQ weight; threads join it with
+/// [`Cgroup::add_thread`]. Drop moves any remaining thread back to the root
+/// and removes the directory.
+#[derive(Debug)]
+pub struct Cgroup {
+    dir: PathBuf,
+    root: PathBuf,
+    /// `tasks` (v1) or `cgroup.procs` (v2).
+    members: &'static str,
+}
+
+/// Where the kernel peers' weights go: the cgroup hierarchy found and its
+/// file names. cgroup v1 `blkio` puts threads in cgroups (`tasks`) with
+/// `blkio.bfq.weight`; cgroup v2 puts whole processes (`cgroup.procs`; the
+/// io controller is not threaded) with `io.bfq.weight` (kernel BFQ) or else
+/// `io.weight`, after `+io` in the parent's `cgroup.subtree_control`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum CgroupLayout {
+    V1 { root: PathBuf },
+    V2 { root: PathBuf },
+}
+
+/// Where cgroup v2 may be mounted: alone, or beside v1 (hybrid).
+pub const CGROUP_V2_ROOTS: [&str; 2] = ["/sys/fs/cgroup", "/sys/fs/cgroup/unified"];
+
+impl CgroupLayout {
+    /// This machine's: v1 blkio if mounted, else a v2 hierarchy with the
+    /// io controller available.
+    pub fn detect() -> Option<CgroupLayout> {
+        let roots: Vec<&Path> = CGROUP_V2_ROOTS.iter().map(Path::new).collect();
+        Self::detect_in(Path::new(BLKIO_V1), &roots)
+    }
+
+    /// As [`CgroupLayout::detect`] with the mount points given.
+    pub fn detect_in(v1: &Path, v2_roots: &[&Path]) -> Option<CgroupLayout> {
+        if v1.join("tasks").exists() {
+            return Some(CgroupLayout::V1 { root: v1.into() });
+        }
+        v2_roots.iter().find_map(|r| {
+            let c = fs::read_to_string(r.join("cgroup.controllers")).ok()?;
+            c.split_whitespace()
+                .any(|x| x == "io")
+                .then(|| CgroupLayout::V2 {
+                    root: r.to_path_buf(),
+                })
+        })
+    }
+
+    /// The hierarchy's root directory.
+    pub fn root(&self) -> &Path {
+        match self {
+            CgroupLayout::V1 { root } | CgroupLayout::V2 { root } => root,
+        }
+    }
+
+    /// Whether threads of one process can be in different cgroups.
+    pub fn per_thread(&self) -> bool {
+        matches!(self, CgroupLayout::V1 { .. })
+    }
+
+    /// The file listing a cgroup's members.
+    pub fn members_file(&self) -> &'static str {
+        match self {
+            CgroupLayout::V1 { .. } => "tasks",
+            CgroupLayout::V2 { .. } => "cgroup.procs",
+        }
+    }
+
+    /// The weight file of cgroup `dir`: v1 `blkio.bfq.weight`; v2
+    /// `io.bfq.weight` if the kernel's BFQ provides it, else `io.weight`.
+    pub fn weight_file(&self, dir: &Path) -> Option<PathBuf> {
+        let names: &[&str] = match self {
+            CgroupLayout::V1 { .. } => &["blkio.bfq.weight"],
+            CgroupLayout::V2 { .. } => &["io.bfq.weight", "io.weight"],
+        };
+        names.iter().map(|n| dir.join(n)).find(|p| p.exists())
+    }
+
+    /// Lets the children of `parent` use the io controller (v2).
+    pub fn enable_io(&self, parent: &Path) -> io::Result<()> {
+        match self {
+            CgroupLayout::V1 { .. } => Ok(()),
+            CgroupLayout::V2 { .. } => {
+                let f = parent.join("cgroup.subtree_control");
+                fs::write(&f, "+io")
+                    .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", f.display())))
+            }
+        }
+    }
+
+    /// Sets cgroup `dir`'s weight (1..=1000); the file written, if any.
+    pub fn set_weight(&self, dir: &Path, weight: u32) -> io::Result<Option<PathBuf>> {
+        let Some(f) = self.weight_file(dir) else {
+            return Ok(None);
+        };
+        fs::write(&f, weight.clamp(1, 1000).to_string())
+            .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", f.display())))?;
+        Ok(Some(f))
+    }
+
+    /// One line saying which hierarchy and files carry the weights.
+    pub fn describe(&self) -> String {
+        match self {
+            CgroupLayout::V1 { root } => format!(
+                "weights in cgroup v1 blkio ({}, blkio.bfq.weight), one cgroup per flow thread",
+                root.display()
+            ),
+            CgroupLayout::V2 { root } => format!(
+                "cgroup v2 ({}, io.bfq.weight or io.weight): processes only, so flows (threads) \
+                 get their weights from their I/O priority levels",
+                root.display()
+            ),
+        }
+    }
+}
+
+impl Cgroup {
+    /// Creates `name` with weight `weight` in the v1 blkio hierarchy (the
+    /// per-thread one; see [`CgroupLayout`]); fails with a message on a
+    /// cgroup v2 only system.
+    pub fn create(name: &str, weight: u32) -> io::Result<Cgroup> {
+        require_root("blkio cgroups")?;
+        match CgroupLayout::detect() {
+            Some(l @ CgroupLayout::V1 { .. }) => Cgroup::create_in(&l, name, weight),
+            Some(CgroupLayout::V2 { .. }) => Err(io::Error::new(
+                io::ErrorKind::Unsupported,
+                "cgroup v2 only: the io controller puts whole processes, not threads, in \
+                 a cgroup, so per-flow weights need one process per flow (not supported \
+                 yet); give flows the weights of their I/O priority levels, or mount \
+                 cgroup v1 blkio at /sys/fs/cgroup/blkio",
+            )),
+            None => Err(io::Error::new(
+                io::ErrorKind::Unsupported,
+                "no cgroup v1 blkio hierarchy at /sys/fs/cgroup/blkio and no cgroup v2 \
+                 hierarchy with the io controller",
+            )),
+        }
+    }
+
+    /// Creates `name` (a path below the layout's root) with `weight`.
+    pub fn create_in(layout: &CgroupLayout, name: &str, weight: u32) -> io::Result<Cgroup> {
+        let root = layout.root().to_path_buf();
+        let dir = root.join(name);
+        if dir.exists() {
+            let _ = fs::remove_dir(&dir);
+        }
+        if let Some(parent) = dir.parent() {
+            layout.enable_io(parent)?;
+        }
+        fs::create_dir(&dir)?;
+        let cg = Cgroup {
+            dir,
+            root,
+            members: layout.members_file(),
+        };
+        layout.set_weight(&cg.dir, weight)?;
+        Ok(cg)
+    }
+
+    /// The cgroup's directory.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// Moves a thread (by tid) into the cgroup.
+    pub fn add_thread(&self, tid: i32) -> io::Result<()> {
+        fs::write(self.dir.join(self.members), tid.to_string())
+    }
+
+    /// Moves the calling thread into the cgroup.
+    pub fn join(&self) -> io::Result<()> {
+        self.add_thread(gettid())
+    }
+}
+
+impl Drop for Cgroup {
+    fn drop(&mut self) {
+        for _ in 0..50 {
+            if let Ok(t) = fs::read_to_string(self.dir.join(self.members)) {
+                for tid in t.split_whitespace() {
+                    let _ = fs::write(self.root.join(self.members), tid);
+                }
+            }
+            if fs::remove_dir(&self.dir).is_ok() || !self.dir.exists() {
+                return;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+    }
+}
+
+/// The signal (SIGINT or SIGTERM) received while [`catch_interrupts`] was
+/// in force, 0 if none.
+static INTERRUPTED: AtomicI32 = AtomicI32::new(0);
+
+extern "C" fn on_interrupt(sig: libc::c_int) {
+    // Async-signal-safe: one atomic store.
+    INTERRUPTED.store(sig, Ordering::SeqCst);
+}
+
+/// SIGINT and SIGTERM turned into a flag ([`interrupted`]) while this guard
+/// lives, so that a run that changed the machine (a device's scheduler,
+/// cgroups) stops and puts everything back before the process exits.
+/// Dropping it restores the previous handlers.
+pub struct InterruptGuard {
+    previous: Vec<(libc::c_int, libc::sigaction)>,
+}
+
+/// Catches SIGINT and SIGTERM until the guard is dropped.
+pub fn catch_interrupts() -> InterruptGuard {
+    let mut previous = Vec::new();
+    for sig in [libc::SIGINT, libc::SIGTERM] {
+        // SAFETY: a plain sigaction with a handler that only stores an
+        // atomic; the old action is kept to be restored.
+        unsafe {
+            let mut act: libc::sigaction = std::mem::zeroed();
+            act.sa_sigaction = on_interrupt as extern "C" fn(libc::c_int) as usize;
+            libc::sigemptyset(&mut act.sa_mask);
+            let mut old: libc::sigaction = std::mem::zeroed();
+            if libc::sigaction(sig, &act, &mut old) == 0 {
+                previous.push((sig, old));
+            }
+        }
+    }
+    InterruptGuard { previous }
+}
+
+impl Drop for InterruptGuard {
+    fn drop(&mut self) {
+        for (sig, old) in &self.previous {
+            // SAFETY: restores the action saved by `catch_interrupts`.
+            unsafe {
+                libc::sigaction(*sig, old, std::ptr::null_mut());
+            }
+        }
+    }
+}
+
+/// The signal that interrupted a run, if one did.
+pub fn interrupted() -> Option<i32> {
+    match INTERRUPTED.load(Ordering::SeqCst) {
+        0 => None,
+        s => Some(s),
+    }
+}
+
+/// Where runs that change a device's scheduler note the scheduler to put
+/// back, one file per process and device (`PID-DEV`), so that
+/// [`cleanup_dead_runs`] can restore it after a run was killed (SIGKILL,
+/// power loss) before it could.
+pub const STATE_DIR: &str = "/run/bfq-rs";
+
+fn pid_alive(pid: u32) -> bool {
+    Path::new(&format!("/proc/{pid}")).exists()
+}
+
+/// Removes a cgroup directory and the ones below it, moving any thread
+/// left in them to the hierarchy's root first.
+fn remove_cgroup_tree(dir: &Path, root: &Path) -> io::Result<()> {
+    for e in fs::read_dir(dir)?.flatten() {
+        if e.file_type().is_ok_and(|t| t.is_dir()) {
+            remove_cgroup_tree(&e.path(), root)?;
+        }
+    }
+    if let Ok(t) = fs::read_to_string(dir.join("tasks")) {
+        for tid in t.split_whitespace() {
+            let _ = fs::write(root.join("tasks"), tid);
+        }
+    }
+    fs::remove_dir(dir)
+}
+
+/// Puts back what runs that no longer exist left behind: the schedulers
+/// they set on block devices (from [`STATE_DIR`]) and their `bfq-rs-PID-*`
+/// cgroups. Runs still alive are left alone. Returns one line per thing
+/// restored or removed.
+pub fn cleanup_dead_runs() -> io::Result<Vec<String>> {
+    require_root("cleaning up after dead runs")?;
+    let mut done = Vec::new();
+    if let Ok(rd) = fs::read_dir(STATE_DIR) {
+        for e in rd.flatten() {
+            let name = e.file_name().to_string_lossy().to_string();
+            let Some((pid, dev)) = name.split_once('-') else {
+                continue;
+            };
+            let Ok(pid) = pid.parse::<u32>() else {
+                continue;
+            };
+            if pid_alive(pid) {
+                continue;
+            }
+            let previous = fs::read_to_string(e.path())?;
+            let file = format!("/sys/block/{dev}/queue/scheduler");
+            match fs::write(&file, previous.trim()) {
+                Ok(()) => done.push(format!("{dev}: scheduler {} restored", previous.trim())),
+                Err(err) => done.push(format!("{dev}: cannot restore {}: {err}", previous.trim())),
+            }
+            fs::remove_file(e.path())?;
+        }
+    }
+    let root = Path::new(BLKIO_V1);
+    if let Ok(rd) = fs::read_dir(root) {
+        for e in rd.flatten() {
+            let name = e.file_name().to_string_lossy().to_string();
+            let Some(pid) = name
+                .strip_prefix("bfq-rs-")
+                .and_then(|r| r.split('-').next())
+                .and_then(|p| p.parse::<u32>().ok())
+            else {
+                continue;
+            };
+            if pid_alive(pid) {
+                continue;
+            }
+            remove_cgroup_tree(&e.path(), root).map_err(|err| {
+                io::Error::new(err.kind(), format!("{}: {err}", e.path().display()))
+            })?;
+            done.push(format!("cgroup {} removed", e.path().display()));
+        }
+    }
+    Ok(done)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A fake hierarchy: what the kernel would show, as plain files.
+    fn fake_v2(controllers: &str, files: &[&str]) -> (tempfile::TempDir, CgroupLayout) {
+        let d = tempfile::tempdir().unwrap();
+        fs::write(d.path().join("cgroup.controllers"), controllers).unwrap();
+        fs::write(d.path().join("cgroup.subtree_control"), "").unwrap();
+        let sub = d.path().join("g");
+        fs::create_dir(&sub).unwrap();
+        for f in files {
+            fs::write(sub.join(f), "default 100\n").unwrap();
+        }
+        let v1 = d.path().join("no-blkio");
+        let l = CgroupLayout::detect_in(&v1, &[d.path()]);
+        (d, l.expect("v2 with io"))
+    }
+
+    #[test]
+    fn cgroup_v2_layout_prefers_io_bfq_weight_then_io_weight() {
+        let (d, l) = fake_v2("cpu io memory", &["io.bfq.weight", "io.weight"]);
+        assert!(!l.per_thread());
+        assert_eq!(l.members_file(), "cgroup.procs");
+        let g = d.path().join("g");
+        assert_eq!(
+            l.set_weight(&g, 300).unwrap(),
+            Some(g.join("io.bfq.weight"))
+        );
+        assert_eq!(fs::read_to_string(g.join("io.bfq.weight")).unwrap(), "300");
+        assert_eq!(
+            fs::read_to_string(g.join("io.weight")).unwrap(),
+            "default 100\n"
+        );
+        l.enable_io(d.path()).unwrap();
+        assert_eq!(
+            fs::read_to_string(d.path().join("cgroup.subtree_control")).unwrap(),
+            "+io"
+        );
+        assert!(l.describe().contains("cgroup v2"));
+        let (d, l) = fake_v2("io", &["io.weight"]);
+        let g = d.path().join("g");
+        assert_eq!(l.set_weight(&g, 5000).unwrap(), Some(g.join("io.weight")));
+        assert_eq!(fs::read_to_string(g.join("io.weight")).unwrap(), "1000");
+    }
+
+    #[test]
+    fn cgroup_layout_detection() {
+        let d = tempfile::tempdir().unwrap();
+        let v1 = d.path().join("blkio");
+        fs::create_dir(&v1).unwrap();
+        let v2 = d.path().join("unified");
+        fs::create_dir(&v2).unwrap();
+        // v2 without the io controller (hybrid systems): not usable.
+        fs::write(v2.join("cgroup.controllers"), "cpu memory").unwrap();
+        assert_eq!(CgroupLayout::detect_in(&v1, &[&v2]), None);
+        fs::write(v2.join("cgroup.controllers"), "cpu io").unwrap();
+        assert_eq!(
+            CgroupLayout::detect_in(&v1, &[&v2]),
+            Some(CgroupLayout::V2 { root: v2.clone() })
+        );
+        // v1 blkio mounted: it wins (threads can have their own weights).
+        fs::write(v1.join("tasks"), "").unwrap();
+        let l = CgroupLayout::detect_in(&v1, &[&v2]).unwrap();
+        assert_eq!(l, CgroupLayout::V1 { root: v1.clone() });
+        assert!(l.per_thread());
+        assert_eq!(l.members_file(), "tasks");
+        fs::create_dir(v1.join("x")).unwrap();
+        fs::write(v1.join("x/blkio.bfq.weight"), "100").unwrap();
+        assert_eq!(
+            l.set_weight(&v1.join("x"), 250).unwrap(),
+            Some(v1.join("x/blkio.bfq.weight"))
+        );
+        assert_eq!(
+            fs::read_to_string(v1.join("x/blkio.bfq.weight")).unwrap(),
+            "250"
+        );
+        l.enable_io(&v1).unwrap();
+        assert!(!v1.join("cgroup.subtree_control").exists());
+    }
+
+    #[test]
+    fn this_machine_layout_is_detected() {
+        // Whatever this machine has, the description names it.
+        match CgroupLayout::detect() {
+            Some(l) => {
+                let s = l.describe();
+                assert!(s.contains(&l.root().display().to_string()), "{s}");
+            }
+            None => eprintln!("no usable cgroup hierarchy here"),
+        }
+    }
+}
