@@ -2,7 +2,8 @@
 //! with the kernel's schedulers in one run.
 //!
 //! - `randread`: 4 KiB random reads, 1..64 flows, loop device over a file
-//!   in /dev/shm: engine schedulers vs kernel:bfq and kernel:none.
+//!   in /dev/shm: engine schedulers vs kernel:bfq and kernel:none (flows in
+//!   one cgroup or one cgroup each), and fio on `none` as a reference.
 //! - `nop`: the engine's ceiling with io_uring NOP requests.
 //! - `fairness`: 2 and 5 greedy sequential readers, weights 100:300 and
 //!   1:2:3:4:5, on a loop device over a regular file: engine vs kernel:bfq.
@@ -69,6 +70,19 @@ pub enum BenchCmd {
         /// Default: not pinned.
         #[arg(long, value_delimiter = ',')]
         cpus: Vec<usize>,
+        /// How kernel:* flows are placed in cgroups: `one` (default: every
+        /// flow thread in the benchmark's own cgroup, as the engine's
+        /// flows, a multi-threaded server or fio's jobs are) or `per-flow`
+        /// (each flow in its own blkio cgroup: kernel bfq then schedules
+        /// and idles per group, and a loop device gets one worker per
+        /// cgroup).
+        #[arg(long, default_value = "one", value_parser = crate::args::kernel_groups)]
+        kernel_groups: bfq_real::KernelGroups,
+        /// Do not run fio as a reference (by default it runs when installed:
+        /// the same jobs x depth with io_uring, on the kernel's `none`,
+        /// every job in the benchmark's own cgroup).
+        #[arg(long)]
+        no_fio: bool,
     },
     /// Requests per second through the scheduler with io_uring NOPs.
     Nop {
@@ -197,6 +211,8 @@ pub fn run(a: Args) -> anyhow::Result<()> {
             repeat,
             sqpoll,
             cpus,
+            kernel_groups,
+            no_fio,
         } => {
             if !cpus.is_empty() {
                 sys::pin_current_thread(&cpus)?;
@@ -209,6 +225,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
                 &size,
                 device,
                 (nice, async_submit, repeat.max(1), sqpoll),
+                (kernel_groups, !no_fio),
                 a.json,
             )
         }
@@ -248,6 +265,7 @@ fn randread(
     size: &str,
     device: Option<PathBuf>,
     (nice, async_submit, repeat, sqpoll): (i32, bool, u32, u32),
+    (kernel_groups, want_fio): (bfq_real::KernelGroups, bool),
     json_out: bool,
 ) -> anyhow::Result<()> {
     sys::require_root("bench-engine randread (loop device, kernel schedulers)")?;
@@ -257,6 +275,17 @@ fn randread(
         scheds = default_engine_scheds(true);
         scheds.push("kernel:bfq".into());
         scheds.push("kernel:none".into());
+    }
+    let fio = match (want_fio, crate::fio_ref::available()) {
+        (false, _) => None,
+        (true, Ok(version)) => Some(version),
+        (true, Err(why)) => {
+            eprintln!("bench-engine randread: no fio reference: {why}");
+            None
+        }
+    };
+    if fio.is_some() {
+        scheds.push(crate::fio_ref::LABEL.into());
     }
     let _tmp;
     let dev = match device {
@@ -283,6 +312,11 @@ fn randread(
         let mut runs: Vec<Vec<RunReport>> = scheds.iter().map(|_| Vec::new()).collect();
         for _ in 0..repeat {
             for (k, s) in scheds.iter().enumerate() {
+                if s == crate::fio_ref::LABEL {
+                    let secs = Duration::from_secs_f64(seconds);
+                    runs[k].push(crate::fio_ref::randread(&dev, n, per, secs)?);
+                    continue;
+                }
                 let mut cfg = RunConfig::new(
                     &dev,
                     Backend::parse(s, Settings::new()),
@@ -292,6 +326,7 @@ fn randread(
                 cfg.dispatcher_nice = nice;
                 cfg.async_submit = async_submit;
                 cfg.sqpoll_idle_ms = sqpoll;
+                cfg.kernel_groups = kernel_groups;
                 let r = bfq_real::run(&cfg, &descs).map_err(|e| anyhow::anyhow!("{s}: {e}"))?;
                 let errs: u64 = r.flows.iter().map(|f| f.errors).sum();
                 if errs > 0 {
@@ -322,16 +357,24 @@ fn randread(
             "{}",
             serde_json::to_string_pretty(&json!({
             "bench": "randread", "device": dev, "block": 4096, "total_depth": depth,
-            "seconds": seconds, "cpus": cpus, "rows": v}))?
+            "seconds": seconds, "cpus": cpus, "kernel_groups": kernel_groups.name(),
+            "fio": fio, "rows": v}))?
         );
         return Ok(());
     }
     println!(
         "4 KiB random reads on {} ({} MiB), {} requests outstanding in total, {seconds} s each, \
-         threads on CPUs {cpus:?}",
+         threads on CPUs {cpus:?}; kernel:* flows {}{}",
         dev.display(),
         size >> 20,
-        depth
+        depth,
+        match kernel_groups {
+            bfq_real::KernelGroups::One => "in one cgroup",
+            bfq_real::KernelGroups::PerFlow => "in a cgroup each",
+        },
+        fio.as_ref()
+            .map(|v| format!("; {v}: jobs x depth = flows x qd/fl, io_uring, on none, one cgroup"))
+            .unwrap_or_default()
     );
     print!("{:>6} {:>6}", "flows", "qd/fl");
     for s in &scheds {
@@ -339,7 +382,7 @@ fn randread(
     }
     println!();
     print!("{:13}", "");
-    println!("   (K IOPS [process CPU us per request]; ratios to kernel:bfq / kernel:none)");
+    println!("   (K IOPS [process CPU us per request]; ratios to kernel:bfq / kernel:none / fio)");
     for (n, per, row) in &rows {
         print!("{n:>6} {per:>6}");
         for (_, r) in row {
@@ -347,14 +390,18 @@ fn randread(
         }
         let find = |k: &str| row.iter().find(|(s, _)| s == k).map(|(_, r)| r.iops());
         let (kb, kn) = (find("kernel:bfq"), find("kernel:none"));
+        let kf = find(crate::fio_ref::LABEL);
         for (s, r) in row {
-            if !s.starts_with("kernel:") {
+            if !s.starts_with("kernel:") && s != crate::fio_ref::LABEL {
                 print!("  {s}:");
                 if let Some(kb) = kb {
                     print!(" {:.2}x bfq", r.iops() / kb);
                 }
                 if let Some(kn) = kn {
                     print!(" {:.2}x none", r.iops() / kn);
+                }
+                if let Some(kf) = kf {
+                    print!(" {:.2}x fio", r.iops() / kf);
                 }
             }
         }

@@ -8,6 +8,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 mod args;
 mod bench_core;
 mod bench_engine;
+mod fio_ref;
 mod fuzz;
 mod loopdev;
 mod mount;

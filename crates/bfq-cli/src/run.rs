@@ -56,6 +56,16 @@ pub struct Args {
     /// carries only the JSON; the table goes to stderr).
     #[arg(long)]
     pub json: Option<PathBuf>,
+    /// How kernel:* backends place flow threads in cgroups: `per-flow`
+    /// (default: each flow in its own blkio cgroup carrying its weight,
+    /// groups as nested cgroups; the only way the kernel honours a
+    /// scenario's weights and groups) or `one` (every flow in the run's
+    /// own cgroup, as a multi-threaded program or fio's jobs: the kernel
+    /// then weighs flows by I/O priority alone, so only flows whose
+    /// weights are their levels' or all equal, without groups, are
+    /// accepted).
+    #[arg(long, default_value = "per-flow", value_parser = crate::args::kernel_groups)]
+    pub kernel_groups: bfq_real::KernelGroups,
     /// Per-request trace CSV in the simulator's format
     /// (`t_ns,event,flow,req,sector,sectors,op`; engine schedulers only).
     #[arg(long)]
@@ -260,6 +270,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     cfg.groups = groups;
     cfg.series_interval = interval;
     cfg.trace = a.trace.clone();
+    cfg.kernel_groups = a.kernel_groups;
     check_names(&flows)?;
     // The output file is opened before the run, so that a bad path fails
     // at once, not after it.

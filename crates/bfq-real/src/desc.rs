@@ -154,6 +154,45 @@ impl Backend {
     }
 }
 
+/// How `kernel:*` runs place flow threads in cgroups.
+///
+/// The kernel's BFQ honours arbitrary per-flow weights and groups only
+/// through cgroups, but a cgroup per flow also changes what it does: it
+/// then schedules *groups*, idling on each group's behalf before serving
+/// another, and a loop device gets one worker per cgroup. A program whose
+/// threads share one cgroup (fio's jobs, any multi-threaded server) gets
+/// neither.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum KernelGroups {
+    /// Each flow in its own blkio cgroup carrying its weight, groups as
+    /// nested cgroups (the only way to give the kernel arbitrary weights).
+    #[default]
+    PerFlow,
+    /// Every flow thread stays in the run's own cgroup, weighed by the
+    /// kernel from its I/O priority: only runs whose flows' weights are
+    /// their levels' ((8 - level) * 10) or all equal, without groups.
+    One,
+}
+
+impl KernelGroups {
+    /// Parses `per-flow` or `one`.
+    pub fn parse(s: &str) -> Option<KernelGroups> {
+        match s {
+            "per-flow" => Some(KernelGroups::PerFlow),
+            "one" => Some(KernelGroups::One),
+            _ => None,
+        }
+    }
+
+    /// `per-flow` or `one`.
+    pub fn name(self) -> &'static str {
+        match self {
+            KernelGroups::PerFlow => "per-flow",
+            KernelGroups::One => "one",
+        }
+    }
+}
+
 /// A run of a workload.
 #[derive(Clone, Debug)]
 pub struct RunConfig {
@@ -171,6 +210,8 @@ pub struct RunConfig {
     /// does not exist.
     pub create_size: Option<u64>,
     pub groups: Vec<GroupDesc>,
+    /// How `kernel:*` runs place flows in cgroups.
+    pub kernel_groups: KernelGroups,
     /// Nice value of the engine's dispatcher thread.
     pub dispatcher_nice: i32,
     /// Engine reads and writes go through io_uring's workers (IOSQE_ASYNC).
@@ -195,6 +236,7 @@ impl RunConfig {
             queue_depth: 64,
             create_size: None,
             groups: Vec::new(),
+            kernel_groups: KernelGroups::PerFlow,
             dispatcher_nice: 0,
             async_submit: false,
             sqpoll_idle_ms: 0,

@@ -6,7 +6,7 @@
 //! blkio cgroup carrying its weight. **This is where a real run puts
 //! threads into cgroups** ([`run_kernel`]).
 
-use crate::desc::{parents_first, Dir, FlowDesc, RunConfig};
+use crate::desc::{parents_first, Dir, FlowDesc, KernelGroups, RunConfig};
 use crate::pace::{cursor, Acc, Cursor, Pacer};
 use crate::report::{FlowReport, RunReport};
 use crate::sys;
@@ -21,54 +21,66 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Barrier};
 use std::time::{Duration, Instant};
 
-/// Without per-thread cgroups (cgroup v2 puts processes, not threads, in
-/// a cgroup) the kernel's BFQ weighs each flow thread by its I/O priority
-/// level, (8 - level) * 10: runs whose weights are exactly that, without
+/// Without a cgroup per flow (`--kernel-groups one`, or cgroup v2, which
+/// puts processes, not threads, in a cgroup) the kernel's BFQ weighs each
+/// flow thread by its I/O priority level, (8 - level) * 10: runs whose
+/// weights are exactly that, or all equal with one priority, without
 /// groups, are still faithful; others are refused.
-fn levels_carry_weights(cfg: &RunConfig, flows: &[FlowDesc]) -> io::Result<()> {
-    let bad = flows
+fn levels_carry_weights(cfg: &RunConfig, flows: &[FlowDesc], why: &str) -> io::Result<()> {
+    let levels = flows
         .iter()
-        .find(|f| f.effective_weight() != f.prio.default_weight() || f.group.is_some());
-    match (bad, cfg.groups.is_empty()) {
-        (None, true) => Ok(()),
-        _ => Err(io::Error::new(
-            io::ErrorKind::Unsupported,
-            "no cgroup v1 blkio hierarchy: on cgroup v2 the io controller puts whole \
-             processes, not threads, in a cgroup, so only weights that equal the I/O \
-             priority level's ((8 - level) * 10, e.g. level=0 for 80) and no groups can \
-             be given to kernel:* flows; mount cgroup v1 blkio at /sys/fs/cgroup/blkio \
-             for others",
-        )),
+        .all(|f| f.effective_weight() == f.prio.default_weight());
+    let equal = flows
+        .iter()
+        .all(|f| f.effective_weight() == flows[0].effective_weight() && f.prio == flows[0].prio);
+    let grouped = !cfg.groups.is_empty() || flows.iter().any(|f| f.group.is_some());
+    if (levels || equal) && !grouped {
+        return Ok(());
     }
+    Err(io::Error::new(
+        io::ErrorKind::Unsupported,
+        format!(
+            "{why}, so only weights that equal the I/O priority level's ((8 - level) * 10, \
+             e.g. level=0 for 80), or equal weights at one priority, and no groups can be \
+             given to kernel:* flows"
+        ),
+    ))
 }
 
-pub(crate) fn run_kernel(
-    cfg: &RunConfig,
-    scheduler: &str,
-    flows: &[FlowDesc],
-    regions: &[(u64, u64)],
-) -> io::Result<RunReport> {
-    // SIGINT/SIGTERM stop the run; the guards below then put the device's
-    // scheduler back and remove the cgroups before the process exits.
-    let _signals = sys::catch_interrupts();
-    let _sched = sys::SchedulerGuard::set(&cfg.target, scheduler)?;
-    let pid = std::process::id();
+/// The cgroups of a `kernel:*` run: groups as nested blkio cgroups carrying
+/// their weights (parents first), each flow in its own cgroup inside its
+/// group's (`None` for every flow unless `--kernel-groups per-flow` on a
+/// hierarchy with per-thread cgroups). Returns the group cgroups (to be
+/// removed children first) and each flow's cgroup, which its thread joins.
+type FlowCgroups = (Vec<sys::Cgroup>, Vec<Option<Arc<sys::Cgroup>>>);
+
+fn flow_cgroups(cfg: &RunConfig, scheduler: &str, flows: &[FlowDesc]) -> io::Result<FlowCgroups> {
+    if cfg.kernel_groups == KernelGroups::One {
+        levels_carry_weights(
+            cfg,
+            flows,
+            "--kernel-groups one keeps every flow in one cgroup",
+        )?;
+        return Ok((Vec::new(), vec![None; flows.len()]));
+    }
     let layout = sys::CgroupLayout::detect();
     if let Some(l) = &layout {
         eprintln!("kernel:{scheduler}: {}", l.describe());
     }
-    let per_thread = layout.as_ref().is_some_and(sys::CgroupLayout::per_thread);
-    if !per_thread {
-        levels_carry_weights(cfg, flows)?;
+    if !layout.as_ref().is_some_and(sys::CgroupLayout::per_thread) {
+        levels_carry_weights(
+            cfg,
+            flows,
+            "no cgroup v1 blkio hierarchy: on cgroup v2 the io controller puts whole \
+             processes, not threads, in a cgroup (mount cgroup v1 blkio at \
+             /sys/fs/cgroup/blkio for others)",
+        )?;
+        return Ok((Vec::new(), vec![None; flows.len()]));
     }
-    // Groups as nested blkio cgroups carrying their weights (parents
-    // first); each flow in its own cgroup inside its group's.
+    let pid = std::process::id();
     let mut group_dirs: HashMap<String, String> = HashMap::new();
     let mut group_cgs: Vec<sys::Cgroup> = Vec::new();
-    for g in parents_first(&cfg.groups)?
-        .into_iter()
-        .filter(|_| per_thread)
-    {
+    for g in parents_first(&cfg.groups)? {
         let k = group_cgs.len();
         let dir = match &g.parent {
             None => format!("bfq-rs-{pid}-g{k}"),
@@ -79,10 +91,6 @@ pub(crate) fn run_kernel(
     }
     let mut cgroups = Vec::new();
     for (i, f) in flows.iter().enumerate() {
-        if !per_thread {
-            cgroups.push(None);
-            continue;
-        }
         let dir = match &f.group {
             None => format!("bfq-rs-{pid}-{i}"),
             Some(g) => match group_dirs.get(g) {
@@ -95,11 +103,23 @@ pub(crate) fn run_kernel(
                 }
             },
         };
-        cgroups.push(Some(Arc::new(sys::Cgroup::create(
-            &dir,
-            f.effective_weight(),
-        )?)));
+        let cg = sys::Cgroup::create(&dir, f.effective_weight())?;
+        cgroups.push(Some(Arc::new(cg)));
     }
+    Ok((group_cgs, cgroups))
+}
+
+pub(crate) fn run_kernel(
+    cfg: &RunConfig,
+    scheduler: &str,
+    flows: &[FlowDesc],
+    regions: &[(u64, u64)],
+) -> io::Result<RunReport> {
+    // SIGINT/SIGTERM stop the run; the guards below then put the device's
+    // scheduler back and remove the cgroups before the process exits.
+    let _signals = sys::catch_interrupts();
+    let _sched = sys::SchedulerGuard::set(&cfg.target, scheduler)?;
+    let (mut group_cgs, cgroups) = flow_cgroups(cfg, scheduler, flows)?;
     let stop = Arc::new(AtomicBool::new(false));
     let barrier = Arc::new(Barrier::new(flows.len() + 1));
     let mut threads = Vec::new();
@@ -292,23 +312,34 @@ mod tests {
     }
 
     #[test]
-    fn without_per_thread_cgroups_only_level_weights_are_accepted() {
+    fn without_per_flow_cgroups_only_level_or_equal_weights_are_accepted() {
         let backend = Backend::Kernel {
             scheduler: "bfq".into(),
         };
         let mut cfg = RunConfig::new("/dev/null", backend, Duration::from_secs(1));
+        let ok = |cfg: &RunConfig, f: &[FlowDesc]| levels_carry_weights(cfg, f, "why").is_ok();
         let mut a = FlowDesc::reader("a", Pattern::Seq, 4096);
         let b = FlowDesc::reader("b", Pattern::Seq, 4096);
         a.prio = IoPrio {
             class: IoClass::Be,
             level: 0,
         };
-        assert!(levels_carry_weights(&cfg, &[a.clone(), b.clone()]).is_ok());
+        // weights 80 and 40: the levels' own
+        assert!(ok(&cfg, &[a.clone(), b.clone()]));
         let mut c = b.clone();
         c.weight = Some(300);
-        let e = levels_carry_weights(&cfg, &[a.clone(), c]).unwrap_err();
-        assert!(e.to_string().contains("cgroup v2"), "{e}");
+        let e = levels_carry_weights(&cfg, &[a.clone(), c.clone()], "why").unwrap_err();
+        assert!(e.to_string().starts_with("why"), "{e}");
+        // equal weights at one priority: equal shares either way
+        let mut d = c.clone();
+        d.name = "d".into();
+        assert!(ok(&cfg, &[c.clone(), d.clone()]));
+        d.prio.level = 3;
+        assert!(!ok(&cfg, &[c, d]));
+        let mut grouped = b.clone();
+        grouped.group = Some("x".into());
+        assert!(!ok(&cfg, &[a.clone(), grouped]));
         cfg.groups.push(g("x", None));
-        assert!(levels_carry_weights(&cfg, &[a, b]).is_err());
+        assert!(!ok(&cfg, &[a, b]));
     }
 }

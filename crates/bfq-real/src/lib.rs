@@ -27,6 +27,8 @@ mod run;
 pub mod scenario;
 pub mod sys;
 
-pub use desc::{prio, Backend, Dir, FlowDesc, GroupDesc, OnOff, Pattern, Periodic, RunConfig};
+pub use desc::{
+    prio, Backend, Dir, FlowDesc, GroupDesc, KernelGroups, OnOff, Pattern, Periodic, RunConfig,
+};
 pub use report::{FlowReport, RunReport};
-pub use run::{create_filled, layout, process_cpu_seconds, run, target_len};
+pub use run::{children_cpu_seconds, create_filled, layout, process_cpu_seconds, run, target_len};
