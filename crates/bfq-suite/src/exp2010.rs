@@ -1,7 +1,9 @@
 //! Experiments of the 2010 BFQ paper, Section V, on its IBM DTLA-307030
 //! disk (preset `ibm-dtla-307030`): Tables II-VII and Fig. 5.
 
-use crate::check::{lookup_value, max, min, n, near, vs_paper};
+use crate::check::{
+    list, lookup_value, max, min, n, near, need, val, vs_paper, vs_paper_cause, Val,
+};
 use crate::model::*;
 use crate::scen::{self, capacity, header, region};
 use crate::settings as st;
@@ -142,41 +144,8 @@ fn run_files(v: &Variant, c: &Config, ctx: &Ctx) -> anyhow::Result<RunOut> {
     Ok(out)
 }
 
-fn m(e: &ExpResult, v: &str, c: &str, k: &str) -> Option<f64> {
-    e.mean(v, c, k)
-}
-
-/// A finding that needs some configurations' numbers: NOT COMPARABLE
-/// (cause: check) when one is missing. `check` gets the numbers and
-/// returns whether the claim holds and our numbers as text. Cite the
-/// source with [`Finding::cite`] and give the cause of a failure with
-/// [`Finding::cause_unless_holds`].
-pub fn need(
-    claim: &str,
-    vals: &[Option<f64>],
-    check: impl FnOnce(&[f64]) -> (bool, String),
-) -> Finding {
-    if vals.iter().any(|v| v.is_none()) {
-        return Finding {
-            claim: claim.into(),
-            source: String::new(),
-            verdict: Verdict::NotComparable,
-            detail: "a scheduler or workload it needs did not run (see the notes)".into(),
-            cause: Some(Cause::new(
-                CauseKind::Check,
-                "not every configuration the claim compares ran in this report (--only, --quick or a skipped scheduler)",
-            )),
-        };
-    }
-    let xs: Vec<f64> = vals.iter().map(|v| v.unwrap()).collect();
-    let (ok, detail) = check(&xs);
-    Finding {
-        claim: claim.into(),
-        source: String::new(),
-        verdict: Verdict::from_bool(ok),
-        detail,
-        cause: None,
-    }
+fn m(e: &ExpResult, v: &str, c: &str, k: &str) -> Val {
+    val(e, v, c, k)
 }
 
 const BFQ4: &str = "bfq-2010 B_max=4096";
@@ -244,7 +213,7 @@ fn find_throughput(e: &ExpResult) -> Vec<Finding> {
     )
     .cite(T2)
     .cause_unless_holds(|| {
-        if g("clook").zip(g("as")).is_some_and(|(c, a)| near(c, a, 0.02)) {
+        if g("clook").zip(*g("as")).is_some_and(|(c, a)| near(c, a, 0.02)) {
             let mut c = clook_cause(e, "2files", "agg");
             c.evidence = format!("{}; and {}", c.evidence, vs_paper(e, "2files", "as", "agg"));
             c
@@ -286,7 +255,7 @@ fn find_throughput(e: &ExpResult) -> Vec<Finding> {
         .cause_unless_holds(|| clook_cause(e, "2files", "agg")),
     );
     let bm = ["512", "1024", "2048", "4096", "8192", "16384"];
-    let mut vals: Vec<Option<f64>> = bm
+    let mut vals: Vec<Val> = bm
         .iter()
         .map(|b| g(&format!("bfq-2010 B_max={b}")))
         .collect();
@@ -610,10 +579,9 @@ fn find_fairness(e: &ExpResult) -> Vec<Finding> {
             }),
         );
     }
-    let fast_slow = |v: &str, c: &str, k: usize| -> Option<f64> {
-        let xs: Option<Vec<f64>> = (1..=k).map(|i| m(e, v, c, &format!("thr.{i}"))).collect();
-        let xs = xs?;
-        Some((max(&xs) - min(&xs)) / max(&xs) * 100.0)
+    let fast_slow = |v: &str, c: &str, k: usize| -> Val {
+        let xs: Vec<Val> = (1..=k).map(|i| m(e, v, c, &format!("thr.{i}"))).collect();
+        Val::derive(&xs, |xs| (max(xs) - min(xs)) / max(xs) * 100.0)
     };
     let mut vals = vec![];
     for (v, k) in [("2files", 2), ("5files", 5)] {
@@ -690,7 +658,7 @@ fn find_weights(e: &ExpResult) -> Vec<Finding> {
             "5 files (2:2:2:1:1, 10:2:2:1:1)",
         ),
     ] {
-        let devs: Vec<Option<f64>> = vs.iter().map(|v| m(e, v, bfq, "dev")).collect();
+        let devs: Vec<Val> = vs.iter().map(|v| m(e, v, bfq, "dev")).collect();
         out.push(
             need(
                 &format!("BFQ distributes the throughput as the weights say, {what}: every file within 3.5% of its weighted share (paper: largest 3.5%, 26.81/2.77 MB/s for 10:1)"),
@@ -878,7 +846,7 @@ fn find_web(e: &ExpResult) -> Vec<Finding> {
         .cite(T5)
         .cause_unless_holds(web_cause),
     );
-    let mut vals: Vec<Option<f64>> = all.iter().map(|c| g(c)).collect();
+    let mut vals: Vec<Val> = all.iter().map(|c| g(c)).collect();
     vals.extend(all.iter().map(|c| a(c)));
     out.push(
         need(
@@ -1020,18 +988,7 @@ fn find_dbms(e: &ExpResult) -> Vec<Finding> {
     let bfq = BFQ4;
     let se = "scan-edf Delta=80ms T_wait=4ms";
     let yfq = "yfq BT=4 T_wait=4ms";
-    let cause = |cs: &[&str], v: &str| {
-        Cause::new(
-            CauseKind::Scheduler,
-            format!(
-                "ours vs paper ({v}): {}",
-                cs.iter()
-                    .map(|c| vs_paper(e, v, c, "agg"))
-                    .collect::<Vec<_>>()
-                    .join("; ")
-            ),
-        )
-    };
+    let cause = |cs: &[&str], v: &str| vs_paper_cause(e, CauseKind::Scheduler, v, cs, "agg");
     let mut out = vec![];
     for (v, paper) in [
         ("depth1", "0.62 vs 0.44/0.45 MB/s"),
@@ -1361,7 +1318,12 @@ fn find_video(e: &ExpResult) -> Vec<Finding> {
         .cause_unless_holds(saturated),
     );
     let s16 = "bfq-2010 B_max=16384";
-    let ci = |c: &str| e.summary("30movies", c, "streams").map(|s| s.ci95);
+    let ci = |c: &str| {
+        Val::derive(&[g(c)], |_| {
+            e.summary("30movies", c, "streams")
+                .map_or(f64::NAN, |s| s.ci95)
+        })
+    };
     out.push(
         need(
             "BFQ's count is stable with B_max = 4096 (95% CI <= 1 stream; paper 24.00 +- 0.00) and lower with B_max = 16384 (paper 18.70 +- 9.45)",
@@ -1476,18 +1438,13 @@ fn run_jitter(v: &Variant, c: &Config, ctx: &Ctx) -> anyhow::Result<RunOut> {
 }
 
 fn find_jitter(e: &ExpResult) -> Vec<Finding> {
-    let w = |c: &str| -> Vec<Option<f64>> {
+    let w = |c: &str| -> Vec<Val> {
         JITTER_N
             .iter()
             .map(|k| m(e, &format!("n{k}"), c, "worst_ms"))
             .collect()
     };
-    let txt = |c: &str| {
-        w(c).iter()
-            .map(|x| x.map(n).unwrap_or_default())
-            .collect::<Vec<_>>()
-            .join(" / ")
-    };
+    let txt = |c: &str| list(&w(c).iter().map(|x| **x).collect::<Vec<_>>());
     let mut vals = w("cfq");
     vals.extend(w(BFQ4));
     vec![need(

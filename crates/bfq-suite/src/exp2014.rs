@@ -2,8 +2,7 @@
 //! aggregate throughput (Figs. 3-4), start-up times (Figs. 5-6, Table 2),
 //! video playback (Fig. 7) and code-development tasks (Figs. 8-9).
 
-use crate::check::{max, min, n, near};
-use crate::exp2010::need;
+use crate::check::{max, min, n, near, need, val, Val};
 use crate::model::*;
 use crate::scen::{self, header, region};
 use crate::settings as st;
@@ -57,8 +56,8 @@ fn is_bg(f: &bfq_sim::FlowResult) -> bool {
     f.name.starts_with("reader") || f.name.starts_with("writer")
 }
 
-fn m(e: &ExpResult, v: &str, c: &str, k: &str) -> Option<f64> {
-    e.mean(v, c, k)
+fn m(e: &ExpResult, v: &str, c: &str, k: &str) -> Val {
+    val(e, v, c, k)
 }
 
 // ------------------------------------------------------------ Figs. 3 and 4
@@ -458,7 +457,7 @@ const F5: &str = "2014 report, Fig. 5(a), Sec. 7.3.1";
 const F6: &str = "2014 report, Fig. 6(a), Sec. 7.3.1";
 
 /// Start-up times of an app under the four workloads for one config.
-fn times(e: &ExpResult, app: &str, c: &str) -> Vec<Option<f64>> {
+fn times(e: &ExpResult, app: &str, c: &str) -> Vec<Val> {
     WORKLOADS
         .iter()
         .map(|w| m(e, &format!("{app}/{w}"), c, "startup_s"))
@@ -665,10 +664,13 @@ fn find_startup(e: &ExpResult) -> Vec<Finding> {
 }
 
 fn find_startup_ncq(e: &ExpResult) -> Vec<Finding> {
+    let lo_hi = |app: &str, c: &str| -> (Val, Val) {
+        let xs = times(e, app, c);
+        (Val::derive(&xs, min), Val::derive(&xs, max))
+    };
     let range = |app: &str, c: &str| -> Option<(f64, f64)> {
-        let xs: Option<Vec<f64>> = times(e, app, c).into_iter().collect();
-        let xs = xs?;
-        Some((min(&xs), max(&xs)))
+        let (lo, hi) = lo_hi(app, c);
+        lo.zip(*hi)
     };
     let cs = [BFQP, BFQ, "cfq", "noop"];
     let txt = |app: &str| {
@@ -681,16 +683,12 @@ fn find_startup_ncq(e: &ExpResult) -> Vec<Finding> {
             .collect::<Vec<_>>()
             .join(", ")
     };
-    let worst = |app: &str| {
-        cs.iter()
-            .map(|c| range(app, c).map(|x| x.1))
-            .collect::<Vec<_>>()
-    };
+    let worst = |app: &str| cs.iter().map(|c| lo_hi(app, c).1).collect::<Vec<_>>();
     let t2 = "2014 report, Table 2, Sec. 7.3.2";
     vec![
         need(
             "bash with NCQ: BFQ+ keeps start-up times reasonable: at most 0.32 s + 50% = 0.48 s under every workload (paper: 0.27-0.32 s)",
-            &[range("bash", BFQP).map(|x| x.1)],
+            &[lo_hi("bash", BFQP).1],
             |x| (x[0] <= 0.48, format!("ours: {}", txt("bash"))),
         )
         .cite(t2)
@@ -704,7 +702,7 @@ fn find_startup_ncq(e: &ExpResult) -> Vec<Finding> {
         .cause_unless_holds(|| startup_cause(e, "bash", &cs)),
         need(
             "konsole with NCQ is unusable even with BFQ+: at least 10.7 s / 2 under every workload (paper: 10.7-196 s)",
-            &[range("konsole", BFQP).map(|x| x.0)],
+            &[lo_hi("konsole", BFQP).0],
             |x| (x[0] >= 5.35, format!("ours: {}", txt("konsole"))),
         )
         .cite(t2)

@@ -2,7 +2,7 @@
 //! (preset `ssd-plextor-m5s`): Table 1 workload groups, Table 2
 //! configurations, Figs. 1-4.
 
-use crate::exp2010::need;
+use crate::check::{need, val, Val};
 use crate::model::*;
 use crate::scen::{self, header, region};
 use crate::stats::fmt_num;
@@ -297,15 +297,15 @@ fn finish(f: Finding, source: &str, kind: CauseKind, why: &str) -> Finding {
 }
 
 fn find_io_control(e: &ExpResult) -> Vec<Finding> {
-    let g = |v: &str, c: &str, k: &str| e.mean(v, c, k);
+    let g = |v: &str, c: &str, k: &str| val(e, v, c, k);
     let v1 = "seq-readers/rand-target";
-    let att1 = match (
-        g(v1, TARGET_ALONE, "total"),
-        g(v1, INTERFERERS_ALONE, "total"),
-    ) {
-        (Some(t), Some(i)) => Some(attainable(t, i)),
-        _ => None,
-    };
+    let att1 = Val::derive(
+        &[
+            g(v1, TARGET_ALONE, "total"),
+            g(v1, INTERFERERS_ALONE, "total"),
+        ],
+        |x| attainable(x[0], x[1]),
+    );
     let mut out = vec![finish(need(
         "Static sequential, random target vs sequential readers: low-none guarantees the target its 10 MB/s low limit, but its total is below 10% of the total without I/O control and below 20% of the total attainable while the target gets 10 MB/s",
         &[

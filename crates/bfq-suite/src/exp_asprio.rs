@@ -6,7 +6,7 @@
 //! NCQ).
 
 use crate::check::{max, n, near};
-use crate::exp2010::need;
+use crate::check::{need, val, Val};
 use crate::model::*;
 use crate::scen::{self, header, region};
 use std::fmt::Write as _;
@@ -167,7 +167,7 @@ fn run(v: &Variant, c: &Config, ctx: &Ctx) -> anyhow::Result<RunOut> {
 }
 
 fn findings(e: &ExpResult) -> Vec<Finding> {
-    let g = |v: &str, k: &str| e.mean(v, CFG, k);
+    let g = |v: &str, k: &str| val(e, v, CFG, k);
     let lat = |f: &str, k: &str| {
         ["single", "same-1", "low-1"]
             .iter()
@@ -224,7 +224,7 @@ fn findings(e: &ExpResult) -> Vec<Finding> {
             .cause_unless_holds(|| cause(f)),
         );
     }
-    let scaling = |f: &str, p: &str| -> Vec<Option<f64>> {
+    let scaling = |f: &str, p: &str| -> Vec<Val> {
         [1, 2, 4, 8]
             .iter()
             .map(|k| g(&format!("{f}/{p}-{k}"), "mean_ms"))

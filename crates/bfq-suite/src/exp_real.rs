@@ -7,7 +7,7 @@
 //! weights 100:300 and 5 with 1:2:3:4:5) on the target, measuring each
 //! reader's share of the bytes against its weight's share.
 
-use crate::exp2010::need;
+use crate::check::{need, val};
 use crate::model::*;
 use bfq_core::Settings;
 use bfq_real::{Backend, FlowDesc, Pattern, RunConfig};
@@ -86,7 +86,7 @@ fn find_fairness(e: &ExpResult) -> Vec<Finding> {
     ["2r-100-300", "5r-1-5"]
         .iter()
         .map(|v| {
-            let g = |c: &str| e.mean(v, c, "dev");
+            let g = |c: &str| val(e, v, c, "dev");
             need(
                 &format!("{v}: BFQ gives each reader its weighted share within 5%, and its worst deviation is at most kernel:bfq's + 1 point on the same device"),
                 &[g("bfq"), g("kernel:bfq")],

@@ -21,6 +21,7 @@ pub mod paper_figures;
 pub mod report;
 pub mod runner;
 pub mod scen;
+pub mod service;
 pub mod settings;
 pub mod stats;
 

@@ -2,6 +2,7 @@
 //! running it in the simulator.
 
 use crate::model::{Config, Ctx};
+use crate::service::Service;
 use anyhow::{anyhow, Context as _};
 use bfq_sim::{FlowResult, Scenario, SimOptions, SimResult};
 use std::fmt::Write as _;
@@ -66,13 +67,27 @@ pub fn region(start: u64, size: u64) -> String {
 
 /// Parses and runs a scenario with the scheduler its `[scheduler]` names.
 pub fn run(text: &str, origin: &str, ctx: &Ctx) -> anyhow::Result<SimResult> {
+    run_with(text, origin, ctx, SimOptions::default())
+}
+
+/// [`run`], measuring how the scheduler served the flows from the trace.
+pub fn run_traced(text: &str, origin: &str, ctx: &Ctx) -> anyhow::Result<(SimResult, Service)> {
+    let mut svc = Service::new();
+    let opts = SimOptions {
+        trace: Some(&mut svc),
+        ..SimOptions::default()
+    };
+    let r = run_with(text, origin, ctx, opts)?;
+    Ok((r, svc.finish()))
+}
+
+fn run_with(text: &str, origin: &str, ctx: &Ctx, opts: SimOptions) -> anyhow::Result<SimResult> {
     let sc = Scenario::from_toml_str_in(text, origin, &ctx.traces_dir)
         .map_err(|e| anyhow!("{e}"))
         .with_context(|| format!("generated scenario {origin}"))?;
     let sched = bfq_schedulers::build(sc.scheduler_name(), &sc.scheduler.settings)
         .map_err(|e| anyhow!("scheduler {}: {e}", sc.scheduler_name()))?;
-    let r = bfq_sim::simulate(&sc, sched, sc.seed, SimOptions::default())
-        .map_err(|e| anyhow!("{origin}: {e}"))?;
+    let r = bfq_sim::simulate(&sc, sched, sc.seed, opts).map_err(|e| anyhow!("{origin}: {e}"))?;
     Ok(r)
 }
 

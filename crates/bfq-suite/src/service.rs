@@ -1,0 +1,168 @@
+//! How a scheduler served the flows, measured from the simulator's
+//! request trace (`t_ns,event,flow,req,sector,sectors,op`, docs/sim.md):
+//! dispatch runs (maximal sequences of consecutive dispatches to one
+//! flow, the service a flow gets before the device turns to another) and
+//! the device's queue depth. The findings' causes cite these numbers
+//! instead of asserting how a scheduler behaves.
+
+use std::collections::HashMap;
+use std::io::{self, Write};
+
+/// Per flow: dispatched sectors and dispatch runs.
+#[derive(Clone, Debug, Default)]
+struct FlowRuns {
+    sectors: u64,
+    runs: u64,
+    longest: u64,
+}
+
+/// Service pattern of one run, fed line by line by the simulator's trace
+/// writer (it implements [`Write`]). Memory is bounded by the number of
+/// flows and one partial line.
+#[derive(Debug, Default)]
+pub struct Service {
+    partial: Vec<u8>,
+    flows: HashMap<String, FlowRuns>,
+    last: Option<String>,
+    run: u64,
+    depth: u64,
+    depth_ns: f64,
+    t0: Option<u64>,
+    t_last: u64,
+}
+
+impl Service {
+    pub fn new() -> Service {
+        Service::default()
+    }
+
+    fn line(&mut self, l: &str) {
+        let mut it = l.split(',');
+        let (Some(t), Some(ev), Some(flow)) = (it.next(), it.next(), it.next()) else {
+            return;
+        };
+        let Ok(t) = t.parse::<u64>() else { return };
+        let sectors: u64 = it.nth(2).and_then(|s| s.parse().ok()).unwrap_or(0);
+        if ev == "D" || ev == "C" {
+            self.t0.get_or_insert(t);
+            self.depth_ns += self.depth as f64 * t.saturating_sub(self.t_last) as f64;
+            self.t_last = t;
+        }
+        match ev {
+            "D" => {
+                self.depth += 1;
+                if self.last.as_deref() != Some(flow) {
+                    self.close_run();
+                    self.last = Some(flow.to_string());
+                    self.flows.entry(flow.to_string()).or_default().runs += 1;
+                }
+                self.run += sectors;
+                self.flows.entry(flow.to_string()).or_default().sectors += sectors;
+            }
+            "C" => self.depth = self.depth.saturating_sub(1),
+            _ => {}
+        }
+    }
+
+    fn close_run(&mut self) {
+        if let Some(f) = self.last.as_ref().and_then(|l| self.flows.get_mut(l)) {
+            f.longest = f.longest.max(self.run);
+        }
+        self.run = 0;
+    }
+
+    /// Ends the measurement (closes the current run).
+    pub fn finish(mut self) -> Service {
+        self.close_run();
+        self
+    }
+
+    /// Mean sectors per dispatch run of the flows whose name matches
+    /// `pred` (NaN when none was dispatched).
+    pub fn mean_run_sectors(&self, pred: impl Fn(&str) -> bool) -> f64 {
+        let (s, r) = self
+            .flows
+            .iter()
+            .filter(|(n, _)| pred(n))
+            .fold((0u64, 0u64), |(s, r), (_, f)| (s + f.sectors, r + f.runs));
+        if r == 0 {
+            f64::NAN
+        } else {
+            s as f64 / r as f64
+        }
+    }
+
+    /// Longest dispatch run, in sectors, of the flows matching `pred`.
+    pub fn longest_run_sectors(&self, pred: impl Fn(&str) -> bool) -> f64 {
+        let l = self.flows.iter().filter(|(n, _)| pred(n));
+        l.map(|(_, f)| f.longest)
+            .max()
+            .map_or(f64::NAN, |x| x as f64)
+    }
+
+    /// Dispatch runs per second (how often the device turns from one
+    /// flow to another).
+    pub fn runs_per_s(&self) -> f64 {
+        let runs: u64 = self.flows.values().map(|f| f.runs).sum();
+        let span = self.t_last.saturating_sub(self.t0.unwrap_or(0)) as f64 / 1e9;
+        if span > 0.0 {
+            runs as f64 / span
+        } else {
+            f64::NAN
+        }
+    }
+
+    /// Mean number of requests dispatched and not yet completed, over the
+    /// span from the first dispatch to the last event.
+    pub fn mean_depth(&self) -> f64 {
+        let span = self.t_last.saturating_sub(self.t0.unwrap_or(0)) as f64;
+        if span > 0.0 {
+            self.depth_ns / span
+        } else {
+            f64::NAN
+        }
+    }
+}
+
+impl Write for Service {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        self.partial.extend_from_slice(buf);
+        while let Some(i) = self.partial.iter().position(|b| *b == b'\n') {
+            let l: Vec<u8> = self.partial.drain(..=i).collect();
+            if let Ok(s) = std::str::from_utf8(&l[..i]) {
+                self.line(s);
+            }
+        }
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn runs_and_depth_from_a_trace() {
+        let mut s = Service::new();
+        let t = "t_ns,event,flow,req,sector,sectors,op\n\
+                 0,Q,a,1,0,8,R\n0,D,a,1,0,8,R\n0,D,a,2,8,8,R\n\
+                 1000,C,a,1,0,8,R\n1000,D,b,3,99,8,R\n2000,C,a,2,8,8,R\n\
+                 2000,D,a,4,16,8,R\n3000,C,b,3,99,8,R\n4000,C,a,4,16,8,R\n";
+        // Written in two pieces that split a line.
+        let (x, y) = t.split_at(40);
+        s.write_all(x.as_bytes()).unwrap();
+        s.write_all(y.as_bytes()).unwrap();
+        let s = s.finish();
+        // Runs: a (16 sectors), b (8), a (8).
+        assert_eq!(s.mean_run_sectors(|f| f == "a"), 12.0);
+        assert_eq!(s.longest_run_sectors(|f| f == "a"), 16.0);
+        assert_eq!(s.mean_run_sectors(|f| f == "b"), 8.0);
+        assert!(s.mean_run_sectors(|f| f == "c").is_nan());
+        // Depth: 2 for 1 us, 2 for 1 us, 2 for 1 us, 1 for 1 us: 7/4.
+        assert!((s.mean_depth() - 1.75).abs() < 1e-9, "{}", s.mean_depth());
+        assert!((s.runs_per_s() - 3.0 / 4e-6).abs() < 1e-3);
+    }
+}
