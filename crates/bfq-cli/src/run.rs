@@ -192,7 +192,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
             if !a.flows.is_empty() {
                 anyhow::bail!("give a scenario or --flow, not both");
             }
-            let (sc, warnings) = bfq_sim::fio::load(path)?;
+            let (sc, warnings) = bfq_scenario::fio::load(path)?;
             for w in warnings {
                 eprintln!("bfq: warning: {}: {w}", path.display());
             }

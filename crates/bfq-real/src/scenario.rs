@@ -7,8 +7,8 @@
 use crate::desc::{Dir, FlowDesc, GroupDesc, OnOff, Pattern, Periodic};
 use crate::report::RunReport;
 use bfq_core::SECTOR_BYTES;
-use bfq_sim::result::Hist;
-use bfq_sim::{FlowResult, Pattern as SimPattern, Plan, SimResult};
+use bfq_scenario::result::Hist;
+use bfq_scenario::{FlowResult, Pattern as SimPattern, Plan, SimResult};
 use std::io;
 use std::time::Duration;
 
@@ -178,7 +178,7 @@ depth = 8
 count = 2
 on_off = { on = "1M", off = "10ms" }
 "#;
-        let sc = bfq_sim::Scenario::from_toml_str(text, "test").unwrap();
+        let sc = bfq_scenario::Scenario::from_toml_str(text, "test").unwrap();
         let plan = sc.plan().unwrap();
         let (flows, groups) = from_plan(&plan).unwrap();
         assert_eq!(flows.len(), 3);
@@ -188,7 +188,7 @@ on_off = { on = "1M", off = "10ms" }
         assert_eq!(r.group.as_deref(), Some("/a/b"));
         assert_eq!((r.depth, r.sync), (1, true));
         // an O_DIRECT io_uring reader: sync at any depth
-        let d = bfq_sim::Scenario::from_toml_str(
+        let d = bfq_scenario::Scenario::from_toml_str(
             "name = \"d\"\n[[flow]]\nname = \"r\"\npattern = \"rand\"\ndepth = 16\n",
             "d",
         )

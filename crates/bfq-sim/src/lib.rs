@@ -4,13 +4,12 @@
 //! scheduler of bfq-rs (anything implementing [`bfq_core::Scheduler`])
 //! against modelled devices and synthetic or traced workloads.
 //!
-//! - [`scenario`]: the TOML scenario format (docs/scenarios.md), shared
-//!   with the engine and the suite.
+//! - [`scenario`]: the TOML scenario format (docs/scenarios.md); it lives
+//!   in the `bfq-scenario` crate, shared with real runs, and is re-exported
+//!   here with its units, replay files, fio job files and results.
 //! - [`device`]: the rotational disk and flash models and the papers'
 //!   presets (reference/device-models.md).
 //! - [`sim`]: the event loop and the workloads.
-//! - [`replay`]: replay files and the start-up trace generator.
-//! - [`result`]: the results and their JSON.
 //!
 //! ```
 //! use bfq_sim::{Scenario, simulate, SimOptions};
@@ -31,13 +30,10 @@
 //! seeded PCG stream per flow, no hash-order dependence, no wall clock.
 
 pub mod device;
-pub mod fio;
 pub mod readahead;
-pub mod replay;
-pub mod result;
-pub mod scenario;
 pub mod sim;
-pub mod units;
+
+pub use bfq_scenario::{fio, replay, result, scenario, units};
 
 pub use device::{Device, DeviceParams};
 pub use result::{FlowResult, LatencyStats, SimResult};

@@ -35,20 +35,9 @@
 //! growing when a reader wraps around its region). `max` is
 //! `read_ahead_kb` (128 KiB by default in 2.6.21 as today).
 
-use serde::Deserialize;
 use std::collections::VecDeque;
 
-/// When the asynchronous window is issued.
-#[derive(Clone, Copy, Debug, Default, Deserialize, PartialEq, Eq)]
-pub enum Style {
-    /// At the marker, even while its page is in flight (2.6.23 to today).
-    #[default]
-    #[serde(rename = "ondemand")]
-    Ondemand,
-    /// Once the program read the marked page: one window in flight.
-    #[serde(rename = "single")]
-    Single,
-}
+pub use bfq_scenario::readahead::Style;
 
 /// Initial window for a request of `req` sectors (`get_init_ra_size`).
 pub fn init_size(req: u64, max: u64) -> u64 {

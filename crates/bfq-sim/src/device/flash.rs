@@ -19,32 +19,9 @@
 
 use super::{DevRequest, Device};
 use bfq_core::{DeviceInfo, Op, ReqId, Time, SECTOR_BYTES};
-use serde::Serialize;
+use bfq_scenario::device::FlashParams;
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
-
-/// Parameters of a flash device; each may be overridden in `[device]`.
-#[derive(Clone, Debug, PartialEq, Serialize)]
-pub struct FlashParams {
-    /// Capacity in bytes.
-    pub capacity: u64,
-    /// Channels.
-    pub channels: u32,
-    /// Dies per channel.
-    pub dies: u32,
-    /// Flash page size in bytes.
-    pub page_size: u64,
-    /// Page read latency (array to register, plus channel transfer), ns.
-    pub read_latency: Time,
-    /// Page program latency, ns.
-    pub program_latency: Time,
-    /// Controller time per command, ns (serialised).
-    pub cmd_overhead: Time,
-    /// Host interface rate, MB/s (10^6).
-    pub bus_rate: f64,
-    /// Commands the device queues internally (host queue depth).
-    pub queue_depth: u32,
-}
 
 /// A flash device (see the module documentation).
 #[derive(Debug)]
@@ -147,25 +124,5 @@ impl Device for Flash {
 
     fn in_flight(&self) -> usize {
         self.done.len()
-    }
-}
-
-impl FlashParams {
-    /// Checks ranges; returns the first problem as `(field, why)`.
-    pub fn validate(&self) -> Result<(), (&'static str, String)> {
-        let chk = |f: &'static str, ok: bool| {
-            if ok {
-                Ok(())
-            } else {
-                Err((f, "must be positive".to_string()))
-            }
-        };
-        chk("capacity", self.capacity >= 1 << 20)?;
-        chk("channels", self.channels > 0)?;
-        chk("dies", self.dies > 0)?;
-        chk("page_size", self.page_size >= SECTOR_BYTES)?;
-        chk("bus_rate", self.bus_rate > 0.0)?;
-        chk("queue_depth", self.queue_depth > 0)?;
-        Ok(())
     }
 }

@@ -9,13 +9,12 @@
 
 pub mod disk;
 pub mod flash;
-pub mod presets;
 
 use bfq_core::{DeviceInfo, Op, ReqId, Time};
 
-pub use disk::{Disk, DiskParams};
-pub use flash::{Flash, FlashParams};
-pub use presets::{preset, DeviceParams, PRESETS};
+pub use bfq_scenario::device::{preset, DeviceParams, DiskParams, FlashParams, PRESETS};
+pub use disk::Disk;
+pub use flash::Flash;
 
 /// A command as the device sees it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

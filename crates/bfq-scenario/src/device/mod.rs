@@ -1,4 +1,5 @@
-//! Presets for the papers' devices (figures: reference/device-models.md;
+//! The modelled devices' parameters ([`DeviceParams`]: a scenario's
+//! `[device]` table) and presets for the papers' devices (figures: reference/device-models.md;
 //! the 2010 BFQ paper Section V-B; the 2014 BFQ+ report Table 1; the 2018
 //! throttling article's test bed). Sequential rates, capacities and NCQ are
 //! the papers' figures; seek times, heads, caches and bus rates are
@@ -13,9 +14,13 @@
 //! | `maxtor-stm332061` | MAXTOR STM332061, 320 GB, 7200 rpm | 89 / 55 MB/s | 2014 report, system 3 |
 //! | `ssd-plextor-m5s` | PLEXTOR PX-256M5S SATA SSD | ~510 MB/s seq, ~160 MB/s random 4 KiB at depth, ~23 MB/s one sync 4 KiB reader | 2018 article |
 
-use super::{DiskParams, FlashParams};
+mod disk;
+mod flash;
+
 use crate::units::{parse_size, Dur};
 use bfq_core::{Time, MS, US};
+pub use disk::DiskParams;
+pub use flash::FlashParams;
 use serde::Serialize;
 
 /// Parameters of any modelled device.

@@ -364,7 +364,7 @@ pub struct FlowDef {
     /// Maximum OS read-ahead window of a sync reader (Linux
     /// `read_ahead_kb`, default 128k for seq and web sync reads; "0"
     /// disables: one `block` request at a time). A seq reader of depth 1
-    /// (greedy or periodic) follows [`crate::readahead`]; web and on_off
+    /// (greedy or periodic) follows bfq-sim's `readahead`; web and on_off
     /// readers keep `1 + readahead / block` requests in flight.
     pub readahead: Option<Size>,
     /// Time from a completion the program waits for to its next request:

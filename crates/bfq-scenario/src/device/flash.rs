@@ -1,0 +1,48 @@
+//! Parameters of the flash device model (the model itself: bfq-sim's
+//! `device::flash`).
+
+use bfq_core::{Time, SECTOR_BYTES};
+use serde::Serialize;
+
+/// Parameters of a flash device; each may be overridden in `[device]`.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct FlashParams {
+    /// Capacity in bytes.
+    pub capacity: u64,
+    /// Channels.
+    pub channels: u32,
+    /// Dies per channel.
+    pub dies: u32,
+    /// Flash page size in bytes.
+    pub page_size: u64,
+    /// Page read latency (array to register, plus channel transfer), ns.
+    pub read_latency: Time,
+    /// Page program latency, ns.
+    pub program_latency: Time,
+    /// Controller time per command, ns (serialised).
+    pub cmd_overhead: Time,
+    /// Host interface rate, MB/s (10^6).
+    pub bus_rate: f64,
+    /// Commands the device queues internally (host queue depth).
+    pub queue_depth: u32,
+}
+
+impl FlashParams {
+    /// Checks ranges; returns the first problem as `(field, why)`.
+    pub fn validate(&self) -> Result<(), (&'static str, String)> {
+        let chk = |f: &'static str, ok: bool| {
+            if ok {
+                Ok(())
+            } else {
+                Err((f, "must be positive".to_string()))
+            }
+        };
+        chk("capacity", self.capacity >= 1 << 20)?;
+        chk("channels", self.channels > 0)?;
+        chk("dies", self.dies > 0)?;
+        chk("page_size", self.page_size >= SECTOR_BYTES)?;
+        chk("bus_rate", self.bus_rate > 0.0)?;
+        chk("queue_depth", self.queue_depth > 0)?;
+        Ok(())
+    }
+}
