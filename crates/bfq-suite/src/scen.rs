@@ -6,6 +6,7 @@ use crate::service::Service;
 use anyhow::{anyhow, Context as _};
 use bfq_sim::{FlowResult, Scenario, SimOptions, SimResult};
 use std::fmt::Write as _;
+use std::io::Write as _;
 
 /// A TOML basic string.
 pub fn q(s: &str) -> String {
@@ -73,11 +74,14 @@ pub fn run(text: &str, origin: &str, ctx: &Ctx) -> anyhow::Result<SimResult> {
 /// [`run`], measuring how the scheduler served the flows from the trace.
 pub fn run_traced(text: &str, origin: &str, ctx: &Ctx) -> anyhow::Result<(SimResult, Service)> {
     let mut svc = Service::new();
+    let mut buf = std::io::BufWriter::with_capacity(1 << 16, &mut svc);
     let opts = SimOptions {
-        trace: Some(&mut svc),
+        trace: Some(&mut buf),
         ..SimOptions::default()
     };
     let r = run_with(text, origin, ctx, opts)?;
+    buf.flush().context("trace")?;
+    drop(buf);
     Ok((r, svc.finish()))
 }
 

@@ -57,7 +57,10 @@ impl Service {
                     self.flows.entry(flow.to_string()).or_default().runs += 1;
                 }
                 self.run += sectors;
-                self.flows.entry(flow.to_string()).or_default().sectors += sectors;
+                // The flow's entry exists: its run opened it.
+                if let Some(f) = self.flows.get_mut(flow) {
+                    f.sectors += sectors;
+                }
             }
             "C" => self.depth = self.depth.saturating_sub(1),
             _ => {}
@@ -126,13 +129,27 @@ impl Service {
 
 impl Write for Service {
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        self.partial.extend_from_slice(buf);
-        while let Some(i) = self.partial.iter().position(|b| *b == b'\n') {
-            let l: Vec<u8> = self.partial.drain(..=i).collect();
-            if let Ok(s) = std::str::from_utf8(&l[..i]) {
-                self.line(s);
+        // Whole lines are parsed from `buf` in place; only a trailing
+        // partial line is kept.
+        let mut rest = buf;
+        while let Some(i) = rest.iter().position(|b| *b == b'\n') {
+            let (l, tail) = (&rest[..i], &rest[i + 1..]);
+            if self.partial.is_empty() {
+                if let Ok(s) = std::str::from_utf8(l) {
+                    self.line(s);
+                }
+            } else {
+                let mut whole = std::mem::take(&mut self.partial);
+                whole.extend_from_slice(l);
+                if let Ok(s) = std::str::from_utf8(&whole) {
+                    self.line(s);
+                }
+                whole.clear();
+                self.partial = whole;
             }
+            rest = tail;
         }
+        self.partial.extend_from_slice(rest);
         Ok(buf.len())
     }
     fn flush(&mut self) -> io::Result<()> {
