@@ -56,6 +56,15 @@ pub fn header(
     s
 }
 
+/// Outer-edge sequential rate (MB/s) of a disk preset; None for flash
+/// or an unknown preset.
+pub fn disk_peak_mb_s(preset: &str) -> Option<f64> {
+    match bfq_sim::device::preset(preset)? {
+        bfq_sim::device::DeviceParams::Disk(d) => Some(d.rate_outer),
+        _ => None,
+    }
+}
+
 /// Region text `{ start = "..k", size = "..k" }` from byte offsets
 /// (rounded down to 4 KiB).
 pub fn region(start: u64, size: u64) -> String {
