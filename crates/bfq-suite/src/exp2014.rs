@@ -344,8 +344,9 @@ pub fn write_traces(dir: &std::path::Path) -> anyhow::Result<()> {
 /// different phases.
 fn app_flow(app: &str, start_s: f64, pause: &str, runs: Option<u32>) -> String {
     format!(
-        "\n[[flow]]\nname = \"app\"\npattern = \"replay\"\nreplay = \"{app}.csv\"\nstart = \"{}ms\"\nstart_jitter = \"500ms\"\nrepeat = \"{pause}\"\n{}region = {}\n",
+        "\n[[flow]]\nname = \"app\"\npattern = \"replay\"\nreplay = \"{app}.csv\"\nstart = \"{}ms\"\nstart_jitter = \"{}ms\"\nrepeat = \"{pause}\"\n{}region = {}\n",
         (start_s * 1000.0) as u64,
+        (APP_JITTER_S * 1000.0) as u64,
         runs.map(|r| format!("runs = {r}\n")).unwrap_or_default(),
         region(60 << 30, 16 << 30)
     )
@@ -411,6 +412,51 @@ pub fn startup_ncq() -> Experiment {
     }
 }
 
+/// Pause after each start-up and the largest extra delay of a run's start
+/// ([`app_flow`]'s `repeat` and `start_jitter` in [`startup_on`]), s.
+const APP_PAUSE_S: f64 = 1.0;
+const APP_JITTER_S: f64 = 0.5;
+/// Start-ups per run of the start-up experiments.
+const APP_RUNS: u32 = 10;
+
+/// Mean start-up time of the app flow's runs. A run still in progress at
+/// the end (`end`, s) counts with the time it has surely run so far: from
+/// the latest its start can be (the previous run's end, or `start`, plus
+/// the pause and jitter) to the end. That keeps a slow scheduler's mean
+/// from covering only the start-ups that finished; the note says so, as
+/// the mean is then a lower bound.
+/// `times`: the finished runs' times; `last_end`: when the last one
+/// finished.
+fn startup_mean(
+    app: &str,
+    times: &[f64],
+    last_end: Option<f64>,
+    start: f64,
+    end: f64,
+) -> (f64, Option<String>) {
+    let begun_by = match last_end {
+        Some(t) => t + APP_PAUSE_S + APP_JITTER_S,
+        None => start + APP_JITTER_S,
+    };
+    let open = (times.len() < APP_RUNS as usize && end > begun_by).then(|| end - begun_by);
+    let count = times.len() + open.is_some() as usize;
+    if count == 0 {
+        return (
+            f64::NAN,
+            Some(format!("{app}: no start-up began before the end")),
+        );
+    }
+    let mean = (times.iter().sum::<f64>() + open.unwrap_or(0.0)) / count as f64;
+    let note = open.map(|o| {
+        format!(
+            "{app}: {} of {APP_RUNS} start-ups finished; the one in progress at the end counts as the {} s it had run (at least): the mean is a lower bound",
+            times.len(),
+            n(o)
+        )
+    });
+    (mean, note)
+}
+
 fn startup_on(dev: &str, v: &Variant, c: &Config, ctx: &Ctx) -> anyhow::Result<RunOut> {
     let (app, w) = v.id.split_once('/').unwrap_or((&v.id, "idle"));
     // after the workload's weight raising (BFQ+: T_rais = 6 s) has ended
@@ -425,20 +471,19 @@ fn startup_on(dev: &str, v: &Variant, c: &Config, ctx: &Ctx) -> anyhow::Result<R
         c,
     );
     s.push_str(&workload(w));
-    s.push_str(&app_flow(app, start, "1s", Some(10)));
+    s.push_str(&app_flow(
+        app,
+        start,
+        &format!("{}ms", (APP_PAUSE_S * 1000.0) as u64),
+        Some(APP_RUNS),
+    ));
     let r = scen::run(&s, &format!("2014/{dev}/{}--{}", v.id, c.label), ctx)?;
     let mut out = RunOut::default();
     let a = r.flows.iter().find(|f| f.name == "app");
-    let times: Vec<f64> = a.map(|f| f.run_times_s.clone()).unwrap_or_default();
-    let st = if times.is_empty() {
-        out.notes.push(format!(
-            "{app} never finished starting in {} s: start-up time is a lower bound",
-            dur - start
-        ));
-        dur - start
-    } else {
-        times.iter().sum::<f64>() / times.len() as f64
-    };
+    let times: &[f64] = a.map(|f| f.run_times_s.as_slice()).unwrap_or_default();
+    let last_end = a.and_then(|f| f.completions_s.last().copied());
+    let (st, note) = startup_mean(app, times, last_end, start, r.sim_time_s);
+    out.notes.extend(note);
     out.metrics.insert("startup_s".into(), st);
     out.metrics
         .insert("agg".into(), scen::rate_where(&r, is_bg));
@@ -656,7 +701,7 @@ fn find_startup(e: &ExpResult) -> Vec<Finding> {
             .cite("2014 report, Sec. 7.3.1 (xterm, not shown)")
             .cause_unless_holds(|| {
                 let t = |app: &str| times_txt(e, app, BFQP);
-                Cause::new(CauseKind::WorkloadModel, format!("our start-up traces (48, 718 and 1900 requests) do not order the times everywhere: BFQ+ bash {}; xterm {}; konsole {}", t("bash"), t("xterm"), t("konsole")))
+                Cause::new(CauseKind::WorkloadModel, format!("our start-up traces ({}) do not order the times everywhere: BFQ+ bash {}; xterm {}; konsole {}", startup_requests(), t("bash"), t("xterm"), t("konsole")))
             }),
         );
     }
@@ -850,6 +895,36 @@ pub fn devel() -> Experiment {
     }
 }
 
+/// A development task's stand-in: (read block, think time between reads,
+/// bytes dirtied per write burst, pause after a burst is flushed).
+fn devel_shape(
+    task: &str,
+) -> anyhow::Result<(&'static str, &'static str, &'static str, &'static str)> {
+    Ok(match task {
+        "compile" => ("16k", "20ms", "160k", "100ms"),
+        "checkout" => ("64k", "1ms", "2M", "30ms"),
+        "merge" => ("32k", "2ms", "640k", "50ms"),
+        _ => anyhow::bail!("2014-devel: unknown task '{task}'"),
+    })
+}
+
+/// A task's stand-in in words, from [`devel_shape`].
+fn devel_txt(task: &str) -> String {
+    match devel_shape(task) {
+        Ok((b, t, w, p)) => format!("sync {b} random reads with {t} of CPU between them, buffered writes of {w} every {p} once flushed"),
+        Err(e) => e.to_string(),
+    }
+}
+
+/// Request counts of the start-up traces, as the causes cite them.
+fn startup_requests() -> String {
+    let r: Vec<String> = ["bash", "xterm", "konsole"]
+        .iter()
+        .map(|a| bfq_sim::replay::startup_shape(a).map_or("?".into(), |s| s.requests.to_string()))
+        .collect();
+    format!("{}, {} and {} requests", r[0], r[1], r[2])
+}
+
 fn run_devel(v: &Variant, c: &Config, ctx: &Ctx) -> anyhow::Result<RunOut> {
     let (task, w) = v.id.split_once('/').unwrap_or((&v.id, "idle"));
     let dur = if ctx.quick { 20.0 } else { 60.0 };
@@ -866,11 +941,7 @@ fn run_devel(v: &Variant, c: &Config, ctx: &Ctx) -> anyhow::Result<RunOut> {
     // `wr_bytes` dirtied, then a pause of `wr_pause` after the flusher wrote
     // them (a buffered writer cannot be on_off in the simulator; bytes +
     // repeat is its bursty form).
-    let (block, think, wr_bytes, wr_pause) = match task {
-        "compile" => ("16k", "20ms", "160k", "100ms"),
-        "checkout" => ("64k", "1ms", "2M", "30ms"),
-        _ => ("32k", "2ms", "640k", "50ms"),
-    };
+    let (block, think, wr_bytes, wr_pause) = devel_shape(task)?;
     let _ = write!(
         s,
         "\n[[flow]]\nname = \"task\"\npattern = \"rand\"\nblock = \"{block}\"\nthink = \"{think}\"\nstart = \"2s\"\nregion = {}\n\n[[flow]]\nname = \"task-writes\"\nop = \"write\"\npattern = \"seq\"\nbuffered = true\nstart = \"2s\"\nbytes = \"{wr_bytes}\"\nrepeat = \"{wr_pause}\"\nregion = {}\n",
@@ -925,7 +996,7 @@ fn find_devel(e: &ExpResult) -> Vec<Finding> {
         },
     )
     .cite("2014 report, Fig. 8, Sec. 7.5")
-    .cause_unless_holds(|| Cause::new(CauseKind::WorkloadModel, format!("our compile stand-in (16 kB random reads with 20 ms of CPU, buffered object writes) is not the kernel build: {}", txt("compile"))))];
+    .cause_unless_holds(|| Cause::new(CauseKind::WorkloadModel, format!("our compile stand-in ({}) is not the kernel build: {}", devel_txt("compile"), txt("compile"))))];
     for t in ["checkout", "merge"] {
         let mut vals = vec![];
         for w in ["10r-seq", "10r-rand"] {
@@ -944,8 +1015,45 @@ fn find_devel(e: &ExpResult) -> Vec<Finding> {
                 },
             )
             .cite("2014 report, Fig. 9, Sec. 7.5")
-            .cause_unless_holds(|| Cause::new(CauseKind::WorkloadModel, format!("our {t} stand-in (synthetic reads and buffered writes) is not git's: {}", txt(t)))),
+            .cause_unless_holds(|| Cause::new(CauseKind::WorkloadModel, format!("our {t} stand-in ({}) is not git's: {}", devel_txt(t), txt(t)))),
         );
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The experiments' descriptions name the numbers the runs use.
+    #[test]
+    fn descriptions_match_the_definitions() {
+        let what = startup().what;
+        assert!(what.contains(&startup_requests()), "{what}");
+        let what = devel().what;
+        for task in ["compile", "checkout", "merge"] {
+            let (b, t, w, p) = devel_shape(task).unwrap();
+            let kb = |x: &str| x.replace('k', " kB").replace('M', " MB");
+            for x in [kb(b), t.replace("ms", " ms"), kb(w), p.replace("ms", " ms")] {
+                assert!(what.contains(&x), "{task}: '{x}' not in: {what}");
+            }
+        }
+        assert!(devel_shape("x").is_err());
+    }
+
+    #[test]
+    fn an_unfinished_start_up_counts_as_a_lower_bound() {
+        // 2 runs of 1 s finished by 13 s; the third began by 14.5 s.
+        let (m, note) = startup_mean("konsole", &[1.0, 1.0], Some(13.0), 10.0, 40.0);
+        assert!((m - (2.0 + 25.5) / 3.0).abs() < 1e-9, "{m}");
+        assert!(note.unwrap().contains("lower bound"));
+        // None finished: the first run's time so far.
+        let (m, _) = startup_mean("konsole", &[], None, 10.0, 40.0);
+        assert_eq!(m, 29.5);
+        // All ten finished: a plain mean.
+        assert_eq!(
+            startup_mean("bash", &[0.5; 10], Some(30.0), 10.0, 40.0),
+            (0.5, None)
+        );
+    }
 }
