@@ -438,7 +438,7 @@ fn startup_mean(
         Some(t) => t + APP_PAUSE_S + APP_JITTER_S,
         None => start + APP_JITTER_S,
     };
-    let open = (times.len() < APP_RUNS as usize && end > begun_by).then(|| end - begun_by);
+    let open = (times.len() < APP_RUNS as usize && end > begun_by).then_some(end - begun_by);
     let count = times.len() + open.is_some() as usize;
     if count == 0 {
         return (
