@@ -5,7 +5,7 @@
 //! ~66 MB/s) is stood in for by the MAXTOR 6L080L0 preset (55 MB/s, no
 //! NCQ).
 
-use crate::check::{list, max, n, near};
+use crate::check::{list, max, min, n, near};
 use crate::check::{need, val, Val};
 use crate::model::*;
 use crate::scen::{self, header, region};
@@ -172,164 +172,166 @@ fn run(v: &Variant, c: &Config, ctx: &Ctx) -> anyhow::Result<RunOut> {
 }
 
 fn findings(e: &ExpResult) -> Vec<Finding> {
-    let g = |v: &str, k: &str| val(e, v, CFG, k);
-    let lat = |f: &str, k: &str| {
-        ["single", "same-1", "low-1"]
-            .iter()
-            .map(|v| g(&format!("{f}/{v}"), k))
-            .collect::<Vec<_>>()
-    };
-    let txt = |f: &str| {
-        ["single", "same-1", "low-1"]
-            .iter()
-            .map(|v| {
-                format!(
-                    "{v}: mean {} / max {} ms",
-                    g(&format!("{f}/{v}"), "mean_ms").map(n).unwrap_or_default(),
-                    g(&format!("{f}/{v}"), "max_ms").map(n).unwrap_or_default()
-                )
-            })
-            .collect::<Vec<_>>()
-            .join("; ")
-    };
-    let cause = |f: &str| Cause::new(CauseKind::Scheduler, format!("ours: {}", txt(f)));
     let mut out = vec![];
-    for (f, fig, max_factor, what) in [
-        ("f1", "Fig. 1", 2.0, "random"),
-        ("f2", "Fig. 2", 4.0, "sequential"),
-    ] {
-        let mut vals = lat(f, "mean_ms");
-        vals.extend(lat(f, "max_ms"));
-        out.push(
-            need(
-                &format!("{what} reads: an antagonist at the same priority about doubles the main job's mean latency (2x +- 35%) and raises its worst latency more than {max_factor}x"),
-                &vals,
-                |x| {
-                    (
-                        near(x[1] / x[0], 2.0, 0.35) && x[4] > max_factor * x[3],
-                        format!("ours: mean {:.2}x, worst {:.2}x the job alone", x[1] / x[0], x[4] / x[3]),
-                    )
-                },
-            )
-            .cite(&format!("Anticipatory scheduler with I/O priorities, {fig}, Sec. 4 (1)"))
-            .cause_unless_holds(|| cause(f)),
-        );
-        out.push(
-            need(
-                &format!("{what} reads: with the antagonist at a lower priority the main job's mean and worst latency are close to its latency alone (within 25%)"),
-                &vals,
-                |x| {
-                    (
-                        near(x[2], x[0], 0.25) && near(x[5], x[3], 0.25),
-                        format!("ours: mean {:.2}x, worst {:.2}x the job alone", x[2] / x[0], x[5] / x[3]),
-                    )
-                },
-            )
-            .cite(&format!("Anticipatory scheduler with I/O priorities, {fig}, Sec. 4 (1)"))
-            .cause_unless_holds(|| cause(f)),
-        );
+    for (f, fig, max_factor, what) in [("f1", "Fig. 1", 2.0, "random"), ("f2", "Fig. 2", 4.0, "sequential")] {
+        out.extend(one_antagonist(e, f, fig, max_factor, what));
     }
-    let scaling_of = |f: &str, p: &str, k: &str| -> Vec<Val> {
-        [1, 2, 4, 8]
-            .iter()
-            .map(|a| g(&format!("{f}/{p}-{a}"), k))
-            .collect()
-    };
-    let scaling = |f: &str, p: &str| scaling_of(f, p, "mean_ms");
-    let sc_txt_of = |f: &str, p: &str, k: &str| {
-        list(&scaling_of(f, p, k).iter().map(|x| **x).collect::<Vec<_>>())
-    };
-    let sc_txt = |f: &str, p: &str| sc_txt_of(f, p, "mean_ms");
-    let mut f4 = scaling("f4", "same");
-    f4.extend(scaling_of("f4", "same", "max_ms"));
-    let f4_txt = || {
+    out.push(fig4_same(e));
+    for (f, fig, what) in [("f4", "Fig. 4", "4 kB"), ("f5", "Fig. 5", "1 MB")] {
+        out.push(low_constant(e, f, fig, what));
+    }
+    out.push(fig6_rate(e));
+    out.push(fig6_background(e));
+    out
+}
+
+fn g(e: &ExpResult, v: &str, k: &str) -> Val {
+    val(e, v, CFG, k)
+}
+
+fn cite(fig: &str, part: &str) -> String {
+    format!("Anticipatory scheduler with I/O priorities, {fig}, Sec. 4 ({part})")
+}
+
+/// Figs. 1-2: the job alone, beside an antagonist at the same priority and
+/// beside one at a lower priority.
+fn one_antagonist(e: &ExpResult, f: &str, fig: &str, max_factor: f64, what: &str) -> [Finding; 2] {
+    let vs = ["single", "same-1", "low-1"];
+    let lat = |k: &str| vs.iter().map(|v| g(e, &format!("{f}/{v}"), k)).collect::<Vec<_>>();
+    let mut vals = lat("mean_ms");
+    vals.extend(lat("max_ms"));
+    let txt = vs
+        .iter()
+        .map(|v| {
+            let x = |k: &str| g(e, &format!("{f}/{v}"), k).map(n).unwrap_or_default();
+            format!("{v}: mean {} / max {} ms", x("mean_ms"), x("max_ms"))
+        })
+        .collect::<Vec<_>>()
+        .join("; ");
+    let cause = || Cause::new(CauseKind::Scheduler, format!("ours: {txt}"));
+    let same = need(
+        &format!("{what} reads: an antagonist at the same priority about doubles the main job's mean latency (2x +- 35%) and raises its worst latency more than {max_factor}x"),
+        &vals,
+        |x| {
+            (
+                near(x[1] / x[0], 2.0, 0.35) && x[4] > max_factor * x[3],
+                format!("ours: mean {:.2}x, worst {:.2}x the job alone", x[1] / x[0], x[4] / x[3]),
+            )
+        },
+    )
+    .cite(&cite(fig, "1"))
+    .cause_unless_holds(cause);
+    let low = need(
+        &format!("{what} reads: with the antagonist at a lower priority the main job's mean and worst latency are close to its latency alone (within 25%)"),
+        &vals,
+        |x| {
+            (
+                near(x[2], x[0], 0.25) && near(x[5], x[3], 0.25),
+                format!("ours: mean {:.2}x, worst {:.2}x the job alone", x[2] / x[0], x[5] / x[3]),
+            )
+        },
+    )
+    .cite(&cite(fig, "1"))
+    .cause_unless_holds(cause);
+    [same, low]
+}
+
+/// Metric `k` of family `f` at priority `p` with 1, 2, 4 and 8 antagonists.
+fn scaling(e: &ExpResult, f: &str, p: &str, k: &str) -> Vec<Val> {
+    [1, 2, 4, 8].iter().map(|a| g(e, &format!("{f}/{p}-{a}"), k)).collect()
+}
+
+fn scaling_txt(e: &ExpResult, f: &str, p: &str, k: &str) -> String {
+    list(&scaling(e, f, p, k).iter().map(|x| **x).collect::<Vec<_>>())
+}
+
+fn fig4_same(e: &ExpResult) -> Finding {
+    let mut f4 = scaling(e, "f4", "same", "mean_ms");
+    f4.extend(scaling(e, "f4", "same", "max_ms"));
+    let txt = || {
         format!(
             "mean {} ms; max {} ms",
-            sc_txt("f4", "same"),
-            sc_txt_of("f4", "same", "max_ms")
+            scaling_txt(e, "f4", "same", "mean_ms"),
+            scaling_txt(e, "f4", "same", "max_ms")
         )
     };
-    out.push(
-        need(
-            "4 kB direct reads, antagonists at the same priority: the main job's latency, both mean and maximum, roughly doubles with each doubling of the antagonists (each step 1.4x-2.8x, from 1 to 8)",
-            &f4,
-            |x| {
-                let ok = x[..4].windows(2).chain(x[4..].windows(2)).all(|w| (1.4..=2.8).contains(&(w[1] / w[0])));
-                (ok, format!("ours (1/2/4/8 antagonists): {}", f4_txt()))
-            },
-        )
-        .cite("Anticipatory scheduler with I/O priorities, Fig. 4, Sec. 4 (3)")
-        .cause_unless_holds(|| Cause::new(CauseKind::Scheduler, format!("ours: {}", f4_txt()))),
-    );
-    for (f, fig, what) in [("f4", "Fig. 4", "4 kB"), ("f5", "Fig. 5", "1 MB")] {
-        out.push(
-            need(
-                &format!("{what} direct reads, antagonists at a lower priority: the main job's mean latency stays about constant from 1 to 8 antagonists (the largest at most 1.5x the smallest)"),
-                &scaling(f, "low"),
-                |x| {
-                    let lo = x.iter().cloned().fold(f64::INFINITY, f64::min);
-                    (max(x) <= 1.5 * lo, format!("ours (1/2/4/8 antagonists, ms): {}", sc_txt(f, "low")))
-                },
-            )
-            .cite(&format!("Anticipatory scheduler with I/O priorities, {fig}, Sec. 4 (3)"))
-            .cause_unless_holds(|| Cause::new(CauseKind::Scheduler, format!("ours (ms): {}", sc_txt(f, "low")))),
-        );
-    }
-    let f6 = |p: &str, r: &str, k: &str| g(&format!("f6/{p}-{r}"), k);
+    need(
+        "4 kB direct reads, antagonists at the same priority: the main job's latency, both mean and maximum, roughly doubles with each doubling of the antagonists (each step 1.4x-2.8x, from 1 to 8)",
+        &f4,
+        |x| {
+            let ok = x[..4].windows(2).chain(x[4..].windows(2)).all(|w| (1.4..=2.8).contains(&(w[1] / w[0])));
+            (ok, format!("ours (1/2/4/8 antagonists): {}", txt()))
+        },
+    )
+    .cite(&cite("Fig. 4", "3"))
+    .cause_unless_holds(|| Cause::new(CauseKind::Scheduler, format!("ours: {}", txt())))
+}
+
+fn low_constant(e: &ExpResult, f: &str, fig: &str, what: &str) -> Finding {
+    let txt = scaling_txt(e, f, "low", "mean_ms");
+    need(
+        &format!("{what} direct reads, antagonists at a lower priority: the main job's mean latency stays about constant from 1 to 8 antagonists (the largest at most 1.5x the smallest)"),
+        &scaling(e, f, "low", "mean_ms"),
+        |x| (max(x) <= 1.5 * min(x), format!("ours (1/2/4/8 antagonists, ms): {txt}")),
+    )
+    .cite(&cite(fig, "3"))
+    .cause_unless_holds(|| Cause::new(CauseKind::Scheduler, format!("ours (ms): {txt}")))
+}
+
+fn f6(e: &ExpResult, p: &str, r: &str, k: &str) -> Val {
+    g(e, &format!("f6/{p}-{r}"), k)
+}
+
+fn fig6_rate(e: &ExpResult) -> Finding {
     let f6_txt = |p: &str| {
         ["100k", "1M", "4M", "max"]
             .iter()
             .map(|r| {
-                let (a, b) = (f6(p, r, "mean_ms"), f6(p, r, "max_ms"));
-                format!(
-                    "{r}: {} / {} ms",
-                    a.map(n).unwrap_or_default(),
-                    b.map(n).unwrap_or_default()
-                )
+                let x = |k: &str| f6(e, p, r, k).map(n).unwrap_or_default();
+                format!("{r}: {} / {} ms", x("mean_ms"), x("max_ms"))
             })
             .collect::<Vec<_>>()
             .join(", ")
     };
-    out.push(
-        need(
-            "Rate-limited background: without priorities the 4 MB/s reader's mean and maximum latency at least double once the background reaches its rate; with the background at a lower priority both stay within 25% of their values beside a 100 kB/s background even when the background runs greedily",
-            &[
-                f6("same", "100k", "mean_ms"), f6("same", "max", "mean_ms"), f6("low", "100k", "mean_ms"), f6("low", "max", "mean_ms"),
-                f6("same", "100k", "max_ms"), f6("same", "max", "max_ms"), f6("low", "100k", "max_ms"), f6("low", "max", "max_ms"),
-            ],
-            |x| {
-                let (mean, max) = (&x[..4], &x[4..]);
-                let ok = |y: &[f64]| y[1] >= 2.0 * y[0] && y[3] <= 1.25 * y[2];
-                (
-                    ok(mean) && ok(max),
-                    format!(
-                        "ours: mean: same priority {:.2}x, lower priority {:.2}x; maximum: same priority {:.2}x, lower priority {:.2}x",
-                        mean[1] / mean[0], mean[3] / mean[2], max[1] / max[0], max[3] / max[2]
-                    ),
-                )
-            },
-        )
-        .cite("Anticipatory scheduler with I/O priorities, Fig. 6, Sec. 4 (4)")
-        .cause_unless_holds(|| Cause::new(CauseKind::Scheduler, format!("ours (mean / max): same priority {}; lower priority {}", f6_txt("same"), f6_txt("low")))),
-    );
-    out.push(
-        need(
-            "With the background at a lower priority the drive serves many times the foreground's 4 MB/s of background traffic (paper: ~66 MB/s, 16x): 16x +- 25%",
-            &[f6("low", "max", "bg")],
-            |x| (near(x[0] / FG_MB_S, 16.0, 0.25), format!("ours: background {} MB/s ({:.1}x)", n(x[0]), x[0] / FG_MB_S)),
-        )
-        .cite("Anticipatory scheduler with I/O priorities, Fig. 6, Sec. 4 (4)")
-        .cause_unless_holds(|| {
-            Cause::new(
-                CauseKind::DeviceModel,
+    let cells = [("same", "100k"), ("same", "max"), ("low", "100k"), ("low", "max")];
+    let mut vals: Vec<Val> = cells.iter().map(|(p, r)| f6(e, p, r, "mean_ms")).collect();
+    vals.extend(cells.iter().map(|(p, r)| f6(e, p, r, "max_ms")));
+    need(
+        "Rate-limited background: without priorities the 4 MB/s reader's mean and maximum latency at least double once the background reaches its rate; with the background at a lower priority both stay within 25% of their values beside a 100 kB/s background even when the background runs greedily",
+        &vals,
+        |x| {
+            let (mean, worst) = (&x[..4], &x[4..]);
+            let ok = |y: &[f64]| y[1] >= 2.0 * y[0] && y[3] <= 1.25 * y[2];
+            (
+                ok(mean) && ok(worst),
                 format!(
-                    "our stand-in drive ({DEV}: {} MB/s at its outer edge, the paper's ~66), with the foreground's file read every {FG_EVERY_MS} ms, gives the greedy background {} MB/s beside the {} MB/s reader",
-                    scen::disk_peak_mb_s(DEV).map(n).unwrap_or_default(),
-                    f6("low", "max", "bg").map(n).unwrap_or_default(),
-                    n(FG_MB_S)
+                    "ours: mean: same priority {:.2}x, lower priority {:.2}x; maximum: same priority {:.2}x, lower priority {:.2}x",
+                    mean[1] / mean[0], mean[3] / mean[2], worst[1] / worst[0], worst[3] / worst[2]
                 ),
             )
-        }),
-    );
-    out
+        },
+    )
+    .cite(&cite("Fig. 6", "4"))
+    .cause_unless_holds(|| Cause::new(CauseKind::Scheduler, format!("ours (mean / max): same priority {}; lower priority {}", f6_txt("same"), f6_txt("low"))))
+}
+
+fn fig6_background(e: &ExpResult) -> Finding {
+    let bg = f6(e, "low", "max", "bg");
+    need(
+        "With the background at a lower priority the drive serves many times the foreground's 4 MB/s of background traffic (paper: ~66 MB/s, 16x): 16x +- 25%",
+        &[bg.clone()],
+        |x| (near(x[0] / FG_MB_S, 16.0, 0.25), format!("ours: background {} MB/s ({:.1}x)", n(x[0]), x[0] / FG_MB_S)),
+    )
+    .cite(&cite("Fig. 6", "4"))
+    .cause_unless_holds(|| {
+        Cause::new(
+            CauseKind::DeviceModel,
+            format!(
+                "our stand-in drive ({DEV}: {} MB/s at its outer edge, the paper's ~66), with the foreground's file read every {FG_EVERY_MS} ms, gives the greedy background {} MB/s beside the {} MB/s reader",
+                scen::disk_peak_mb_s(DEV).map(n).unwrap_or_default(),
+                bg.map(n).unwrap_or_default(),
+                n(FG_MB_S)
+            ),
+        )
+    })
 }
