@@ -173,7 +173,10 @@ fn run(v: &Variant, c: &Config, ctx: &Ctx) -> anyhow::Result<RunOut> {
 
 fn findings(e: &ExpResult) -> Vec<Finding> {
     let mut out = vec![];
-    for (f, fig, max_factor, what) in [("f1", "Fig. 1", 2.0, "random"), ("f2", "Fig. 2", 4.0, "sequential")] {
+    for (f, fig, max_factor, what) in [
+        ("f1", "Fig. 1", 2.0, "random"),
+        ("f2", "Fig. 2", 4.0, "sequential"),
+    ] {
         out.extend(one_antagonist(e, f, fig, max_factor, what));
     }
     out.push(fig4_same(e));
@@ -197,7 +200,11 @@ fn cite(fig: &str, part: &str) -> String {
 /// beside one at a lower priority.
 fn one_antagonist(e: &ExpResult, f: &str, fig: &str, max_factor: f64, what: &str) -> [Finding; 2] {
     let vs = ["single", "same-1", "low-1"];
-    let lat = |k: &str| vs.iter().map(|v| g(e, &format!("{f}/{v}"), k)).collect::<Vec<_>>();
+    let lat = |k: &str| {
+        vs.iter()
+            .map(|v| g(e, &format!("{f}/{v}"), k))
+            .collect::<Vec<_>>()
+    };
     let mut vals = lat("mean_ms");
     vals.extend(lat("max_ms"));
     let txt = vs
@@ -238,7 +245,10 @@ fn one_antagonist(e: &ExpResult, f: &str, fig: &str, max_factor: f64, what: &str
 
 /// Metric `k` of family `f` at priority `p` with 1, 2, 4 and 8 antagonists.
 fn scaling(e: &ExpResult, f: &str, p: &str, k: &str) -> Vec<Val> {
-    [1, 2, 4, 8].iter().map(|a| g(e, &format!("{f}/{p}-{a}"), k)).collect()
+    [1, 2, 4, 8]
+        .iter()
+        .map(|a| g(e, &format!("{f}/{p}-{a}"), k))
+        .collect()
 }
 
 fn scaling_txt(e: &ExpResult, f: &str, p: &str, k: &str) -> String {
@@ -293,7 +303,12 @@ fn fig6_rate(e: &ExpResult) -> Finding {
             .collect::<Vec<_>>()
             .join(", ")
     };
-    let cells = [("same", "100k"), ("same", "max"), ("low", "100k"), ("low", "max")];
+    let cells = [
+        ("same", "100k"),
+        ("same", "max"),
+        ("low", "100k"),
+        ("low", "max"),
+    ];
     let mut vals: Vec<Val> = cells.iter().map(|(p, r)| f6(e, p, r, "mean_ms")).collect();
     vals.extend(cells.iter().map(|(p, r)| f6(e, p, r, "max_ms")));
     need(
@@ -319,7 +334,7 @@ fn fig6_background(e: &ExpResult) -> Finding {
     let bg = f6(e, "low", "max", "bg");
     need(
         "With the background at a lower priority the drive serves many times the foreground's 4 MB/s of background traffic (paper: ~66 MB/s, 16x): 16x +- 25%",
-        &[bg.clone()],
+        std::slice::from_ref(&bg),
         |x| (near(x[0] / FG_MB_S, 16.0, 0.25), format!("ours: background {} MB/s ({:.1}x)", n(x[0]), x[0] / FG_MB_S)),
     )
     .cite(&cite("Fig. 6", "4"))
