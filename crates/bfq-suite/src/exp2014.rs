@@ -364,7 +364,7 @@ pub fn startup() -> Experiment {
         title: "Application start-up times under the four workloads, without NCQ",
         source: "2014 report, Section 7.3.1, Figs. 5 and 6",
         device: SYS3,
-        what: "bash-, xterm- and konsole-sized start-ups (replays of the simulator's start-up traces: 48, 718 and 1900 requests) started 10 times with cold cache, one second apart (plus up to 0.5 s, so that runs meet the workload at different phases), from 10 s on (after the workload's weight raising, 6 s in BFQ+, has ended), on an idle disk and under each workload; mean start-up time and aggregate throughput of the workload. Runs last at most 67 s (27 s with --quick): a start-up that never finishes counts as the time it waited (a lower bound, noted).",
+        what: "bash-, xterm- and konsole-sized start-ups (replays of the simulator's start-up traces: 48, 718 and 1900 requests) started 10 times with cold cache, one second apart (plus up to 0.5 s, so that runs meet the workload at different phases), from 10 s on (after the workload's weight raising, 6 s in BFQ+, has ended), on an idle disk and under each workload; mean start-up time and aggregate throughput of the workload. Runs last at most 67 s (27 s with --quick): a start-up still in progress at the end counts with the time it surely ran (the mean is then a lower bound, noted).",
         metrics: vec![
             metric("startup_s", "Start-up time", "s", true),
             metric("agg", "Aggregate throughput of the workload", "MB/s", true),
