@@ -83,6 +83,10 @@ pub enum BenchCmd {
         /// every job in the benchmark's own cgroup).
         #[arg(long)]
         no_fio: bool,
+        /// The kernel schedulers fio runs on (comma-separated), e.g.
+        /// `none,bfq`: one `fio:NAME` column each.
+        #[arg(long, value_delimiter = ',', default_value = "none")]
+        fio_on: Vec<String>,
     },
     /// Requests per second through the scheduler with io_uring NOPs.
     Nop {
@@ -213,6 +217,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
             cpus,
             kernel_groups,
             no_fio,
+            fio_on,
         } => {
             if !cpus.is_empty() {
                 sys::pin_current_thread(&cpus)?;
@@ -225,7 +230,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
                 &size,
                 device,
                 (nice, async_submit, repeat.max(1), sqpoll),
-                (kernel_groups, !no_fio),
+                (kernel_groups, if no_fio { Vec::new() } else { fio_on }),
                 a.json,
             )
         }
@@ -265,7 +270,7 @@ fn randread(
     size: &str,
     device: Option<PathBuf>,
     (nice, async_submit, repeat, sqpoll): (i32, bool, u32, u32),
-    (kernel_groups, want_fio): (bfq_real::KernelGroups, bool),
+    (kernel_groups, fio_on): (bfq_real::KernelGroups, Vec<String>),
     json_out: bool,
 ) -> anyhow::Result<()> {
     sys::require_root("bench-engine randread (loop device, kernel schedulers)")?;
@@ -276,7 +281,7 @@ fn randread(
         scheds.push("kernel:bfq".into());
         scheds.push("kernel:none".into());
     }
-    let fio = match (want_fio, crate::fio_ref::available()) {
+    let fio = match (!fio_on.is_empty(), crate::fio_ref::available()) {
         (false, _) => None,
         (true, Ok(version)) => Some(version),
         (true, Err(why)) => {
@@ -285,7 +290,11 @@ fn randread(
         }
     };
     if fio.is_some() {
-        scheds.push(crate::fio_ref::LABEL.into());
+        scheds.extend(
+            fio_on
+                .iter()
+                .map(|k| format!("{}{k}", crate::fio_ref::PREFIX)),
+        );
     }
     let _tmp;
     let dev = match device {
@@ -312,9 +321,9 @@ fn randread(
         let mut runs: Vec<Vec<RunReport>> = scheds.iter().map(|_| Vec::new()).collect();
         for _ in 0..repeat {
             for (k, s) in scheds.iter().enumerate() {
-                if s == crate::fio_ref::LABEL {
+                if let Some(ks) = s.strip_prefix(crate::fio_ref::PREFIX) {
                     let secs = Duration::from_secs_f64(seconds);
-                    runs[k].push(crate::fio_ref::randread(&dev, n, per, secs)?);
+                    runs[k].push(crate::fio_ref::randread(&dev, ks, (n, per), secs)?);
                     continue;
                 }
                 let mut cfg = RunConfig::new(
@@ -373,7 +382,7 @@ fn randread(
             bfq_real::KernelGroups::PerFlow => "in a cgroup each",
         },
         fio.as_ref()
-            .map(|v| format!("; {v}: jobs x depth = flows x qd/fl, io_uring, on none, one cgroup"))
+            .map(|v| format!("; {v}: jobs x depth = flows x qd/fl, io_uring, one cgroup"))
             .unwrap_or_default()
     );
     print!("{:>6} {:>6}", "flows", "qd/fl");
@@ -382,27 +391,25 @@ fn randread(
     }
     println!();
     print!("{:13}", "");
-    println!("   (K IOPS [process CPU us per request]; ratios to kernel:bfq / kernel:none / fio)");
+    // Each engine scheduler's IOPS as a ratio to every kernel or fio column.
+    let refs: Vec<&String> = scheds
+        .iter()
+        .filter(|s| s.starts_with("kernel:") || s.starts_with(crate::fio_ref::PREFIX))
+        .collect();
+    let names: Vec<&str> = refs.iter().map(|s| s.as_str()).collect();
+    println!(
+        "   (K IOPS [process CPU us per request]; ratios to {})",
+        names.join(" / ")
+    );
     for (n, per, row) in &rows {
         print!("{n:>6} {per:>6}");
         for (_, r) in row {
             print!(" {:>7.1} [{:>3.1}]", r.iops() / 1e3, r.cpu_us_per_io());
         }
-        let find = |k: &str| row.iter().find(|(s, _)| s == k).map(|(_, r)| r.iops());
-        let (kb, kn) = (find("kernel:bfq"), find("kernel:none"));
-        let kf = find(crate::fio_ref::LABEL);
-        for (s, r) in row {
-            if !s.starts_with("kernel:") && s != crate::fio_ref::LABEL {
-                print!("  {s}:");
-                if let Some(kb) = kb {
-                    print!(" {:.2}x bfq", r.iops() / kb);
-                }
-                if let Some(kn) = kn {
-                    print!(" {:.2}x none", r.iops() / kn);
-                }
-                if let Some(kf) = kf {
-                    print!(" {:.2}x fio", r.iops() / kf);
-                }
+        for (s, r) in row.iter().filter(|(s, _)| !refs.contains(&s)) {
+            print!("  {s}:");
+            for (k, kr) in row.iter().filter(|(k, _)| refs.contains(&k)) {
+                print!(" {:.2}x {k}", r.iops() / kr.iops().max(1e-9));
             }
         }
         println!();

@@ -1,15 +1,15 @@
 //! fio as an independent reference for `bfq bench-engine randread`: the
 //! same jobs x depth of 4 KiB random reads with fio's io_uring engine, on
-//! the kernel's `none`, every job a thread of one fio process in the
-//! benchmark's own cgroup (and on its CPUs).
+//! one of the kernel's schedulers (`none` by default), every job a thread
+//! of one fio process in the benchmark's own cgroup (and on its CPUs).
 
 use bfq_real::{FlowReport, RunReport};
 use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
 
-/// The label of fio's column.
-pub const LABEL: &str = "fio:none";
+/// The prefix of fio's columns: `fio:none`, `fio:bfq`.
+pub const PREFIX: &str = "fio:";
 
 /// Whether `fio` can be run; `None` when it is missing, with why.
 pub fn available() -> Result<String, String> {
@@ -23,10 +23,16 @@ pub fn available() -> Result<String, String> {
 }
 
 /// Runs `jobs` fio jobs of `depth` 4 KiB random reads each over the whole
-/// device for `seconds`, with the device's scheduler set to `none` for
+/// device for `seconds`, with the device's scheduler set to `sched` for
 /// the run (put back afterwards).
-pub fn randread(dev: &Path, jobs: u32, depth: u32, seconds: Duration) -> anyhow::Result<RunReport> {
-    let _sched = bfq_real::sys::SchedulerGuard::set(dev, "none")?;
+pub fn randread(
+    dev: &Path,
+    sched: &str,
+    (jobs, depth): (u32, u32),
+    seconds: Duration,
+) -> anyhow::Result<RunReport> {
+    let _signals = bfq_real::sys::catch_interrupts();
+    let _sched = bfq_real::sys::SchedulerGuard::set(dev, sched)?;
     let cpu0 = bfq_real::children_cpu_seconds();
     let out = Command::new("fio")
         .arg("--name=randread")
@@ -44,6 +50,12 @@ pub fn randread(dev: &Path, jobs: u32, depth: u32, seconds: Duration) -> anyhow:
         .args(["--norandommap", "--randrepeat=0", "--output-format=json"])
         .output()?;
     let cpu = bfq_real::children_cpu_seconds() - cpu0;
+    if let Some(sig) = bfq_real::sys::interrupted() {
+        anyhow::bail!(
+            "interrupted by signal {sig}: {}'s scheduler put back",
+            dev.display()
+        );
+    }
     if !out.status.success() {
         anyhow::bail!(
             "fio failed ({}): {}",
@@ -51,7 +63,9 @@ pub fn randread(dev: &Path, jobs: u32, depth: u32, seconds: Duration) -> anyhow:
             String::from_utf8_lossy(&out.stderr).trim()
         );
     }
-    parse(&String::from_utf8_lossy(&out.stdout), dev, cpu)
+    let mut r = parse(&String::from_utf8_lossy(&out.stdout), dev, cpu)?;
+    r.backend = format!("{PREFIX}{sched}");
+    Ok(r)
 }
 
 /// fio's JSON (one group-reported job) as a [`RunReport`].
@@ -71,7 +85,7 @@ fn parse(text: &str, dev: &Path, cpu_seconds: f64) -> anyhow::Result<RunReport> 
     };
     let errors = v["jobs"][0]["error"].as_u64().unwrap_or(0);
     Ok(RunReport {
-        backend: LABEL.to_string(),
+        backend: format!("{PREFIX}none"),
         target: dev.display().to_string(),
         seconds: ms.max(1) as f64 / 1e3,
         flows: vec![FlowReport {

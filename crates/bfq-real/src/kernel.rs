@@ -342,4 +342,21 @@ mod tests {
         cfg.groups.push(g("x", None));
         assert!(!ok(&cfg, &[a, b]));
     }
+
+    #[test]
+    fn one_cgroup_for_all_creates_none() {
+        let backend = Backend::Kernel {
+            scheduler: "bfq".into(),
+        };
+        let mut cfg = RunConfig::new("/dev/null", backend, Duration::from_secs(1));
+        cfg.kernel_groups = KernelGroups::One;
+        let f = FlowDesc::reader("a", Pattern::Rand, 4096);
+        let (groups, flows) = flow_cgroups(&cfg, "bfq", &[f.clone(), f.clone()]).unwrap();
+        assert!(groups.is_empty());
+        assert!(flows.iter().all(Option::is_none));
+        let mut heavy = f.clone();
+        heavy.weight = Some(500);
+        let e = flow_cgroups(&cfg, "bfq", &[f, heavy]).unwrap_err();
+        assert!(e.to_string().contains("--kernel-groups one"), "{e}");
+    }
 }

@@ -125,6 +125,22 @@ fn kernel_side_by_side_on_a_loop_device() {
     let pid = std::process::id();
     assert!(!std::path::Path::new(&format!("{}/bfq-rs-{pid}-0", sys::BLKIO_V1)).exists());
     assert!(!std::path::Path::new(&format!("{}/bfq-rs-{pid}-g0", sys::BLKIO_V1)).exists());
+    // One cgroup for all: equal weights run, flows stay where they are.
+    let mut cfg = RunConfig::new(
+        dev.path(),
+        Backend::parse("kernel:bfq", Settings::new()),
+        Duration::from_secs(30),
+    );
+    cfg.kernel_groups = bfq_real::KernelGroups::One;
+    let e = bfq_real::run(&cfg, &flows()).unwrap_err();
+    assert_eq!(e.kind(), std::io::ErrorKind::Unsupported, "{e}");
+    let mut same = flows();
+    for f in &mut same {
+        f.weight = Some(100);
+    }
+    let r = bfq_real::run(&cfg, &same).unwrap();
+    assert!(r.flows.iter().all(|f| f.errors == 0), "{:?}", r.flows);
+    assert_eq!(r.flows[0].bytes, 2 << 20);
     // Writes to a device are refused unless allowed.
     let mut w = flows();
     w[0].dir = Dir::Write;
