@@ -233,6 +233,65 @@ mod tests {
         assert_eq!(min(&[1.0, 3.0, 2.0]), 1.0);
     }
 
+    /// A result with one variant "v", configuration "c" run (metric "x"
+    /// = 1, metric "nan" NaN in every run, "y" never produced) and
+    /// configuration "gone" skipped.
+    fn result() -> ExpResult {
+        use crate::model::{cfg, var, Cell, RunOut, RunRecord, Skipped};
+        let mut out = RunOut::default();
+        out.metrics.insert("x".into(), 1.0);
+        out.metrics.insert("nan".into(), f64::NAN);
+        out.notes.push("a file was not read completely".into());
+        let runs = vec![RunRecord {
+            rep: 0,
+            seed: 1,
+            out,
+        }];
+        ExpResult {
+            id: "t".into(),
+            title: String::new(),
+            source: String::new(),
+            device: String::new(),
+            what: String::new(),
+            metrics: vec![],
+            variants: vec![var("v", "v")],
+            configs: vec![cfg("c", "fifo", &[])],
+            skipped: vec![Skipped {
+                config: "gone".into(),
+                why: "not registered".into(),
+            }],
+            reps: 1,
+            cells: vec![Cell {
+                variant: "v".into(),
+                config: "c".into(),
+                summary: crate::runner::summarize(&runs),
+                runs,
+                error: None,
+            }],
+            findings: vec![],
+            paper: vec![],
+        }
+    }
+
+    #[test]
+    fn val_tells_not_run_from_ran_without_a_value() {
+        let e = result();
+        assert_eq!(val(&e, "v", "c", "x"), Val::num(1.0));
+        for (v, c, m) in [("v", "c", "nan"), ("v", "c", "y")] {
+            let x = val(&e, v, c, m);
+            let Some(Lack::NoValue(why)) = x.lack else {
+                panic!("{x:?}")
+            };
+            assert!(why.contains("a file was not read completely"), "{why}");
+        }
+        let skipped = val(&e, "v", "gone", "x");
+        assert_eq!(
+            skipped.lack,
+            Some(Lack::NotRun("gone: not registered".into()))
+        );
+        assert!(matches!(val(&e, "w", "c", "x").lack, Some(Lack::NotRun(_))));
+    }
+
     #[test]
     fn need_tells_not_run_from_no_value() {
         let ok = |x: &[f64]| (x[0] > 1.0, format!("ours: {}", x[0]));

@@ -1665,7 +1665,7 @@ fn jitter_bfq_o1(e: &ExpResult) -> Finding {
         Cause::new(
             CauseKind::Scheduler,
             format!(
-                "our BFQ's excess over the ideal delay grows with N ({txt} ms for 2/4/8/16 readers), where Eq. (2)'s N-independent term (B_max + L_max) / T_agg is {} ms at 4096 + 256 sectors and {} MB/s with 16 readers; which of BFQ's mechanisms adds the growing part was not measured",
+                "our BFQ's excess over the ideal delay grows with N ({txt} ms for 2/4/8/16 readers), where Eq. (2)'s N-independent term (B_max + L_max) / T_agg is {} ms at 4096 + 256 sectors and {} MB/s with 16 readers; Eq. (2)'s other term, (B_i - L_i) / (phi_i T_agg), grows with N unless the periodic reader's budget B_i stays near its 128-sector request, and the budgets BFQ assigns are not exposed, so which term grows was not measured",
                 n((4096.0 + 256.0) * 512.0 / 1e6 / agg * 1000.0),
                 n(agg)
             ),
