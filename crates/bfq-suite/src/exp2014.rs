@@ -546,165 +546,192 @@ fn find_startup(e: &ExpResult) -> Vec<Finding> {
             .any(|v| v.id == format!("{app}/5r5w-rand"))
     };
     for (app, factor, src) in [("bash", 8.0, F5), ("konsole", 9.0, F6)] {
-        if !has_app(app) {
-            continue;
+        if has_app(app) {
+            out.extend(startup_lowest(e, app, factor, src));
         }
-        let mut vals = times(e, app, BFQP);
-        vals.extend(times(e, app, BFQ));
-        vals.extend(times(e, app, "cfq"));
-        out.push(
-            need(
-                &format!("{app}: BFQ+ start-up times are the lowest under every workload and up to {factor}x lower than CFQ's and BFQ's (- 25%: the largest ratio to each >= {:.2}x)", factor * 0.75),
-                &vals,
-                |x| {
-                    let (p, b, c) = (&x[0..4], &x[4..8], &x[8..12]);
-                    let rc = max(&(0..4).map(|i| c[i] / p[i]).collect::<Vec<_>>());
-                    let rb = max(&(0..4).map(|i| b[i] / p[i]).collect::<Vec<_>>());
-                    let lowest = (0..4).all(|i| p[i] <= b[i] && p[i] <= c[i]);
-                    (
-                        lowest && rc >= 0.75 * factor && rb >= 0.75 * factor,
-                        format!("ours: up to {rc:.1}x lower than CFQ, {rb:.1}x lower than BFQ; lowest everywhere: {lowest}"),
-                    )
-                },
-            )
-            .cite(src)
-            .cause_unless_holds(|| startup_cause(e, app, &[BFQP, BFQ, "cfq"])),
-        );
-        let mut vals = times(e, app, BFQP);
-        vals.push(m(e, &format!("{app}/idle"), BFQP, "startup_s"));
-        out.push(
-            need(
-                &format!("{app}: under every workload BFQ+'s start-up time stays close to the idle-disk one: at most 2x it"),
-                &vals,
-                |x| {
-                    let worst = max(&x[..4]) / x[4];
-                    (worst <= 2.0, format!("ours: idle {} s; BFQ+ at most {worst:.1}x it ({})", n(x[4]), times_txt(e, app, BFQP)))
-                },
-            )
-            .cite(src)
-            .cause_unless_holds(|| startup_cause(e, app, &[BFQP])),
-        );
     }
     if has_app("bash") {
-        out.push(
-            need(
-                "bash with low_latency disabled: BFQ+'s start-up time is below 0.55 s (+ 10%) with any workload",
-                &times(e, "bash", BFQP_NOLL),
-                |x| (max(x) <= 0.605, format!("ours: {}", times_txt(e, "bash", BFQP_NOLL))),
-            )
-            .cite("2014 report, Sec. 7.3.1 (text on Fig. 5(a))")
-            .cause_unless_holds(|| startup_cause(e, "bash", &[BFQP_NOLL])),
-        );
-        let mut vals = times(e, "bash", BFQ);
-        vals.extend(times(e, "bash", "cfq"));
-        out.push(
-            need(
-                "bash: BFQ is only slightly better than CFQ with 10r-seq and 10r-rand (BFQ < CFQ) and worse with 5r5w-seq and 5r5w-rand (no H-write-throt)",
-                &vals,
-                |x| {
-                    (
-                        x[0] < x[4] && x[1] < x[5] && x[2] > x[6] && x[3] > x[7],
-                        format!("ours: BFQ {}; CFQ {}", times_txt(e, "bash", BFQ), times_txt(e, "bash", "cfq")),
-                    )
-                },
-            )
-            .cite(F5)
-            .cause_unless_holds(|| startup_cause(e, "bash", &[BFQ, "cfq"])),
-        );
-        let agg = |c: &str| {
-            WORKLOADS
-                .iter()
-                .map(|w| m(e, &format!("bash/{w}"), c, "agg"))
-                .collect::<Vec<_>>()
-        };
-        let mut vals = agg(BFQP);
-        vals.extend(agg("cfq"));
-        out.push(
-            need(
-                "bash: during the benchmark BFQ+ achieves a higher aggregate throughput than CFQ for three of the four workloads",
-                &vals,
-                |x| {
-                    let k = (0..4).filter(|i| x[*i] > x[4 + i]).count();
-                    (k >= 3, format!("ours: higher in {k} of 4 (BFQ+ {} vs CFQ {} MB/s)", x[..4].iter().map(|v| n(*v)).collect::<Vec<_>>().join("/"), x[4..].iter().map(|v| n(*v)).collect::<Vec<_>>().join("/")))
-                },
-            )
-            .cite("2014 report, Fig. 5(b), Sec. 7.3.1")
-            .cause_unless_holds(|| {
-                let t = |c: &str| WORKLOADS.iter().map(|w| format!("{w} {}", m(e, &format!("bash/{w}"), c, "agg").map(n).unwrap_or_default())).collect::<Vec<_>>().join(", ");
-                Cause::new(CauseKind::Scheduler, format!("BFQ+'s raised bash start-ups cost the workload more throughput than CFQ's slices in our model: BFQ+ {}; CFQ {} MB/s", t(BFQP), t("cfq")))
-            }),
-        );
+        out.extend(startup_bash(e));
     }
     if has_app("konsole") {
-        let agg = |w: &str, c: &str| m(e, &format!("konsole/{w}"), c, "agg");
-        let mut vals = vec![
-            agg("10r-seq", BFQP),
-            agg("10r-seq", "cfq"),
-            agg("10r-seq", BFQ),
-        ];
-        for w in ["10r-rand", "5r5w-seq", "5r5w-rand"] {
-            vals.extend([agg(w, BFQP), agg(w, "cfq"), agg(w, BFQ)]);
-        }
-        out.push(
-            need(
-                "konsole: with 10r-seq BFQ+ loses 20%/36% (+- 10 points) of the aggregate throughput against CFQ/BFQ, and has a higher throughput than both with the other three workloads",
-                &vals,
-                |x| {
-                    let (lc, lb) = ((1.0 - x[0] / x[1]) * 100.0, (1.0 - x[0] / x[2]) * 100.0);
-                    let others = (1..4).all(|i| x[3 * i] > x[3 * i + 1] && x[3 * i] > x[3 * i + 2]);
-                    (
-                        (10.0..=30.0).contains(&lc) && (26.0..=46.0).contains(&lb) && others,
-                        format!("ours: 10r-seq loss {lc:.0}% vs CFQ, {lb:.0}% vs BFQ; higher with the other three: {others}"),
-                    )
-                },
-            )
-            .cite("2014 report, Fig. 6(b), Sec. 7.3.1")
-            .cause_unless_holds(|| {
-                let t = |c: &str| WORKLOADS.iter().map(|w| format!("{w} {}", agg(w, c).map(n).unwrap_or_default())).collect::<Vec<_>>().join(", ");
-                Cause::new(CauseKind::Scheduler, format!("our konsole start-ups under BFQ+ take a different share of the disk time than the paper's: workload throughput BFQ+ {}; CFQ {}; BFQ {} MB/s", t(BFQP), t("cfq"), t(BFQ)))
-            }),
-        );
-        out.push(
-            need(
-                "konsole without H-low-latency (BFQ+ with low_latency = 0): start-up around 20 s (+- 50%) with 10r-seq and 10r-rand",
-                &[m(e, "konsole/10r-seq", BFQP_NOLL, "startup_s"), m(e, "konsole/10r-rand", BFQP_NOLL, "startup_s")],
-                |x| (near(x[0], 20.0, 0.5) && near(x[1], 20.0, 0.5), format!("ours: {} s (10r-seq), {} s (10r-rand)", n(x[0]), n(x[1]))),
-            )
-            .cite("2014 report, Sec. 7.3.1 (text on Fig. 6(a))")
-            .cause_unless_holds(|| startup_cause(e, "konsole", &[BFQP_NOLL])),
-        );
+        out.extend(startup_konsole(e));
     }
     if has_app("bash") && has_app("xterm") && has_app("konsole") {
-        let cs = [BFQP, BFQ, "cfq"];
-        let mut vals = vec![];
-        for c in cs {
-            for w in WORKLOADS {
-                for app in ["bash", "xterm", "konsole"] {
-                    vals.push(m(e, &format!("{app}/{w}"), c, "startup_s"));
-                }
+        out.extend(startup_xterm(e));
+    }
+    out
+}
+
+/// Figs. 5(a)/6(a): BFQ+ lowest, up to `factor`x lower, close to idle.
+fn startup_lowest(e: &ExpResult, app: &str, factor: f64, src: &str) -> Vec<Finding> {
+    let mut out = vec![];
+    let mut vals = times(e, app, BFQP);
+    vals.extend(times(e, app, BFQ));
+    vals.extend(times(e, app, "cfq"));
+    out.push(
+        need(
+            &format!("{app}: BFQ+ start-up times are the lowest under every workload and up to {factor}x lower than CFQ's and BFQ's (- 25%: the largest ratio to each >= {:.2}x)", factor * 0.75),
+            &vals,
+            |x| {
+                let (p, b, c) = (&x[0..4], &x[4..8], &x[8..12]);
+                let rc = max(&(0..4).map(|i| c[i] / p[i]).collect::<Vec<_>>());
+                let rb = max(&(0..4).map(|i| b[i] / p[i]).collect::<Vec<_>>());
+                let lowest = (0..4).all(|i| p[i] <= b[i] && p[i] <= c[i]);
+                (
+                    lowest && rc >= 0.75 * factor && rb >= 0.75 * factor,
+                    format!("ours: up to {rc:.1}x lower than CFQ, {rb:.1}x lower than BFQ; lowest everywhere: {lowest}"),
+                )
+            },
+        )
+        .cite(src)
+        .cause_unless_holds(|| startup_cause(e, app, &[BFQP, BFQ, "cfq"])),
+    );
+    let mut vals = times(e, app, BFQP);
+    vals.push(m(e, &format!("{app}/idle"), BFQP, "startup_s"));
+    out.push(
+        need(
+            &format!("{app}: under every workload BFQ+'s start-up time stays close to the idle-disk one: at most 2x it"),
+            &vals,
+            |x| {
+                let worst = max(&x[..4]) / x[4];
+                (worst <= 2.0, format!("ours: idle {} s; BFQ+ at most {worst:.1}x it ({})", n(x[4]), times_txt(e, app, BFQP)))
+            },
+        )
+        .cite(src)
+        .cause_unless_holds(|| startup_cause(e, app, &[BFQP])),
+    );
+    out
+}
+
+/// Fig. 5: bash with low_latency off, BFQ vs CFQ, throughput during start-ups.
+fn startup_bash(e: &ExpResult) -> Vec<Finding> {
+    let mut out = vec![];
+    out.push(
+        need(
+            "bash with low_latency disabled: BFQ+'s start-up time is below 0.55 s (+ 10%) with any workload",
+            &times(e, "bash", BFQP_NOLL),
+            |x| (max(x) <= 0.605, format!("ours: {}", times_txt(e, "bash", BFQP_NOLL))),
+        )
+        .cite("2014 report, Sec. 7.3.1 (text on Fig. 5(a))")
+        .cause_unless_holds(|| startup_cause(e, "bash", &[BFQP_NOLL])),
+    );
+    let mut vals = times(e, "bash", BFQ);
+    vals.extend(times(e, "bash", "cfq"));
+    out.push(
+        need(
+            "bash: BFQ is only slightly better than CFQ with 10r-seq and 10r-rand (BFQ < CFQ) and worse with 5r5w-seq and 5r5w-rand (no H-write-throt)",
+            &vals,
+            |x| {
+                (
+                    x[0] < x[4] && x[1] < x[5] && x[2] > x[6] && x[3] > x[7],
+                    format!("ours: BFQ {}; CFQ {}", times_txt(e, "bash", BFQ), times_txt(e, "bash", "cfq")),
+                )
+            },
+        )
+        .cite(F5)
+        .cause_unless_holds(|| startup_cause(e, "bash", &[BFQ, "cfq"])),
+    );
+    let agg = |c: &str| {
+        WORKLOADS
+            .iter()
+            .map(|w| m(e, &format!("bash/{w}"), c, "agg"))
+            .collect::<Vec<_>>()
+    };
+    let mut vals = agg(BFQP);
+    vals.extend(agg("cfq"));
+    out.push(
+        need(
+            "bash: during the benchmark BFQ+ achieves a higher aggregate throughput than CFQ for three of the four workloads",
+            &vals,
+            |x| {
+                let k = (0..4).filter(|i| x[*i] > x[4 + i]).count();
+                (k >= 3, format!("ours: higher in {k} of 4 (BFQ+ {} vs CFQ {} MB/s)", x[..4].iter().map(|v| n(*v)).collect::<Vec<_>>().join("/"), x[4..].iter().map(|v| n(*v)).collect::<Vec<_>>().join("/")))
+            },
+        )
+        .cite("2014 report, Fig. 5(b), Sec. 7.3.1")
+        .cause_unless_holds(|| {
+            let t = |c: &str| WORKLOADS.iter().map(|w| format!("{w} {}", m(e, &format!("bash/{w}"), c, "agg").map(n).unwrap_or_default())).collect::<Vec<_>>().join(", ");
+            Cause::new(CauseKind::Scheduler, format!("BFQ+'s raised bash start-ups cost the workload more throughput than CFQ's slices in our model: BFQ+ {}; CFQ {} MB/s", t(BFQP), t("cfq")))
+        }),
+    );
+    out
+}
+
+/// Fig. 6: konsole's throughput cost and its start-up without H-low-latency.
+fn startup_konsole(e: &ExpResult) -> Vec<Finding> {
+    let mut out = vec![];
+    let agg = |w: &str, c: &str| m(e, &format!("konsole/{w}"), c, "agg");
+    let mut vals = vec![
+        agg("10r-seq", BFQP),
+        agg("10r-seq", "cfq"),
+        agg("10r-seq", BFQ),
+    ];
+    for w in ["10r-rand", "5r5w-seq", "5r5w-rand"] {
+        vals.extend([agg(w, BFQP), agg(w, "cfq"), agg(w, BFQ)]);
+    }
+    out.push(
+        need(
+            "konsole: with 10r-seq BFQ+ loses 20%/36% (+- 10 points) of the aggregate throughput against CFQ/BFQ, and has a higher throughput than both with the other three workloads",
+            &vals,
+            |x| {
+                let (lc, lb) = ((1.0 - x[0] / x[1]) * 100.0, (1.0 - x[0] / x[2]) * 100.0);
+                let others = (1..4).all(|i| x[3 * i] > x[3 * i + 1] && x[3 * i] > x[3 * i + 2]);
+                (
+                    (10.0..=30.0).contains(&lc) && (26.0..=46.0).contains(&lb) && others,
+                    format!("ours: 10r-seq loss {lc:.0}% vs CFQ, {lb:.0}% vs BFQ; higher with the other three: {others}"),
+                )
+            },
+        )
+        .cite("2014 report, Fig. 6(b), Sec. 7.3.1")
+        .cause_unless_holds(|| {
+            let t = |c: &str| WORKLOADS.iter().map(|w| format!("{w} {}", agg(w, c).map(n).unwrap_or_default())).collect::<Vec<_>>().join(", ");
+            Cause::new(CauseKind::Scheduler, format!("our konsole start-ups under BFQ+ take a different share of the disk time than the paper's: workload throughput BFQ+ {}; CFQ {}; BFQ {} MB/s", t(BFQP), t("cfq"), t(BFQ)))
+        }),
+    );
+    out.push(
+        need(
+            "konsole without H-low-latency (BFQ+ with low_latency = 0): start-up around 20 s (+- 50%) with 10r-seq and 10r-rand",
+            &[m(e, "konsole/10r-seq", BFQP_NOLL, "startup_s"), m(e, "konsole/10r-rand", BFQP_NOLL, "startup_s")],
+            |x| (near(x[0], 20.0, 0.5) && near(x[1], 20.0, 0.5), format!("ours: {} s (10r-seq), {} s (10r-rand)", n(x[0]), n(x[1]))),
+        )
+        .cite("2014 report, Sec. 7.3.1 (text on Fig. 6(a))")
+        .cause_unless_holds(|| startup_cause(e, "konsole", &[BFQP_NOLL])),
+    );
+    out
+}
+
+/// xterm between bash and konsole (text of Sec. 7.3.1).
+fn startup_xterm(e: &ExpResult) -> Vec<Finding> {
+    let mut out = vec![];
+    let cs = [BFQP, BFQ, "cfq"];
+    let mut vals = vec![];
+    for c in cs {
+        for w in WORKLOADS {
+            for app in ["bash", "xterm", "konsole"] {
+                vals.push(m(e, &format!("{app}/{w}"), c, "startup_s"));
             }
         }
-        out.push(
-            need(
-                "xterm's start-up times sit between bash's and konsole's, for every scheduler and workload",
-                &vals,
-                |x| {
-                    let bad: Vec<String> = x
-                        .chunks(3)
-                        .enumerate()
-                        .filter(|(_, t)| !(t[0] <= t[1] && t[1] <= t[2]))
-                        .map(|(i, t)| format!("{} {}: {}/{}/{} s", cs[i / 4], WORKLOADS[i % 4], n(t[0]), n(t[1]), n(t[2])))
-                        .collect();
-                    (bad.is_empty(), if bad.is_empty() { "ours: bash <= xterm <= konsole everywhere".into() } else { format!("ours, out of order (bash/xterm/konsole): {}", bad.join("; ")) })
-                },
-            )
-            .cite("2014 report, Sec. 7.3.1 (xterm, not shown)")
-            .cause_unless_holds(|| {
-                let t = |app: &str| times_txt(e, app, BFQP);
-                Cause::new(CauseKind::WorkloadModel, format!("our start-up traces ({}) do not order the times everywhere: BFQ+ bash {}; xterm {}; konsole {}", startup_requests(), t("bash"), t("xterm"), t("konsole")))
-            }),
-        );
     }
+    out.push(
+        need(
+            "xterm's start-up times sit between bash's and konsole's, for every scheduler and workload",
+            &vals,
+            |x| {
+                let bad: Vec<String> = x
+                    .chunks(3)
+                    .enumerate()
+                    .filter(|(_, t)| !(t[0] <= t[1] && t[1] <= t[2]))
+                    .map(|(i, t)| format!("{} {}: {}/{}/{} s", cs[i / 4], WORKLOADS[i % 4], n(t[0]), n(t[1]), n(t[2])))
+                    .collect();
+                (bad.is_empty(), if bad.is_empty() { "ours: bash <= xterm <= konsole everywhere".into() } else { format!("ours, out of order (bash/xterm/konsole): {}", bad.join("; ")) })
+            },
+        )
+        .cite("2014 report, Sec. 7.3.1 (xterm, not shown)")
+        .cause_unless_holds(|| {
+            let t = |app: &str| times_txt(e, app, BFQP);
+            Cause::new(CauseKind::WorkloadModel, format!("our start-up traces ({}) do not order the times everywhere: BFQ+ bash {}; xterm {}; konsole {}", startup_requests(), t("bash"), t("xterm"), t("konsole")))
+        }),
+    );
     out
 }
 
