@@ -80,6 +80,14 @@ fn bad_values_are_refused_naming_what_is_wrong() {
         &["run", "--target", t, "--flow", "name=a", "--flow", "name=a"],
         "'a' is given twice",
     );
+    for cmd in [
+        &["run", "--target", t, "--flow", "name=a"][..],
+        &["bench-engine", "randread"][..],
+    ] {
+        let mut args = cmd.to_vec();
+        args.extend(["--kernel-groups", "some"]);
+        refused(&args, "'some' is not per-flow or one");
+    }
     refused(&["loop", "create", t, "0"], "above zero");
     refused(&["sim", &scenario(), "--scheduler", "nope"], "known: bfq,");
     refused(

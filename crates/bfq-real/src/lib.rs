@@ -9,6 +9,7 @@
 //!
 //! - [`desc`]: what to run ([`FlowDesc`], [`GroupDesc`], [`Backend`],
 //!   [`RunConfig`]).
+//! - [`flowspec`]: flows given as `key=value` lists (`bfq run --flow`).
 //! - [`scenario`]: a planned scenario (the format of `bfq sim`) as flows
 //!   and groups, and a run's results in the simulator's JSON format.
 //! - [`run()`]: the driver, and the engine side of a run.
@@ -20,6 +21,7 @@
 //! - [`report`]: what a run did.
 
 pub mod desc;
+pub mod flowspec;
 pub mod kernel;
 mod pace;
 pub mod report;
