@@ -193,86 +193,107 @@ fn find_throughput(e: &ExpResult) -> Vec<Finding> {
         );
     }
     if has("5r5w-seq-long") {
-        let g = |c: &str| m(e, "5r5w-seq-long", c, "agg");
-        out.push(
-            need(
-                "5r5w-seq (long): BFQ+ achieves a slightly higher throughput than BFQ (H-write-throt): BFQ+ > BFQ",
-                &[g(BFQP), g(BFQ)],
-                |x| (x[0] > x[1], format!("ours: BFQ+ {} vs BFQ {} MB/s", n(x[0]), n(x[1]))),
-            )
-            .cite(F3)
-            .cause_unless_holds(|| Cause::new(CauseKind::Scheduler, format!("ours: {}, {}", cell(e, "5r5w-seq-long", BFQP, "agg"), cell(e, "5r5w-seq-long", BFQ, "agg")))),
-        );
+        out.extend(throughput_write_throt(e));
     }
     if has("10r-rand-long") && has("5r5w-rand-long") {
-        let g = |v: &str, c: &str| m(e, v, c, "agg");
-        out.push(
-            need(
-                "Random workloads: BFQ+ is comparable to CFQ with 10r-rand (within 15%), and BFQ achieves a higher throughput than both with 10r-rand and 5r5w-rand",
-                &[
-                    g("10r-rand-long", BFQP), g("10r-rand-long", BFQ), g("10r-rand-long", "cfq"),
-                    g("5r5w-rand-long", BFQP), g("5r5w-rand-long", BFQ), g("5r5w-rand-long", "cfq"),
-                ],
-                |x| {
-                    (
-                        near(x[0], x[2], 0.15) && x[1] > x[0] && x[1] > x[2] && x[4] > x[3] && x[4] > x[5],
-                        format!(
-                            "ours (BFQ+/BFQ/CFQ MB/s): 10r-rand {}/{}/{}, 5r5w-rand {}/{}/{}",
-                            n(x[0]), n(x[1]), n(x[2]), n(x[3]), n(x[4]), n(x[5])
-                        ),
-                    )
-                },
-            )
-            .cite(F3)
-            .cause_unless_holds(|| {
-                Cause::new(
-                    CauseKind::Scheduler,
-                    format!(
-                        "ours: 10r-rand {}; 5r5w-rand {}",
-                        [BFQP, BFQ, "cfq"].map(|c| cell(e, "10r-rand-long", c, "agg")).join(", "),
-                        [BFQP, BFQ, "cfq"].map(|c| cell(e, "5r5w-rand-long", c, "agg")).join(", ")
-                    ),
-                )
-            }),
-        );
+        out.extend(throughput_random(e));
     }
     if has("10r-seq-long") && has("10r-seq-short") {
-        let g = |v: &str, c: &str| m(e, v, c, "agg");
-        out.push(
-            need(
-                "10r-seq short run: BFQ reaches its steady throughput at once and BFQ+ within 1-2 s: both short-run throughputs >= 90% of their long-run ones",
-                &[g("10r-seq-short", BFQ), g("10r-seq-long", BFQ), g("10r-seq-short", BFQP), g("10r-seq-long", BFQP)],
-                |x| {
-                    (
-                        x[0] >= 0.9 * x[1] && x[2] >= 0.9 * x[3],
-                        format!("ours: BFQ short {} vs long {} MB/s; BFQ+ short {} vs long {}", n(x[0]), n(x[1]), n(x[2]), n(x[3])),
-                    )
-                },
-            )
-            .cite("2014 report, Sec. 7.2.1 (short benchmark)")
-            .cause_unless_holds(|| {
-                Cause::new(
-                    CauseKind::Scheduler,
+        out.extend(throughput_short(e));
+    }
+    out
+}
+
+/// Fig. 3, 5r5w-seq: BFQ+ slightly above BFQ (H-write-throt).
+fn throughput_write_throt(e: &ExpResult) -> Vec<Finding> {
+    let mut out = vec![];
+    let g = |c: &str| m(e, "5r5w-seq-long", c, "agg");
+    out.push(
+        need(
+            "5r5w-seq (long): BFQ+ achieves a slightly higher throughput than BFQ (H-write-throt): BFQ+ > BFQ",
+            &[g(BFQP), g(BFQ)],
+            |x| (x[0] > x[1], format!("ours: BFQ+ {} vs BFQ {} MB/s", n(x[0]), n(x[1]))),
+        )
+        .cite(F3)
+        .cause_unless_holds(|| Cause::new(CauseKind::Scheduler, format!("ours: {}, {}", cell(e, "5r5w-seq-long", BFQP, "agg"), cell(e, "5r5w-seq-long", BFQ, "agg")))),
+    );
+    out
+}
+
+/// Fig. 3, random workloads.
+fn throughput_random(e: &ExpResult) -> Vec<Finding> {
+    let mut out = vec![];
+    let g = |v: &str, c: &str| m(e, v, c, "agg");
+    out.push(
+        need(
+            "Random workloads: BFQ+ is comparable to CFQ with 10r-rand (within 15%), and BFQ achieves a higher throughput than both with 10r-rand and 5r5w-rand",
+            &[
+                g("10r-rand-long", BFQP), g("10r-rand-long", BFQ), g("10r-rand-long", "cfq"),
+                g("5r5w-rand-long", BFQP), g("5r5w-rand-long", BFQ), g("5r5w-rand-long", "cfq"),
+            ],
+            |x| {
+                (
+                    near(x[0], x[2], 0.15) && x[1] > x[0] && x[1] > x[2] && x[4] > x[3] && x[4] > x[5],
                     format!(
-                        "ours: {} and {} (short) vs {} and {} (long)",
-                        cell(e, "10r-seq-short", BFQ, "agg"),
-                        cell(e, "10r-seq-short", BFQP, "agg"),
-                        cell(e, "10r-seq-long", BFQ, "agg"),
-                        cell(e, "10r-seq-long", BFQP, "agg")
+                        "ours (BFQ+/BFQ/CFQ MB/s): 10r-rand {}/{}/{}, 5r5w-rand {}/{}/{}",
+                        n(x[0]), n(x[1]), n(x[2]), n(x[3]), n(x[4]), n(x[5])
                     ),
                 )
-            }),
-        );
-        out.push(
-            need(
-                "10r-seq short run: CFQ is a little slower to reach a high throughput than BFQ and BFQ+ (paper: CFQ 59.6 MB/s over the first 15 s)",
-                &[g("10r-seq-short", "cfq"), g("10r-seq-short", BFQ), g("10r-seq-short", BFQP)],
-                |x| (x[0] < x[1] && x[0] < x[2], format!("ours: short-run CFQ {} MB/s, BFQ {}, BFQ+ {}", n(x[0]), n(x[1]), n(x[2]))),
+            },
+        )
+        .cite(F3)
+        .cause_unless_holds(|| {
+            Cause::new(
+                CauseKind::Scheduler,
+                format!(
+                    "ours: 10r-rand {}; 5r5w-rand {}",
+                    [BFQP, BFQ, "cfq"].map(|c| cell(e, "10r-rand-long", c, "agg")).join(", "),
+                    [BFQP, BFQ, "cfq"].map(|c| cell(e, "5r5w-rand-long", c, "agg")).join(", ")
+                ),
             )
-            .cite("2014 report, Sec. 7.2.1 (short benchmark)")
-            .cause_unless_holds(|| Cause::new(CauseKind::Scheduler, format!("ours: {}", cell(e, "10r-seq-short", "cfq", "agg")))),
-        );
-    }
+        }),
+    );
+    out
+}
+
+/// Fig. 3, short runs: how fast each reaches its throughput.
+fn throughput_short(e: &ExpResult) -> Vec<Finding> {
+    let mut out = vec![];
+    let g = |v: &str, c: &str| m(e, v, c, "agg");
+    out.push(
+        need(
+            "10r-seq short run: BFQ reaches its steady throughput at once and BFQ+ within 1-2 s: both short-run throughputs >= 90% of their long-run ones",
+            &[g("10r-seq-short", BFQ), g("10r-seq-long", BFQ), g("10r-seq-short", BFQP), g("10r-seq-long", BFQP)],
+            |x| {
+                (
+                    x[0] >= 0.9 * x[1] && x[2] >= 0.9 * x[3],
+                    format!("ours: BFQ short {} vs long {} MB/s; BFQ+ short {} vs long {}", n(x[0]), n(x[1]), n(x[2]), n(x[3])),
+                )
+            },
+        )
+        .cite("2014 report, Sec. 7.2.1 (short benchmark)")
+        .cause_unless_holds(|| {
+            Cause::new(
+                CauseKind::Scheduler,
+                format!(
+                    "ours: {} and {} (short) vs {} and {} (long)",
+                    cell(e, "10r-seq-short", BFQ, "agg"),
+                    cell(e, "10r-seq-short", BFQP, "agg"),
+                    cell(e, "10r-seq-long", BFQ, "agg"),
+                    cell(e, "10r-seq-long", BFQP, "agg")
+                ),
+            )
+        }),
+    );
+    out.push(
+        need(
+            "10r-seq short run: CFQ is a little slower to reach a high throughput than BFQ and BFQ+ (paper: CFQ 59.6 MB/s over the first 15 s)",
+            &[g("10r-seq-short", "cfq"), g("10r-seq-short", BFQ), g("10r-seq-short", BFQP)],
+            |x| (x[0] < x[1] && x[0] < x[2], format!("ours: short-run CFQ {} MB/s, BFQ {}, BFQ+ {}", n(x[0]), n(x[1]), n(x[2]))),
+        )
+        .cite("2014 report, Sec. 7.2.1 (short benchmark)")
+        .cause_unless_holds(|| Cause::new(CauseKind::Scheduler, format!("ours: {}", cell(e, "10r-seq-short", "cfq", "agg")))),
+    );
     out
 }
 
