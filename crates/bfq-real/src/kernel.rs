@@ -65,7 +65,9 @@ fn flow_cgroups(cfg: &RunConfig, scheduler: &str, flows: &[FlowDesc]) -> io::Res
     }
     let layout = sys::CgroupLayout::detect();
     if let Some(l) = &layout {
-        eprintln!("kernel:{scheduler}: {}", l.describe());
+        // Once per process: a benchmark runs kernel:* many times.
+        static SAID: std::sync::Once = std::sync::Once::new();
+        SAID.call_once(|| eprintln!("kernel:{scheduler}: {}", l.describe()));
     }
     if !layout.as_ref().is_some_and(sys::CgroupLayout::per_thread) {
         levels_carry_weights(
