@@ -8,7 +8,7 @@
 //! - `fairness`: 2 and 5 greedy sequential readers, weights 100:300 and
 //!   1:2:3:4:5, on a loop device over a regular file: engine vs kernel:bfq.
 
-use bfq_engine::{Engine, FlowOptions, Settings, ShutdownMode};
+use bfq_engine::{Engine, FlowOptions, Settings, ShutdownMode, SubmitMode};
 use bfq_real::sys::{self, LoopDevice};
 use bfq_real::{Backend, FlowDesc, Pattern, RunConfig, RunReport};
 use clap::{Args as ClapArgs, Subcommand};
@@ -35,7 +35,9 @@ pub enum BenchCmd {
         #[arg(long, value_delimiter = ',', default_value = "1,4,16,64")]
         flows: Vec<u32>,
         /// Schedulers: registry names and kernel:NAME (comma-separated);
-        /// default: fifo, bfq if registered, kernel:bfq, kernel:none.
+        /// default: fifo, bfq if registered, kernel:bfq, kernel:none. An
+        /// engine scheduler with `@dispatcher` (e.g. `fifo@dispatcher`)
+        /// runs in the engine's single-dispatcher mode.
         #[arg(long, value_delimiter = ',')]
         schedulers: Vec<String>,
         /// Seconds per measurement.
@@ -90,7 +92,9 @@ pub enum BenchCmd {
     },
     /// Requests per second through the scheduler with io_uring NOPs.
     Nop {
-        /// Schedulers (comma-separated); default fifo and bfq if registered.
+        /// Schedulers (comma-separated); default fifo and bfq if
+        /// registered. `NAME@dispatcher` runs NAME in the engine's
+        /// single-dispatcher mode.
         #[arg(long, value_delimiter = ',')]
         schedulers: Vec<String>,
         /// Submitting threads (one flow each).
@@ -134,6 +138,14 @@ pub enum BenchCmd {
         #[arg(long = "set")]
         set: Vec<String>,
     },
+}
+
+/// `NAME@dispatcher` -> (NAME, dispatcher mode); else the default mode.
+fn split_mode(s: &str) -> (&str, SubmitMode) {
+    match s.strip_suffix("@dispatcher") {
+        Some(name) => (name, SubmitMode::Dispatcher),
+        None => (s, SubmitMode::Local),
+    }
 }
 
 fn registered(name: &str) -> bool {
@@ -326,17 +338,20 @@ fn randread(
                     runs[k].push(crate::fio_ref::randread(&dev, ks, (n, per), secs)?);
                     continue;
                 }
+                let (name, mode) = split_mode(s);
                 let mut cfg = RunConfig::new(
                     &dev,
-                    Backend::parse(s, Settings::new()),
+                    Backend::parse(name, Settings::new()),
                     Duration::from_secs_f64(seconds),
                 );
+                cfg.submit_mode = mode;
                 cfg.queue_depth = depth;
                 cfg.dispatcher_nice = nice;
                 cfg.async_submit = async_submit;
                 cfg.sqpoll_idle_ms = sqpoll;
                 cfg.kernel_groups = kernel_groups;
-                let r = bfq_real::run(&cfg, &descs).map_err(|e| anyhow::anyhow!("{s}: {e}"))?;
+                let mut r = bfq_real::run(&cfg, &descs).map_err(|e| anyhow::anyhow!("{s}: {e}"))?;
+                r.backend = s.clone();
                 let errs: u64 = r.flows.iter().map(|f| f.errors).sum();
                 if errs > 0 {
                     anyhow::bail!("{s}: {errs} errors: {:?}", r.flows[0].first_error);
@@ -432,7 +447,12 @@ fn nop(
     };
     let mut out = Vec::new();
     for s in &scheds {
-        let engine = Engine::nop().scheduler(s).queue_depth(depth).open()?;
+        let (name, mode) = split_mode(s);
+        let engine = Engine::nop()
+            .scheduler(name)
+            .submit_mode(mode)
+            .queue_depth(depth)
+            .open()?;
         let stop = Arc::new(AtomicBool::new(false));
         let handles: Vec<_> = (0..flows)
             .map(|i| {
@@ -469,22 +489,24 @@ fn nop(
         let total: u64 = handles.into_iter().map(|h| h.join().unwrap_or(0)).sum();
         let secs = t0.elapsed().as_secs_f64();
         let stats = engine.shutdown(ShutdownMode::Drain)?;
-        out.push((s.clone(), total as f64 / secs, stats.parks));
+        out.push((s.clone(), total as f64 / secs, stats));
     }
     if json_out {
         println!(
             "{}",
             serde_json::to_string_pretty(&json!({
                 "bench": "nop", "flows": flows, "depth": depth, "window": window, "seconds": seconds,
-                "results": out.iter().map(|(s, r, parks)| json!({"scheduler": s, "req_per_s": r, "dispatcher_parks": parks})).collect::<Vec<_>>()
+                "results": out.iter().map(|(s, r, st)| json!({"scheduler": s, "req_per_s": r, "service_parks": st.parks, "service_submits": st.service_submits})).collect::<Vec<_>>()
             }))?
         );
     } else {
         println!("io_uring NOP requests through the engine: {flows} flow(s), window {window}, device depth {depth}, {seconds} s");
-        for (s, r, parks) in &out {
+        for (s, r, st) in &out {
             println!(
-                "{s:>10}: {:>8.0} K req/s  (dispatcher parked {parks} times)",
-                r / 1e3
+                "{s:>16}: {:>8.0} K req/s  (service thread: parked {} times, submitted {})",
+                r / 1e3,
+                st.parks,
+                st.service_submits
             );
         }
     }

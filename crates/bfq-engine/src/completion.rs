@@ -1,10 +1,11 @@
-//! Completion slots: how a result travels from the dispatcher thread back
-//! to the submitter, as a blocking wait or as a `Future` (Waker-based,
+//! Completion slots: how a result travels from the thread that reaped it
+//! back to the submitter, as a blocking wait or as a `Future` (Waker-based,
 //! usable from any async runtime).
 
 use std::collections::VecDeque;
 use std::future::Future;
 use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::pin::Pin;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -23,6 +24,53 @@ pub(crate) enum Waiter {
     None,
     Waker(Waker),
     Thread(Thread),
+    /// A thread blocked in its own io_uring ring, which keeps a read of
+    /// this eventfd armed.
+    Event(Arc<EventFd>),
+}
+
+/// A non-blocking eventfd (wakes a thread waiting in a ring).
+pub(crate) struct EventFd(OwnedFd);
+
+impl EventFd {
+    pub(crate) fn new() -> io::Result<Self> {
+        // SAFETY: plain syscall; the result is checked.
+        let fd = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC | libc::EFD_NONBLOCK) };
+        if fd < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        // SAFETY: fd is a fresh descriptor we own.
+        Ok(EventFd(unsafe { OwnedFd::from_raw_fd(fd) }))
+    }
+
+    pub(crate) fn fd(&self) -> i32 {
+        self.0.as_raw_fd()
+    }
+
+    /// Adds one to the counter (wakes a pending read).
+    pub(crate) fn signal(&self) {
+        let one: u64 = 1;
+        // SAFETY: writing 8 bytes from a valid u64 to our eventfd.
+        unsafe { libc::write(self.fd(), &one as *const u64 as *const libc::c_void, 8) };
+    }
+}
+
+/// How the thread that waits for a result spends the wait: on its own
+/// ring, doing the engine's work that landed there, or parked.
+pub(crate) trait Driver: Send + Sync {
+    /// Whom to wake when the result arrives while this thread sleeps.
+    fn waiter(&self) -> Waiter;
+    /// Sleeps until woken (by the waiter above, or by work of its own).
+    fn block(&self);
+    /// Does this thread's pending engine work without blocking (a future
+    /// being polled).
+    fn poll_work(&self);
+    /// A result was taken (the wake relay's cue to help).
+    fn taken(&self);
+    /// A blocking wait is over: leave this thread's ring to the service
+    /// thread if the wait never slept in it (its submission was left for
+    /// the wait to make).
+    fn finish_wait(&self);
 }
 
 /// Wake-ups the dispatcher hands to its clients (a wake relay).
@@ -143,11 +191,8 @@ impl Waiter {
             Waiter::None => {}
             Waiter::Waker(w) => w.wake(),
             Waiter::Thread(t) => t.unpark(),
+            Waiter::Event(e) => e.signal(),
         }
-    }
-
-    pub(crate) fn is_none(&self) -> bool {
-        matches!(self, Waiter::None)
     }
 }
 
@@ -172,12 +217,12 @@ pub type IoResult<B> = (io::Result<usize>, B);
 #[must_use = "a request's result is only seen through its Pending"]
 pub struct Pending<B: Send + 'static> {
     slot: Arc<Slot<B>>,
-    relay: Arc<WakeRelay>,
+    driver: Arc<dyn Driver>,
 }
 
 impl<B: Send + 'static> Pending<B> {
-    pub(crate) fn new(slot: Arc<Slot<B>>, relay: Arc<WakeRelay>) -> Self {
-        Pending { slot, relay }
+    pub(crate) fn new(slot: Arc<Slot<B>>, driver: Arc<dyn Driver>) -> Self {
+        Pending { slot, driver }
     }
 
     /// Takes the result if it is in (and then wakes a few of the
@@ -198,24 +243,36 @@ impl<B: Send + 'static> Pending<B> {
             }
         };
         if r.is_some() {
-            self.relay.help(RELAY_FANOUT);
+            self.driver.taken();
         }
         r
     }
 
-    /// Whether the result is in.
+    /// Whether the result is in (reaping this thread's ring first, if
+    /// it has one: completions that landed there are this thread's to
+    /// report).
     pub fn is_done(&self) -> bool {
+        if self.has_result() {
+            return true;
+        }
+        self.driver.poll_work();
+        self.has_result()
+    }
+
+    fn has_result(&self) -> bool {
         let g = self.slot.inner.lock().unwrap_or_else(|p| p.into_inner());
         g.result.is_some()
     }
 
-    /// Blocks the calling thread until the request completes.
+    /// Blocks the calling thread until the request completes (doing the
+    /// engine's work that landed on this thread's ring meanwhile).
     pub fn wait(self) -> IoResult<B> {
         loop {
-            if let Some(r) = self.try_take(|| Waiter::Thread(std::thread::current())) {
+            if let Some(r) = self.try_take(|| self.driver.waiter()) {
+                self.driver.finish_wait();
                 return r;
             }
-            std::thread::park();
+            self.driver.block();
         }
     }
 }
@@ -223,6 +280,9 @@ impl<B: Send + 'static> Pending<B> {
 impl<B: Send + 'static> Future for Pending<B> {
     type Output = IoResult<B>;
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<IoResult<B>> {
+        if !self.has_result() {
+            self.driver.poll_work();
+        }
         match self.try_take(|| Waiter::Waker(cx.waker().clone())) {
             Some(r) => Poll::Ready(r),
             None => Poll::Pending,
@@ -317,8 +377,22 @@ mod tests {
         let relay = Arc::new(WakeRelay::default());
         let (counts, mut ws) = waiters(3);
         assert!(relay.wake_or_publish(&mut ws));
+        struct Relay(Arc<WakeRelay>);
+        impl Driver for Relay {
+            fn waiter(&self) -> Waiter {
+                Waiter::Thread(std::thread::current())
+            }
+            fn block(&self) {
+                std::thread::park();
+            }
+            fn poll_work(&self) {}
+            fn taken(&self) {
+                self.0.help(RELAY_FANOUT);
+            }
+            fn finish_wait(&self) {}
+        }
         let slot = Slot::new(vec![0u8; 8]);
-        let pending = Pending::new(slot.clone(), relay.clone());
+        let pending = Pending::new(slot.clone(), Arc::new(Relay(relay.clone())));
         assert!(pending.try_take(|| Waiter::None).is_none());
         assert_eq!(woken(&counts), 1, "no result, no help");
         slot.complete(Ok(8)).wake();

@@ -1,8 +1,10 @@
 //! The engine's public API: [`EngineBuilder`], [`Engine`], [`Flow`].
 
 use crate::buf::{IoBuf, IoBufMut};
-use crate::completion::{IoResult, Pending, Sink, Slot, Waiter, WakeRelay};
-use crate::dispatcher::{Dispatcher, DispatcherConfig, TraceSink};
+use crate::completion::{IoResult, Pending, Sink, Slot};
+use crate::core::{engine_gone, Core, CoreConfig, Op, OpKind, TraceSink};
+pub use crate::core::{EngineStats, FileTarget, ShutdownMode, TraceEvent};
+use crate::driver::{monotonic_ns, Shared, SubmitMode};
 use bfq_core::{
     DeviceInfo, FlowId, FlowSpec, GroupId, IoClass, IoPrio, SchedError, Scheduler, Settings,
     SECTOR_BYTES,
@@ -12,184 +14,10 @@ use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::fs::{FileTypeExt, MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::mpsc::{self, Sender};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::thread::JoinHandle;
-
-/// What a request does once the scheduler dispatches it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum OpKind {
-    Read,
-    Write,
-    /// An io_uring NOP: goes through the scheduler, touches no storage.
-    Nop,
-}
-
-/// A request on its way to the dispatcher. Dropping it without a result
-/// (engine gone, shutdown) completes it with `ECANCELED`, so no submitter
-/// ever waits forever.
-pub(crate) struct Op {
-    pub kind: OpKind,
-    pub flow: FlowId,
-    pub offset: u64,
-    pub ptr: *mut u8,
-    pub len: u32,
-    pub sync: bool,
-    /// The request's own file ([`Flow::read_file_async`]), else the
-    /// engine's target.
-    pub file: Option<FileTarget>,
-    sink: Option<Arc<dyn Sink>>,
-}
-
-/// A file that requests name on their own, instead of the engine's target:
-/// for front ends that serve many files (a filesystem) through one engine
-/// and one scheduler. The scheduler sees sector `sector_base + offset / 512`
-/// (give each file its own range, so that distance between files looks like
-/// a seek and positions within a file look sequential).
-#[derive(Clone, Debug)]
-pub struct FileTarget {
-    file: Arc<File>,
-    sector_base: u64,
-}
-
-impl FileTarget {
-    /// Wraps an open file (its flags, e.g. `O_DIRECT`, are the caller's).
-    pub fn new(file: File, sector_base: u64) -> Self {
-        FileTarget {
-            file: Arc::new(file),
-            sector_base,
-        }
-    }
-    /// The open file.
-    pub fn file(&self) -> &File {
-        &self.file
-    }
-    /// Where the file starts in the scheduler's sector space.
-    pub fn sector_base(&self) -> u64 {
-        self.sector_base
-    }
-}
-
-// SAFETY: `ptr` points into the buffer owned by `sink`'s slot, which lives
-// as long as the Op holds it; the Op only moves between threads.
-unsafe impl Send for Op {}
-
-impl Op {
-    /// Delivers the result (once) and wakes the waiter.
-    pub(crate) fn finish(&mut self, res: io::Result<usize>) {
-        self.finish_deferred(res).wake();
-    }
-
-    /// Delivers the result (once); the caller wakes the returned waiter.
-    pub(crate) fn finish_deferred(&mut self, res: io::Result<usize>) -> Waiter {
-        match self.sink.take() {
-            Some(s) => s.complete(res),
-            None => Waiter::None,
-        }
-    }
-}
-
-impl Drop for Op {
-    fn drop(&mut self) {
-        self.finish(Err(cancelled()));
-    }
-}
-
-pub(crate) fn cancelled() -> io::Error {
-    io::Error::from_raw_os_error(libc::ECANCELED)
-}
-
-/// Messages to the dispatcher thread.
-pub(crate) enum Cmd {
-    Submit(Op),
-    AddFlow(FlowSpec, mpsc::SyncSender<Result<FlowId, SchedError>>),
-    RemoveFlow(FlowId),
-    AddGroup(GroupId, u32, mpsc::SyncSender<Result<GroupId, SchedError>>),
-    RemoveGroup(GroupId, mpsc::SyncSender<Result<(), SchedError>>),
-    Stats(mpsc::SyncSender<EngineStats>),
-    Shutdown(ShutdownMode),
-}
-
-/// State shared by the engine, its flows and the dispatcher.
-pub(crate) struct Shared {
-    tx: Sender<Cmd>,
-    /// Set by the dispatcher before it blocks; a submitter that clears it
-    /// writes the eventfd to wake it.
-    pub parked: AtomicBool,
-    pub eventfd: OwnedFd,
-    pub submitted: AtomicU64,
-    pub relay: Arc<WakeRelay>,
-}
-
-impl Shared {
-    fn send(&self, cmd: Cmd) -> Result<(), Cmd> {
-        self.tx.send(cmd).map_err(|e| e.0)?;
-        if self.parked.swap(false, Ordering::SeqCst) {
-            self.wake();
-        }
-        Ok(())
-    }
-
-    pub(crate) fn wake(&self) {
-        let one: u64 = 1;
-        // SAFETY: writing 8 bytes from a valid u64 to our eventfd.
-        unsafe {
-            libc::write(
-                self.eventfd.as_raw_fd(),
-                &one as *const u64 as *const libc::c_void,
-                8,
-            );
-        }
-    }
-}
-
-/// One trace event (see [`EngineBuilder::trace`]).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct TraceEvent {
-    /// Nanoseconds since the engine started.
-    pub t: bfq_core::Time,
-    /// `Q` queued in the scheduler, `D` dispatched to the device, `C`
-    /// completed.
-    pub event: char,
-    pub flow: FlowId,
-    /// Request number, unique over the engine's life.
-    pub req: u64,
-    pub sector: u64,
-    pub sectors: u32,
-    pub write: bool,
-}
-
-/// How [`Engine::shutdown`] treats requests not yet done.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum ShutdownMode {
-    /// Refuse new requests, serve every queued and in-flight one, then stop.
-    Drain,
-    /// Refuse new requests, fail queued ones with `ECANCELED`, ask the
-    /// kernel to cancel in-flight ones and wait for all of them.
-    Cancel,
-}
-
-/// Counters of the dispatcher.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct EngineStats {
-    /// Requests completed (successfully or not) by the device.
-    pub completed: u64,
-    /// Of those, completed with an error (or a short transfer).
-    pub errors: u64,
-    /// Requests cancelled before reaching the device.
-    pub cancelled: u64,
-    /// Requests queued in the scheduler now.
-    pub queued: u64,
-    /// Requests on the device now.
-    pub in_flight: u64,
-    /// Times the dispatcher blocked waiting for an event.
-    pub parks: u64,
-    /// Idle timers armed for the scheduler.
-    pub timers_armed: u64,
-    /// Idle timers that fired.
-    pub timers_fired: u64,
-}
+use std::time::Instant;
 
 /// Where requests go.
 #[derive(Debug)]
@@ -211,7 +39,8 @@ pub struct EngineBuilder {
     create_size: Option<u64>,
     device: Option<DeviceInfo>,
     allow_short: bool,
-    dispatcher_nice: i32,
+    service_nice: i32,
+    submit_mode: SubmitMode,
     async_submit: bool,
     sqpoll_idle_ms: u32,
     trace: Option<TraceSink>,
@@ -230,7 +59,8 @@ impl EngineBuilder {
             create_size: None,
             device: None,
             allow_short: false,
-            dispatcher_nice: 0,
+            service_nice: 0,
+            submit_mode: SubmitMode::Local,
             async_submit: false,
             sqpoll_idle_ms: 0,
             trace: None,
@@ -308,31 +138,47 @@ impl EngineBuilder {
         self
     }
 
-    /// Nice value of the dispatcher thread (default 0; negative values
-    /// need root and keep woken submitters from preempting it).
-    pub fn dispatcher_nice(mut self, nice: i32) -> Self {
-        self.dispatcher_nice = nice.clamp(-20, 19);
+    /// Who enters the kernel: every submitting thread on its own ring
+    /// ([`SubmitMode::Local`], default) or one dispatcher thread
+    /// ([`SubmitMode::Dispatcher`]). See docs/engine.md.
+    pub fn submit_mode(mut self, mode: SubmitMode) -> Self {
+        self.submit_mode = mode;
+        self
+    }
+
+    /// Former name of [`EngineBuilder::service_nice`].
+    pub fn dispatcher_nice(self, nice: i32) -> Self {
+        self.service_nice(nice)
+    }
+
+    /// Nice value of the service thread (default 0; in dispatcher mode
+    /// negative values, which need root, keep woken submitters from
+    /// preempting it).
+    pub fn service_nice(mut self, nice: i32) -> Self {
+        self.service_nice = nice.clamp(-20, 19);
         self
     }
 
     /// Hand every read and write to io_uring's worker threads
-    /// (`IOSQE_ASYNC`) instead of issuing it on the dispatcher thread: the
+    /// (`IOSQE_ASYNC`) instead of issuing it on the submitting thread: the
     /// block layer's submission work then runs in parallel on other cores.
     pub fn async_submit(mut self, on: bool) -> Self {
         self.async_submit = on;
         self
     }
 
-    /// Submit through a kernel polling thread (`IORING_SETUP_SQPOLL`) that
-    /// spins for `idle_ms` after the last request before sleeping: the
-    /// block layer's submission work moves off the dispatcher thread, at
-    /// the price of a busy core while requests flow. 0 (default) = off.
+    /// Dispatcher mode only: submit through a kernel polling thread
+    /// (`IORING_SETUP_SQPOLL`) that spins for `idle_ms` after the last
+    /// request before sleeping: the block layer's submission work moves
+    /// off the dispatcher thread, at the price of a busy core while
+    /// requests flow. 0 (default) = off.
     pub fn sqpoll(mut self, idle_ms: u32) -> Self {
         self.sqpoll_idle_ms = idle_ms;
         self
     }
 
-    /// Calls `sink` on the dispatcher thread for every request queued
+    /// Calls `sink` (under the engine's scheduling lock, on whichever
+    /// thread made the event) for every request queued
     /// (`Q`), dispatched (`D`) and completed (`C`): the events of the
     /// simulator's trace. Keep it cheap (e.g. a buffered writer).
     pub fn trace(mut self, sink: impl FnMut(&TraceEvent) + Send + 'static) -> Self {
@@ -340,7 +186,8 @@ impl EngineBuilder {
         self
     }
 
-    /// Opens the target, builds the scheduler and starts the dispatcher.
+    /// Opens the target, builds the scheduler and starts the service
+    /// thread.
     pub fn open(self) -> io::Result<Engine> {
         let mut sched = match self.instance {
             Some(s) => s,
@@ -365,59 +212,43 @@ impl EngineBuilder {
             rotational,
         });
         sched.set_device(device);
-        // SAFETY: plain syscall; the result is checked.
-        let efd = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC | libc::EFD_NONBLOCK) };
-        if efd < 0 {
+        // SAFETY: plain syscall, result checked.
+        let tfd = unsafe {
+            libc::timerfd_create(
+                libc::CLOCK_MONOTONIC,
+                libc::TFD_CLOEXEC | libc::TFD_NONBLOCK,
+            )
+        };
+        if tfd < 0 {
             return Err(io::Error::last_os_error());
         }
-        // SAFETY: efd is a fresh descriptor we own.
-        let eventfd = unsafe { OwnedFd::from_raw_fd(efd) };
-        let (tx, rx) = mpsc::channel();
-        let shared = Arc::new(Shared {
-            tx,
-            parked: AtomicBool::new(false),
-            eventfd,
-            submitted: AtomicU64::new(0),
-            relay: Arc::default(),
-        });
-        let cfg = DispatcherConfig {
-            depth: device.queue_depth.max(1),
-            allow_short: self.allow_short,
-            nice: self.dispatcher_nice,
-            async_submit: self.async_submit,
-            sqpoll_idle_ms: self.sqpoll_idle_ms,
-            trace: self.trace,
-        };
-        // The ring is created on the dispatcher thread (single issuer).
-        let (ready_tx, ready_rx) = mpsc::sync_channel(1);
-        let shared2 = shared.clone();
-        let thread = std::thread::Builder::new()
-            .name("bfq-dispatch".into())
-            .spawn(
-                move || match Dispatcher::new(sched, file, rx, shared2, cfg) {
-                    Ok(d) => {
-                        let _ = ready_tx.send(Ok(()));
-                        d.run()
-                    }
-                    Err(e) => {
-                        let _ = ready_tx.send(Err(e));
-                    }
-                },
-            )?;
-        match ready_rx.recv() {
-            Ok(Ok(())) => {}
-            Ok(Err(e)) => {
-                let _ = thread.join();
-                return Err(e);
-            }
-            Err(_) => {
-                let _ = thread.join();
-                return Err(io::Error::other("the dispatcher thread failed to start"));
-            }
-        }
+        // SAFETY: a fresh descriptor we own.
+        let timerfd = unsafe { OwnedFd::from_raw_fd(tfd) };
+        let origin = Instant::now();
+        let core = Core::new(
+            sched,
+            CoreConfig {
+                depth: device.queue_depth.max(1),
+                allow_short: self.allow_short,
+                async_submit: self.async_submit,
+                target: file.as_ref().map(|f| f.as_raw_fd()),
+                timerfd: timerfd.as_raw_fd(),
+                origin_mono: monotonic_ns().saturating_sub(origin.elapsed().as_nanos() as u64),
+                trace: self.trace,
+            },
+        );
+        let shared = Shared::new(
+            self.submit_mode,
+            core,
+            timerfd,
+            origin,
+            device.queue_depth.max(1),
+        )?;
+        let thread = crate::service::spawn(shared.clone(), self.service_nice, self.sqpoll_idle_ms)?;
         Ok(Engine {
             shared,
             thread: Some(thread),
+            _file: file.map(Arc::new),
             len,
             block_size,
             device,
@@ -491,10 +322,12 @@ fn sysfs_rotational(major: u32, minor: u32) -> bool {
 ///
 /// Cheap to share: wrap it in an `Arc`, or hand out [`Flow`]s (which keep
 /// working until the engine shuts down). Dropping the engine cancels what is
-/// left ([`ShutdownMode::Cancel`]) and joins the dispatcher thread.
+/// left ([`ShutdownMode::Cancel`]) and joins the service thread.
 pub struct Engine {
     shared: Arc<Shared>,
     thread: Option<JoinHandle<()>>,
+    /// The target, open until the engine is dropped.
+    _file: Option<Arc<File>>,
     len: u64,
     block_size: u32,
     device: DeviceInfo,
@@ -544,10 +377,6 @@ impl FlowOptions {
     }
 }
 
-fn engine_gone() -> io::Error {
-    io::Error::new(io::ErrorKind::BrokenPipe, "the engine has shut down")
-}
-
 fn sched_err(e: SchedError) -> io::Error {
     io::Error::new(io::ErrorKind::InvalidInput, e)
 }
@@ -592,17 +421,11 @@ impl Engine {
         self.device
     }
 
-    fn call<T>(&self, make: impl FnOnce(mpsc::SyncSender<T>) -> Cmd) -> io::Result<T> {
-        let (tx, rx) = mpsc::sync_channel(1);
-        self.shared.send(make(tx)).map_err(|_| engine_gone())?;
-        rx.recv().map_err(|_| engine_gone())
-    }
-
     /// Opens a flow.
     pub fn flow(&self, opts: FlowOptions) -> io::Result<Flow> {
-        let id = self
-            .call(|tx| Cmd::AddFlow(opts.spec, tx))?
-            .map_err(sched_err)?;
+        let now = self.shared.now();
+        let r = self.shared.core().add_flow(now, opts.spec);
+        let id = r.map_err(|e| self.refused(e))?;
         Ok(Flow {
             shared: self.shared.clone(),
             id,
@@ -610,39 +433,63 @@ impl Engine {
         })
     }
 
+    fn refused(&self, e: SchedError) -> io::Error {
+        let core = self.shared.core();
+        if core.closed || core.stopping().is_some() {
+            engine_gone()
+        } else {
+            sched_err(e)
+        }
+    }
+
     /// Creates a group under `parent` with a weight (1..=1000).
     pub fn add_group(&self, parent: GroupId, weight: u32) -> io::Result<GroupId> {
-        self.call(|tx| Cmd::AddGroup(parent, weight, tx))?
-            .map_err(sched_err)
+        let r = self.shared.core().add_group(parent, weight);
+        r.map_err(|e| self.refused(e))
     }
 
     /// Removes an empty group.
     pub fn remove_group(&self, group: GroupId) -> io::Result<()> {
-        self.call(|tx| Cmd::RemoveGroup(group, tx))?
-            .map_err(sched_err)
+        let r = self.shared.core().remove_group(group);
+        r.map_err(|e| self.refused(e))
     }
 
-    /// The dispatcher's counters.
+    /// The engine's counters.
     pub fn stats(&self) -> io::Result<EngineStats> {
-        self.call(Cmd::Stats)
+        let mut s = self.shared.core().snapshot();
+        s.parks = self.shared.parks.load(Ordering::Relaxed);
+        s.service_submits = self.shared.service_submits.load(Ordering::Relaxed);
+        Ok(s)
     }
 
     /// Stops the engine: new requests fail, pending ones are served or
     /// cancelled per `mode`, every buffer goes back to its submitter, and
-    /// the dispatcher thread is joined. Returns the final counters.
+    /// the service thread is joined. Returns the final counters.
     pub fn shutdown(mut self, mode: ShutdownMode) -> io::Result<EngineStats> {
         self.stop(mode)
     }
 
     fn stop(&mut self, mode: ShutdownMode) -> io::Result<EngineStats> {
-        let stats = self.stats().unwrap_or_default();
-        let _ = self.shared.send(Cmd::Shutdown(mode));
-        if let Some(t) = self.thread.take() {
-            if t.join().is_err() {
-                return Err(io::Error::other("the dispatcher thread panicked"));
-            }
+        let Some(thread) = self.thread.take() else {
+            return self.stats();
+        };
+        self.shared.core().begin_shutdown(mode);
+        // Owners blocked in their rings wake up (and cancel what is
+        // theirs); the service thread does the rest.
+        for r in self
+            .shared
+            .rings
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .iter()
+        {
+            r.wake.signal();
         }
-        Ok(stats)
+        self.shared.notify.signal();
+        if thread.join().is_err() {
+            return Err(io::Error::other("the service thread panicked"));
+        }
+        self.stats()
     }
 }
 
@@ -668,24 +515,33 @@ impl std::fmt::Debug for Flow {
     }
 }
 
+/// A request before it becomes an [`Op`].
+struct Raw<'a> {
+    kind: OpKind,
+    file: Option<&'a FileTarget>,
+    offset: u64,
+    ptr: *mut u8,
+    len: usize,
+}
+
 impl Flow {
     /// The scheduler's id of this flow.
     pub fn id(&self) -> FlowId {
         self.id
     }
 
-    #[allow(clippy::too_many_arguments)]
-    fn submit<B: Send + 'static>(
-        &self,
-        kind: OpKind,
-        file: Option<&FileTarget>,
-        offset: u64,
-        ptr: *mut u8,
-        len: usize,
-        buf: B,
-    ) -> Pending<B> {
+    /// Hands a request to the engine. `then_wait`: the caller blocks on
+    /// it at once (its wait submits it, one syscall for both).
+    fn submit<B: Send + 'static>(&self, r: Raw<'_>, buf: B, then_wait: bool) -> Pending<B> {
+        let Raw {
+            kind,
+            file,
+            offset,
+            ptr,
+            len,
+        } = r;
         let slot = Slot::new(buf);
-        let pending = Pending::new(slot.clone(), self.shared.relay.clone());
+        let pending = Pending::new(slot.clone(), self.shared.clone());
         let sink: Arc<dyn Sink> = slot;
         let mut op = Op {
             kind,
@@ -711,26 +567,53 @@ impl Flow {
             op.finish(Err(io::Error::new(io::ErrorKind::InvalidInput, why)));
             return pending;
         }
-        self.shared.submitted.fetch_add(1, Ordering::Relaxed);
-        if let Err(Cmd::Submit(mut op)) = self.shared.send(Cmd::Submit(op)) {
-            op.finish(Err(engine_gone()));
-        }
+        self.shared.submit(op, then_wait);
         pending
     }
 
     /// Starts reading `buf.len()` bytes at `offset`; await or
     /// [`wait`](Pending::wait) the result.
-    pub fn read_async<B: IoBufMut>(&self, offset: u64, mut buf: B) -> Pending<B> {
-        let ptr = buf.stable_mut_ptr();
-        let len = buf.bytes_len();
-        self.submit(OpKind::Read, None, offset, ptr, len, buf)
+    pub fn read_async<B: IoBufMut>(&self, offset: u64, buf: B) -> Pending<B> {
+        self.read_inner(None, offset, buf, false)
+    }
+
+    fn read_inner<B: IoBufMut>(
+        &self,
+        file: Option<&FileTarget>,
+        offset: u64,
+        mut buf: B,
+        then_wait: bool,
+    ) -> Pending<B> {
+        let r = Raw {
+            kind: OpKind::Read,
+            file,
+            offset,
+            ptr: buf.stable_mut_ptr(),
+            len: buf.bytes_len(),
+        };
+        self.submit(r, buf, then_wait)
+    }
+
+    fn write_inner<B: IoBuf>(
+        &self,
+        file: Option<&FileTarget>,
+        offset: u64,
+        buf: B,
+        then_wait: bool,
+    ) -> Pending<B> {
+        let r = Raw {
+            kind: OpKind::Write,
+            file,
+            offset,
+            ptr: buf.stable_ptr() as *mut u8,
+            len: buf.bytes_len(),
+        };
+        self.submit(r, buf, then_wait)
     }
 
     /// Starts writing `buf` at `offset`.
     pub fn write_async<B: IoBuf>(&self, offset: u64, buf: B) -> Pending<B> {
-        let ptr = buf.stable_ptr() as *mut u8;
-        let len = buf.bytes_len();
-        self.submit(OpKind::Write, None, offset, ptr, len, buf)
+        self.write_inner(None, offset, buf, false)
     }
 
     /// Starts reading `buf.len()` bytes at `offset` of `file` (not the
@@ -739,47 +622,44 @@ impl Flow {
         &self,
         file: &FileTarget,
         offset: u64,
-        mut buf: B,
+        buf: B,
     ) -> Pending<B> {
-        let ptr = buf.stable_mut_ptr();
-        let len = buf.bytes_len();
-        self.submit(OpKind::Read, Some(file), offset, ptr, len, buf)
+        self.read_inner(Some(file), offset, buf, false)
     }
 
     /// Starts writing `buf` at `offset` of `file`.
     pub fn write_file_async<B: IoBuf>(&self, file: &FileTarget, offset: u64, buf: B) -> Pending<B> {
-        let ptr = buf.stable_ptr() as *mut u8;
-        let len = buf.bytes_len();
-        self.submit(OpKind::Write, Some(file), offset, ptr, len, buf)
+        self.write_inner(Some(file), offset, buf, false)
     }
 
     /// Reads `buf.len()` bytes at `offset`, blocking.
     pub fn read<B: IoBufMut>(&self, offset: u64, buf: B) -> IoResult<B> {
-        self.read_async(offset, buf).wait()
+        self.read_inner(None, offset, buf, true).wait()
     }
 
     /// Writes `buf` at `offset`, blocking.
     pub fn write<B: IoBuf>(&self, offset: u64, buf: B) -> IoResult<B> {
-        self.write_async(offset, buf).wait()
+        self.write_inner(None, offset, buf, true).wait()
     }
 
     /// A request the scheduler sees as a read of `sectors` sectors at
     /// `sector`, served by an io_uring NOP (no storage touched).
     pub fn nop_async(&self, sector: u64, sectors: u32) -> Pending<()> {
         let len = (u64::from(sectors.max(1)) * SECTOR_BYTES) as usize;
-        self.submit(
-            OpKind::Nop,
-            None,
-            sector.saturating_mul(SECTOR_BYTES),
-            std::ptr::null_mut(),
+        let r = Raw {
+            kind: OpKind::Nop,
+            file: None,
+            offset: sector.saturating_mul(SECTOR_BYTES),
+            ptr: std::ptr::null_mut(),
             len,
-            (),
-        )
+        };
+        self.submit(r, (), false)
     }
 }
 
 impl Drop for Flow {
     fn drop(&mut self) {
-        let _ = self.shared.send(Cmd::RemoveFlow(self.id));
+        let now = self.shared.now();
+        self.shared.core().remove_flow(now, self.id);
     }
 }

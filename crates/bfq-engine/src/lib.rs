@@ -10,8 +10,9 @@
 //! async runtime ([`Flow::read_async`], [`Flow::write_async`]). Every
 //! request gives back the byte count or the OS error, and the buffer.
 //!
-//! One dispatcher thread owns the io_uring ring and the scheduler; see
-//! `docs/engine.md` for the threading model and the fault handling.
+//! The scheduler decides centrally (one short lock), and every submitting
+//! thread enters the kernel on its own io_uring ring; see `docs/engine.md`
+//! for the threading model and the fault handling.
 //!
 //! ```no_run
 //! use bfq_engine::{AlignedBuf, Engine, FlowOptions};
@@ -32,13 +33,15 @@
 
 pub mod buf;
 pub mod completion;
-mod dispatcher;
+mod core;
+mod driver;
 mod engine;
+mod service;
 pub mod sys;
 
+pub use crate::core::{EngineStats, FileTarget, ShutdownMode, TraceEvent};
 pub use bfq_core::{DeviceInfo, FlowId, FlowSpec, GroupId, IoClass, IoPrio, Settings};
 pub use buf::{AlignedBuf, IoBuf, IoBufMut};
 pub use completion::{block_on, IoResult, Pending};
-pub use engine::{
-    Engine, EngineBuilder, EngineStats, FileTarget, Flow, FlowOptions, ShutdownMode, TraceEvent,
-};
+pub use driver::SubmitMode;
+pub use engine::{Engine, EngineBuilder, Flow, FlowOptions};

@@ -5,7 +5,7 @@ use bfq_core::{
     DeviceInfo, Dispatch, Fifo, FlowId, FlowSpec, GroupId, ReqId, Request, SchedError, Scheduler,
     Time,
 };
-use bfq_engine::{block_on, AlignedBuf, Engine, FlowOptions, IoClass, ShutdownMode};
+use bfq_engine::{block_on, AlignedBuf, Engine, FlowOptions, IoClass, ShutdownMode, SubmitMode};
 use std::io;
 use std::sync::Arc;
 
@@ -622,4 +622,56 @@ fn requests_naming_their_own_files_go_to_them() {
         sectors,
         vec![(1 << 32) + 1, (2 << 32) + 1, (1 << 32) + 1, (2 << 32) + 1]
     );
+}
+
+/// Threads keep several reads in flight and exit at different times:
+/// requests one thread dispatched for another stay on its ring after it
+/// has left (or exited), and must still complete.
+#[test]
+fn threads_leaving_with_others_requests_on_their_rings() {
+    for mode in [SubmitMode::Local, SubmitMode::Dispatcher] {
+        let f = tmpfile(4 << 20);
+        let engine = Arc::new(
+            Engine::builder(f.path())
+                .direct(false)
+                .queue_depth(8)
+                .submit_mode(mode)
+                .open()
+                .unwrap(),
+        );
+        let (tx, rx) = std::sync::mpsc::channel();
+        for t in 0..16u64 {
+            let engine = engine.clone();
+            let tx = tx.clone();
+            std::thread::spawn(move || {
+                let flow = engine.flow(FlowOptions::weight(100)).unwrap();
+                let mut q = std::collections::VecDeque::new();
+                let mut done = 0u64;
+                for i in 0..(50 + 20 * t) {
+                    q.push_back(
+                        flow.read_async(((t * 97 + i * 13) % 1000) * 4096, vec![0u8; 4096]),
+                    );
+                    if q.len() == 4 {
+                        let p = q.pop_front().unwrap();
+                        let _ = p.is_done();
+                        done += u64::from(p.wait().0.is_ok());
+                    }
+                }
+                for p in q {
+                    done += u64::from(p.wait().0.is_ok());
+                }
+                tx.send(done).unwrap();
+            });
+        }
+        let mut total = 0;
+        for _ in 0..16 {
+            total += rx
+                .recv_timeout(std::time::Duration::from_secs(60))
+                .unwrap_or_else(|_| panic!("{mode:?}: a reader hung"));
+        }
+        assert_eq!(total, (0..16).map(|t| 50 + 20 * t).sum::<u64>(), "{mode:?}");
+        let engine = Arc::try_unwrap(engine).ok().unwrap();
+        let s = engine.shutdown(ShutdownMode::Drain).unwrap();
+        assert_eq!(s.completed, total, "{mode:?}");
+    }
 }

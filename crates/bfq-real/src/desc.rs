@@ -214,6 +214,9 @@ pub struct RunConfig {
     pub kernel_groups: KernelGroups,
     /// Nice value of the engine's dispatcher thread.
     pub dispatcher_nice: i32,
+    /// Who submits (each flow's thread on its own ring, or one
+    /// dispatcher thread).
+    pub submit_mode: bfq_engine::SubmitMode,
     /// Engine reads and writes go through io_uring's workers (IOSQE_ASYNC).
     pub async_submit: bool,
     /// Engine submissions through an SQPOLL kernel thread (idle ms; 0 = off).
@@ -238,6 +241,7 @@ impl RunConfig {
             groups: Vec::new(),
             kernel_groups: KernelGroups::PerFlow,
             dispatcher_nice: 0,
+            submit_mode: bfq_engine::SubmitMode::Local,
             async_submit: false,
             sqpoll_idle_ms: 0,
             series_interval: Duration::from_secs(1),

@@ -235,7 +235,8 @@ fn run_engine(
         .queue_depth(cfg.queue_depth)
         .direct(cfg.direct)
         .writable(cfg.allow_writes)
-        .dispatcher_nice(cfg.dispatcher_nice)
+        .service_nice(cfg.dispatcher_nice)
+        .submit_mode(cfg.submit_mode)
         .async_submit(cfg.async_submit)
         .sqpoll(cfg.sqpoll_idle_ms)
         .open()?;

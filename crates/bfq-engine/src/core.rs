@@ -1,0 +1,524 @@
+//! The scheduling core: the scheduler, the requests it holds, and the
+//! device-queue accounting, behind one lock ([`crate::driver::Shared`]).
+//!
+//! Every step here is short (a scheduler call, a table update, building
+//! an SQE): the decision is serialised, the expensive part (entering the
+//! kernel) happens on the submitting threads, outside this lock. Nothing
+//! here blocks or does I/O; the only syscall is re-arming the idle timer.
+
+use crate::completion::{Sink, Waiter};
+use bfq_core::{
+    Dispatch, FlowId, FlowSpec, GroupId, Op as SOp, Request, SchedError, Scheduler, Time,
+    SECTOR_BYTES,
+};
+use io_uring::{opcode, squeue, types};
+use std::fs::File;
+use std::io;
+use std::os::fd::{AsRawFd, RawFd};
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::Arc;
+
+/// The longest one idle timer sleeps (1 s); a scheduler idling longer is
+/// asked again each time it fires.
+pub(crate) const MAX_IDLE_WAIT_NS: u64 = 1_000_000_000;
+
+/// What a request does once the scheduler dispatches it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum OpKind {
+    Read,
+    Write,
+    /// An io_uring NOP: goes through the scheduler, touches no storage.
+    Nop,
+}
+
+/// A submitted request. Dropping it without a result (engine gone,
+/// shutdown) completes it with `ECANCELED`, so no submitter ever waits
+/// forever.
+pub(crate) struct Op {
+    pub kind: OpKind,
+    pub flow: FlowId,
+    pub offset: u64,
+    pub ptr: *mut u8,
+    pub len: u32,
+    pub sync: bool,
+    /// The request's own file ([`FileTarget`]), else the engine's target.
+    pub file: Option<FileTarget>,
+    pub sink: Option<Arc<dyn Sink>>,
+}
+
+// SAFETY: `ptr` points into the buffer owned by `sink`'s slot, which lives
+// as long as the Op holds it; the Op only moves between threads.
+unsafe impl Send for Op {}
+
+impl Op {
+    /// Delivers the result (once) and wakes the waiter.
+    pub(crate) fn finish(&mut self, res: io::Result<usize>) {
+        self.finish_deferred(res).wake();
+    }
+
+    /// Delivers the result (once); the caller wakes the returned waiter.
+    pub(crate) fn finish_deferred(&mut self, res: io::Result<usize>) -> Waiter {
+        match self.sink.take() {
+            Some(s) => s.complete(res),
+            None => Waiter::None,
+        }
+    }
+}
+
+impl Drop for Op {
+    fn drop(&mut self) {
+        self.finish(Err(cancelled()));
+    }
+}
+
+pub(crate) fn cancelled() -> io::Error {
+    io::Error::from_raw_os_error(libc::ECANCELED)
+}
+
+pub(crate) fn engine_gone() -> io::Error {
+    io::Error::new(io::ErrorKind::BrokenPipe, "the engine has shut down")
+}
+
+fn scheduler_failed() -> io::Error {
+    io::Error::new(io::ErrorKind::BrokenPipe, "the scheduler failed (panicked)")
+}
+
+/// A file that requests name on their own, instead of the engine's target:
+/// for front ends that serve many files (a filesystem) through one engine
+/// and one scheduler. The scheduler sees sector `sector_base + offset / 512`
+/// (give each file its own range, so that distance between files looks like
+/// a seek and positions within a file look sequential).
+#[derive(Clone, Debug)]
+pub struct FileTarget {
+    file: Arc<File>,
+    sector_base: u64,
+}
+
+impl FileTarget {
+    /// Wraps an open file (its flags, e.g. `O_DIRECT`, are the caller's).
+    pub fn new(file: File, sector_base: u64) -> Self {
+        FileTarget {
+            file: Arc::new(file),
+            sector_base,
+        }
+    }
+    /// The open file.
+    pub fn file(&self) -> &File {
+        &self.file
+    }
+    /// Where the file starts in the scheduler's sector space.
+    pub fn sector_base(&self) -> u64 {
+        self.sector_base
+    }
+}
+
+/// One trace event (see [`crate::EngineBuilder::trace`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TraceEvent {
+    /// Nanoseconds since the engine started.
+    pub t: Time,
+    /// `Q` queued in the scheduler, `D` dispatched to the device, `C`
+    /// completed.
+    pub event: char,
+    pub flow: FlowId,
+    /// Request number, unique over the engine's life.
+    pub req: u64,
+    pub sector: u64,
+    pub sectors: u32,
+    pub write: bool,
+}
+
+/// Receives trace events, under the core's lock.
+pub(crate) type TraceSink = Box<dyn FnMut(&TraceEvent) + Send>;
+
+/// How [`crate::Engine::shutdown`] treats requests not yet done.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ShutdownMode {
+    /// Refuse new requests, serve every queued and in-flight one, then stop.
+    Drain,
+    /// Refuse new requests, fail queued ones with `ECANCELED`, ask the
+    /// kernel to cancel in-flight ones and wait for all of them.
+    Cancel,
+}
+
+/// The engine's counters.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct EngineStats {
+    /// Requests completed (successfully or not) by the device.
+    pub completed: u64,
+    /// Of those, completed with an error (or a short transfer).
+    pub errors: u64,
+    /// Requests cancelled before reaching the device.
+    pub cancelled: u64,
+    /// Requests queued in the scheduler now.
+    pub queued: u64,
+    /// Requests on the device now.
+    pub in_flight: u64,
+    /// Times the service thread blocked waiting for an event.
+    pub parks: u64,
+    /// Requests submitted by the service thread (after an idle timer, for
+    /// rings whose owner was away, or all of them in dispatcher mode).
+    pub service_submits: u64,
+    /// Idle timers armed for the scheduler.
+    pub timers_armed: u64,
+    /// Idle timers that fired.
+    pub timers_fired: u64,
+}
+
+/// A request the scheduler holds or the device serves.
+struct Held {
+    op: Op,
+    /// The ring it was submitted on, once dispatched.
+    ring: Option<u32>,
+    /// Trace: unique request number, and the scheduler's view.
+    seq: u64,
+    req: Request,
+}
+
+/// The core's configuration.
+pub(crate) struct CoreConfig {
+    pub depth: u32,
+    pub allow_short: bool,
+    pub async_submit: bool,
+    pub target: Option<RawFd>,
+    pub timerfd: RawFd,
+    /// CLOCK_MONOTONIC at the engine's time 0, in ns.
+    pub origin_mono: u64,
+    pub trace: Option<TraceSink>,
+}
+
+/// The scheduler and its requests (see the module doc).
+pub(crate) struct Core {
+    sched: Box<dyn Scheduler>,
+    cfg: CoreConfig,
+    /// Requests, indexed by their ReqId (the SQE's user data).
+    held: Vec<Option<Held>>,
+    free: Vec<u32>,
+    in_flight: u32,
+    stopping: Option<ShutdownMode>,
+    /// The scheduler panicked: it is never called again.
+    failed: bool,
+    /// Set once the service thread has exited: submissions are refused.
+    pub closed: bool,
+    pub stats: EngineStats,
+    /// The idle timer's deadline, while armed.
+    timer_at: Option<Time>,
+    seq: u64,
+}
+
+impl Core {
+    pub(crate) fn new(sched: Box<dyn Scheduler>, cfg: CoreConfig) -> Self {
+        Core {
+            sched,
+            cfg,
+            held: Vec::new(),
+            free: Vec::new(),
+            in_flight: 0,
+            stopping: None,
+            failed: false,
+            closed: false,
+            stats: EngineStats::default(),
+            timer_at: None,
+            seq: 0,
+        }
+    }
+
+    /// Calls the scheduler; a panic marks the core failed (every queued
+    /// request fails, nothing is asked of the scheduler again).
+    fn sched<R>(&mut self, f: impl FnOnce(&mut dyn Scheduler) -> R) -> Option<R> {
+        if self.failed {
+            return None;
+        }
+        match catch_unwind(AssertUnwindSafe(|| f(&mut *self.sched))) {
+            Ok(r) => Some(r),
+            Err(_) => {
+                self.failed = true;
+                self.stopping.get_or_insert(ShutdownMode::Cancel);
+                self.fail_queued(scheduler_failed);
+                None
+            }
+        }
+    }
+
+    pub(crate) fn add_flow(&mut self, now: Time, spec: FlowSpec) -> Result<FlowId, SchedError> {
+        if self.stopping.is_some() || self.closed {
+            return Err(SchedError::UnknownGroup(spec.group));
+        }
+        self.sched(|s| s.add_flow(now, spec))
+            .unwrap_or(Err(SchedError::UnknownGroup(spec.group)))
+    }
+
+    pub(crate) fn remove_flow(&mut self, now: Time, id: FlowId) {
+        let _ = self.sched(|s| s.remove_flow(now, id));
+    }
+
+    pub(crate) fn add_group(&mut self, parent: GroupId, w: u32) -> Result<GroupId, SchedError> {
+        self.sched(|s| s.add_group(parent, w))
+            .unwrap_or(Err(SchedError::UnknownGroup(parent)))
+    }
+
+    pub(crate) fn remove_group(&mut self, g: GroupId) -> Result<(), SchedError> {
+        self.sched(|s| s.remove_group(g))
+            .unwrap_or(Err(SchedError::UnknownGroup(g)))
+    }
+
+    pub(crate) fn snapshot(&self) -> EngineStats {
+        let mut s = self.stats;
+        s.queued = self
+            .held
+            .iter()
+            .filter(|h| matches!(h, Some(h) if h.ring.is_none()))
+            .count() as u64;
+        s.in_flight = u64::from(self.in_flight);
+        s
+    }
+
+    pub(crate) fn stopping(&self) -> Option<ShutdownMode> {
+        self.stopping
+    }
+
+    /// Hands a request to the scheduler; returns the waiter to wake if it
+    /// failed at once.
+    pub(crate) fn add(&mut self, mut op: Op, now: Time) -> Waiter {
+        if self.closed || self.failed {
+            return op.finish_deferred(Err(if self.failed {
+                scheduler_failed()
+            } else {
+                engine_gone()
+            }));
+        }
+        if self.stopping.is_some() {
+            self.stats.cancelled += 1;
+            return op.finish_deferred(Err(cancelled()));
+        }
+        let Some(end) = op.offset.checked_add(u64::from(op.len)) else {
+            self.stats.errors += 1;
+            let e = io::Error::new(io::ErrorKind::InvalidInput, "request ends past 2^64 bytes");
+            return op.finish_deferred(Err(e));
+        };
+        let idx = match self.free.pop() {
+            Some(i) => i,
+            None => {
+                self.held.push(None);
+                (self.held.len() - 1) as u32
+            }
+        };
+        let base = op.file.as_ref().map_or(0, |f| f.sector_base());
+        let sector = base.saturating_add(op.offset / SECTOR_BYTES);
+        let end = base.saturating_add(end.div_ceil(SECTOR_BYTES));
+        let req = Request {
+            id: u64::from(idx),
+            flow: op.flow,
+            sector,
+            sectors: (end - sector).clamp(1, u64::from(u32::MAX)) as u32,
+            op: if op.kind == OpKind::Write {
+                SOp::Write
+            } else {
+                SOp::Read
+            },
+            sync: op.sync,
+        };
+        match self.sched(|s| s.add_request(now, req)) {
+            Some(Ok(())) => {
+                self.seq += 1;
+                let seq = self.seq;
+                self.held[idx as usize] = Some(Held {
+                    op,
+                    ring: None,
+                    seq,
+                    req,
+                });
+                self.trace(now, 'Q', idx);
+                Waiter::None
+            }
+            Some(Err(e)) => {
+                self.free.push(idx);
+                self.stats.errors += 1;
+                op.finish_deferred(Err(io::Error::new(io::ErrorKind::InvalidInput, e)))
+            }
+            None => {
+                self.free.push(idx);
+                op.finish_deferred(Err(scheduler_failed()))
+            }
+        }
+    }
+
+    /// Dispatches while the device has room, appending the SQEs to `out`
+    /// (to be submitted on ring `ring`). Arms the idle timer when the
+    /// scheduler idles. `now` is read again after a stale idle answer.
+    pub(crate) fn dispatch(
+        &mut self,
+        mut now: Time,
+        clock: impl Fn() -> Time,
+        ring: u32,
+        out: &mut Vec<squeue::Entry>,
+    ) {
+        let mut past_idles = 0;
+        while self.in_flight < self.cfg.depth && self.stopping != Some(ShutdownMode::Cancel) {
+            match self.sched(|s| s.dispatch(now)) {
+                Some(Dispatch::Request(r)) => {
+                    let idx = r.id as u32;
+                    match self.held.get_mut(idx as usize).and_then(|h| h.as_mut()) {
+                        Some(h) if h.ring.is_none() => h.ring = Some(ring),
+                        _ => continue, // the scheduler returned a bogus id
+                    }
+                    self.trace(now, 'D', idx);
+                    out.push(self.sqe_for(idx));
+                    self.in_flight += 1;
+                }
+                Some(Dispatch::Idle { until }) => {
+                    if until <= now && past_idles < 3 {
+                        past_idles += 1;
+                        now = clock();
+                        continue;
+                    }
+                    self.set_timer(until.min(now.saturating_add(MAX_IDLE_WAIT_NS)));
+                    break;
+                }
+                Some(Dispatch::Wait | Dispatch::Empty) | None => break,
+            }
+        }
+    }
+
+    /// Arms the idle timer (an absolute CLOCK_MONOTONIC timerfd, re-armed
+    /// only when the deadline changes) that wakes the service thread.
+    fn set_timer(&mut self, until: Time) {
+        if self.timer_at == Some(until) {
+            return;
+        }
+        self.timer_at = Some(until);
+        self.stats.timers_armed += 1;
+        crate::driver::arm_timerfd(self.cfg.timerfd, self.cfg.origin_mono.saturating_add(until));
+    }
+
+    /// The idle timer fired.
+    pub(crate) fn timer_fired(&mut self) {
+        self.timer_at = None;
+        self.stats.timers_fired += 1;
+    }
+
+    fn sqe_for(&self, idx: u32) -> squeue::Entry {
+        let op = &self.held[idx as usize].as_ref().expect("held").op;
+        let own = op.file.as_ref().map(|f| f.file().as_raw_fd());
+        let sqe = match (op.kind, own.or(self.cfg.target)) {
+            (OpKind::Read, Some(fd)) => opcode::Read::new(types::Fd(fd), op.ptr, op.len)
+                .offset(op.offset)
+                .build(),
+            (OpKind::Write, Some(fd)) => opcode::Write::new(types::Fd(fd), op.ptr, op.len)
+                .offset(op.offset)
+                .build(),
+            _ => return opcode::Nop::new().build().user_data(u64::from(idx)),
+        };
+        let sqe = if self.cfg.async_submit {
+            sqe.flags(squeue::Flags::ASYNC)
+        } else {
+            sqe
+        };
+        sqe.user_data(u64::from(idx))
+    }
+
+    fn trace(&mut self, now: Time, event: char, idx: u32) {
+        let Some(sink) = self.cfg.trace.as_mut() else {
+            return;
+        };
+        if let Some(h) = self.held.get(idx as usize).and_then(|h| h.as_ref()) {
+            sink(&TraceEvent {
+                t: now,
+                event,
+                flow: h.req.flow,
+                req: h.seq,
+                sector: h.req.sector,
+                sectors: h.req.sectors,
+                write: h.req.op == SOp::Write,
+            });
+        }
+    }
+
+    /// A request's completion from the kernel: tells the scheduler and
+    /// delivers the result; returns the waiter to wake.
+    pub(crate) fn complete(&mut self, idx: u32, res: i32, now: Time) -> Waiter {
+        self.trace(now, 'C', idx);
+        let Some(Held { mut op, ring, .. }) =
+            self.held.get_mut(idx as usize).and_then(|h| h.take())
+        else {
+            return Waiter::None;
+        };
+        debug_assert!(ring.is_some(), "completion of a request never dispatched");
+        self.free.push(idx);
+        self.in_flight -= 1;
+        let _ = self.sched(|s| s.complete(now, u64::from(idx)));
+        self.stats.completed += 1;
+        let result = self.result_of(&op, res);
+        if result.is_err() {
+            self.stats.errors += 1;
+        }
+        op.finish_deferred(result)
+    }
+
+    fn result_of(&self, op: &Op, res: i32) -> io::Result<usize> {
+        if res < 0 {
+            return Err(io::Error::from_raw_os_error(-res));
+        }
+        let (n, want) = (res as usize, op.len as usize);
+        if op.kind == OpKind::Nop {
+            return Ok(want);
+        }
+        if n < want && !self.cfg.allow_short {
+            let (kind, what) = match op.kind {
+                OpKind::Write => (io::ErrorKind::WriteZero, "short write"),
+                _ => (io::ErrorKind::UnexpectedEof, "short read"),
+            };
+            return Err(io::Error::new(
+                kind,
+                format!("{what}: {n} of {want} bytes at offset {}", op.offset),
+            ));
+        }
+        Ok(n)
+    }
+
+    /// Starts stopping: new requests are refused; with `Cancel`, queued
+    /// ones fail with `ECANCELED` (in-flight ones are the rings' to
+    /// cancel, see [`Core::in_flight_on`]).
+    pub(crate) fn begin_shutdown(&mut self, mode: ShutdownMode) {
+        if self.stopping == Some(ShutdownMode::Cancel) {
+            return;
+        }
+        self.stopping = Some(mode);
+        if mode == ShutdownMode::Cancel {
+            self.fail_queued(cancelled);
+        }
+    }
+
+    /// Fails every request not yet dispatched. Their slots stay reserved:
+    /// the scheduler still holds their ids.
+    fn fail_queued(&mut self, err: fn() -> io::Error) {
+        for h in self.held.iter_mut() {
+            if matches!(h, Some(x) if x.ring.is_none()) {
+                let mut x = h.take().expect("checked");
+                self.stats.cancelled += 1;
+                x.op.finish(Err(err()));
+            }
+        }
+    }
+
+    /// User data of the requests in flight on ring `ring` (to cancel).
+    pub(crate) fn in_flight_on(&self, ring: u32) -> Vec<u64> {
+        self.held
+            .iter()
+            .enumerate()
+            .filter(|(_, h)| matches!(h, Some(h) if h.ring == Some(ring)))
+            .map(|(i, _)| i as u64)
+            .collect()
+    }
+
+    /// Whether a shutdown has finished its work.
+    pub(crate) fn done(&self) -> bool {
+        match self.stopping {
+            None => false,
+            Some(ShutdownMode::Cancel) => self.in_flight == 0,
+            Some(ShutdownMode::Drain) => {
+                self.in_flight == 0 && self.held.iter().all(|h| h.is_none())
+            }
+        }
+    }
+}

@@ -1,0 +1,653 @@
+//! Where the engine submits: decide centrally, submit locally.
+//!
+//! Every thread that submits gets its own io_uring ring ([`Ring`], one per
+//! thread and engine, made on first use). A request is handed to the
+//! scheduler under the [`Core`] lock, which then dispatches as many
+//! requests as the device queue has room for; the thread submits them on
+//! its own ring, other flows' requests included (their buffers already
+//! live in their slots). Completions are reaped by the ring's owner while
+//! it is inside the engine (a blocking wait sleeps in its own ring, so
+//! submitting and waiting take one `io_uring_enter`), reported to the
+//! scheduler, and the waiter is woken only when it is another thread.
+//!
+//! When the owner leaves the engine with requests still on its ring it
+//! turns on the ring's eventfd notification (`IORING_CQ_EVENTFD_DISABLED`
+//! off), so the kernel tells the service thread ([`crate::service`]),
+//! which reaps that ring instead. The service thread also owns the idle
+//! timer, and in [`SubmitMode::Dispatcher`] it does all the submitting
+//! (the single-dispatcher design, kept as an option).
+//!
+//! Lock order: a ring's state, then the service ring's state, then the
+//! core. No lock is held while waiting for I/O except a ring's own state
+//! by its owner (the service thread only `try_lock`s busy rings).
+
+use crate::completion::{Driver, EventFd, Waiter, WakeRelay, RELAY_FANOUT};
+use crate::core::{Core, Op, ShutdownMode};
+use bfq_core::Time;
+use io_uring::{opcode, squeue, types, IoUring};
+use std::cell::RefCell;
+use std::io;
+use std::os::fd::{OwnedFd, RawFd};
+use std::sync::atomic::{fence, AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
+use std::time::Instant;
+
+/// User data of the read of a ring's wake eventfd.
+pub(crate) const WAKE_TOKEN: u64 = u64::MAX;
+/// User data of the service ring's read of the idle timer.
+pub(crate) const TIMER_TOKEN: u64 = u64::MAX - 1;
+/// User data of `IORING_OP_ASYNC_CANCEL` requests.
+pub(crate) const CANCEL_TOKEN: u64 = u64::MAX - 2;
+
+/// Who enters the kernel.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum SubmitMode {
+    /// Every submitting thread submits on its own ring (default).
+    #[default]
+    Local,
+    /// One service thread submits and reaps everything (the first design;
+    /// see docs/engine.md for where each wins).
+    Dispatcher,
+}
+
+/// State shared by the engine, its flows and the service thread.
+pub(crate) struct Shared {
+    /// Distinguishes engines in the per-thread ring table.
+    pub id: u64,
+    pub mode: SubmitMode,
+    pub core: Mutex<Core>,
+    /// Every client ring, for the service thread (reaping rings whose
+    /// owner is away, cancelling, dropping rings of exited threads).
+    pub rings: Mutex<Vec<Arc<Ring>>>,
+    /// Wakes the service thread: the kernel writes it for completions on
+    /// rings whose owner is away; submitters in dispatcher mode, shutdown
+    /// and exiting threads write it too.
+    pub notify: Arc<EventFd>,
+    /// Set by the service thread before it blocks (dispatcher mode).
+    pub parked: AtomicBool,
+    /// Requests added (dispatcher mode: tells the service thread there is
+    /// something to dispatch).
+    pub added: AtomicU64,
+    pub timerfd: OwnedFd,
+    pub relay: WakeRelay,
+    pub submitted: AtomicU64,
+    /// Times the service thread blocked.
+    pub parks: AtomicU64,
+    /// Requests the service thread submitted.
+    pub service_submits: AtomicU64,
+    /// Entries of each ring's submission queue.
+    pub entries: u32,
+    pub origin: Instant,
+    next_ring: AtomicU32,
+    /// This engine, for the per-thread ring table.
+    me: Weak<Shared>,
+}
+
+/// One thread's io_uring ring for one engine.
+pub(crate) struct Ring {
+    pub id: u32,
+    pub st: Mutex<RingState>,
+    /// A read of it is kept armed while the owner waits in the ring; a
+    /// thread completing the owner's request writes it.
+    pub wake: Arc<EventFd>,
+    /// Requests submitted on this ring and not reaped yet.
+    pub in_flight: AtomicU32,
+    /// The owner is not reaping (eventfd notification on).
+    pub away: AtomicBool,
+    /// The owner thread has exited.
+    pub dead: AtomicBool,
+}
+
+/// A ring and the buffers of the thread working on it (reused: no
+/// allocation per request).
+pub(crate) struct RingState {
+    pub uring: IoUring,
+    wake_armed: bool,
+    wake_buf: Box<u64>,
+    /// Dispatched SQEs waiting to be pushed.
+    pub sqes: Vec<squeue::Entry>,
+    /// Completions reaped and not yet reported.
+    pub cqes: Vec<(u64, i32)>,
+    /// Waiters to wake once the SQEs are submitted.
+    pub wakes: Vec<Waiter>,
+    /// SQEs pushed but not yet submitted.
+    unsubmitted: u32,
+    cancel_sent: bool,
+    /// The wake-up read completed (the service thread: look around).
+    pub woken: bool,
+    /// The service ring's read of the idle timer.
+    pub timer_armed: bool,
+    pub timer_fired: bool,
+    timer_buf: Box<u64>,
+}
+
+thread_local! {
+    /// This thread's rings, one per engine it submitted to.
+    static LOCAL: RefCell<LocalRings> = const { RefCell::new(LocalRings(Vec::new())) };
+}
+
+struct LocalRings(Vec<(u64, Weak<Shared>, Arc<Ring>)>);
+
+impl Drop for LocalRings {
+    /// The thread exits: its rings are left to the service thread (the
+    /// kernel completes what the thread submitted before it is gone).
+    fn drop(&mut self) {
+        for (_, shared, ring) in self.0.drain(..) {
+            ring.dead.store(true, Ordering::SeqCst);
+            if let Ok(mut st) = ring.st.lock() {
+                leave_ring(&ring, &mut st);
+            }
+            if let Some(s) = shared.upgrade() {
+                s.notify.signal();
+            }
+        }
+    }
+}
+
+static ENGINE_IDS: AtomicU64 = AtomicU64::new(1);
+
+/// CLOCK_MONOTONIC now, in ns (the clock `Instant` reads).
+pub(crate) fn monotonic_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: writes into a valid timespec.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+/// Arms `timerfd` to fire at `at` ns of CLOCK_MONOTONIC.
+pub(crate) fn arm_timerfd(timerfd: RawFd, at: u64) {
+    let spec = libc::itimerspec {
+        it_interval: libc::timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
+        },
+        it_value: libc::timespec {
+            tv_sec: (at / 1_000_000_000) as libc::time_t,
+            tv_nsec: (at % 1_000_000_000) as libc::c_long,
+        },
+    };
+    // SAFETY: valid timerfd and itimerspec.
+    unsafe {
+        libc::timerfd_settime(
+            timerfd,
+            libc::TFD_TIMER_ABSTIME,
+            &spec,
+            std::ptr::null_mut(),
+        )
+    };
+}
+
+impl Shared {
+    pub(crate) fn new(
+        mode: SubmitMode,
+        core: Core,
+        timerfd: OwnedFd,
+        origin: Instant,
+        depth: u32,
+    ) -> io::Result<Arc<Self>> {
+        let notify = Arc::new(EventFd::new()?);
+        Ok(Arc::new_cyclic(|me| Shared {
+            id: ENGINE_IDS.fetch_add(1, Ordering::Relaxed),
+            mode,
+            core: Mutex::new(core),
+            rings: Mutex::new(Vec::new()),
+            notify,
+            parked: AtomicBool::new(false),
+            added: AtomicU64::new(0),
+            timerfd,
+            relay: WakeRelay::default(),
+            submitted: AtomicU64::new(0),
+            parks: AtomicU64::new(0),
+            service_submits: AtomicU64::new(0),
+            entries: (depth * 2 + 8).next_power_of_two(),
+            origin,
+            next_ring: AtomicU32::new(0),
+            me: me.clone(),
+        }))
+    }
+
+    /// Nanoseconds since the engine started.
+    #[inline]
+    pub(crate) fn now(&self) -> Time {
+        self.origin.elapsed().as_nanos() as Time
+    }
+
+    /// The core, also after a panic elsewhere (the core catches its
+    /// scheduler's panics; its own state stays consistent).
+    pub(crate) fn core(&self) -> MutexGuard<'_, Core> {
+        self.core.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Makes a ring whose completions can notify the service thread;
+    /// `wake` is the eventfd its owner's waits also read.
+    pub(crate) fn new_ring(&self, wake: Arc<EventFd>, sqpoll_ms: u32) -> io::Result<Arc<Ring>> {
+        let mut b = IoUring::builder();
+        if sqpoll_ms > 0 {
+            b.setup_sqpoll(sqpoll_ms);
+        }
+        let mut uring = b
+            .build(self.entries)
+            .or_else(|_| IoUring::new(self.entries))?;
+        uring.submitter().register_eventfd(self.notify.fd())?;
+        uring.completion().disable_eventfd();
+        // Notifications stay off while the owner works on the ring.
+        Ok(Arc::new(Ring {
+            id: self.next_ring.fetch_add(1, Ordering::Relaxed),
+            st: Mutex::new(RingState {
+                uring,
+                wake_armed: false,
+                wake_buf: Box::new(0),
+                sqes: Vec::new(),
+                cqes: Vec::new(),
+                wakes: Vec::new(),
+                unsubmitted: 0,
+                cancel_sent: false,
+                woken: false,
+                timer_armed: false,
+                timer_fired: false,
+                timer_buf: Box::new(0),
+            }),
+            wake,
+            in_flight: AtomicU32::new(0),
+            away: AtomicBool::new(false),
+            dead: AtomicBool::new(false),
+        }))
+    }
+
+    /// This thread's ring for this engine, made on first use.
+    fn local_ring(&self, create: bool) -> Option<Arc<Ring>> {
+        LOCAL
+            .try_with(|l| {
+                let mut l = l.borrow_mut();
+                if let Some((_, _, r)) = l.0.iter().find(|(id, _, _)| *id == self.id) {
+                    return Some(r.clone());
+                }
+                if !create {
+                    return None;
+                }
+                // Forget the rings of engines that are gone.
+                l.0.retain(|(_, s, _)| s.strong_count() > 0);
+                let ring = self.new_ring(Arc::new(EventFd::new().ok()?), 0).ok()?;
+                self.rings
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .push(ring.clone());
+                l.0.push((self.id, self.me.clone(), ring.clone()));
+                Some(ring)
+            })
+            .ok()
+            .flatten()
+    }
+
+    /// Hands a request to the scheduler and submits what it dispatches.
+    /// `then_wait`: the caller waits at once, so the SQEs are left for
+    /// that wait's `io_uring_enter` (one syscall for both).
+    pub(crate) fn submit(&self, op: Op, then_wait: bool) {
+        self.submitted.fetch_add(1, Ordering::Relaxed);
+        let ring = match self.mode {
+            SubmitMode::Local => self.local_ring(true),
+            SubmitMode::Dispatcher => None,
+        };
+        let Some(ring) = ring else {
+            return self.submit_to_service(op);
+        };
+        let mut st = enter_ring(&ring);
+        let now = self.now();
+        {
+            let mut core = self.core();
+            let w = core.add(op, now);
+            push_waiter(&mut st.wakes, w, &ring);
+            core.dispatch(now, || self.now(), ring.id, &mut st.sqes);
+        }
+        self.push_sqes(&ring, &mut st);
+        if !then_wait {
+            self.work(&ring, &mut st);
+            self.leave(&ring, &mut st);
+        }
+        wake_all(&mut st.wakes);
+    }
+
+    /// Dispatcher mode (or a thread without a ring): the service thread
+    /// dispatches and submits.
+    fn submit_to_service(&self, op: Op) {
+        let w = self.core().add(op, self.now());
+        w.wake();
+        self.added.fetch_add(1, Ordering::SeqCst);
+        if self.parked.swap(false, Ordering::SeqCst) {
+            self.notify.signal();
+        }
+    }
+
+    /// Pushes the dispatched SQEs onto `ring`'s submission queue.
+    pub(crate) fn push_sqes(&self, ring: &Ring, st: &mut RingState) {
+        if st.sqes.is_empty() {
+            return;
+        }
+        if Arc::ptr_eq(&ring.wake, &self.notify) {
+            self.service_submits
+                .fetch_add(st.sqes.len() as u64, Ordering::Relaxed);
+        }
+        ring.in_flight
+            .fetch_add(st.sqes.len() as u32, Ordering::SeqCst);
+        let mut sqes = std::mem::take(&mut st.sqes);
+        for sqe in sqes.drain(..) {
+            push_sqe(st, sqe);
+        }
+        st.sqes = sqes;
+    }
+
+    /// The service thread's work on ring `x` whose owner is away: reaps
+    /// it, reports the completions, and submits what they let the
+    /// scheduler dispatch on the service ring `s`.
+    pub(crate) fn reap_for_owner(
+        &self,
+        x: &Ring,
+        xs: &mut RingState,
+        s: &Ring,
+        ss: &mut RingState,
+    ) {
+        loop {
+            submit_pending(xs);
+            reap(x, xs);
+            if xs.cqes.is_empty() {
+                return;
+            }
+            let cqes = std::mem::take(&mut xs.cqes);
+            self.settle(&cqes, s, ss);
+            xs.cqes = cqes;
+            xs.cqes.clear();
+        }
+    }
+
+    /// The owner's loop: submit, reap, report, until the ring is quiet.
+    pub(crate) fn work(&self, ring: &Ring, st: &mut RingState) {
+        loop {
+            submit_pending(st);
+            reap(ring, st);
+            if st.cqes.is_empty() {
+                return;
+            }
+            let cqes = std::mem::take(&mut st.cqes);
+            self.settle(&cqes, ring, st);
+            st.cqes = cqes;
+            st.cqes.clear();
+        }
+    }
+
+    /// Reports completions to the scheduler, dispatches onto `ring`,
+    /// pushes the SQEs (submitted by the caller's next enter) and queues
+    /// the waiters in `st.wakes`.
+    pub(crate) fn settle(&self, cqes: &[(u64, i32)], ring: &Ring, st: &mut RingState) {
+        let now = self.now();
+        let mut core = self.core();
+        for &(ud, res) in cqes {
+            let w = core.complete(ud as u32, res, now);
+            push_waiter(&mut st.wakes, w, ring);
+        }
+        if core.stopping() != Some(ShutdownMode::Cancel) {
+            core.dispatch(now, || self.now(), ring.id, &mut st.sqes);
+        }
+        let done = core.done();
+        drop(core);
+        if done {
+            self.notify.signal();
+        }
+        self.push_sqes(ring, st);
+        submit_pending(st);
+        match self.mode {
+            SubmitMode::Local => wake_all(&mut st.wakes),
+            SubmitMode::Dispatcher => {
+                self.relay.wake_or_publish(&mut st.wakes);
+            }
+        }
+    }
+
+    /// The owner leaves the engine: completions from now on notify the
+    /// service thread. Anything already there is reaped first.
+    pub(crate) fn leave(&self, ring: &Ring, st: &mut RingState) {
+        loop {
+            self.cancel_if_stopping(ring, st);
+            if !leave_ring(ring, st) {
+                return;
+            }
+            enter_again(ring, st);
+            self.work(ring, st);
+        }
+    }
+
+    /// In a `Cancel` shutdown, asks the kernel (once per ring) to cancel
+    /// the requests in flight on `ring`.
+    pub(crate) fn cancel_if_stopping(&self, ring: &Ring, st: &mut RingState) {
+        if st.cancel_sent || ring.in_flight.load(Ordering::SeqCst) == 0 {
+            return;
+        }
+        let ids = {
+            let core = self.core();
+            if core.stopping() != Some(ShutdownMode::Cancel) {
+                return;
+            }
+            core.in_flight_on(ring.id)
+        };
+        st.cancel_sent = true;
+        for ud in ids {
+            push_sqe(
+                st,
+                opcode::AsyncCancel::new(ud).build().user_data(CANCEL_TOKEN),
+            );
+        }
+        submit_pending(st);
+    }
+
+    /// Blocks in this thread's ring until a completion or a wake-up, and
+    /// does the work that brings.
+    ///
+    /// A wake-up that the service thread reaped while the owner was away
+    /// (`woken`) ends the wait at once: its eventfd count is spent.
+    fn block_in_ring(&self, ring: &Ring) {
+        let mut st = enter_ring(ring);
+        self.cancel_if_stopping(ring, &mut st);
+        if !std::mem::take(&mut st.woken) {
+            arm_reads(ring, &mut st, None);
+            let n = st.unsubmitted;
+            st.unsubmitted = 0;
+            match st.uring.submit_and_wait(1) {
+                Ok(_) => {}
+                Err(e) if matches!(e.raw_os_error(), Some(libc::EINTR | libc::EBUSY)) => {
+                    st.unsubmitted = n;
+                }
+                Err(e) => panic!("io_uring_enter failed: {e}"),
+            }
+        }
+        self.work(ring, &mut st);
+        // The caller looks at its result next: a wake-up reaped here has
+        // done its job.
+        st.woken = false;
+        self.leave(ring, &mut st);
+        wake_all(&mut st.wakes);
+    }
+}
+
+/// Keeps a read of the ring's wake eventfd (and, for the service ring,
+/// of the idle timer) in the ring, so that a wait in it also ends on a
+/// wake-up (or on the timer).
+pub(crate) fn arm_reads(ring: &Ring, st: &mut RingState, timerfd: Option<RawFd>) {
+    if !st.wake_armed {
+        let p: *mut u64 = &mut *st.wake_buf;
+        let sqe = opcode::Read::new(types::Fd(ring.wake.fd()), p.cast(), 8)
+            .build()
+            .user_data(WAKE_TOKEN);
+        push_sqe(st, sqe);
+        st.wake_armed = true;
+    }
+    if let (Some(fd), false) = (timerfd, st.timer_armed) {
+        let p: *mut u64 = &mut *st.timer_buf;
+        let sqe = opcode::Read::new(types::Fd(fd), p.cast(), 8)
+            .build()
+            .user_data(TIMER_TOKEN);
+        push_sqe(st, sqe);
+        st.timer_armed = true;
+    }
+}
+
+/// Locks a ring for its owner's work: eventfd notifications off.
+fn enter_ring(ring: &Ring) -> MutexGuard<'_, RingState> {
+    let mut st = ring.st.lock().unwrap_or_else(|p| p.into_inner());
+    enter_again(ring, &mut st);
+    st
+}
+
+fn enter_again(ring: &Ring, st: &mut RingState) {
+    ring.away.store(false, Ordering::SeqCst);
+    st.uring.completion().disable_eventfd();
+}
+
+/// Marks the ring away and turns notifications on; returns whether
+/// completions arrived meanwhile (the caller reaps them and tries again).
+fn leave_ring(ring: &Ring, st: &mut RingState) -> bool {
+    ring.away.store(true, Ordering::SeqCst);
+    st.uring.completion().enable_eventfd();
+    fence(Ordering::SeqCst);
+    !st.uring.completion().is_empty() || st.unsubmitted > 0
+}
+
+/// Pushes one SQE, submitting when the queue is full.
+fn push_sqe(st: &mut RingState, sqe: squeue::Entry) {
+    loop {
+        // SAFETY: every SQE points to memory that outlives the request
+        // (the held ops' buffers, the boxed eventfd words).
+        if unsafe { st.uring.submission().push(&sqe) }.is_ok() {
+            st.unsubmitted += 1;
+            return;
+        }
+        submit_pending(st);
+    }
+}
+
+/// Submits the pushed SQEs (one `io_uring_enter`), if any.
+pub(crate) fn submit_pending(st: &mut RingState) {
+    if st.unsubmitted == 0 {
+        return;
+    }
+    match st.uring.submit() {
+        Ok(_) => st.unsubmitted = 0,
+        Err(e)
+            if matches!(
+                e.raw_os_error(),
+                Some(libc::EINTR | libc::EBUSY | libc::EAGAIN)
+            ) =>
+        {
+            // The completion queue is full: the caller reaps, then submits.
+        }
+        Err(e) => panic!("io_uring submit failed: {e}"),
+    }
+}
+
+/// Takes every completion on `ring` into `st.cqes` (the wake-up read's
+/// and cancellations' are consumed here).
+pub(crate) fn reap(ring: &Ring, st: &mut RingState) {
+    let mut io = 0;
+    let RingState {
+        uring,
+        cqes,
+        wake_armed,
+        woken,
+        timer_armed,
+        timer_fired,
+        ..
+    } = st;
+    for cqe in uring.completion() {
+        match cqe.user_data() {
+            WAKE_TOKEN => {
+                *wake_armed = false;
+                *woken = true;
+            }
+            TIMER_TOKEN => {
+                *timer_armed = false;
+                *timer_fired |= cqe.result() >= 0;
+            }
+            CANCEL_TOKEN => {}
+            ud => {
+                io += 1;
+                cqes.push((ud, cqe.result()));
+            }
+        }
+    }
+    if io > 0 {
+        ring.in_flight.fetch_sub(io, Ordering::SeqCst);
+    }
+}
+
+/// Keeps a waiter to wake, unless it is the owner of `ring` itself (it
+/// is awake: it is the one reaping).
+fn push_waiter(ws: &mut Vec<Waiter>, w: Waiter, ring: &Ring) {
+    match &w {
+        Waiter::None => {}
+        Waiter::Event(e) if Arc::ptr_eq(e, &ring.wake) => {}
+        _ => ws.push(w),
+    }
+}
+
+/// Wakes every waiter (keeping the vector's memory for the next ones).
+fn wake_all(ws: &mut Vec<Waiter>) {
+    for w in ws.drain(..) {
+        w.wake();
+    }
+}
+
+impl Driver for Shared {
+    fn waiter(&self) -> Waiter {
+        match self.mode {
+            SubmitMode::Local => match self.local_ring(true) {
+                Some(r) => Waiter::Event(r.wake.clone()),
+                None => Waiter::Thread(std::thread::current()),
+            },
+            SubmitMode::Dispatcher => Waiter::Thread(std::thread::current()),
+        }
+    }
+
+    fn block(&self) {
+        match self
+            .local_ring(false)
+            .filter(|_| self.mode == SubmitMode::Local)
+        {
+            Some(r) => self.block_in_ring(&r),
+            None => std::thread::park(),
+        }
+    }
+
+    fn poll_work(&self) {
+        let Some(ring) = self.local_ring(false) else {
+            return;
+        };
+        let Ok(mut st) = ring.st.try_lock() else {
+            return;
+        };
+        if ring.in_flight.load(Ordering::Relaxed) == 0 && st.uring.completion().is_empty() {
+            return;
+        }
+        enter_again(&ring, &mut st);
+        self.work(&ring, &mut st);
+        self.leave(&ring, &mut st);
+        wake_all(&mut st.wakes);
+    }
+
+    fn taken(&self) {
+        self.relay.help(RELAY_FANOUT);
+    }
+
+    fn finish_wait(&self) {
+        let Some(ring) = self.local_ring(false) else {
+            return;
+        };
+        if ring.away.load(Ordering::SeqCst) {
+            return;
+        }
+        let mut st = enter_ring(&ring);
+        self.work(&ring, &mut st);
+        self.leave(&ring, &mut st);
+        wake_all(&mut st.wakes);
+    }
+}
