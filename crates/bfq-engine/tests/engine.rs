@@ -640,10 +640,11 @@ fn threads_leaving_with_others_requests_on_their_rings() {
                 .unwrap(),
         );
         let (tx, rx) = std::sync::mpsc::channel();
+        let mut threads = Vec::new();
         for t in 0..16u64 {
             let engine = engine.clone();
             let tx = tx.clone();
-            std::thread::spawn(move || {
+            threads.push(std::thread::spawn(move || {
                 let flow = engine.flow(FlowOptions::weight(100)).unwrap();
                 let mut q = std::collections::VecDeque::new();
                 let mut done = 0u64;
@@ -661,7 +662,7 @@ fn threads_leaving_with_others_requests_on_their_rings() {
                     done += u64::from(p.wait().0.is_ok());
                 }
                 tx.send(done).unwrap();
-            });
+            }));
         }
         let mut total = 0;
         for _ in 0..16 {
@@ -670,6 +671,9 @@ fn threads_leaving_with_others_requests_on_their_rings() {
                 .unwrap_or_else(|_| panic!("{mode:?}: a reader hung"));
         }
         assert_eq!(total, (0..16).map(|t| 50 + 20 * t).sum::<u64>(), "{mode:?}");
+        for t in threads {
+            t.join().unwrap();
+        }
         let engine = Arc::try_unwrap(engine).ok().unwrap();
         let s = engine.shutdown(ShutdownMode::Drain).unwrap();
         assert_eq!(s.completed, total, "{mode:?}");
