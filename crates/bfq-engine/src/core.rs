@@ -232,8 +232,9 @@ impl Core {
         match catch_unwind(AssertUnwindSafe(|| f(&mut *self.sched))) {
             Ok(r) => Some(r),
             Err(_) => {
+                // In-flight requests still complete with their own result.
                 self.failed = true;
-                self.stopping.get_or_insert(ShutdownMode::Cancel);
+                self.stopping.get_or_insert(ShutdownMode::Drain);
                 self.fail_queued(scheduler_failed);
                 None
             }
@@ -360,7 +361,7 @@ impl Core {
                     let idx = r.id as u32;
                     match self.held.get_mut(idx as usize).and_then(|h| h.as_mut()) {
                         Some(h) if h.ring.is_none() => h.ring = Some(ring),
-                        _ => continue, // the scheduler returned a bogus id
+                        _ => break, // the scheduler returned a bogus id
                     }
                     self.trace(now, 'D', idx);
                     out.push(self.sqe_for(idx));
@@ -417,20 +418,26 @@ impl Core {
         sqe.user_data(u64::from(idx))
     }
 
+    /// Calls the trace sink; a sink that panics is dropped (the engine's
+    /// state must not be left half-updated by user code).
     fn trace(&mut self, now: Time, event: char, idx: u32) {
+        let Some(h) = self.held.get(idx as usize).and_then(|h| h.as_ref()) else {
+            return;
+        };
+        let ev = TraceEvent {
+            t: now,
+            event,
+            flow: h.req.flow,
+            req: h.seq,
+            sector: h.req.sector,
+            sectors: h.req.sectors,
+            write: h.req.op == SOp::Write,
+        };
         let Some(sink) = self.cfg.trace.as_mut() else {
             return;
         };
-        if let Some(h) = self.held.get(idx as usize).and_then(|h| h.as_ref()) {
-            sink(&TraceEvent {
-                t: now,
-                event,
-                flow: h.req.flow,
-                req: h.seq,
-                sector: h.req.sector,
-                sectors: h.req.sectors,
-                write: h.req.op == SOp::Write,
-            });
+        if catch_unwind(AssertUnwindSafe(|| sink(&ev))).is_err() {
+            self.cfg.trace = None;
         }
     }
 

@@ -39,6 +39,16 @@ pub(crate) const TIMER_TOKEN: u64 = u64::MAX - 1;
 /// User data of `IORING_OP_ASYNC_CANCEL` requests.
 pub(crate) const CANCEL_TOKEN: u64 = u64::MAX - 2;
 
+/// Rounds of reaping and dispatching one call does for others before it
+/// returns to its caller (a caller is not kept serving other threads for
+/// as long as they submit).
+const WORK_ROUNDS: usize = 16;
+/// Attempts to leave a ring quiet before leaving the rest to the service
+/// thread.
+const LEAVE_ROUNDS: usize = 4;
+/// The longest an exiting thread waits for the requests on its ring.
+const EXIT_WAIT_NS: u64 = 1_000_000_000;
+
 /// Who enters the kernel.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub enum SubmitMode {
@@ -65,12 +75,16 @@ pub(crate) struct Shared {
     pub notify: Arc<EventFd>,
     /// Set by the service thread before it blocks (dispatcher mode).
     pub parked: AtomicBool,
+    /// A `Cancel` shutdown has begun.
+    pub cancelling: AtomicBool,
+    /// Some ring whose owner is away may hold requests (the service
+    /// thread then bounds its sleeps).
+    pub away_in_flight: AtomicBool,
     /// Requests added (dispatcher mode: tells the service thread there is
     /// something to dispatch).
     pub added: AtomicU64,
     pub timerfd: OwnedFd,
     pub relay: WakeRelay,
-    pub submitted: AtomicU64,
     /// Times the service thread blocked.
     pub parks: AtomicU64,
     /// Requests the service thread submitted.
@@ -110,8 +124,6 @@ pub(crate) struct RingState {
     pub cqes: Vec<(u64, i32)>,
     /// Waiters to wake once the SQEs are submitted.
     pub wakes: Vec<Waiter>,
-    /// SQEs pushed but not yet submitted.
-    unsubmitted: u32,
     cancel_sent: bool,
     /// The wake-up read completed (the service thread: look around).
     pub woken: bool,
@@ -131,15 +143,30 @@ struct LocalRings(Vec<(u64, Weak<Shared>, Arc<Ring>)>);
 impl Drop for LocalRings {
     /// The thread exits: its rings are left to the service thread (the
     /// kernel completes what the thread submitted before it is gone).
+    ///
+    /// Requests on the ring were submitted by this thread, and the kernel
+    /// completes some of them (io-wq work, retries) on its behalf: so the
+    /// thread first waits for them, up to [`EXIT_WAIT_NS`], taking no new
+    /// ones.
     fn drop(&mut self) {
         for (_, shared, ring) in self.0.drain(..) {
             ring.dead.store(true, Ordering::SeqCst);
+            let Some(s) = shared.upgrade() else { continue };
             if let Ok(mut st) = ring.st.lock() {
-                leave_ring(&ring, &mut st);
+                enter_again(&ring, &mut st);
+                let until = monotonic_ns().saturating_add(EXIT_WAIT_NS);
+                while ring.in_flight.load(Ordering::SeqCst) > 0 {
+                    let now = monotonic_ns();
+                    if now >= until {
+                        break;
+                    }
+                    enter_and_wait(&mut st, Some(until - now));
+                    s.work(&ring, &mut st);
+                }
+                s.leave(&ring, &mut st);
+                wake_all(&mut st.wakes);
             }
-            if let Some(s) = shared.upgrade() {
-                s.notify.signal();
-            }
+            s.notify.signal();
         }
     }
 }
@@ -196,10 +223,11 @@ impl Shared {
             rings: Mutex::new(Vec::new()),
             notify,
             parked: AtomicBool::new(false),
+            cancelling: AtomicBool::new(false),
+            away_in_flight: AtomicBool::new(false),
             added: AtomicU64::new(0),
             timerfd,
             relay: WakeRelay::default(),
-            submitted: AtomicU64::new(0),
             parks: AtomicU64::new(0),
             service_submits: AtomicU64::new(0),
             entries: (depth * 2 + 8).next_power_of_two(),
@@ -243,7 +271,6 @@ impl Shared {
                 sqes: Vec::new(),
                 cqes: Vec::new(),
                 wakes: Vec::new(),
-                unsubmitted: 0,
                 cancel_sent: false,
                 woken: false,
                 timer_armed: false,
@@ -286,7 +313,6 @@ impl Shared {
     /// `then_wait`: the caller waits at once, so the SQEs are left for
     /// that wait's `io_uring_enter` (one syscall for both).
     pub(crate) fn submit(&self, op: Op, then_wait: bool) {
-        self.submitted.fetch_add(1, Ordering::Relaxed);
         let ring = match self.mode {
             SubmitMode::Local => self.local_ring(true),
             SubmitMode::Dispatcher => None,
@@ -295,9 +321,9 @@ impl Shared {
             return self.submit_to_service(op);
         };
         let mut st = enter_ring(&ring);
-        let now = self.now();
         {
             let mut core = self.core();
+            let now = self.now();
             let w = core.add(op, now);
             push_waiter(&mut st.wakes, w, &ring);
             core.dispatch(now, || self.now(), ring.id, &mut st.sqes);
@@ -313,10 +339,16 @@ impl Shared {
     /// Dispatcher mode (or a thread without a ring): the service thread
     /// dispatches and submits.
     fn submit_to_service(&self, op: Op) {
-        let w = self.core().add(op, self.now());
+        let w = {
+            let mut core = self.core();
+            let now = self.now();
+            core.add(op, now)
+        };
         w.wake();
         self.added.fetch_add(1, Ordering::SeqCst);
-        if self.parked.swap(false, Ordering::SeqCst) {
+        // In local mode the service thread does not announce its sleeps:
+        // always wake it.
+        if self.parked.swap(false, Ordering::SeqCst) || self.mode == SubmitMode::Local {
             self.notify.signal();
         }
     }
@@ -364,7 +396,7 @@ impl Shared {
 
     /// The owner's loop: submit, reap, report, until the ring is quiet.
     pub(crate) fn work(&self, ring: &Ring, st: &mut RingState) {
-        loop {
+        for _ in 0..WORK_ROUNDS {
             submit_pending(st);
             reap(ring, st);
             if st.cqes.is_empty() {
@@ -381,18 +413,21 @@ impl Shared {
     /// pushes the SQEs (submitted by the caller's next enter) and queues
     /// the waiters in `st.wakes`.
     pub(crate) fn settle(&self, cqes: &[(u64, i32)], ring: &Ring, st: &mut RingState) {
-        let now = self.now();
         let mut core = self.core();
+        let now = self.now();
         for &(ud, res) in cqes {
             let w = core.complete(ud as u32, res, now);
             push_waiter(&mut st.wakes, w, ring);
         }
-        if core.stopping() != Some(ShutdownMode::Cancel) {
+        // A ring whose owner is exiting takes no new requests: the
+        // service thread dispatches them.
+        let exiting = ring.dead.load(Ordering::Relaxed);
+        if core.stopping() != Some(ShutdownMode::Cancel) && !exiting {
             core.dispatch(now, || self.now(), ring.id, &mut st.sqes);
         }
         let done = core.done();
         drop(core);
-        if done {
+        if done || exiting {
             self.notify.signal();
         }
         self.push_sqes(ring, st);
@@ -408,20 +443,32 @@ impl Shared {
     /// The owner leaves the engine: completions from now on notify the
     /// service thread. Anything already there is reaped first.
     pub(crate) fn leave(&self, ring: &Ring, st: &mut RingState) {
-        loop {
+        for _ in 0..LEAVE_ROUNDS {
             self.cancel_if_stopping(ring, st);
             if !leave_ring(ring, st) {
+                if ring.in_flight.load(Ordering::Relaxed) > 0
+                    && !self.away_in_flight.load(Ordering::Relaxed)
+                {
+                    self.away_in_flight.store(true, Ordering::SeqCst);
+                }
                 return;
             }
             enter_again(ring, st);
             self.work(ring, st);
+        }
+        // Still busy: the service thread takes the rest.
+        if leave_ring(ring, st) {
+            self.notify.signal();
         }
     }
 
     /// In a `Cancel` shutdown, asks the kernel (once per ring) to cancel
     /// the requests in flight on `ring`.
     pub(crate) fn cancel_if_stopping(&self, ring: &Ring, st: &mut RingState) {
-        if st.cancel_sent || ring.in_flight.load(Ordering::SeqCst) == 0 {
+        if !self.cancelling.load(Ordering::SeqCst)
+            || st.cancel_sent
+            || ring.in_flight.load(Ordering::SeqCst) == 0
+        {
             return;
         }
         let ids = {
@@ -451,15 +498,7 @@ impl Shared {
         self.cancel_if_stopping(ring, &mut st);
         if !std::mem::take(&mut st.woken) {
             arm_reads(ring, &mut st, None);
-            let n = st.unsubmitted;
-            st.unsubmitted = 0;
-            match st.uring.submit_and_wait(1) {
-                Ok(_) => {}
-                Err(e) if matches!(e.raw_os_error(), Some(libc::EINTR | libc::EBUSY)) => {
-                    st.unsubmitted = n;
-                }
-                Err(e) => panic!("io_uring_enter failed: {e}"),
-            }
+            enter_and_wait(&mut st, None);
         }
         self.work(ring, &mut st);
         // The caller looks at its result next: a wake-up reaped here has
@@ -510,7 +549,7 @@ fn leave_ring(ring: &Ring, st: &mut RingState) -> bool {
     ring.away.store(true, Ordering::SeqCst);
     st.uring.completion().enable_eventfd();
     fence(Ordering::SeqCst);
-    !st.uring.completion().is_empty() || st.unsubmitted > 0
+    !st.uring.completion().is_empty() || !st.uring.submission().is_empty()
 }
 
 /// Pushes one SQE, submitting when the queue is full.
@@ -519,7 +558,6 @@ fn push_sqe(st: &mut RingState, sqe: squeue::Entry) {
         // SAFETY: every SQE points to memory that outlives the request
         // (the held ops' buffers, the boxed eventfd words).
         if unsafe { st.uring.submission().push(&sqe) }.is_ok() {
-            st.unsubmitted += 1;
             return;
         }
         submit_pending(st);
@@ -528,20 +566,41 @@ fn push_sqe(st: &mut RingState, sqe: squeue::Entry) {
 
 /// Submits the pushed SQEs (one `io_uring_enter`), if any.
 pub(crate) fn submit_pending(st: &mut RingState) {
-    if st.unsubmitted == 0 {
+    if st.uring.submission().is_empty() {
         return;
     }
-    match st.uring.submit() {
-        Ok(_) => st.unsubmitted = 0,
-        Err(e)
-            if matches!(
-                e.raw_os_error(),
-                Some(libc::EINTR | libc::EBUSY | libc::EAGAIN)
-            ) =>
-        {
-            // The completion queue is full: the caller reaps, then submits.
+    if let Err(e) = st.uring.submit() {
+        // EBUSY/EAGAIN: the completion queue is full or the kernel is
+        // short of memory; what was not taken stays queued, and the
+        // caller reaps, then submits again.
+        debug_assert!(transient(&e), "io_uring submit failed: {e}");
+    }
+}
+
+/// Errors of `io_uring_enter` after which trying again is right.
+fn transient(e: &io::Error) -> bool {
+    matches!(
+        e.raw_os_error(),
+        Some(libc::EINTR | libc::EBUSY | libc::EAGAIN | libc::ETIME)
+    )
+}
+
+/// Submits what is queued and waits for one completion, or until
+/// `timeout` (ns) has passed. A failure is left to the caller's next
+/// round (the queued SQEs stay queued).
+pub(crate) fn enter_and_wait(st: &mut RingState, timeout: Option<u64>) {
+    let r = match timeout {
+        None => st.uring.submit_and_wait(1),
+        Some(ns) => {
+            let ts = types::Timespec::new()
+                .sec(ns / 1_000_000_000)
+                .nsec((ns % 1_000_000_000) as u32);
+            let args = types::SubmitArgs::new().timespec(&ts);
+            st.uring.submitter().submit_with_args(1, &args)
         }
-        Err(e) => panic!("io_uring submit failed: {e}"),
+    };
+    if let Err(e) = r {
+        debug_assert!(transient(&e), "io_uring_enter failed: {e}");
     }
 }
 
@@ -599,12 +658,14 @@ fn wake_all(ws: &mut Vec<Waiter>) {
 
 impl Driver for Shared {
     fn waiter(&self) -> Waiter {
-        match self.mode {
-            SubmitMode::Local => match self.local_ring(true) {
-                Some(r) => Waiter::Event(r.wake.clone()),
-                None => Waiter::Thread(std::thread::current()),
-            },
-            SubmitMode::Dispatcher => Waiter::Thread(std::thread::current()),
+        // Only a thread that already has a ring sleeps in it (making one
+        // here could take locks the completing thread holds).
+        match self
+            .local_ring(false)
+            .filter(|_| self.mode == SubmitMode::Local)
+        {
+            Some(r) => Waiter::Event(r.wake.clone()),
+            None => Waiter::Thread(std::thread::current()),
         }
     }
 

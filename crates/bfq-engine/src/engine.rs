@@ -116,7 +116,7 @@ impl EngineBuilder {
     ///
     /// The file is **sparse**: reads of ranges never written touch no
     /// storage and measure nothing. To measure reads, fill it first with
-    /// [`crate::workload::create_filled`] (what `bfq run --create` does).
+    /// `bfq_real::create_filled` (what `bfq run --create` does).
     pub fn create(mut self, size: u64) -> Self {
         self.create_size = Some(size);
         self.writable = true;
@@ -244,7 +244,11 @@ impl EngineBuilder {
             origin,
             device.queue_depth.max(1),
         )?;
-        let thread = crate::service::spawn(shared.clone(), self.service_nice, self.sqpoll_idle_ms)?;
+        let sqpoll = match self.submit_mode {
+            SubmitMode::Dispatcher => self.sqpoll_idle_ms,
+            SubmitMode::Local => 0,
+        };
+        let thread = crate::service::spawn(shared.clone(), self.service_nice, sqpoll)?;
         Ok(Engine {
             shared,
             thread: Some(thread),
@@ -474,6 +478,9 @@ impl Engine {
             return self.stats();
         };
         self.shared.core().begin_shutdown(mode);
+        if mode == ShutdownMode::Cancel {
+            self.shared.cancelling.store(true, Ordering::SeqCst);
+        }
         // Owners blocked in their rings wake up (and cancel what is
         // theirs); the service thread does the rest.
         for r in self

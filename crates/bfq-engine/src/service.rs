@@ -8,7 +8,9 @@
 //! sleeps while the clients do the work.
 
 use crate::completion::RELAY_MAX_WAIT_NS;
-use crate::driver::{arm_reads, reap, submit_pending, Ring, RingState, Shared, SubmitMode};
+use crate::driver::{
+    arm_reads, enter_and_wait, reap, submit_pending, Ring, RingState, Shared, SubmitMode,
+};
 use std::io;
 use std::os::fd::AsRawFd;
 use std::sync::atomic::Ordering;
@@ -25,7 +27,12 @@ pub(crate) fn spawn(shared: Arc<Shared>, nice: i32, sqpoll_ms: u32) -> io::Resul
             match shared.new_ring(shared.notify.clone(), sqpoll_ms) {
                 Ok(ring) => {
                     let _ = ready_tx.send(Ok(()));
-                    run(&shared, &ring);
+                    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                        run(&shared, &ring)
+                    }));
+                    if r.is_err() {
+                        failed(&shared);
+                    }
                 }
                 Err(e) => {
                     let _ = ready_tx.send(Err(e));
@@ -45,6 +52,21 @@ pub(crate) fn spawn(shared: Arc<Shared>, nice: i32, sqpoll_ms: u32) -> io::Resul
     }
 }
 
+/// The service thread died: refuse new work; if requests may still be on
+/// the device, leak the engine's state rather than free buffers the
+/// kernel may still write.
+fn failed(shared: &Arc<Shared>) {
+    let in_flight = {
+        let mut core = shared.core();
+        core.closed = true;
+        core.begin_shutdown(crate::core::ShutdownMode::Cancel);
+        core.snapshot().in_flight
+    };
+    if in_flight > 0 {
+        std::mem::forget(shared.clone());
+    }
+}
+
 fn set_nice(nice: i32) {
     if nice != 0 {
         // SAFETY: plain syscalls on this thread; failure (not root) is
@@ -61,10 +83,12 @@ fn run(shared: &Shared, ring: &Ring) {
     let mut st = ring.st.lock().unwrap_or_else(|p| p.into_inner());
     let timerfd = shared.timerfd.as_raw_fd();
     let mut seen;
+    // The ring list, copied for each scan (not held while reaping).
+    let mut rings: Vec<Arc<Ring>> = Vec::new();
     loop {
         arm_reads(ring, &mut st, Some(timerfd));
         seen = shared.added.load(Ordering::SeqCst);
-        let busy = turn(shared, ring, &mut st);
+        let (busy, timeout) = turn(shared, ring, &mut st, &mut rings);
         if shared.core().done() {
             break;
         }
@@ -80,7 +104,7 @@ fn run(shared: &Shared, ring: &Ring) {
             }
         }
         shared.parks.fetch_add(1, Ordering::Relaxed);
-        wait(shared, &mut st);
+        wait(shared, &mut st, timeout);
         shared.parked.store(false, Ordering::SeqCst);
     }
     shared.core().closed = true;
@@ -93,8 +117,16 @@ fn run(shared: &Shared, ring: &Ring) {
 }
 
 /// One turn: own completions, the timer, dispatching, away rings.
-/// Returns whether anything happened.
-fn turn(shared: &Shared, ring: &Ring, st: &mut RingState) -> bool {
+/// Returns whether anything happened, and how long the next wait may
+/// last (bounded while rings whose owner is away hold requests: a safety
+/// net should a notification be missed, and a retry for a ring whose lock
+/// was busy).
+fn turn(
+    shared: &Shared,
+    ring: &Ring,
+    st: &mut RingState,
+    rings: &mut Vec<Arc<Ring>>,
+) -> (bool, Option<u64>) {
     submit_pending(st);
     reap(ring, st);
     let mut busy = !st.cqes.is_empty();
@@ -108,54 +140,74 @@ fn turn(shared: &Shared, ring: &Ring, st: &mut RingState) -> bool {
     shared.settle(&cqes, ring, st);
     st.cqes = cqes;
     st.cqes.clear();
-    if st.woken {
-        st.woken = false;
+    shared.cancel_if_stopping(ring, st);
+    let mut timeout = None;
+    if std::mem::take(&mut st.woken) {
         busy = true;
-        scan_rings(shared, ring, st);
+        timeout = scan_rings(shared, ring, st, rings);
+    } else if shared.away_in_flight.load(Ordering::SeqCst) {
+        timeout = scan_rings(shared, ring, st, rings);
     }
-    busy
+    (busy, timeout)
 }
 
 /// Reaps the rings whose owner is away (or gone), sends cancellations in
 /// a `Cancel` shutdown, and forgets rings of exited threads once empty.
-fn scan_rings(shared: &Shared, s: &Ring, ss: &mut RingState) {
-    let mut rings = shared.rings.lock().unwrap_or_else(|p| p.into_inner());
+/// Returns the bound of the next wait: [`RETRY_NS`] if an away ring's
+/// lock was busy, [`SAFETY_NS`] while away rings hold requests.
+fn scan_rings(
+    shared: &Shared,
+    s: &Ring,
+    ss: &mut RingState,
+    rings: &mut Vec<Arc<Ring>>,
+) -> Option<u64> {
+    {
+        let mut all = shared.rings.lock().unwrap_or_else(|p| p.into_inner());
+        all.retain(|x| !(x.dead.load(Ordering::SeqCst) && x.in_flight.load(Ordering::SeqCst) == 0));
+        rings.clear();
+        rings.extend(all.iter().cloned());
+    }
+    let (mut retry, mut pending) = (false, false);
     for x in rings.iter() {
         let away = x.away.load(Ordering::SeqCst);
-        let guard = if away {
-            // The owner is leaving or gone: its lock is free at once.
-            Some(x.st.lock().unwrap_or_else(|p| p.into_inner()))
-        } else {
-            // A busy owner reaps its own ring.
-            x.st.try_lock().ok()
+        // A busy owner reaps its own ring; one that is leaving is retried
+        // shortly (never waited for: it may go to sleep in its ring).
+        let Ok(mut xs) = x.st.try_lock() else {
+            retry |= away;
+            continue;
         };
-        let Some(mut xs) = guard else { continue };
         shared.reap_for_owner(x, &mut xs, s, ss);
         shared.cancel_if_stopping(x, &mut xs);
+        pending |= x.away.load(Ordering::SeqCst) && x.in_flight.load(Ordering::SeqCst) > 0;
     }
-    rings.retain(|x| !(x.dead.load(Ordering::SeqCst) && x.in_flight.load(Ordering::SeqCst) == 0));
+    rings.clear();
+    shared
+        .away_in_flight
+        .store(pending || retry, Ordering::SeqCst);
+    if retry {
+        Some(RETRY_NS)
+    } else if pending {
+        Some(SAFETY_NS)
+    } else {
+        None
+    }
 }
+
+/// How soon a ring whose lock was busy is looked at again.
+const RETRY_NS: u64 = 50_000;
+/// The longest the service thread sleeps while rings whose owner is away
+/// hold requests (their completions notify it; this bounds the cost of a
+/// missed notification).
+const SAFETY_NS: u64 = 10_000_000;
 
 /// Blocks in the service ring until a completion, a notify or the timer
 /// (bounded by the wake relay's deadline when waiters wait there).
-fn wait(shared: &Shared, st: &mut RingState) {
-    submit_pending(st);
-    let r = if shared.relay.is_empty() {
-        st.uring.submit_and_wait(1)
+fn wait(shared: &Shared, st: &mut RingState, timeout: Option<u64>) {
+    if shared.relay.is_empty() {
+        enter_and_wait(st, timeout);
     } else {
-        let ts = io_uring::types::Timespec::new().nsec(RELAY_MAX_WAIT_NS as u32);
-        let args = io_uring::types::SubmitArgs::new().timespec(&ts);
-        let r = st.uring.submitter().submit_with_args(1, &args);
+        let t = timeout.map_or(RELAY_MAX_WAIT_NS, |t| t.min(RELAY_MAX_WAIT_NS));
+        enter_and_wait(st, Some(t));
         shared.relay.drain();
-        r
-    };
-    match r {
-        Ok(_) => {}
-        Err(e)
-            if matches!(
-                e.raw_os_error(),
-                Some(libc::EINTR | libc::EBUSY | libc::ETIME)
-            ) => {}
-        Err(e) => panic!("io_uring_enter failed: {e}"),
     }
 }

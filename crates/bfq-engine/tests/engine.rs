@@ -679,3 +679,44 @@ fn threads_leaving_with_others_requests_on_their_rings() {
         assert_eq!(s.completed, total, "{mode:?}");
     }
 }
+
+/// A read that never completes on its own (a pipe nobody writes) is
+/// cancelled by `shutdown(Cancel)` in both submit modes, and its buffer
+/// comes back.
+#[test]
+fn cancel_reaches_requests_that_would_never_complete() {
+    use std::os::fd::FromRawFd;
+    for mode in [SubmitMode::Local, SubmitMode::Dispatcher] {
+        let mut fds = [0i32; 2];
+        // SAFETY: pipe writes two descriptors into the array.
+        assert_eq!(unsafe { libc::pipe(fds.as_mut_ptr()) }, 0);
+        // SAFETY: fresh descriptors we own.
+        let (r, w) = unsafe {
+            (
+                std::fs::File::from_raw_fd(fds[0]),
+                std::fs::File::from_raw_fd(fds[1]),
+            )
+        };
+        let target = bfq_engine::FileTarget::new(r, 0);
+        let engine = Engine::nop().submit_mode(mode).open().unwrap();
+        let flow = engine.flow(FlowOptions::default()).unwrap();
+        let p = flow.read_file_async(&target, 0, vec![0u8; 64]);
+        let (tx, rx) = std::sync::mpsc::channel();
+        let t = std::thread::spawn(move || {
+            let _ = tx.send(engine.shutdown(ShutdownMode::Cancel).is_ok());
+        });
+        let ok = rx
+            .recv_timeout(std::time::Duration::from_secs(60))
+            .unwrap_or_else(|_| panic!("{mode:?}: shutdown(Cancel) hung"));
+        assert!(ok);
+        t.join().unwrap();
+        let (res, buf) = wait_or_fail(p, "cancelled pipe read");
+        assert_eq!(
+            res.unwrap_err().raw_os_error(),
+            Some(libc::ECANCELED),
+            "{mode:?}"
+        );
+        assert_eq!(buf.len(), 64);
+        drop(w);
+    }
+}
