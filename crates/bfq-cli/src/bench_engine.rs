@@ -36,8 +36,9 @@ pub enum BenchCmd {
         flows: Vec<u32>,
         /// Schedulers: registry names and kernel:NAME (comma-separated);
         /// default: fifo, bfq if registered, kernel:bfq, kernel:none. An
-        /// engine scheduler with `@dispatcher` (e.g. `fifo@dispatcher`)
-        /// runs in the engine's single-dispatcher mode.
+        /// engine scheduler with `@local` (e.g. `fifo@local`) submits
+        /// from each flow's thread (`SubmitMode::Local`); without it, or
+        /// with `@dispatcher`, the engine's default single dispatcher.
         #[arg(long, value_delimiter = ',')]
         schedulers: Vec<String>,
         /// Seconds per measurement.
@@ -93,8 +94,8 @@ pub enum BenchCmd {
     /// Requests per second through the scheduler with io_uring NOPs.
     Nop {
         /// Schedulers (comma-separated); default fifo and bfq if
-        /// registered. `NAME@dispatcher` runs NAME in the engine's
-        /// single-dispatcher mode.
+        /// registered. `NAME@local` submits from each flow's thread
+        /// (`SubmitMode::Local`); `NAME` alone uses the default dispatcher.
         #[arg(long, value_delimiter = ',')]
         schedulers: Vec<String>,
         /// Submitting threads (one flow each).
@@ -140,12 +141,16 @@ pub enum BenchCmd {
     },
 }
 
-/// `NAME@dispatcher` -> (NAME, dispatcher mode); else the default mode.
+/// `NAME@local` -> (NAME, local submission); `NAME@dispatcher` or
+/// `NAME` -> (NAME, dispatcher mode, the engine's default).
 fn split_mode(s: &str) -> (&str, SubmitMode) {
-    match s.strip_suffix("@dispatcher") {
-        Some(name) => (name, SubmitMode::Dispatcher),
-        None => (s, SubmitMode::Local),
+    if let Some(name) = s.strip_suffix("@local") {
+        return (name, SubmitMode::Local);
     }
+    (
+        s.strip_suffix("@dispatcher").unwrap_or(s),
+        SubmitMode::Dispatcher,
+    )
 }
 
 fn registered(name: &str) -> bool {
