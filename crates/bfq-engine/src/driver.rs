@@ -52,12 +52,12 @@ const EXIT_WAIT_NS: u64 = 1_000_000_000;
 /// Who enters the kernel.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub enum SubmitMode {
-    /// Every submitting thread submits on its own ring. Not the default
-    /// yet: under `bfq mount` (FUSE worker threads, BFQ idling) a wake-up
-    /// is still lost now and then (docs/engine.md, "Status").
+    /// Every submitting thread submits on its own ring: ahead with several
+    /// submitting threads, behind with one deep flow (docs/engine.md,
+    /// "Measured here").
     Local,
     /// One service thread submits and reaps everything (the first
-    /// design; the default; see docs/engine.md for where each wins).
+    /// design; the default: ahead with one deep flow and on NOPs).
     #[default]
     Dispatcher,
 }

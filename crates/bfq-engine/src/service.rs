@@ -104,6 +104,9 @@ fn run(shared: &Shared, ring: &Ring) {
             }
         }
         shared.parks.fetch_add(1, Ordering::Relaxed);
+        // The turn may have consumed the timer's or the notify's read:
+        // sleep only with both armed.
+        arm_reads(ring, &mut st, Some(timerfd));
         wait(shared, &mut st, timeout);
         shared.parked.store(false, Ordering::SeqCst);
     }

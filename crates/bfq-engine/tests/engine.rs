@@ -720,3 +720,59 @@ fn cancel_reaches_requests_that_would_never_complete() {
         drop(w);
     }
 }
+
+/// FIFO that idles twice, 1 ms each, before every request it dispatches:
+/// when the first idle timer fires it answers with a second idle period
+/// (nothing is dispatched on that wake-up).
+struct IdleEach {
+    inner: Fifo,
+    until: Option<Time>,
+    second: bool,
+}
+fifo_wrapper!(IdleEach, "idle-each");
+
+impl IdleEach {
+    fn dispatch_with(&mut self, now: Time) -> Dispatch {
+        if self.inner.queued() == 0 {
+            return Dispatch::Empty;
+        }
+        let until = *self.until.get_or_insert(now + 1_000_000);
+        if now < until {
+            return Dispatch::Idle { until };
+        }
+        if !self.second {
+            self.second = true;
+            self.until = Some(now + 1_000_000);
+            return Dispatch::Idle {
+                until: now + 1_000_000,
+            };
+        }
+        (self.until, self.second) = (None, false);
+        self.inner.dispatch(now)
+    }
+}
+
+/// Every request waits for an idle timer, one after the other: the
+/// service thread must re-arm its timer read each time, also when
+/// nothing else wakes it (in local mode nothing else does).
+#[test]
+fn every_idle_timer_fires_in_both_modes() {
+    for mode in [SubmitMode::Local, SubmitMode::Dispatcher] {
+        let engine = Engine::nop()
+            .submit_mode(mode)
+            .scheduler_instance(Box::new(IdleEach {
+                inner: Fifo::new(),
+                until: None,
+                second: false,
+            }))
+            .open()
+            .unwrap();
+        let flow = engine.flow(FlowOptions::default()).unwrap();
+        for i in 0..20u64 {
+            let (r, ()) = wait_or_fail(flow.nop_async(i * 8, 8), "a request behind an idle timer");
+            assert_eq!(r.unwrap(), 4096, "{mode:?}");
+        }
+        let s = engine.stats().unwrap();
+        assert!(s.timers_fired >= 40, "{mode:?}: {s:?}");
+    }
+}
