@@ -332,10 +332,10 @@ impl Shared {
         }
         self.push_sqes(&ring, &mut st);
         if !then_wait {
-            self.work(&ring, &mut st);
-            self.leave(&ring, &mut st);
+            self.work_and_leave(&ring, &mut st);
+        } else {
+            wake_all(&mut st.wakes);
         }
-        wake_all(&mut st.wakes);
     }
 
     /// Dispatcher mode (or a thread without a ring): the service thread
@@ -440,6 +440,14 @@ impl Shared {
                 self.relay.wake_or_publish(&mut st.wakes);
             }
         }
+    }
+
+    /// The owner's way out of the engine: its ring's work, leaving it to
+    /// the service thread, then the wake-ups it owes.
+    fn work_and_leave(&self, ring: &Ring, st: &mut RingState) {
+        self.work(ring, st);
+        self.leave(ring, st);
+        wake_all(&mut st.wakes);
     }
 
     /// The owner leaves the engine: completions from now on notify the
@@ -692,9 +700,7 @@ impl Driver for Shared {
             return;
         }
         enter_again(&ring, &mut st);
-        self.work(&ring, &mut st);
-        self.leave(&ring, &mut st);
-        wake_all(&mut st.wakes);
+        self.work_and_leave(&ring, &mut st);
     }
 
     fn taken(&self) {
@@ -709,8 +715,6 @@ impl Driver for Shared {
             return;
         }
         let mut st = enter_ring(&ring);
-        self.work(&ring, &mut st);
-        self.leave(&ring, &mut st);
-        wake_all(&mut st.wakes);
+        self.work_and_leave(&ring, &mut st);
     }
 }

@@ -281,16 +281,22 @@ pub(crate) fn parents_first(groups: &[GroupDesc]) -> io::Result<Vec<&GroupDesc>>
     Ok(out)
 }
 
+/// A group of weight 100 (tests).
+#[cfg(test)]
+pub(crate) fn test_group(name: &str, parent: Option<&str>) -> GroupDesc {
+    GroupDesc {
+        name: name.into(),
+        weight: 100,
+        parent: parent.map(Into::into),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     fn g(name: &str, parent: Option<&str>) -> GroupDesc {
-        GroupDesc {
-            name: name.into(),
-            weight: 100,
-            parent: parent.map(Into::into),
-        }
+        test_group(name, parent)
     }
 
     #[test]

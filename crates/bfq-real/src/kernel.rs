@@ -223,13 +223,7 @@ pub(crate) fn run_kernel(
     if let Some(e) = err {
         return Err(e);
     }
-    Ok(RunReport {
-        backend: cfg.backend.label(),
-        target: cfg.target.display().to_string(),
-        seconds,
-        flows: reports,
-        cpu_seconds: 0.0,
-    })
+    Ok(RunReport::of(cfg, seconds, reports))
 }
 
 /// A flow's own io_uring ring with `depth` requests outstanding.
@@ -306,11 +300,7 @@ mod tests {
     use bfq_core::{IoClass, IoPrio};
 
     fn g(name: &str, parent: Option<&str>) -> GroupDesc {
-        GroupDesc {
-            name: name.into(),
-            weight: 100,
-            parent: parent.map(Into::into),
-        }
+        crate::desc::test_group(name, parent)
     }
 
     #[test]

@@ -39,6 +39,17 @@ pub struct RunReport {
 }
 
 impl RunReport {
+    /// A run's report before the CPU time is filled in.
+    pub(crate) fn of(cfg: &crate::desc::RunConfig, seconds: f64, flows: Vec<FlowReport>) -> Self {
+        RunReport {
+            backend: cfg.backend.label(),
+            target: cfg.target.display().to_string(),
+            seconds,
+            flows,
+            cpu_seconds: 0.0,
+        }
+    }
+
     pub fn total_ios(&self) -> u64 {
         self.flows.iter().map(|f| f.ios).sum()
     }

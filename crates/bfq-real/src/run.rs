@@ -373,11 +373,5 @@ fn run_engine(
     if let Some(out) = trace_out {
         out.lock().unwrap_or_else(|p| p.into_inner()).flush()?;
     }
-    Ok(RunReport {
-        backend: cfg.backend.label(),
-        target: cfg.target.display().to_string(),
-        seconds,
-        flows: reports,
-        cpu_seconds: 0.0,
-    })
+    Ok(RunReport::of(cfg, seconds, reports))
 }
