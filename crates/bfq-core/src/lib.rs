@@ -31,6 +31,6 @@ pub mod types;
 pub use bfq::{Bfq, BfqConfig};
 pub use error::SchedError;
 pub use fifo::Fifo;
-pub use scheduler::Scheduler;
+pub use scheduler::{FlowInternals, Internals, Scheduler};
 pub use settings::Settings;
 pub use types::*;

@@ -17,6 +17,59 @@
 use crate::error::SchedError;
 use crate::types::{DeviceInfo, Dispatch, FlowId, FlowSpec, GroupId, ReqId, Request, Time};
 
+/// What a scheduler's own mechanisms did so far, for a driver that wants
+/// to explain an outcome (the suite's causes): B_max, the peak-rate
+/// estimate, injection, throttle-low's LOW/MAX state. Each field is
+/// `None` for a policy without that mechanism. Reading it is O(1) and
+/// allocates nothing; the counters behind it are plain additions on
+/// paths that already run (a turn's start, an injection, a change of
+/// state).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Internals {
+    /// BFQ: B_max in force, sectors (tuned from the peak rate when
+    /// automatic, BFQ+ report Sec. 4.3).
+    pub max_budget: Option<u64>,
+    /// BFQ: estimated peak rate, sectors per second (BFQ+ report Sec. 4.3).
+    pub peak_rate: Option<u64>,
+    /// BFQ: turns granted (a flow selected with a budget).
+    pub turns: Option<u64>,
+    /// BFQ: requests dispatched by injection into another flow's idling
+    /// (today's kernel BFQ, bfq_choose_bfqq_for_injection).
+    pub injected: Option<u64>,
+    /// throttle-low: nanoseconds spent in the LOW state up to `now`.
+    pub low_state_ns: Option<u64>,
+    /// throttle-low: changes between the LOW and MAX states.
+    pub state_changes: Option<u64>,
+}
+
+/// What a scheduler's mechanisms did for one flow so far (see
+/// [`Internals`]); `None` for a policy without the mechanism.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct FlowInternals {
+    /// BFQ: turns the flow was granted.
+    pub turns: Option<u64>,
+    /// BFQ: sum of the budgets (sectors) the flow was granted at the start
+    /// of its turns; divided by `turns`, its mean budget.
+    pub budget_sum: Option<u64>,
+    /// BFQ: the flow's requests dispatched by injection.
+    pub injected: Option<u64>,
+}
+
+impl FlowInternals {
+    /// Adds another period's counters (a flow removed and added again).
+    pub fn plus(self, o: FlowInternals) -> FlowInternals {
+        let s = |a: Option<u64>, b: Option<u64>| match (a, b) {
+            (None, None) => None,
+            (a, b) => Some(a.unwrap_or(0) + b.unwrap_or(0)),
+        };
+        FlowInternals {
+            turns: s(self.turns, o.turns),
+            budget_sum: s(self.budget_sum, o.budget_sum),
+            injected: s(self.injected, o.injected),
+        }
+    }
+}
+
 /// A disk scheduling policy as a pure state machine.
 pub trait Scheduler: Send {
     /// The policy's name (e.g. `bfq`, `cfq`, `fifo`).
@@ -53,6 +106,20 @@ pub trait Scheduler: Send {
 
     /// Requests dispatched and not yet completed.
     fn in_flight(&self) -> usize;
+
+    /// The scheduler's mechanisms so far ([`Internals`]); by default none.
+    fn internals(&self, now: Time) -> Internals {
+        let _ = now;
+        Internals::default()
+    }
+
+    /// What the mechanisms did for `flow` since it was added
+    /// ([`FlowInternals`]); by default none. Read it before removing the
+    /// flow.
+    fn flow_internals(&self, flow: FlowId) -> FlowInternals {
+        let _ = flow;
+        FlowInternals::default()
+    }
 }
 
 impl<S: Scheduler + ?Sized> Scheduler for Box<S> {
@@ -88,5 +155,11 @@ impl<S: Scheduler + ?Sized> Scheduler for Box<S> {
     }
     fn in_flight(&self) -> usize {
         (**self).in_flight()
+    }
+    fn internals(&self, now: Time) -> Internals {
+        (**self).internals(now)
+    }
+    fn flow_internals(&self, flow: FlowId) -> FlowInternals {
+        (**self).flow_internals(flow)
     }
 }

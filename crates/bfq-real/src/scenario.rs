@@ -131,6 +131,7 @@ pub fn to_sim_result(r: &RunReport, scenario: &str, seed: u64, interval: Duratio
                     .iter()
                     .map(|&b| b as f64 / iv / 1048576.0)
                     .collect(),
+                internals: Default::default(),
             }
         })
         .collect();
@@ -144,6 +145,7 @@ pub fn to_sim_result(r: &RunReport, scenario: &str, seed: u64, interval: Duratio
         device: r.target.clone(),
         requests: r.total_ios(),
         series_interval_s: iv,
+        internals: Default::default(),
     }
 }
 

@@ -149,6 +149,10 @@ pub struct FlowResult {
     pub latency_cdf_ms: Vec<[f64; 2]>,
     /// Throughput per `output.series_interval`, MiB/s.
     pub series_mib_s: Vec<f64>,
+    /// What the scheduler's mechanisms did for this flow (turns, budgets,
+    /// injection), where the run can read them; not in the JSON.
+    #[serde(skip)]
+    pub internals: bfq_core::FlowInternals,
 }
 
 /// The result of one simulation run.
@@ -172,6 +176,10 @@ pub struct SimResult {
     pub requests: u64,
     /// Seconds per point of `series_mib_s`.
     pub series_interval_s: f64,
+    /// What the scheduler's mechanisms did (B_max, injection, throttle
+    /// state) at the end, where the run can read them; not in the JSON.
+    #[serde(skip)]
+    pub internals: bfq_core::Internals,
 }
 
 impl SimResult {

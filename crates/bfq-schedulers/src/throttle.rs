@@ -48,8 +48,8 @@
 use crate::util::{ensure, node_settings, parse_rate, Node};
 use bfq_core::table::{RequestTable, SlotIdx, Topology};
 use bfq_core::{
-    DeviceInfo, Dispatch, FlowId, FlowSpec, GroupId, ReqId, Request, SchedError, Scheduler,
-    Settings, Time, MS, SEC, SECTOR_BYTES,
+    DeviceInfo, Dispatch, FlowId, FlowSpec, GroupId, Internals, ReqId, Request, SchedError,
+    Scheduler, Settings, Time, MS, SEC, SECTOR_BYTES,
 };
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap, VecDeque};
@@ -231,6 +231,11 @@ pub struct Throttle {
     seq: u64,
     mode: Mode,
     mode_since: Time,
+    /// Time spent in LOW before `state_since`, when the state last
+    /// changed, and how many times it changed ([`Scheduler::internals`]).
+    low_ns: Time,
+    state_since: Time,
+    state_changes: u64,
     /// The state machine runs again at or after this time: once per
     /// `slice`, as the kernel's upgrade and downgrade checks.
     next_check: Time,
@@ -313,6 +318,9 @@ impl Throttle {
             seq: 0,
             mode,
             mode_since: 0,
+            low_ns: 0,
+            state_since: 0,
+            state_changes: 0,
             next_check: 0,
             scale: 0,
             upgrade_at: 0,
@@ -407,6 +415,13 @@ impl Throttle {
     }
 
     fn set_mode(&mut self, mode: Mode, now: Time) {
+        if mode != self.mode {
+            if self.mode == Mode::Low {
+                self.low_ns += now.saturating_sub(self.state_since);
+            }
+            self.state_since = now;
+            self.state_changes += 1;
+        }
         self.mode = mode;
         self.mode_since = now;
         let reset = |n: &mut NodeState| {
@@ -628,6 +643,20 @@ impl Scheduler for Throttle {
     fn in_flight(&self) -> usize {
         self.table.in_flight()
     }
+    fn internals(&self, now: Time) -> Internals {
+        if !self.low_policy {
+            return Internals::default();
+        }
+        let current = match self.mode {
+            Mode::Low => now.saturating_sub(self.state_since),
+            Mode::Max => 0,
+        };
+        Internals {
+            low_state_ns: Some(self.low_ns + current),
+            state_changes: Some(self.state_changes),
+            ..Internals::default()
+        }
+    }
     fn add_flow(&mut self, now: Time, spec: FlowSpec) -> Result<FlowId, SchedError> {
         let id = self.topo.add_flow(spec, ())?;
         ensure(&mut self.flows, id.index());
@@ -804,6 +833,23 @@ mod tests {
         assert_eq!((th.mode, th.scale), (Mode::Max, 1));
         th.update_mode(t + 2 * SLICE);
         assert_eq!((th.mode, th.scale), (Mode::Low, 0));
+    }
+
+    #[test]
+    fn internals_count_the_time_in_low_and_the_changes() {
+        let t = 10 * SEC;
+        // LOW from 0 to t, then MAX until it steps down to LOW at t + 2 slices
+        let mut th = in_max(&[("low_bps.f0", "1M")], 2, t);
+        busy_below(&mut th, t);
+        th.update_mode(t + SLICE);
+        th.update_mode(t + 2 * SLICE);
+        assert_eq!(th.mode, Mode::Low);
+        let i = th.internals(t + 5 * SLICE);
+        assert_eq!(i.low_state_ns, Some(t + 3 * SLICE));
+        assert_eq!(i.state_changes, Some(2));
+        // throttle-max has no LOW state
+        let max = Throttle::new(&mut Settings::new(), false).unwrap();
+        assert_eq!(max.internals(t), Internals::default());
     }
 
     #[test]

@@ -23,8 +23,8 @@ use crate::replay::ReplayRow;
 use crate::result::{secs, FlowResult, Hist, SimResult};
 use crate::scenario::{FlowPlan, Pattern, Plan, Scenario, ScenarioError};
 use bfq_core::{
-    Dispatch, FlowId, FlowSpec, GroupId, Op, ReqId, Request, SchedError, Scheduler, Time,
-    SECTOR_BYTES,
+    Dispatch, FlowId, FlowInternals, FlowSpec, GroupId, Op, ReqId, Request, SchedError, Scheduler,
+    Time, SECTOR_BYTES,
 };
 use rand::{Rng, SeedableRng};
 use rand_pcg::Pcg64Mcg;
@@ -143,6 +143,9 @@ struct Stats {
     batches: u64,
     series: Vec<u64>,
     finished_at: Option<Time>,
+    /// The scheduler's counters for the flow's earlier runs (each run
+    /// is a new scheduler flow).
+    internals: FlowInternals,
 }
 
 /// Per-flow run-time state.
@@ -758,6 +761,7 @@ impl<'p> Sim<'p> {
         f.stats.run_times.push(now - f.run_start);
         f.runs_done += 1;
         if let Some(id) = f.sched.take() {
+            f.stats.internals = f.stats.internals.plus(self.sched.flow_internals(id));
             self.sched
                 .remove_flow(now, id)
                 .map_err(|e| self.serr("flow removal".into(), e))?;
@@ -1180,6 +1184,9 @@ impl<'p> Sim<'p> {
                 let dl = p.deadline.map(|d| d.0).unwrap_or(p.every.0);
                 f.stats.misses += f.batches.iter().filter(|(rel, _)| end > rel + dl).count() as u64;
             }
+            if let Some(id) = f.sched {
+                f.stats.internals = f.stats.internals.plus(self.sched.flow_internals(id));
+            }
             let st = &f.stats;
             total += st.bytes;
             let fin = st.finished_at.unwrap_or(end);
@@ -1204,6 +1211,7 @@ impl<'p> Sim<'p> {
                 batch_latency_ms: st.batch_lat.stats_ms(),
                 latency_cdf_ms: st.lat.cdf_ms(),
                 series_mib_s: series,
+                internals: st.internals,
             });
         }
         SimResult {
@@ -1216,6 +1224,7 @@ impl<'p> Sim<'p> {
             device: device.to_string(),
             requests: self.requests,
             series_interval_s: secs(self.interval),
+            internals: self.sched.internals(end),
         }
     }
 }

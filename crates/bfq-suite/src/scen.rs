@@ -154,3 +154,111 @@ pub fn steady_rate(r: &SimResult, from_s: f64, pred: impl Fn(&FlowResult) -> boo
     }
     mb_s(sum / (n - skip) as f64)
 }
+
+/// A named set of flows: its key and which flow names belong to it.
+pub type FlowSet<'a> = (&'a str, fn(&str) -> bool);
+
+/// The scheduler's own mechanisms measured in run `r` (what
+/// [`bfq_core::Internals`] and [`bfq_core::FlowInternals`] report), as
+/// metrics: `bmax` (B_max at the end, sectors), `peak_rate` (its
+/// peak-rate estimate, MB/s), `inj_pct` (requests dispatched by
+/// injection, % of the requests completed), `low_pct` (% of the run
+/// throttle-low spent in its LOW state), `state_changes` (its LOW/MAX
+/// changes); and for each `(key, flows)` of `sets`, `budget_<key>`: the
+/// mean budget (sectors) BFQ granted those flows per turn. A mechanism
+/// the scheduler does not have gives no metric.
+pub fn mechanisms(
+    r: &SimResult,
+    sets: &[FlowSet],
+    m: &mut std::collections::BTreeMap<String, f64>,
+) {
+    let i = r.internals;
+    let mut put = |k: &str, x: Option<f64>| {
+        if let Some(x) = x {
+            m.insert(k.into(), x);
+        }
+    };
+    put("bmax", i.max_budget.map(|b| b as f64));
+    put("peak_rate", i.peak_rate.map(|p| p as f64 * 512.0 / MB));
+    let reqs = r.requests.max(1) as f64;
+    put("inj_pct", i.injected.map(|n| 100.0 * n as f64 / reqs));
+    let span_ns = r.sim_time_s * 1e9;
+    put(
+        "low_pct",
+        i.low_state_ns
+            .filter(|_| span_ns > 0.0)
+            .map(|ns| 100.0 * ns as f64 / span_ns),
+    );
+    put("state_changes", i.state_changes.map(|n| n as f64));
+    for (key, pred) in sets {
+        let (mut turns, mut sum) = (None::<u64>, 0u64);
+        for f in r.flows.iter().filter(|f| pred(&f.name)) {
+            if let (Some(t), Some(b)) = (f.internals.turns, f.internals.budget_sum) {
+                *turns.get_or_insert(0) += t;
+                sum += b;
+            }
+        }
+        put(
+            &format!("budget_{key}"),
+            turns.filter(|&t| t > 0).map(|t| sum as f64 / t as f64),
+        );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ctx() -> Ctx {
+        Ctx {
+            quick: true,
+            seed: 1,
+            traces_dir: std::env::temp_dir(),
+            target: None,
+        }
+    }
+
+    /// Two flows on a disk: `small` reads 1 MiB per run, 20 runs; `big`
+    /// reads all the time; `sched` with `settings` (TOML lines).
+    fn two_flows(sched: &str, settings: &str) -> String {
+        format!(
+            "name = \"t\"\nduration = \"2s\"\nseed = 1\n[device]\npreset = \"maxtor-6l080l0\"\n[scheduler]\nname = \"{sched}\"\n{settings}\n[[flow]]\nname = \"small\"\npattern = \"seq\"\nblock = \"64k\"\nbytes = \"1M\"\nrepeat = \"10ms\"\nruns = 20\n[[flow]]\nname = \"big\"\npattern = \"seq\"\nblock = \"128k\"\nregion = {}\n",
+            region(1 << 34, 1 << 30)
+        )
+    }
+
+    #[test]
+    fn mechanisms_come_from_the_schedulers_counters_across_a_flows_runs() {
+        let r = run(&two_flows("bfq", "max_budget = \"4096\""), "t", &ctx()).unwrap();
+        let small = r.flows.iter().find(|f| f.name == "small").unwrap();
+        assert!(small.completions_s.len() >= 2, "{small:?}");
+        // each run is a new scheduler flow: its turns add up over the runs
+        assert!(
+            small.internals.turns.unwrap() >= small.completions_s.len() as u64,
+            "{small:?}"
+        );
+        let mut m = std::collections::BTreeMap::new();
+        let set: FlowSet = ("small", |f| f == "small");
+        mechanisms(&r, &[set, ("big", |f| f == "big")], &mut m);
+        assert_eq!(m.get("bmax"), Some(&4096.0));
+        for k in ["peak_rate", "inj_pct", "budget_small", "budget_big"] {
+            assert!(m.get(k).is_some_and(|x| x.is_finite()), "{k}: {m:?}");
+        }
+        assert!(m["budget_big"] <= 4096.0, "{m:?}");
+        assert!(!m.contains_key("low_pct"));
+        // throttle-low: its time in LOW, no BFQ counters
+        let low = "\"low_bps.f0\" = \"1M\"";
+        let r = run(&two_flows("throttle-low", low), "t", &ctx()).unwrap();
+        let mut m = std::collections::BTreeMap::new();
+        mechanisms(&r, &[set], &mut m);
+        assert!(
+            m.get("low_pct").is_some_and(|p| (0.0..=100.0).contains(p)),
+            "{m:?}"
+        );
+        assert!(m.contains_key("state_changes"));
+        assert!(
+            !m.contains_key("bmax") && !m.contains_key("budget_small"),
+            "{m:?}"
+        );
+    }
+}

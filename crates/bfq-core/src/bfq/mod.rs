@@ -43,7 +43,7 @@ pub mod weight_raising;
 pub mod wf2q;
 
 use crate::error::SchedError;
-use crate::scheduler::Scheduler;
+use crate::scheduler::{FlowInternals, Internals, Scheduler};
 use crate::settings::Settings;
 use crate::table::{RequestTable, SlotIdx, Topology};
 use crate::types::*;
@@ -506,6 +506,11 @@ pub struct FlowState {
     last_sync_at: Option<Time>,
     /// Total sectors dispatched (for statistics and tests).
     served_total: u64,
+    /// Turns granted, the sum of their budgets, requests injected
+    /// ([`Scheduler::flow_internals`]).
+    turns: u64,
+    budget_sum: u64,
+    injected: u64,
     /// Original weight, class, group.
     weight: u32,
     class: IoClass,
@@ -1036,6 +1041,8 @@ impl Bfq {
         }
         let budget = self.wf2q.entity(entity).budget;
         let fs = &mut self.topo.any_flow_mut(flow).data;
+        fs.turns += 1;
+        fs.budget_sum += budget;
         let debt = std::mem::take(&mut fs.inj.debt);
         // Kernel: the timeout of an interactive-raised flow scales with its
         // raising, as its budget is only 2 x B_min. With budget feedback
@@ -1146,6 +1153,7 @@ impl Bfq {
             }
             if let Some(r) = self.dispatch_injected(cf, now) {
                 self.stats.injected += 1;
+                self.topo.any_flow_mut(cf).data.injected += 1;
                 return Some(r);
             }
         }
@@ -1301,6 +1309,9 @@ impl Scheduler for Bfq {
             sync: true,
             last_sync_at: None,
             served_total: 0,
+            turns: 0,
+            budget_sum: 0,
+            injected: 0,
             weight,
             class: spec.prio.class,
             group: spec.group,
@@ -1667,6 +1678,27 @@ impl Scheduler for Bfq {
 
     fn in_flight(&self) -> usize {
         self.table.in_flight()
+    }
+
+    fn internals(&self, _now: Time) -> Internals {
+        Internals {
+            max_budget: Some(self.cfg.budget.max_budget),
+            peak_rate: Some(self.peak.rate),
+            turns: Some(self.stats.turns),
+            injected: Some(self.stats.injected),
+            ..Internals::default()
+        }
+    }
+
+    fn flow_internals(&self, flow: FlowId) -> FlowInternals {
+        match self.topo.flow(flow) {
+            Ok(f) => FlowInternals {
+                turns: Some(f.data.turns),
+                budget_sum: Some(f.data.budget_sum),
+                injected: Some(f.data.injected),
+            },
+            Err(_) => FlowInternals::default(),
+        }
     }
 }
 
