@@ -133,6 +133,14 @@ pub fn val(e: &ExpResult, v: &str, c: &str, m: &str) -> Val {
             "variant {v} is not in this report (--quick keeps fewer)"
         )));
     }
+    if let Some(s) = e.summary(v, c, m).filter(|s| s.nonfinite > 0) {
+        return Val::lack(Lack::NoValue(format!(
+            "{v} / {c}: {} of {} runs gave a non-finite {m} (the other runs' mean, {}, is not used)",
+            s.nonfinite,
+            s.nonfinite + s.n,
+            n(s.mean)
+        )));
+    }
     if let Some(x) = e.mean(v, c, m) {
         return Val::num(x);
     }
@@ -233,20 +241,28 @@ mod tests {
         assert_eq!(min(&[1.0, 3.0, 2.0]), 1.0);
     }
 
-    /// A result with one variant "v", configuration "c" run (metric "x"
-    /// = 1, metric "nan" NaN in every run, "y" never produced) and
-    /// configuration "gone" skipped.
+    /// A result with one variant "v", configuration "c" run twice (metric
+    /// "x" = 1, metric "nan" NaN in every run, "part" 2 in the first run
+    /// and NaN in the second, "y" never produced) and configuration
+    /// "gone" skipped.
     fn result() -> ExpResult {
         use crate::model::{cfg, var, Cell, RunOut, RunRecord, Skipped};
         let mut out = RunOut::default();
         out.metrics.insert("x".into(), 1.0);
         out.metrics.insert("nan".into(), f64::NAN);
         out.notes.push("a file was not read completely".into());
-        let runs = vec![RunRecord {
-            rep: 0,
-            seed: 1,
-            out,
-        }];
+        let (mut first, mut second) = (out.clone(), out);
+        first.metrics.insert("part".into(), 2.0);
+        second.metrics.insert("part".into(), f64::NAN);
+        let runs: Vec<RunRecord> = [first, second]
+            .into_iter()
+            .enumerate()
+            .map(|(rep, out)| RunRecord {
+                rep,
+                seed: 1 + rep as u64,
+                out,
+            })
+            .collect();
         ExpResult {
             id: "t".into(),
             title: String::new(),
@@ -290,6 +306,27 @@ mod tests {
             Some(Lack::NotRun("gone: not registered".into()))
         );
         assert!(matches!(val(&e, "w", "c", "x").lack, Some(Lack::NotRun(_))));
+    }
+
+    #[test]
+    fn a_metric_non_finite_in_some_runs_has_no_value_and_the_finding_does_not_hold() {
+        let e = result();
+        let s = e.summary("v", "c", "part").unwrap();
+        assert_eq!((s.n, s.nonfinite, s.mean), (1, 1, 2.0));
+        let x = val(&e, "v", "c", "part");
+        let Some(Lack::NoValue(why)) = &x.lack else {
+            panic!("{x:?}")
+        };
+        assert!(why.contains("1 of 2 runs gave a non-finite part"), "{why}");
+        let f = need("c", &[x], |x| (x[0] > 0.0, "ours".into()));
+        assert_eq!(f.verdict, Verdict::DoesNotHold);
+        let cause = f.cause.expect("a cause");
+        assert_eq!(cause.kind, CauseKind::Check);
+        assert!(
+            cause.evidence.contains("non-finite part"),
+            "{}",
+            cause.evidence
+        );
     }
 
     #[test]

@@ -316,17 +316,32 @@ pub fn run_suite(opts: &Options) -> anyhow::Result<Report> {
     })
 }
 
-/// Mean and CI of every metric over the runs.
+/// Mean and CI of every metric over the runs. A run whose value is not
+/// finite is left out of the mean and counted (`Summary::nonfinite`), so
+/// the findings that need the metric say so instead of using the others.
 pub fn summarize(runs: &[RunRecord]) -> BTreeMap<String, Summary> {
-    let mut by: BTreeMap<String, Vec<f64>> = BTreeMap::new();
+    let mut by: BTreeMap<String, (Vec<f64>, usize)> = BTreeMap::new();
     for r in runs {
         for (k, v) in &r.out.metrics {
+            let e = by.entry(k.clone()).or_default();
             if v.is_finite() {
-                by.entry(k.clone()).or_default().push(*v);
+                e.0.push(*v);
+            } else {
+                e.1 += 1;
             }
         }
     }
     by.into_iter()
-        .filter_map(|(k, xs)| Summary::of(&xs).map(|s| (k, s)))
+        .filter_map(|(k, (xs, bad))| {
+            Summary::of(&xs).map(|s| {
+                (
+                    k,
+                    Summary {
+                        nonfinite: bad,
+                        ..s
+                    },
+                )
+            })
+        })
         .collect()
 }

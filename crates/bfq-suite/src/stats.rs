@@ -37,6 +37,15 @@ pub struct Summary {
     pub sd: f64,
     pub min: f64,
     pub max: f64,
+    /// Runs whose value was not finite (NaN or infinite): left out of
+    /// the other fields, and a finding that needs the metric does not
+    /// hold ([`crate::check::val`]).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub nonfinite: usize,
+}
+
+fn is_zero(n: &usize) -> bool {
+    *n == 0
 }
 
 impl Summary {
@@ -64,6 +73,7 @@ impl Summary {
             sd,
             min: xs.iter().cloned().fold(f64::INFINITY, f64::min),
             max: xs.iter().cloned().fold(f64::NEG_INFINITY, f64::max),
+            nonfinite: 0,
         })
     }
 }
@@ -106,12 +116,17 @@ pub fn fmt_pm(mean: f64, ci: f64) -> String {
     format!("{} ± {ci:.*}", fmt_num(mean), d)
 }
 
-/// `mean ± ci` (or just the mean with one repetition).
+/// `mean ± ci` (or just the mean with one repetition), followed by how
+/// many runs gave no finite value, if any.
 pub fn fmt_summary(s: &Summary) -> String {
-    if s.n > 1 {
+    let v = if s.n > 1 {
         fmt_pm(s.mean, s.ci95)
     } else {
         fmt_num(s.mean)
+    };
+    match s.nonfinite {
+        0 => v,
+        k => format!("{v} ({k} of {} runs non-finite)", k + s.n),
     }
 }
 
@@ -162,5 +177,11 @@ mod tests {
         assert_eq!(fmt_num(f64::NAN), "—");
         let s = Summary::of(&[1.0, 3.0]).unwrap();
         assert!(fmt_summary(&s).starts_with("2.000 ± "));
+        let partial = Summary { nonfinite: 1, ..s };
+        assert!(
+            fmt_summary(&partial).ends_with(" (1 of 3 runs non-finite)"),
+            "{}",
+            fmt_summary(&partial)
+        );
     }
 }
