@@ -120,7 +120,8 @@ fn assert_complete(r: &bfq_suite::Report) {
 
 /// Every experiment in its quick form (`--quick` with every id named, one
 /// repetition): findings whose variants the quick form leaves out are NOT
-/// COMPARABLE with a cause saying so; the others are checked in full.
+/// COMPARABLE with a cause saying so; the others are checked in full, at
+/// least one per experiment.
 #[test]
 fn every_finding_cites_its_source_and_every_failure_has_a_cause() {
     let mut o = opts("complete", 2);
@@ -134,6 +135,18 @@ fn every_finding_cites_its_source_and_every_failure_has_a_cause() {
     let r = run_suite(&o).unwrap();
     assert_eq!(r.experiments.len(), bfq_suite::experiments().len());
     assert_complete(&r);
+    // each quick form checks at least one finding against its runs
+    for e in &r.experiments {
+        let checked = e
+            .findings
+            .iter()
+            .filter(|f| f.verdict != bfq_suite::model::Verdict::NotComparable);
+        assert!(
+            checked.count() > 0,
+            "{}: no finding checked in its quick form",
+            e.id
+        );
+    }
     let _ = std::fs::remove_dir_all(&o.out);
 }
 
