@@ -4,8 +4,8 @@
 
 use bfq_core::settings::{format_duration, SettingKind, MAX_DURATION};
 use bfq_core::{
-    DeviceInfo, Dispatch, FlowSpec, Op, Request, SchedError, Scheduler, Settings, Time, MAX_TIME,
-    MS,
+    DeviceInfo, Dispatch, FlowId, FlowSpec, Op, Request, SchedError, Scheduler, Settings, Time,
+    MAX_TIME, MS,
 };
 use bfq_schedulers::{build, settings_of, SCHEDULERS};
 use std::collections::HashSet;
@@ -250,15 +250,7 @@ fn seeks_across_the_whole_sector_space() {
         let mut now = 0;
         for id in 0..8u64 {
             let sector = if id % 2 == 0 { 0 } else { u64::MAX - 8 };
-            let r = Request {
-                id,
-                flow: f,
-                sector,
-                sectors: 8,
-                op: Op::Read,
-                sync: true,
-            };
-            s.add_request(now, r).unwrap();
+            s.add_request(now, read(id, f, sector)).unwrap();
             loop {
                 match s.dispatch(now) {
                     Dispatch::Request(r) => {
@@ -271,5 +263,86 @@ fn seeks_across_the_whole_sector_space() {
                 }
             }
         }
+    }
+}
+
+/// `Dispatch::Idle { until }` always names a later time, whatever
+/// duration setting is at the low end of its range (0): a zero idle time
+/// means "do not idle", not "idle until now" (BFQ with `slice_idle_seeky
+/// = 0` answered `Idle { until: now }` for seeky flows).
+#[test]
+fn idle_answers_name_a_later_time_with_zero_durations() {
+    for e in SCHEDULERS {
+        for info in settings_of(e.name).unwrap() {
+            if !matches!(info.kind, SettingKind::Duration { lo: 0, .. }) {
+                continue;
+            }
+            let mut set = Settings::new();
+            let what = format!("{} {}=0", e.name, info.key);
+            set.set(info.key, "0ns");
+            let Ok(mut s) = build(e.name, &set) else {
+                continue;
+            };
+            idle_is_later(&what, &mut *s);
+        }
+    }
+}
+
+/// Two flows, one seeky and one sequential, each reading one request at a
+/// time (served to the end before the next), on a device that changes
+/// between queueing internally or not after every completion (so that a
+/// flow's idling decision changes between its completion and the next
+/// dispatch); every `Idle` answer must be later than now.
+fn idle_is_later(what: &str, s: &mut dyn Scheduler) {
+    let flows = [
+        s.add_flow(0, FlowSpec::default()).unwrap(),
+        s.add_flow(0, FlowSpec::with_weight(300)).unwrap(),
+    ];
+    let mut now = 0;
+    let mut id = 0u64;
+    for round in 0..64u64 {
+        for (i, &f) in flows.iter().enumerate() {
+            id += 1;
+            let sector = if i == 0 {
+                (round * 7_919_999) % (1 << 40)
+            } else {
+                (1 << 41) + round * 8
+            };
+            s.add_request(now, read(id, f, sector)).unwrap();
+            loop {
+                match s.dispatch(now) {
+                    Dispatch::Request(r) => {
+                        now += MS / 4;
+                        s.complete(now, r.id).unwrap();
+                        let queues = r.id % 2 == 0;
+                        s.set_device(DeviceInfo {
+                            queue_depth: 32,
+                            queues_internally: queues,
+                            rotational: true,
+                        });
+                    }
+                    Dispatch::Idle { until } => {
+                        assert!(until > now, "{what}: Idle {{ until: {until} }} at {now}");
+                        now = until;
+                    }
+                    _ => break,
+                }
+            }
+        }
+    }
+    for f in flows {
+        s.remove_flow(now, f).unwrap();
+    }
+}
+
+/// A synchronous 4 KiB read.
+fn read(id: u64, flow: FlowId, sector: u64) -> Request {
+    Request {
+        id,
+        flow,
+        sector,
+        sectors: 8,
+        op: Op::Read,
+        sync: true,
     }
 }

@@ -358,11 +358,12 @@ impl IdleConfig {
         } else if f.seeky && !asym && !f.raised {
             sl = sl.min(self.slice_idle_seeky);
         }
-        Some(sl)
+        // `slice_idle_seeky = 0`: seeky flows are not idled for.
+        (sl > 0).then_some(sl)
     }
 
     /// How long to keep the device idle for a flow whose queue just emptied
-    /// (None: do not idle).
+    /// (None: do not idle; never `Some(0)`).
     pub fn wait_time(
         &self,
         device: &DeviceInfo,
@@ -381,11 +382,14 @@ impl IdleConfig {
         if device.queues_internally && !self.idle_on_queueing_devices && seeky {
             return None;
         }
-        Some(if seeky {
+        let wait = if seeky {
             self.slice_idle_seeky.min(self.slice_idle)
         } else {
             self.slice_idle
-        })
+        };
+        // A zero wait (`slice_idle_seeky = 0`) is no idling: never an idle
+        // period that ends when it begins.
+        (wait > 0).then_some(wait)
     }
 }
 
