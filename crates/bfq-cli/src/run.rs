@@ -66,7 +66,9 @@ pub struct Args {
     #[arg(long, default_value = "per-flow", value_parser = crate::args::kernel_groups)]
     pub kernel_groups: bfq_real::KernelGroups,
     /// Per-request trace CSV in the simulator's format
-    /// (`t_ns,event,flow,req,sector,sectors,op`; engine schedulers only).
+    /// (`t_ns,event,flow,req,sector,sectors,op`; engine schedulers only);
+    /// `-` writes it to stdout (which then carries only the trace; the
+    /// table goes to stderr).
     #[arg(long)]
     pub trace: Option<PathBuf>,
 }
@@ -165,6 +167,10 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     // The output file is opened before the run, so that a bad path fails
     // at once, not after it.
     let json_to_stdout = a.json.as_ref().is_some_and(|p| p.as_os_str() == "-");
+    let trace_to_stdout = a.trace.as_ref().is_some_and(|p| p.as_os_str() == "-");
+    if json_to_stdout && trace_to_stdout {
+        anyhow::bail!("--json - and --trace - cannot both write to stdout");
+    }
     let json_file = match &a.json {
         Some(p) if !json_to_stdout => {
             Some(std::fs::File::create(p).with_context(|| format!("--json {}", p.display()))?)
@@ -179,8 +185,9 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     if let Some(mut f) = json_file {
         writeln!(f, "{}", sim.to_json()).context("writing --json")?;
     }
-    // With `--json -` stdout carries only the JSON: the table goes to stderr.
-    let mut table: Box<dyn Write> = if json_to_stdout {
+    // With `--json -` or `--trace -` stdout carries only the JSON or the
+    // trace: the table goes to stderr.
+    let mut table: Box<dyn Write> = if json_to_stdout || trace_to_stdout {
         Box::new(std::io::stderr())
     } else {
         Box::new(std::io::stdout())

@@ -148,6 +148,54 @@ fn stdout_carries_only_the_json_or_the_trace() {
     assert!(!dir.path().join("-").exists(), "no file named '-'");
 }
 
+/// `bfq run --trace -` writes the engine's trace to stdout, and nothing
+/// else goes there (the table goes to stderr); no file named `-`.
+#[test]
+fn run_writes_its_trace_to_stdout() {
+    let dir = tempfile::tempdir().unwrap();
+    let o = Command::new(env!("CARGO_BIN_EXE_bfq"))
+        .args([
+            "run",
+            "--target",
+            "t.img",
+            "--create",
+            "4M",
+            "--buffered",
+            "--scheduler",
+            "bfq",
+            "--flow",
+            "name=a,bytes=256k",
+            "--seconds",
+            "5",
+            "--trace",
+            "-",
+        ])
+        .current_dir(dir.path())
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        out.starts_with("t_ns,event,flow,req,sector,sectors,op\n"),
+        "{out}"
+    );
+    let rows: Vec<_> = out.lines().skip(1).collect();
+    assert!(!rows.is_empty(), "the trace has rows");
+    assert!(
+        rows.iter()
+            .all(|l| l.split(',').count() == 7 && l.contains(",a,")),
+        "only trace rows: {out}"
+    );
+    assert!(stderr(&o).contains("MiB/s"), "the table goes to stderr");
+    assert!(!dir.path().join("-").exists(), "no file named '-'");
+    refused(
+        &[
+            "run", "--target", "t.img", "--flow", "name=a", "--json", "-", "--trace", "-",
+        ],
+        "cannot both write to stdout",
+    );
+}
+
 #[test]
 fn a_closed_pipe_ends_the_process_quietly() {
     let mut child = Command::new(env!("CARGO_BIN_EXE_bfq"))

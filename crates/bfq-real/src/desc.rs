@@ -224,7 +224,8 @@ pub struct RunConfig {
     /// Interval of each flow's throughput series.
     pub series_interval: Duration,
     /// Write the simulator's trace CSV (`t_ns,event,flow,req,sector,
-    /// sectors,op`; engine backends only).
+    /// sectors,op`; engine backends only) to this file, or to standard
+    /// output when the path is `-`.
     pub trace: Option<PathBuf>,
 }
 

@@ -202,7 +202,14 @@ fn run_engine(
     let names: Names = Default::default();
     let trace_out = match &cfg.trace {
         Some(p) => {
-            let mut w = io::BufWriter::with_capacity(1 << 20, std::fs::File::create(p)?);
+            let out: Box<dyn Write + Send> = if p.as_os_str() == "-" {
+                Box::new(io::stdout())
+            } else {
+                let f = std::fs::File::create(p)
+                    .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", p.display())))?;
+                Box::new(f)
+            };
+            let mut w = io::BufWriter::with_capacity(1 << 20, out);
             writeln!(w, "t_ns,event,flow,req,sector,sectors,op")?;
             Some(Arc::new(std::sync::Mutex::new(w)))
         }
