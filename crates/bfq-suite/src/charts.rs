@@ -9,8 +9,8 @@
 //! page width (viewBox), so nothing is clipped at phone width.
 
 use crate::model::{Config, ExpResult, Metric, Variant};
-use crate::paper_figures::lookup;
-use crate::stats::fmt_num;
+use crate::paper_figures::{lookup, PaperFigure};
+use crate::stats::{fmt_num, Summary};
 use std::fmt::Write as _;
 
 /// Okabe & Ito (2008), colour-blind safe; yellow left out (unreadable on
@@ -196,21 +196,7 @@ pub fn bar_chart(e: &ExpResult, m: &Metric, vars: &[&Variant]) -> String {
         return String::new();
     }
     let cols = colours(&e.configs);
-    let mut vals = vec![];
-    for v in vars {
-        for c in &e.configs {
-            if let Some(sm) = e.summary(&v.id, &c.label, &m.key) {
-                vals.push(sm.mean + sm.ci95);
-                vals.push(sm.mean);
-            }
-            if let Some(p) = lookup(&e.paper, &v.id, &c.label, &m.key) {
-                if p.unit == m.unit {
-                    vals.push(p.value);
-                }
-            }
-        }
-    }
-    let ax = Axis::new(&vals, LABEL_W, PLOT_W);
+    let ax = Axis::new(&bar_values(e, m, vars), LABEL_W, PLOT_W);
     let top = 34.0;
     let mut y = top;
     let mut body = String::new();
@@ -242,6 +228,41 @@ pub fn bar_chart(e: &ExpResult, m: &Metric, vars: &[&Variant]) -> String {
         esc(&m.unit),
         if ax.log { ", log scale" } else { "" }
     );
+    s.push_str(&grid(&ax, top, height));
+    s.push_str(&body);
+    let _ = write!(
+        s,
+        "<line x1=\"{LABEL_W}\" y1=\"{:.1}\" x2=\"{LABEL_W}\" y2=\"{:.1}\" stroke=\"#555\"/></svg>",
+        top - 6.0,
+        height - 6.0
+    );
+    s
+}
+
+/// Every value a bar chart draws (means, their intervals' upper ends,
+/// the paper's values in the same unit), for its axis.
+fn bar_values(e: &ExpResult, m: &Metric, vars: &[&Variant]) -> Vec<f64> {
+    let mut vals = vec![];
+    for v in vars {
+        for c in &e.configs {
+            if let Some(sm) = e.summary(&v.id, &c.label, &m.key) {
+                vals.push(sm.mean + sm.ci95);
+                vals.push(sm.mean);
+            }
+            if let Some(p) = lookup(&e.paper, &v.id, &c.label, &m.key) {
+                if p.unit == m.unit {
+                    vals.push(p.value);
+                }
+            }
+        }
+    }
+    vals
+}
+
+/// The bar chart's vertical grid lines and tick values, from `top` to
+/// `height`.
+fn grid(ax: &Axis, top: f64, height: f64) -> String {
+    let mut s = String::new();
     for t in ticks(ax.lo, ax.hi, ax.log) {
         let x = ax.x(t);
         let _ = write!(
@@ -253,13 +274,6 @@ pub fn bar_chart(e: &ExpResult, m: &Metric, vars: &[&Variant]) -> String {
             tick_txt(t)
         );
     }
-    s.push_str(&body);
-    let _ = write!(
-        s,
-        "<line x1=\"{LABEL_W}\" y1=\"{:.1}\" x2=\"{LABEL_W}\" y2=\"{:.1}\" stroke=\"#555\"/></svg>",
-        top - 6.0,
-        height - 6.0
-    );
     s
 }
 
@@ -285,49 +299,20 @@ fn bar(
     );
     let sm = e.summary(&v.id, &c.label, &m.key);
     let paper = lookup(&e.paper, &v.id, &c.label, &m.key).filter(|p| p.unit == m.unit);
-    let mut end = LABEL_W;
-    let mut text = match sm {
+    let (mut end, mut text) = match sm {
         Some(sm) => {
-            let x = ax.x(sm.mean);
-            let _ = write!(
-                s,
-                "<rect x=\"{LABEL_W}\" y=\"{y:.1}\" width=\"{:.1}\" height=\"{BAR_H}\" fill=\"{col}\"><title>{} / {}: {}</title></rect>",
-                (x - LABEL_W).max(0.5),
-                esc(&v.label),
-                esc(&c.label),
-                esc(&crate::stats::fmt_summary(&sm))
+            let title = format!(
+                "{} / {}: {}",
+                v.label,
+                c.label,
+                crate::stats::fmt_summary(&sm)
             );
-            end = x;
-            if sm.ci95 > 0.0 {
-                let (x1, x2) = (ax.x(sm.mean - sm.ci95), ax.x(sm.mean + sm.ci95));
-                let _ = write!(
-                    s,
-                    "<path d=\"M{x1:.1} {mid:.1}H{x2:.1}M{x1:.1} {:.1}V{:.1}M{x2:.1} {:.1}V{:.1}\" stroke=\"#222\" fill=\"none\"/>",
-                    mid - 3.0,
-                    mid + 3.0,
-                    mid - 3.0,
-                    mid + 3.0
-                );
-                end = end.max(x2);
-            }
-            fmt_num(sm.mean)
+            (mean_bar(s, &sm, &title, col, ax, y), fmt_num(sm.mean))
         }
-        None => "no value".to_string(),
+        None => (LABEL_W, "no value".to_string()),
     };
     if let Some(p) = paper {
-        let px = ax.x(p.value);
-        let _ = write!(
-            s,
-            "<path d=\"M{px:.1} {:.1}L{:.1} {mid:.1}L{px:.1} {:.1}L{:.1} {mid:.1}Z\" fill=\"#fff\" stroke=\"#000\" stroke-width=\"1.5\"><title>paper: {} {} ({})</title></path>",
-            mid - 6.0,
-            px + 5.0,
-            mid + 6.0,
-            px - 5.0,
-            esc(&fmt_num(p.value)),
-            esc(p.unit),
-            esc(p.source)
-        );
-        end = end.max(px + 5.0);
+        end = end.max(diamond(s, p, ax, mid));
         let rel = if p.relation == "=" { "" } else { p.relation };
         text = format!("{text}  (paper {rel}{})", fmt_num(p.value));
     }
@@ -340,6 +325,57 @@ fn bar(
     );
 }
 
+/// The bar of a mean (its tooltip `title`) at row `y`, with the whisker
+/// of its 95% interval; returns where it ends on the right.
+fn mean_bar(s: &mut String, sm: &Summary, title: &str, col: &str, ax: &Axis, y: f64) -> f64 {
+    let mid = y + BAR_H / 2.0;
+    let x = ax.x(sm.mean);
+    let _ = write!(
+        s,
+        "<rect x=\"{LABEL_W}\" y=\"{y:.1}\" width=\"{:.1}\" height=\"{BAR_H}\" fill=\"{col}\"><title>{}</title></rect>",
+        (x - LABEL_W).max(0.5),
+        esc(title)
+    );
+    let mut end = x;
+    if sm.ci95 > 0.0 {
+        let (x1, x2) = (ax.x(sm.mean - sm.ci95), ax.x(sm.mean + sm.ci95));
+        let _ = write!(
+            s,
+            "<path d=\"M{x1:.1} {mid:.1}H{x2:.1}M{x1:.1} {:.1}V{:.1}M{x2:.1} {:.1}V{:.1}\" stroke=\"#222\" fill=\"none\"/>",
+            mid - 3.0,
+            mid + 3.0,
+            mid - 3.0,
+            mid + 3.0
+        );
+        end = end.max(x2);
+    }
+    end
+}
+
+/// The paper's value as an outlined diamond centred on row `mid`;
+/// returns its right edge.
+fn diamond(s: &mut String, p: &PaperFigure, ax: &Axis, mid: f64) -> f64 {
+    let px = ax.x(p.value);
+    let _ = write!(
+        s,
+        "<path d=\"M{px:.1} {:.1}L{:.1} {mid:.1}L{px:.1} {:.1}L{:.1} {mid:.1}Z\" fill=\"#fff\" stroke=\"#000\" stroke-width=\"1.5\"><title>paper: {} {} ({})</title></path>",
+        mid - 6.0,
+        px + 5.0,
+        mid + 6.0,
+        px - 5.0,
+        esc(&fmt_num(p.value)),
+        esc(p.unit),
+        esc(p.source)
+    );
+    px + 5.0
+}
+
+/// A CDF line: colour, configuration label, `[latency_ms, fraction]` points.
+type CdfLine<'a> = (&'a str, &'a str, &'a Vec<[f64; 2]>);
+
+/// Geometry of the CDF chart (viewBox units): plot left, top, width, height.
+const CDF_BOX: (f64, f64, f64, f64) = (50.0, 16.0, 560.0, 220.0);
+
 /// Latency CDFs (first repetition) of the first variant that has them.
 pub fn cdf_chart(e: &ExpResult) -> String {
     let Some(v) = e.variants.iter().find(|v| {
@@ -350,18 +386,7 @@ pub fn cdf_chart(e: &ExpResult) -> String {
         return String::new();
     };
     let cols = colours(&e.configs);
-    let mut lines: Vec<(&str, &str, &Vec<[f64; 2]>)> = vec![];
-    for (c, col) in e.configs.iter().zip(&cols) {
-        if let Some(cdf) = e
-            .cell(&v.id, &c.label)
-            .and_then(|cell| cell.runs.first())
-            .and_then(|r| r.out.cdf.as_ref())
-        {
-            if !cdf.is_empty() {
-                lines.push((col, &c.label, cdf));
-            }
-        }
-    }
+    let lines = cdf_lines(e, v, &cols);
     if lines.is_empty() {
         return String::new();
     }
@@ -373,15 +398,51 @@ pub fn cdf_chart(e: &ExpResult) -> String {
     let minx = xs.iter().cloned().fold(f64::INFINITY, f64::min).max(1e-3);
     let maxx = xs.iter().cloned().fold(0.0, f64::max).max(minx * 10.0);
     let (lx0, lx1) = (minx.log10().floor(), maxx.log10().ceil());
-    let (left, top, pw, ph) = (50.0, 16.0, 560.0, 220.0);
+    let (left, top, pw, ph) = CDF_BOX;
     let width = left + pw + 250.0;
     let height = top + ph + 44.0;
     let xp = |x: f64| left + (x.max(minx).log10() - lx0) / (lx1 - lx0) * pw;
-    let yp = |f: f64| top + ph - f * ph;
     let mut s = format!(
         "<svg xmlns=\"http://www.w3.org/2000/svg\" viewBox=\"0 0 {width:.0} {height:.0}\" width=\"100%\" style=\"max-width:{width:.0}px\" role=\"img\" aria-label=\"latency CDF\"><style>text{{font:11px system-ui,sans-serif;fill:#222}}</style>"
     );
-    for t in ticks(10f64.powf(lx0), 10f64.powf(lx1), true) {
+    s.push_str(&cdf_grid((lx0, lx1), &xp, &v.label));
+    for (i, line) in lines.iter().enumerate() {
+        let dash = i >= PALETTE.len() || cols_repeat(&cols, line.0, i);
+        s.push_str(&cdf_path(line, i, dash, &xp));
+    }
+    s.push_str("</svg>");
+    s
+}
+
+/// The configurations' CDF lines of variant `v` (first repetition).
+fn cdf_lines<'a>(e: &'a ExpResult, v: &Variant, cols: &[&'a str]) -> Vec<CdfLine<'a>> {
+    let mut lines = vec![];
+    for (c, col) in e.configs.iter().zip(cols) {
+        if let Some(cdf) = e
+            .cell(&v.id, &c.label)
+            .and_then(|cell| cell.runs.first())
+            .and_then(|r| r.out.cdf.as_ref())
+        {
+            if !cdf.is_empty() {
+                lines.push((*col, c.label.as_str(), cdf));
+            }
+        }
+    }
+    lines
+}
+
+/// Fraction (0..1) to the CDF chart's y.
+fn cdf_y(f: f64) -> f64 {
+    let (_, top, _, ph) = CDF_BOX;
+    top + ph - f * ph
+}
+
+/// The CDF chart's grid: latency ticks (decades `lx` of ms, placed by
+/// `xp`), fraction ticks and the x axis' title naming `variant`.
+fn cdf_grid(lx: (f64, f64), xp: &dyn Fn(f64) -> f64, variant: &str) -> String {
+    let (left, top, pw, ph) = CDF_BOX;
+    let mut s = String::new();
+    for t in ticks(10f64.powf(lx.0), 10f64.powf(lx.1), true) {
         let x = xp(t);
         let _ = write!(
             s,
@@ -396,11 +457,11 @@ pub fn cdf_chart(e: &ExpResult) -> String {
         let _ = write!(
             s,
             "<line x1=\"{left}\" y1=\"{:.1}\" x2=\"{:.1}\" y2=\"{:.1}\" stroke=\"#e3e3e3\"/><text x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"end\">{f:.2}</text>",
-            yp(f),
+            cdf_y(f),
             left + pw,
-            yp(f),
+            cdf_y(f),
             left - 4.0,
-            yp(f) + 4.0
+            cdf_y(f) + 4.0
         );
     }
     let _ = write!(
@@ -408,40 +469,43 @@ pub fn cdf_chart(e: &ExpResult) -> String {
         "<text x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"middle\">request latency, ms (log scale), {}</text>",
         left + pw / 2.0,
         top + ph + 34.0,
-        esc(&v.label)
+        esc(variant)
     );
-    for (i, (col, label, cdf)) in lines.iter().enumerate() {
-        let mut d = String::new();
-        for (k, p) in cdf.iter().enumerate() {
-            let _ = write!(
-                d,
-                "{}{:.1} {:.1}",
-                if k == 0 { "M" } else { "L" },
-                xp(p[0]),
-                yp(p[1])
-            );
-        }
-        let dash = if i >= PALETTE.len() || cols_repeat(&cols, col, i) {
-            " stroke-dasharray=\"5 3\""
-        } else {
-            ""
-        };
-        let ly = top + i as f64 * 16.0;
+    s
+}
+
+/// One CDF line (dashed when its colour repeats) and its legend entry,
+/// the `i`-th beside the plot.
+fn cdf_path(line: &CdfLine, i: usize, dashed: bool, xp: &dyn Fn(f64) -> f64) -> String {
+    let (left, top, pw, _) = CDF_BOX;
+    let (col, label, cdf) = *line;
+    let mut d = String::new();
+    for (k, p) in cdf.iter().enumerate() {
         let _ = write!(
-            s,
-            "<path d=\"{d}\" stroke=\"{col}\" stroke-width=\"2\" fill=\"none\"{dash}><title>{}</title></path><line x1=\"{:.1}\" y1=\"{:.1}\" x2=\"{:.1}\" y2=\"{:.1}\" stroke=\"{col}\" stroke-width=\"3\"{dash}/><text x=\"{:.1}\" y=\"{:.1}\">{}</text>",
-            esc(label),
-            left + pw + 12.0,
-            ly + 5.0,
-            left + pw + 32.0,
-            ly + 5.0,
-            left + pw + 38.0,
-            ly + 9.0,
-            esc(label)
+            d,
+            "{}{:.1} {:.1}",
+            if k == 0 { "M" } else { "L" },
+            xp(p[0]),
+            cdf_y(p[1])
         );
     }
-    s.push_str("</svg>");
-    s
+    let dash = if dashed {
+        " stroke-dasharray=\"5 3\""
+    } else {
+        ""
+    };
+    let ly = top + i as f64 * 16.0;
+    format!(
+        "<path d=\"{d}\" stroke=\"{col}\" stroke-width=\"2\" fill=\"none\"{dash}><title>{}</title></path><line x1=\"{:.1}\" y1=\"{:.1}\" x2=\"{:.1}\" y2=\"{:.1}\" stroke=\"{col}\" stroke-width=\"3\"{dash}/><text x=\"{:.1}\" y=\"{:.1}\">{}</text>",
+        esc(label),
+        left + pw + 12.0,
+        ly + 5.0,
+        left + pw + 32.0,
+        ly + 5.0,
+        left + pw + 38.0,
+        ly + 9.0,
+        esc(label)
+    )
 }
 
 /// Whether an earlier line already used this colour (then dash this one).

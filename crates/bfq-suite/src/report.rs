@@ -146,112 +146,157 @@ pub fn to_markdown(r: &Report) -> String {
     );
     s.push_str(&findings_markdown(r));
     for e in &r.experiments {
-        let _ = writeln!(s, "## {}: {}\n", e.id, e.title);
-        let _ = writeln!(
-            s,
-            "*{}* — device `{}` — {} repetition(s)\n",
-            e.source,
-            r.target.as_deref().unwrap_or(&e.device),
-            e.reps
-        );
-        let _ = writeln!(s, "{}\n", e.what);
-        for sk in &e.skipped {
-            let _ = writeln!(s, "> **Note:** {} — {}\n", sk.config, sk.why);
-        }
-        for c in &e.cells {
-            if let Some(err) = &c.error {
-                let _ = writeln!(
-                    s,
-                    "> **Error:** {} / {}: {}\n",
-                    c.variant,
-                    c.config,
-                    md_escape(err)
-                );
-            }
-        }
-        for m in &e.metrics {
-            let vars: Vec<&Variant> = e
-                .variants
-                .iter()
-                .filter(|v| has_values(e, &v.id, &m.key))
-                .collect();
-            if vars.is_empty() {
-                continue;
-            }
-            let _ = writeln!(s, "**{}** ({})\n", m.label, m.unit);
-            let _ = write!(s, "| scheduler |");
-            for v in &vars {
-                let _ = write!(s, " {} |", md_escape(&v.label));
-            }
-            let _ = write!(s, "\n|---|");
-            for _ in &vars {
-                s.push_str("---|");
-            }
-            s.push('\n');
-            for c in &e.configs {
-                let _ = write!(s, "| {} |", c.label);
-                for v in &vars {
-                    let _ = write!(s, " {} |", cell_text(e, &v.id, &c.label, &m.key));
-                }
-                s.push('\n');
-            }
-            s.push('\n');
-        }
-        let mut notes: Vec<String> = vec![];
-        for c in &e.cells {
-            for run in &c.runs {
-                for n in &run.out.notes {
-                    let t = format!("{} / {} (seed {}): {}", c.variant, c.config, run.seed, n);
-                    notes.push(t);
-                }
-            }
-        }
-        if !notes.is_empty() {
-            let _ = writeln!(s, "Run notes:\n");
-            for n in notes {
-                let _ = writeln!(s, "- {}", md_escape(&n));
-            }
-            s.push('\n');
-        }
-        if !e.findings.is_empty() {
-            let _ = writeln!(s, "Findings:\n");
-            for f in &e.findings {
-                let _ = writeln!(
-                    s,
-                    "- **{}** — {} *({})* — {}{}",
-                    f.verdict.as_str(),
-                    f.claim,
-                    f.source,
-                    f.detail,
-                    f.cause
-                        .as_ref()
-                        .map(|c| format!(" — **cause ({})**: {}", c.kind.as_str(), c.evidence))
-                        .unwrap_or_default()
-                );
-            }
-            s.push('\n');
-        }
-        if !e.paper.is_empty() {
+        s.push_str(&experiment_markdown(r, e));
+    }
+    s
+}
+
+/// One experiment's section of report.md: what it runs, its notes, one
+/// table per metric, the runs' notes, its findings and the paper's
+/// numbers it uses.
+fn experiment_markdown(r: &Report, e: &ExpResult) -> String {
+    let mut s = String::new();
+    let _ = writeln!(s, "## {}: {}\n", e.id, e.title);
+    let _ = writeln!(
+        s,
+        "*{}* — device `{}` — {} repetition(s)\n",
+        e.source,
+        r.target.as_deref().unwrap_or(&e.device),
+        e.reps
+    );
+    let _ = writeln!(s, "{}\n", e.what);
+    for sk in &e.skipped {
+        let _ = writeln!(s, "> **Note:** {} — {}\n", sk.config, sk.why);
+    }
+    for c in &e.cells {
+        if let Some(err) = &c.error {
             let _ = writeln!(
                 s,
-                "<details><summary>The paper's numbers used here</summary>\n"
+                "> **Error:** {} / {}: {}\n",
+                c.variant,
+                c.config,
+                md_escape(err)
             );
-            for p in &e.paper {
-                let _ = writeln!(
-                    s,
-                    "- {} / {} / {}: {} {} — {}: \"{}\"",
-                    p.variant,
-                    p.config,
-                    p.metric,
-                    paper_txt(p),
-                    p.unit,
-                    p.source,
-                    p.text
-                );
-            }
-            let _ = writeln!(s, "\n</details>\n");
         }
     }
+    for m in &e.metrics {
+        s.push_str(&metric_markdown(e, m));
+    }
+    s.push_str(&run_notes_markdown(e));
+    s.push_str(&exp_findings_markdown(e));
+    s.push_str(&paper_markdown(e));
+    s
+}
+
+/// The variants where some configuration has a value of metric `m`.
+fn variants_with<'a>(e: &'a ExpResult, m: &Metric) -> Vec<&'a Variant> {
+    e.variants
+        .iter()
+        .filter(|v| has_values(e, &v.id, &m.key))
+        .collect()
+}
+
+/// A metric's table in report.md (empty when no cell has a value).
+fn metric_markdown(e: &ExpResult, m: &Metric) -> String {
+    let mut s = String::new();
+    let vars = variants_with(e, m);
+    if vars.is_empty() {
+        return s;
+    }
+    let _ = writeln!(s, "**{}** ({})\n", m.label, m.unit);
+    let _ = write!(s, "| scheduler |");
+    for v in &vars {
+        let _ = write!(s, " {} |", md_escape(&v.label));
+    }
+    let _ = write!(s, "\n|---|");
+    for _ in &vars {
+        s.push_str("---|");
+    }
+    s.push('\n');
+    for c in &e.configs {
+        let _ = write!(s, "| {} |", c.label);
+        for v in &vars {
+            let _ = write!(s, " {} |", cell_text(e, &v.id, &c.label, &m.key));
+        }
+        s.push('\n');
+    }
+    s.push('\n');
+    s
+}
+
+/// The runs' notes of an experiment, as a list.
+fn run_notes_markdown(e: &ExpResult) -> String {
+    let mut s = String::new();
+    let notes: Vec<String> = e
+        .cells
+        .iter()
+        .flat_map(|c| {
+            c.runs.iter().flat_map(move |run| {
+                run.out.notes.iter().map(move |n| {
+                    format!("{} / {} (seed {}): {}", c.variant, c.config, run.seed, n)
+                })
+            })
+        })
+        .collect();
+    if !notes.is_empty() {
+        let _ = writeln!(s, "Run notes:\n");
+        for n in notes {
+            let _ = writeln!(s, "- {}", md_escape(&n));
+        }
+        s.push('\n');
+    }
+    s
+}
+
+/// An experiment's findings, with their causes, as a list.
+fn exp_findings_markdown(e: &ExpResult) -> String {
+    let mut s = String::new();
+    if e.findings.is_empty() {
+        return s;
+    }
+    let _ = writeln!(s, "Findings:\n");
+    for f in &e.findings {
+        let _ = writeln!(
+            s,
+            "- **{}** — {} *({})* — {}{}",
+            f.verdict.as_str(),
+            f.claim,
+            f.source,
+            f.detail,
+            f.cause
+                .as_ref()
+                .map(|c| format!(" — **cause ({})**: {}", c.kind.as_str(), c.evidence))
+                .unwrap_or_default()
+        );
+    }
+    s.push('\n');
+    s
+}
+
+/// The paper's numbers an experiment uses, folded.
+fn paper_markdown(e: &ExpResult) -> String {
+    let mut s = String::new();
+    if e.paper.is_empty() {
+        return s;
+    }
+    let _ = writeln!(
+        s,
+        "<details><summary>The paper's numbers used here</summary>\n"
+    );
+    for p in &e.paper {
+        let _ = writeln!(
+            s,
+            "- {} / {} / {}: {} {} — {}: \"{}\"",
+            p.variant,
+            p.config,
+            p.metric,
+            paper_txt(p),
+            p.unit,
+            p.source,
+            p.text
+        );
+    }
+    let _ = writeln!(s, "\n</details>\n");
     s
 }
 
@@ -351,77 +396,95 @@ pub fn to_html(r: &Report) -> String {
     );
     s.push_str(&findings_html(r));
     for e in &r.experiments {
-        let _ = writeln!(
-            s,
-            "<section id=\"{}\"><h2>{}: {}</h2><p><em>{}</em> &mdash; device <code>{}</code> &mdash; {} repetition(s)</p><p>{}</p>",
-            esc(&e.id),
-            esc(&e.id),
-            esc(&e.title),
-            esc(&e.source),
-            esc(r.target.as_deref().unwrap_or(&e.device)),
-            e.reps,
-            esc(&e.what)
-        );
-        for sk in &e.skipped {
-            let _ = writeln!(
-                s,
-                "<div class=\"note\"><b>Note:</b> {} &mdash; {}</div>",
-                esc(&sk.config),
-                esc(&sk.why)
-            );
-        }
-        for c in &e.cells {
-            if let Some(err) = &c.error {
-                let _ = writeln!(
-                    s,
-                    "<div class=\"note\"><b>Error:</b> {} / {}: {}</div>",
-                    esc(&c.variant),
-                    esc(&c.config),
-                    esc(err)
-                );
-            }
-        }
-        for f in &e.findings {
-            let _ = writeln!(
-                s,
-                "<p class=\"finding\"><span class=\"{}\">{}</span> {} <span class=\"src\">({})</span> &mdash; {}{}</p>",
-                f.verdict.as_str().replace(' ', "_"),
-                f.verdict.as_str(),
-                esc(&f.claim),
-                esc(&f.source),
-                esc(&f.detail),
-                cause_html(f)
-            );
-        }
-        for m in &e.metrics {
-            let vars: Vec<&Variant> = e
-                .variants
-                .iter()
-                .filter(|v| has_values(e, &v.id, &m.key))
-                .collect();
-            if vars.is_empty() {
-                continue;
-            }
-            let _ = writeln!(s, "<h3>{} ({})</h3>", esc(&m.label), esc(&m.unit));
-            if m.chart {
-                let _ = writeln!(
-                    s,
-                    "<div class=\"chartrow\"><div class=\"chart\">{}</div>{}</div>",
-                    charts::bar_chart(e, m, &vars),
-                    charts::legend(e)
-                );
-            }
-            s.push_str(&html_table(e, m, &vars));
-        }
-        let cdf = charts::cdf_chart(e);
-        if !cdf.is_empty() {
-            s.push_str("<h3>Latency CDF (first repetition)</h3>\n<div class=\"chartrow\"><div class=\"chart\">");
-            s.push_str(&cdf);
-            s.push_str("</div></div>\n");
-        }
-        s.push_str("</section>\n");
+        s.push_str(&experiment_html(r, e));
     }
     s.push_str("</body></html>\n");
+    s
+}
+
+/// One experiment's section of report.html: what it runs, its notes and
+/// findings, a chart and a table per metric, the latency CDF.
+fn experiment_html(r: &Report, e: &ExpResult) -> String {
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "<section id=\"{}\"><h2>{}: {}</h2><p><em>{}</em> &mdash; device <code>{}</code> &mdash; {} repetition(s)</p><p>{}</p>",
+        esc(&e.id),
+        esc(&e.id),
+        esc(&e.title),
+        esc(&e.source),
+        esc(r.target.as_deref().unwrap_or(&e.device)),
+        e.reps,
+        esc(&e.what)
+    );
+    s.push_str(&notes_html(e));
+    for f in &e.findings {
+        let _ = writeln!(
+            s,
+            "<p class=\"finding\"><span class=\"{}\">{}</span> {} <span class=\"src\">({})</span> &mdash; {}{}</p>",
+            f.verdict.as_str().replace(' ', "_"),
+            f.verdict.as_str(),
+            esc(&f.claim),
+            esc(&f.source),
+            esc(&f.detail),
+            cause_html(f)
+        );
+    }
+    for m in &e.metrics {
+        s.push_str(&metric_html(e, m));
+    }
+    let cdf = charts::cdf_chart(e);
+    if !cdf.is_empty() {
+        s.push_str("<h3>Latency CDF (first repetition)</h3>\n<div class=\"chartrow\"><div class=\"chart\">");
+        s.push_str(&cdf);
+        s.push_str("</div></div>\n");
+    }
+    s.push_str("</section>\n");
+    s
+}
+
+/// The skipped configurations and failed cells of an experiment.
+fn notes_html(e: &ExpResult) -> String {
+    let mut s = String::new();
+    for sk in &e.skipped {
+        let _ = writeln!(
+            s,
+            "<div class=\"note\"><b>Note:</b> {} &mdash; {}</div>",
+            esc(&sk.config),
+            esc(&sk.why)
+        );
+    }
+    for c in &e.cells {
+        if let Some(err) = &c.error {
+            let _ = writeln!(
+                s,
+                "<div class=\"note\"><b>Error:</b> {} / {}: {}</div>",
+                esc(&c.variant),
+                esc(&c.config),
+                esc(err)
+            );
+        }
+    }
+    s
+}
+
+/// A metric's heading, chart (with its legend beside it) and table.
+fn metric_html(e: &ExpResult, m: &Metric) -> String {
+    let mut s = String::new();
+    let vars = variants_with(e, m);
+    if vars.is_empty() {
+        return s;
+    }
+    let _ = writeln!(s, "<h3>{} ({})</h3>", esc(&m.label), esc(&m.unit));
+    if m.chart {
+        let _ = writeln!(
+            s,
+            "<div class=\"chartrow\"><div class=\"chart\">{}</div>{}</div>",
+            charts::bar_chart(e, m, &vars),
+            charts::legend(e)
+        );
+    }
+    s.push_str(&html_table(e, m, &vars));
     s
 }
 

@@ -162,124 +162,15 @@ pub fn run_suite(opts: &Options) -> anyhow::Result<Report> {
     }
     let traces_dir = opts.out.join("traces");
     crate::exp2014::write_traces(&traces_dir)?;
-    // configurations that can run
-    let mut runnable: Vec<Vec<usize>> = vec![];
-    let mut skipped: Vec<Vec<Skipped>> = vec![];
-    for (e, _) in &sel {
-        let mut ok = vec![];
-        let mut sk = vec![];
-        for (i, c) in e.configs.iter().enumerate() {
-            match unavailable(c) {
-                None => ok.push(i),
-                Some(why) => sk.push(Skipped {
-                    config: c.label.clone(),
-                    why,
-                }),
-            }
-        }
-        runnable.push(ok);
-        skipped.push(sk);
-    }
-    let mut jobs = vec![];
-    for (ei, (e, reps)) in sel.iter().enumerate() {
-        for vi in 0..e.variants.len() {
-            for &ci in &runnable[ei] {
-                for rep in 0..*reps {
-                    jobs.push(Job {
-                        exp: ei,
-                        var: vi,
-                        cfg: ci,
-                        rep,
-                    });
-                }
-            }
-        }
-    }
-    let results: Mutex<Vec<Option<Result<RunOut, String>>>> =
-        Mutex::new((0..jobs.len()).map(|_| None).collect());
-    let next = AtomicUsize::new(0);
-    let pb = if opts.progress {
-        let pb = indicatif::ProgressBar::new(jobs.len() as u64);
-        pb.set_style(
-            indicatif::ProgressStyle::with_template(
-                "{elapsed_precise} [{bar:30}] {pos}/{len} {wide_msg}",
-            )
-            .expect("template")
-            .progress_chars("=> "),
-        );
-        pb
-    } else {
-        indicatif::ProgressBar::hidden()
-    };
-    // Runs on real storage go one at a time: concurrent runs would share
-    // the device and spoil each other's measurements.
-    let threads = if opts.target.is_some() {
-        1
-    } else {
-        opts.jobs.max(1).min(jobs.len().max(1))
-    };
-    std::thread::scope(|sc| {
-        for _ in 0..threads {
-            sc.spawn(|| loop {
-                let i = next.fetch_add(1, Ordering::SeqCst);
-                let Some(j) = jobs.get(i) else { break };
-                let (e, _) = &sel[j.exp];
-                let v = &e.variants[j.var];
-                let c = &e.configs[j.cfg];
-                pb.set_message(format!(
-                    "{} | {} | {} | rep {}",
-                    e.id,
-                    v.id,
-                    c.label,
-                    j.rep + 1
-                ));
-                let ctx = Ctx {
-                    quick: opts.quick,
-                    seed: 1 + j.rep as u64,
-                    traces_dir: traces_dir.clone(),
-                    target: opts.target.clone(),
-                };
-                let r = (e.run)(v, c, &ctx).map_err(|err| format!("{err:#}"));
-                results.lock().expect("results")[i] = Some(r);
-                pb.inc(1);
-            });
-        }
-    });
-    pb.finish_and_clear();
-    let results = results.into_inner().expect("results");
-    // aggregate
+    let (runnable, skipped) = runnable_configs(&sel);
+    let jobs = plan_jobs(&sel, &runnable);
+    let results = execute(opts, &sel, &jobs, &traces_dir);
     let mut exps = vec![];
     for (ei, (e, reps)) in sel.iter().enumerate() {
         let mut cells = vec![];
-        for (vi, v) in e.variants.iter().enumerate() {
+        for vi in 0..e.variants.len() {
             for &ci in &runnable[ei] {
-                let c = &e.configs[ci];
-                let mut runs = vec![];
-                let mut error = None;
-                for (k, j) in jobs.iter().enumerate() {
-                    if j.exp == ei && j.var == vi && j.cfg == ci {
-                        match &results[k] {
-                            Some(Ok(out)) => runs.push(RunRecord {
-                                rep: j.rep,
-                                seed: 1 + j.rep as u64,
-                                out: out.clone(),
-                            }),
-                            Some(Err(msg)) => {
-                                error.get_or_insert_with(|| msg.clone());
-                            }
-                            None => {
-                                error.get_or_insert_with(|| "not run".to_string());
-                            }
-                        }
-                    }
-                }
-                cells.push(Cell {
-                    variant: v.id.clone(),
-                    config: c.label.clone(),
-                    summary: summarize(&runs),
-                    runs,
-                    error,
-                });
+                cells.push(cell_of(e, (ei, vi, ci), &jobs, &results));
             }
         }
         let mut r = ExpResult {
@@ -314,6 +205,150 @@ pub fn run_suite(opts: &Options) -> anyhow::Result<Report> {
         },
         experiments: exps,
     })
+}
+
+/// Per selected experiment: the indices of the configurations that can
+/// run here, and the others with the reason.
+fn runnable_configs(sel: &[(Experiment, usize)]) -> (Vec<Vec<usize>>, Vec<Vec<Skipped>>) {
+    let mut runnable: Vec<Vec<usize>> = vec![];
+    let mut skipped: Vec<Vec<Skipped>> = vec![];
+    for (e, _) in sel {
+        let mut ok = vec![];
+        let mut sk = vec![];
+        for (i, c) in e.configs.iter().enumerate() {
+            match unavailable(c) {
+                None => ok.push(i),
+                Some(why) => sk.push(Skipped {
+                    config: c.label.clone(),
+                    why,
+                }),
+            }
+        }
+        runnable.push(ok);
+        skipped.push(sk);
+    }
+    (runnable, skipped)
+}
+
+/// Every (experiment, variant, runnable configuration, repetition).
+fn plan_jobs(sel: &[(Experiment, usize)], runnable: &[Vec<usize>]) -> Vec<Job> {
+    let mut jobs = vec![];
+    for (ei, (e, reps)) in sel.iter().enumerate() {
+        for vi in 0..e.variants.len() {
+            for &ci in &runnable[ei] {
+                for rep in 0..*reps {
+                    jobs.push(Job {
+                        exp: ei,
+                        var: vi,
+                        cfg: ci,
+                        rep,
+                    });
+                }
+            }
+        }
+    }
+    jobs
+}
+
+/// What each job gave (stored by its index), `None` if it did not run.
+type JobResults = Vec<Option<Result<RunOut, String>>>;
+
+/// Runs the jobs on `--jobs` threads (one on real storage), with a
+/// progress bar if asked.
+fn execute(
+    opts: &Options,
+    sel: &[(Experiment, usize)],
+    jobs: &[Job],
+    traces_dir: &std::path::Path,
+) -> JobResults {
+    let results: Mutex<JobResults> = Mutex::new((0..jobs.len()).map(|_| None).collect());
+    let next = AtomicUsize::new(0);
+    let pb = progress_bar(opts.progress, jobs.len());
+    // Runs on real storage go one at a time: concurrent runs would share
+    // the device and spoil each other's measurements.
+    let threads = if opts.target.is_some() {
+        1
+    } else {
+        opts.jobs.max(1).min(jobs.len().max(1))
+    };
+    std::thread::scope(|sc| {
+        for _ in 0..threads {
+            sc.spawn(|| loop {
+                let i = next.fetch_add(1, Ordering::SeqCst);
+                let Some(j) = jobs.get(i) else { break };
+                let (e, _) = &sel[j.exp];
+                let v = &e.variants[j.var];
+                let c = &e.configs[j.cfg];
+                pb.set_message(format!(
+                    "{} | {} | {} | rep {}",
+                    e.id,
+                    v.id,
+                    c.label,
+                    j.rep + 1
+                ));
+                let ctx = Ctx {
+                    quick: opts.quick,
+                    seed: 1 + j.rep as u64,
+                    traces_dir: traces_dir.to_path_buf(),
+                    target: opts.target.clone(),
+                };
+                let r = (e.run)(v, c, &ctx).map_err(|err| format!("{err:#}"));
+                results.lock().expect("results")[i] = Some(r);
+                pb.inc(1);
+            });
+        }
+    });
+    pb.finish_and_clear();
+    results.into_inner().expect("results")
+}
+
+/// A progress bar on stderr over `n` runs, or a hidden one.
+fn progress_bar(show: bool, n: usize) -> indicatif::ProgressBar {
+    if !show {
+        return indicatif::ProgressBar::hidden();
+    }
+    let pb = indicatif::ProgressBar::new(n as u64);
+    pb.set_style(
+        indicatif::ProgressStyle::with_template(
+            "{elapsed_precise} [{bar:30}] {pos}/{len} {wide_msg}",
+        )
+        .expect("template")
+        .progress_chars("=> "),
+    );
+    pb
+}
+
+/// The cell of experiment `e` at (experiment, variant, configuration)
+/// indices `at`: its runs, their summary and the first error.
+fn cell_of(e: &Experiment, at: (usize, usize, usize), jobs: &[Job], results: &JobResults) -> Cell {
+    let (_, vi, ci) = at;
+    let mut runs = vec![];
+    let mut error = None;
+    for (k, j) in jobs.iter().enumerate() {
+        if (j.exp, j.var, j.cfg) != at {
+            continue;
+        }
+        match &results[k] {
+            Some(Ok(out)) => runs.push(RunRecord {
+                rep: j.rep,
+                seed: 1 + j.rep as u64,
+                out: out.clone(),
+            }),
+            Some(Err(msg)) => {
+                error.get_or_insert_with(|| msg.clone());
+            }
+            None => {
+                error.get_or_insert_with(|| "not run".to_string());
+            }
+        }
+    }
+    Cell {
+        variant: e.variants[vi].id.clone(),
+        config: e.configs[ci].label.clone(),
+        summary: summarize(&runs),
+        runs,
+        error,
+    }
 }
 
 /// Mean and CI of every metric over the runs. A run whose value is not
