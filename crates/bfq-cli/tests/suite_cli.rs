@@ -115,3 +115,87 @@ fn a_mounted_target_fails_before_any_run() {
     assert!(!out.join("report.json").exists());
     let _ = std::fs::remove_dir_all(&out);
 }
+
+#[test]
+fn a_character_device_target_fails_before_any_run() {
+    let out = out_dir("chardev");
+    let o = Command::new(env!("CARGO_BIN_EXE_bfq"))
+        .args(["suite", "--quick", "--no-progress", "--target", "/dev/null"])
+        .arg("--out")
+        .arg(&out)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success(), "exit 0: {err}");
+    assert!(
+        err.contains("--target /dev/null") && err.contains("not a regular file or a block device"),
+        "{err}"
+    );
+    assert!(!out.join("report.json").exists());
+    let _ = std::fs::remove_dir_all(&out);
+}
+
+/// Removes a directory when dropped (also when an assertion fails).
+struct RemoveDir(std::path::PathBuf);
+
+impl Drop for RemoveDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// On a loop device (root), the real-storage suite runs and its report
+/// names the device and says it was measured on real storage, in all
+/// three formats. The loop device and its file go away even when an
+/// assertion fails (their guards); skipped with a message where there is
+/// no root or no loop device.
+#[test]
+fn a_loop_device_target_is_named_in_the_report() {
+    use bfq_real::sys;
+    if !sys::is_root() || !std::path::Path::new("/dev/loop-control").exists() {
+        eprintln!(
+            "SKIPPED a_loop_device_target_is_named_in_the_report: needs root and loop devices"
+        );
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let dev = match sys::LoopDevice::create(&dir.path().join("loop.img"), 64 << 20, false) {
+        Ok(d) => d,
+        Err(e) => {
+            eprintln!("SKIPPED a_loop_device_target_is_named_in_the_report: {e}");
+            return;
+        }
+    };
+    let out = RemoveDir(out_dir("loop"));
+    let path = dev.path().display().to_string();
+    let o = Command::new(env!("CARGO_BIN_EXE_bfq"))
+        .args([
+            "suite",
+            "--quick",
+            "--reps",
+            "1",
+            "--no-progress",
+            "--only",
+            "real-fairness",
+        ])
+        .args(["--target", &path, "--out"])
+        .arg(&out.0)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    let md = std::fs::read_to_string(out.0.join("report.md")).unwrap();
+    assert!(
+        md.contains(&format!("Measured on real storage: `{path}`")),
+        "{md}"
+    );
+    assert!(md.contains(&format!("device `{path}`")), "{md}");
+    assert!(!md.contains("Simulated with"), "{md}");
+    let html = std::fs::read_to_string(out.0.join("report.html")).unwrap();
+    assert!(html.contains(&format!("Measured on real storage: {path}")));
+    assert!(html.contains(&format!("device <code>{path}</code>")));
+    let v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.0.join("report.json")).unwrap()).unwrap();
+    assert_eq!(v["target"], path.as_str());
+    assert_eq!(v["suite"], "bfq-rs benchmark suite (real storage)");
+}
