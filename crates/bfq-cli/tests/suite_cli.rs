@@ -43,44 +43,45 @@ fn closing_message_names_the_report_the_count_and_each_failure_with_its_cause() 
     let _ = std::fs::remove_dir_all(&out);
 }
 
-#[test]
-fn a_missing_target_fails_before_any_run() {
-    let out = out_dir("missing");
+/// Runs `bfq suite --quick --target <target>`: it must fail (non-zero
+/// exit) before any run, writing no report; returns its stderr.
+fn refused(name: &str, target: &std::ffi::OsStr) -> String {
+    let out = out_dir(name);
     let o = Command::new(env!("CARGO_BIN_EXE_bfq"))
         .args(["suite", "--quick", "--no-progress", "--target"])
-        .arg(std::env::temp_dir().join("bfq-no-such-target-for-suite"))
+        .arg(target)
         .arg("--out")
         .arg(&out)
         .output()
         .unwrap();
-    let err = String::from_utf8_lossy(&o.stderr);
-    assert!(!o.status.success(), "exit 0: {err}");
+    let err = String::from_utf8_lossy(&o.stderr).into_owned();
+    let report = out.join("report.json").exists();
+    let _ = std::fs::remove_dir_all(&out);
+    assert!(
+        !o.status.success(),
+        "exit 0 with --target {target:?}: {err}"
+    );
+    assert!(!report, "a report was written for --target {target:?}");
+    err
+}
+
+#[test]
+fn a_missing_target_fails_before_any_run() {
+    let missing = std::env::temp_dir().join("bfq-no-such-target-for-suite");
+    let err = refused("missing", missing.as_os_str());
     assert!(
         err.contains("--target") && err.contains("bfq-no-such-target-for-suite"),
         "{err}"
     );
-    assert!(!out.join("report.json").exists(), "a report was written");
-    let _ = std::fs::remove_dir_all(&out);
 }
 
 #[test]
 fn a_directory_target_fails_before_any_run() {
-    let out = out_dir("dir");
-    let o = Command::new(env!("CARGO_BIN_EXE_bfq"))
-        .args(["suite", "--quick", "--no-progress", "--target"])
-        .arg(std::env::temp_dir())
-        .arg("--out")
-        .arg(&out)
-        .output()
-        .unwrap();
-    let err = String::from_utf8_lossy(&o.stderr);
-    assert!(!o.status.success(), "exit 0: {err}");
+    let err = refused("dir", std::env::temp_dir().as_os_str());
     assert!(
         err.contains("not a regular file or a block device"),
         "{err}"
     );
-    assert!(!out.join("report.json").exists());
-    let _ = std::fs::remove_dir_all(&out);
 }
 
 /// A block device holding a mounted filesystem is refused before any run
@@ -102,37 +103,17 @@ fn a_mounted_target_fails_before_any_run() {
         eprintln!("skipped: no mounted block device visible");
         return;
     };
-    let out = out_dir("mounted");
-    let o = Command::new(env!("CARGO_BIN_EXE_bfq"))
-        .args(["suite", "--quick", "--no-progress", "--target", dev])
-        .arg("--out")
-        .arg(&out)
-        .output()
-        .unwrap();
-    let err = String::from_utf8_lossy(&o.stderr);
-    assert!(!o.status.success(), "exit 0 on mounted {dev}: {err}");
+    let err = refused("mounted", dev.as_ref());
     assert!(err.contains("mounted"), "{err}");
-    assert!(!out.join("report.json").exists());
-    let _ = std::fs::remove_dir_all(&out);
 }
 
 #[test]
 fn a_character_device_target_fails_before_any_run() {
-    let out = out_dir("chardev");
-    let o = Command::new(env!("CARGO_BIN_EXE_bfq"))
-        .args(["suite", "--quick", "--no-progress", "--target", "/dev/null"])
-        .arg("--out")
-        .arg(&out)
-        .output()
-        .unwrap();
-    let err = String::from_utf8_lossy(&o.stderr);
-    assert!(!o.status.success(), "exit 0: {err}");
+    let err = refused("chardev", "/dev/null".as_ref());
     assert!(
         err.contains("--target /dev/null") && err.contains("not a regular file or a block device"),
         "{err}"
     );
-    assert!(!out.join("report.json").exists());
-    let _ = std::fs::remove_dir_all(&out);
 }
 
 /// Removes a directory when dropped (also when an assertion fails).
