@@ -143,3 +143,79 @@ fn write_back_cache_completes_writes_on_arrival() {
     // bus transfer + cache overhead, far below a positioning time
     assert!(lat.iter().all(|&l| l < 200_000), "{lat:?}");
 }
+
+/// `n` 128 KiB sequential writes from sector 0, with a 4 KiB read far away
+/// in place of every `read_every`-th one.
+fn writes_with_reads(n: u64, read_every: u64) -> Vec<DevRequest> {
+    (0..n)
+        .map(|i| {
+            let read = i % read_every == read_every - 1;
+            DevRequest {
+                id: i,
+                sector: if read { 400_000_000 + i * 8 } else { i * 256 },
+                sectors: if read { 8 } else { 256 },
+                op: if read { Op::Read } else { Op::Write },
+            }
+        })
+        .collect()
+}
+
+#[test]
+fn ssd_sustained_writes_run_at_the_program_rate() {
+    // 8 units x 16 KiB per 900 us program = 145.6 MB/s once the 32 MiB
+    // write buffer is full (with an unbounded buffer writes completed at
+    // the 510 MB/s bus rate for ever).
+    let p = preset("ssd-plextor-m5s").unwrap();
+    let mut d = device::build(&p);
+    let n = 4096u64;
+    let (t, _) = run_closed_loop(d.as_mut(), writes_with_reads(n, u64::MAX), 32);
+    let bytes = n * 128 * 1024;
+    let program_rate = 8.0 * 16384.0 / 900e-6 / 1e6;
+    // the buffer's first 32 MiB go at the bus rate
+    let want = bytes as f64 / 1e6 / ((bytes - (32 << 20)) as f64 / 1e6 / program_rate);
+    let rate = mbs(bytes, t);
+    eprintln!(
+        "sustained writes {rate:.1} MB/s (program rate {program_rate:.1}, expected {want:.1})"
+    );
+    assert!(within(rate, want, 0.05), "{rate} vs {want}");
+}
+
+#[test]
+fn ssd_reads_go_before_buffered_programs() {
+    // A 4 KiB read in place of every 16th request of a 32-deep stream of
+    // 128 KiB writes: it waits for the program in progress on its unit and
+    // for the host interface, not for the buffer's backlog of programs
+    // (22 ms of it per unit with the buffer full).
+    let p = preset("ssd-plextor-m5s").unwrap();
+    let mut d = device::build(&p);
+    let reqs = writes_with_reads(4096, 16);
+    // Closed loop, 32 deep, latencies by request id.
+    let (mut now, mut next, mut lat) = (0, 0usize, vec![0u64; reqs.len()]);
+    let mut done = Vec::new();
+    while next < reqs.len() || d.in_flight() > 0 {
+        while next < reqs.len() && d.in_flight() < 32 {
+            lat[next] = now;
+            d.submit(now, reqs[next]);
+            next += 1;
+        }
+        now = now.max(d.next_event().unwrap());
+        d.advance(now, &mut done);
+        for (t, id) in done.drain(..) {
+            lat[id as usize] = t - lat[id as usize];
+        }
+    }
+    let reads: Vec<u64> = reqs
+        .iter()
+        .filter(|r| r.op == Op::Read)
+        .map(|r| lat[r.id as usize])
+        .collect();
+    let max = *reads.iter().max().unwrap();
+    eprintln!(
+        "{} reads among writes: max latency {:.2} ms",
+        reads.len(),
+        max as f64 / 1e6
+    );
+    // 31 commands ahead (25 us each), their data on the 510 MB/s bus
+    // (8 ms for 31 x 128 KiB), one program (0.9 ms) and the read.
+    assert!(max < 12 * bfq_core::MS, "{max}");
+}

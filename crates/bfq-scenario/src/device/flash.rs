@@ -25,6 +25,10 @@ pub struct FlashParams {
     pub bus_rate: f64,
     /// Commands the device queues internally (host queue depth).
     pub queue_depth: u32,
+    /// Bytes of written data the device buffers before programming them
+    /// (a write completes once buffered; when the buffer is full, once
+    /// enough of it has been programmed). At least one page per unit.
+    pub write_buffer: u64,
 }
 
 impl FlashParams {
@@ -43,6 +47,15 @@ impl FlashParams {
         chk("page_size", self.page_size >= SECTOR_BYTES)?;
         chk("bus_rate", self.bus_rate > 0.0)?;
         chk("queue_depth", self.queue_depth > 0)?;
+        let stripe = self
+            .page_size
+            .saturating_mul(u64::from(self.channels) * u64::from(self.dies));
+        if self.write_buffer < stripe {
+            return Err((
+                "write_buffer",
+                format!("must hold at least one page per unit ({stripe} bytes)"),
+            ));
+        }
         Ok(())
     }
 }

@@ -150,6 +150,10 @@ pub fn preset(name: &str) -> Option<DeviceParams> {
             cmd_overhead: 25 * US,
             bus_rate: 510.0,
             queue_depth: 32,
+            // Not given by the article or the drive's data sheet (its DRAM
+            // holds the mapping tables too): a write buffer of a few tens
+            // of MiB, as SATA SSDs of its generation have.
+            write_buffer: 32 << 20,
         }),
         _ => return None,
     })
@@ -230,6 +234,7 @@ impl DeviceParams {
                 "cmd_overhead" => p.cmd_overhead = as_dur(v)?,
                 "bus_rate" => p.bus_rate = as_f64(v)?,
                 "queue_depth" => p.queue_depth = as_u32(v)?,
+                "write_buffer" => p.write_buffer = as_size(v)?,
                 _ => return Err(format!("unknown flash field '{key}'")),
             },
         }

@@ -10,12 +10,22 @@
 //!   `program_latency`.
 //! - Read data then crosses the host interface (`bus_rate`, shared), which
 //!   bounds sequential throughput. Writes cross the interface first and
-//!   complete when buffered; their programs still occupy the units.
+//!   complete when buffered in the device's `write_buffer`; their programs
+//!   then occupy the units, back to back. With the buffer full, a write
+//!   completes once enough of the buffer has been programmed, so sustained
+//!   writes run at the units' program rate.
+//! - Reads go before buffered programs (the controller schedules host reads
+//!   first): a read waits for the program in progress on its unit, if any,
+//!   and pushes the rest of the unit's program backlog back by its own
+//!   time. (Without this, a read waited behind the whole backlog of
+//!   buffered writes: seconds with an unbounded buffer.)
 //! - At most `queue_depth` commands are outstanding (the host queue); so
 //!   throughput grows with outstanding requests until a resource saturates.
 //!
 //! Resources are reserved in command arrival order, so a command's
-//! completion time is known when it arrives.
+//! completion time is known when it arrives. The program backlog a read
+//! pushes back is not re-checked against the buffer: writes that arrived
+//! before the read keep their completion times.
 
 use super::{DevRequest, Device};
 use bfq_core::{DeviceInfo, Op, ReqId, Time, SECTOR_BYTES};
@@ -28,20 +38,68 @@ use std::collections::BinaryHeap;
 pub struct Flash {
     p: FlashParams,
     capacity: u64,
-    unit_free: Vec<Time>,
+    units: Vec<Unit>,
+    /// Pages of the write buffer per unit.
+    buffer_pages: u64,
     ctrl_free: Time,
     bus_free: Time,
     done: BinaryHeap<Reverse<(Time, u64, ReqId)>>,
     seq: u64,
 }
 
+/// One flash unit (a die): its reads, then its programs.
+#[derive(Clone, Copy, Debug, Default)]
+struct Unit {
+    /// When the reads queued on it are done.
+    read_free: Time,
+    /// When its backlog of programs is done.
+    prog_end: Time,
+    /// Its programs run back to back from here (a program boundary).
+    prog_anchor: Time,
+}
+
+impl Unit {
+    /// A page read arriving at `at`: it waits for earlier reads and for
+    /// the program in progress, then pushes the program backlog back.
+    /// Returns when the read is done.
+    fn read(&mut self, at: Time, read: Time, program: Time) -> Time {
+        let mut s = at.max(self.read_free);
+        if self.prog_end > s && s > self.prog_anchor {
+            // A program is in progress: it ends at the next boundary.
+            let k = (s - self.prog_anchor).div_ceil(program.max(1));
+            s = (self.prog_anchor + k * program).min(self.prog_end);
+        }
+        let end = s + read;
+        self.read_free = end;
+        if self.prog_end > s {
+            let resume = end.max(self.prog_anchor);
+            self.prog_end += resume - self.prog_anchor.max(s);
+            self.prog_anchor = resume;
+        }
+        end
+    }
+
+    /// A page program whose data is buffered at `at`. Returns when it is
+    /// done.
+    fn program(&mut self, at: Time, program: Time) -> Time {
+        if self.prog_end <= at {
+            self.prog_anchor = at.max(self.read_free);
+            self.prog_end = self.prog_anchor;
+        }
+        self.prog_end += program;
+        self.prog_end
+    }
+}
+
 impl Flash {
     /// Builds the device.
     pub fn new(p: FlashParams) -> Flash {
-        let units = (p.channels.max(1) * p.dies.max(1)) as usize;
+        let units = u64::from(p.channels.max(1)) * u64::from(p.dies.max(1));
+        let page = p.page_size.max(SECTOR_BYTES);
         Flash {
             capacity: (p.capacity / SECTOR_BYTES).max(1),
-            unit_free: vec![0; units],
+            units: vec![Unit::default(); units as usize],
+            buffer_pages: (p.write_buffer / page / units).max(1),
             ctrl_free: 0,
             bus_free: 0,
             done: BinaryHeap::new(),
@@ -80,15 +138,14 @@ impl Device for Flash {
         let page = self.p.page_size.max(SECTOR_BYTES);
         let first = r.sector * SECTOR_BYTES / page;
         let last = (r.sector * SECTOR_BYTES + bytes - 1) / page;
-        let units = self.unit_free.len() as u64;
+        let units = self.units.len() as u64;
+        let (read, program) = (self.p.read_latency, self.p.program_latency);
         let mut t_done = start;
         let fin = match r.op {
             Op::Read => {
                 for lpn in first..=last {
-                    let u = (lpn % units) as usize;
-                    let s = start.max(self.unit_free[u]);
-                    self.unit_free[u] = s + self.p.read_latency;
-                    t_done = t_done.max(self.unit_free[u]);
+                    let u = &mut self.units[(lpn % units) as usize];
+                    t_done = t_done.max(u.read(start, read, program));
                 }
                 self.bus_free = self.bus_free.max(t_done) + self.bus_time(bytes);
                 self.bus_free
@@ -96,12 +153,16 @@ impl Device for Flash {
             Op::Write => {
                 self.bus_free = self.bus_free.max(start) + self.bus_time(bytes);
                 let arrived = self.bus_free;
+                // Buffered once at most `buffer_pages` programs, its own
+                // included, are left on each of its units.
+                let ahead = self.buffer_pages * program;
+                let mut buffered = arrived;
                 for lpn in first..=last {
-                    let u = (lpn % units) as usize;
-                    let s = arrived.max(self.unit_free[u]);
-                    self.unit_free[u] = s + self.p.program_latency;
+                    let u = &mut self.units[(lpn % units) as usize];
+                    let done = u.program(arrived, program);
+                    buffered = buffered.max(done.saturating_sub(ahead));
                 }
-                arrived
+                buffered
             }
         };
         self.seq += 1;
