@@ -197,6 +197,9 @@ pub struct Census {
     pub busy_flows: u32,
     /// Busy weight-raised flows.
     pub raised_busy: u32,
+    /// Busy flows that are not seeky (kept by the scheduler, which sees
+    /// seekiness change).
+    pub seq_busy: u32,
 }
 
 impl Default for Census {
@@ -210,6 +213,7 @@ impl Default for Census {
             busy_groups: 0,
             busy_flows: 0,
             raised_busy: 0,
+            seq_busy: 0,
         }
     }
 }

@@ -518,6 +518,8 @@ pub struct FlowState {
     default_weight: bool,
     /// Counted as busy in the census.
     busy: bool,
+    /// Counted in the census's `seq_busy` (busy and not seeky).
+    seq_counted: bool,
     /// Still counted, lingering since its last completion at this time
     /// (heuristic 6, [`idling::Lingering`]).
     linger_at: Option<Time>,
@@ -812,6 +814,23 @@ impl Bfq {
             }
         }
         self.census.update(busy, w, c, g, r);
+        self.recount_seq(f);
+    }
+
+    /// Keeps the census's count of busy non-seeky flows in step with a
+    /// flow's busy state and seekiness (both change one request at a time,
+    /// so this is O(1)).
+    fn recount_seq(&mut self, f: FlowId) {
+        let fs = &mut self.topo.any_flow_mut(f).data;
+        let seq = fs.busy && !fs.seek.is_seeky();
+        if seq != fs.seq_counted {
+            fs.seq_counted = seq;
+            if seq {
+                self.census.seq_busy += 1;
+            } else {
+                self.census.seq_busy -= 1;
+            }
+        }
     }
 
     /// Heuristic 7: whether a sync flow whose queue emptied while requests
@@ -932,14 +951,18 @@ impl Bfq {
         // requests: charged its service, a random reader held an SSD in
         // T_max turns at its own slow rate while sequential readers waited
         // (2018 article, static sequential: 19% of the attainable total).
+        // And except for a seeky flow while a non-seeky flow is busy: the
+        // turn kept the device from the sequential flow, which must get
+        // its share of the time (2018 article, static random with a
+        // sequential target: charged its service, a random reader's T_max
+        // turn cost it as much as 1/40 of the target's turn, and the
+        // target got 13% of the time for a weight of 3/7).
         // Rule switch `inject_charge_service` (off in `bfq-kernel`).
         let shared = self.cfg.inject.charge_service && turn.injected > 0;
         let seq_filled = seeky && 2 * turn.injected_seq > turn.injected;
-        let held = if shared && !(self.device.rotational && seeky) && !seq_filled {
-            0
-        } else {
-            elapsed
-        };
+        let seq_waiting = seeky && self.census.seq_busy > 0;
+        let time_anyway = (self.device.rotational && seeky) || seq_filled || seq_waiting;
+        let held = if shared && !time_anyway { 0 } else { elapsed };
         // The debt is service received outside the turn: charged as it is,
         // never folded into a charge by time.
         let info = TurnInfo {
@@ -1317,6 +1340,7 @@ impl Scheduler for Bfq {
             group: spec.group,
             default_weight: weight == spec.prio.default_weight(),
             busy: false,
+            seq_counted: false,
             linger_at: None,
             started: false,
             in_large_burst: false,
@@ -1401,6 +1425,7 @@ impl Scheduler for Bfq {
                 .record(now.saturating_sub(fs.last_completion), slice_idle);
         }
         let (entity, group) = (fs.entity, fs.group);
+        self.recount_seq(owner);
         // Heuristic 5: burst detection on the flow's first request.
         if first && self.cfg.wr.enabled {
             match self.burst.flow_started(&self.cfg.wr, owner.0, group, now) {
