@@ -396,24 +396,36 @@ fn service_txt(e: &ExpResult, v: &str, cs: &[&str]) -> String {
 /// The scheduler's mechanisms in cell (`v`, `c`), as ", B_max ..." (empty
 /// for a policy that has none of them).
 fn mechanisms_txt(e: &ExpResult, v: &str, c: &str) -> String {
-    let items: [(&str, &str, &str); 7] = [
-        ("bmax", "B_max ", " sectors"),
-        ("peak_rate", "peak-rate estimate ", " MB/s"),
+    // sector counts are printed whole; the others as measured
+    let items: [(&str, &str, &str, bool); 7] = [
+        ("bmax", "B_max ", " sectors", true),
+        ("peak_rate", "peak-rate estimate ", " MB/s", false),
         (
             "budget_target",
             "mean budget granted to the target ",
             " sectors",
+            true,
         ),
-        ("budget_inter", "to the interferers ", " sectors"),
-        ("inj_pct", "", "% of the requests injected"),
-        ("low_pct", "in LOW state ", "% of the run"),
-        ("state_changes", "", " LOW/MAX changes"),
+        ("budget_inter", "to the interferers ", " sectors", true),
+        ("inj_pct", "", "% of the requests injected", false),
+        ("low_pct", "in LOW state ", "% of the run", false),
+        (
+            "state_changes",
+            "",
+            " LOW/MAX changes per run (mean)",
+            false,
+        ),
     ];
     items
         .iter()
-        .filter_map(|(k, pre, post)| {
-            e.mean(v, c, k)
-                .map(|x| format!(", {pre}{}{post}", fmt_num(x)))
+        .filter_map(|(k, pre, post, whole)| {
+            let x = e.mean(v, c, k)?;
+            let x = if *whole {
+                format!("{x:.0}")
+            } else {
+                fmt_num(x)
+            };
+            Some(format!(", {pre}{x}{post}"))
         })
         .collect()
 }

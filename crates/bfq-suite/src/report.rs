@@ -58,6 +58,20 @@ fn has_values(e: &ExpResult, v: &str, m: &str) -> bool {
         .any(|c| c.variant == v && c.summary.contains_key(m))
 }
 
+/// The configurations a metric's table lists: those with a value of it in
+/// some variant, or a failed run (a configuration that never produces
+/// the metric, e.g. BFQ's budgets under CFQ, is left out).
+fn configs_with<'a>(e: &'a ExpResult, m: &Metric) -> Vec<&'a Config> {
+    e.configs
+        .iter()
+        .filter(|c| {
+            e.cells.iter().any(|x| {
+                x.config == c.label && (x.summary.contains_key(&m.key) || x.error.is_some())
+            })
+        })
+        .collect()
+}
+
 fn md_escape(s: &str) -> String {
     s.replace('|', "\\|")
 }
@@ -213,7 +227,7 @@ fn metric_markdown(e: &ExpResult, m: &Metric) -> String {
         s.push_str("---|");
     }
     s.push('\n');
-    for c in &e.configs {
+    for c in configs_with(e, m) {
         let _ = write!(s, "| {} |", c.label);
         for v in &vars {
             let _ = write!(s, " {} |", cell_text(e, &v.id, &c.label, &m.key));
@@ -322,19 +336,31 @@ fn cause_html(f: &Finding) -> String {
         .unwrap_or_default()
 }
 
-/// The findings table of report.html.
+/// The findings table of report.html: a heading row per experiment (its
+/// title and how many of its findings hold), then its findings.
 fn findings_html(r: &Report) -> String {
     let (h, n, c) = verdict_counts(r);
     let mut s = format!(
-        "<h2>Findings</h2><p>{h} hold, {n} do not hold, {c} not comparable. Each claim states the tolerance it is checked with; each finding that does not hold names its cause (device model, workload model, scheduler, or check) with the evidence.</p><div class=\"wide\"><table class=\"findings\"><tr><th>experiment</th><th>paper's finding</th><th>verdict</th><th>ours</th></tr>\n"
+        "<h2>Findings</h2><p>{h} hold, {n} do not hold, {c} not comparable. Each claim states the tolerance it is checked with; each finding that does not hold names its cause (device model, workload model, scheduler, or check) with the evidence.</p><div class=\"wide\"><table class=\"findings\"><tr><th>paper's finding</th><th>verdict</th><th>ours</th></tr>\n"
     );
     for e in &r.experiments {
+        let holds = e
+            .findings
+            .iter()
+            .filter(|f| f.verdict == Verdict::Holds)
+            .count();
+        let _ = writeln!(
+            s,
+            "<tr><td colspan=\"3\" class=\"grp\"><a href=\"#{}\">{}</a>: {} <span class=\"src\">({holds} of {} hold)</span></td></tr>",
+            esc(&e.id),
+            esc(&e.id),
+            esc(&e.title),
+            e.findings.len()
+        );
         for f in &e.findings {
             let _ = writeln!(
                 s,
-                "<tr><td><a href=\"#{}\">{}</a></td><td>{}<br><span class=\"src\">{}</span></td><td><span class=\"{}\">{}</span></td><td>{}{}</td></tr>",
-                esc(&e.id),
-                esc(&e.id),
+                "<tr><td>{}<br><span class=\"src\">{}</span></td><td><span class=\"{}\">{}</span></td><td>{}{}</td></tr>",
                 esc(&f.claim),
                 esc(&f.source),
                 f.verdict.as_str().replace(' ', "_"),
@@ -356,7 +382,7 @@ fn html_table(e: &ExpResult, m: &Metric, vars: &[&Variant]) -> String {
         let _ = write!(s, "<th>{}</th>", esc(&v.label));
     }
     s.push_str("</tr>\n");
-    for c in &e.configs {
+    for c in configs_with(e, m) {
         let _ = write!(s, "<tr><td>{}</td>", esc(&c.label));
         for v in vars {
             let ours = e
@@ -386,7 +412,7 @@ fn html_table(e: &ExpResult, m: &Metric, vars: &[&Variant]) -> String {
 pub fn to_html(r: &Report) -> String {
     let mut s = String::new();
     s.push_str("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><meta name=\"viewport\" content=\"width=device-width, initial-scale=1\"><title>bfq-rs benchmark suite report</title><style>");
-    s.push_str("body{font-family:system-ui,sans-serif;margin:16px auto;padding:0 12px;max-width:1340px;color:#222;line-height:1.4}table{border-collapse:collapse;margin:8px 0 16px;font-size:13px}td,th{border:1px solid #ccc;padding:3px 7px;text-align:right;vertical-align:top}td:first-child,th:first-child{text-align:left}th{background:#f3f3f3}table.findings td,table.findings th{text-align:left}.HOLDS,.DOES_NOT_HOLD,.NOT_COMPARABLE{color:#fff;padding:1px 5px;border-radius:3px;white-space:nowrap;font-size:12px}.HOLDS{background:#1b7837}.DOES_NOT_HOLD{background:#b2182b}.NOT_COMPARABLE{background:#666}.cause{color:#5a1a1a}.src{color:#555;font-size:12px}.wide{overflow-x:auto;max-width:100%}.chartrow{display:flex;flex-wrap:wrap;gap:8px 20px;align-items:flex-start}.chart{flex:1 1 600px;min-width:0;max-width:900px;overflow-x:auto}.chart svg{min-width:640px;display:block}.legend{flex:0 1 200px;display:flex;flex-direction:column;gap:4px;font-size:13px;padding-top:24px}.legend span{white-space:nowrap}.legend i{display:inline-block;width:12px;height:12px;margin-right:6px;vertical-align:-1px}.dia{font-size:15px}.note{background:#fff8e1;border-left:4px solid #f9a825;padding:4px 8px;margin:4px 0;font-size:13px}section{border-top:2px solid #ddd;margin-top:24px}.paper{color:#555;font-size:11px}p.finding{margin:6px 0}@media (max-width:700px){body{padding:0 6px}table.findings,table.findings tbody,table.findings tr,table.findings td{display:block;border:none}table.findings tr:first-child{display:none}table.findings tr{border-bottom:1px solid #ccc;padding:6px 0}table.findings td{padding:2px 0}.legend{flex-direction:row;flex-wrap:wrap;padding-top:0}}");
+    s.push_str("body{font-family:system-ui,sans-serif;margin:16px auto;padding:0 12px;max-width:1340px;color:#222;line-height:1.4}table{border-collapse:collapse;margin:8px 0 16px;font-size:13px}td,th{border:1px solid #ccc;padding:3px 7px;text-align:right;vertical-align:top}td:first-child,th:first-child{text-align:left}th{background:#f3f3f3}table.findings td,table.findings th{text-align:left}table.findings td.grp{background:#eef2f7;font-weight:600;padding-top:6px}table.findings td:first-child{width:40%}table.findings td:nth-child(2){width:1%;white-space:nowrap}.HOLDS,.DOES_NOT_HOLD,.NOT_COMPARABLE{color:#fff;padding:1px 5px;border-radius:3px;white-space:nowrap;font-size:12px}.HOLDS{background:#1b7837}.DOES_NOT_HOLD{background:#b2182b}.NOT_COMPARABLE{background:#666}.cause{color:#5a1a1a}.src{color:#555;font-size:12px}.wide{overflow-x:auto;max-width:100%}.chartrow{display:flex;flex-wrap:wrap;gap:8px 20px;align-items:flex-start}.chart{flex:1 1 600px;min-width:0;max-width:900px;overflow-x:auto}.chart svg{min-width:640px;display:block}.legend{flex:0 1 200px;display:flex;flex-direction:column;gap:4px;font-size:13px;padding-top:24px}.legend span{white-space:nowrap}.legend i{display:inline-block;width:12px;height:12px;margin-right:6px;vertical-align:-1px}.dia{font-size:15px}.note{background:#fff8e1;border-left:4px solid #f9a825;padding:4px 8px;margin:4px 0;font-size:13px}section{border-top:2px solid #ddd;margin-top:24px}.paper{color:#555;font-size:11px}p.finding{margin:6px 0}@media (max-width:700px){body{padding:0 6px}table.findings,table.findings tbody,table.findings tr,table.findings td{display:block;border:none}table.findings tr:first-child{display:none}table.findings tr{border-bottom:1px solid #ccc;padding:6px 0}table.findings td{padding:2px 0}table.findings td:first-child{width:auto}.legend{flex-direction:row;flex-wrap:wrap;padding-top:0}}");
     s.push_str("</style></head><body>\n<h1>bfq-rs benchmark suite report</h1>\n");
     let _ = writeln!(
         s,
@@ -597,6 +623,57 @@ mod tests {
         assert!(md.contains("CFQ 16.91 ± 1.30, 100 ms"), "{md}");
     }
 
+    /// The synthetic report plus a metric only C-LOOK produces (as
+    /// BFQ's budgets) and one that is NaN in CFQ's third run.
+    fn with_partial_metrics() -> Report {
+        let mut r = synthetic();
+        let e = &mut r.experiments[0];
+        e.metrics
+            .push(metric("budget", "Mean budget", "sectors", false));
+        e.metrics.push(metric("lat", "Latency", "ms", false));
+        for c in &mut e.cells {
+            for (i, run) in c.runs.iter_mut().enumerate() {
+                if c.config == "clook" {
+                    run.out.metrics.insert("budget".into(), 100.0);
+                }
+                let lat = if c.config == "cfq" && i == 2 {
+                    f64::NAN
+                } else {
+                    5.0
+                };
+                run.out.metrics.insert("lat".into(), lat);
+            }
+            c.summary = summarize(&c.runs);
+        }
+        r
+    }
+
+    #[test]
+    fn tables_count_non_finite_runs_and_leave_out_configs_without_the_metric() {
+        let r = with_partial_metrics();
+        let md = to_markdown(&r);
+        let table = |label: &str| -> String {
+            let after = md.split(&format!("**{label}**")).nth(1).unwrap();
+            after.split("\n\n").nth(1).unwrap().to_string()
+        };
+        let budget = table("Mean budget");
+        assert!(budget.contains("| clook | 100.0 ± 0.0 |"), "{budget}");
+        assert!(!budget.contains("| cfq |"), "{budget}");
+        let lat = table("Latency");
+        assert!(
+            lat.contains("| cfq | 5.000 ± 0.000 (1 of 3 runs non-finite) |"),
+            "{lat}"
+        );
+        assert!(lat.contains("| clook | 5.000 ± 0.000 |"), "{lat}");
+        let html = to_html(&r);
+        assert!(html.contains("5.000 ± 0.000 (1 of 3 runs non-finite)"));
+        let v: serde_json::Value = serde_json::from_str(&to_json(&r)).unwrap();
+        let cells = &v["experiments"][0]["cells"];
+        assert_eq!(cells[0]["summary"]["lat"]["nonfinite"], 1);
+        assert_eq!(cells[0]["summary"]["lat"]["n"], 2);
+        assert!(cells[1]["summary"]["lat"].get("nonfinite").is_none());
+    }
+
     #[test]
     fn a_real_storage_report_names_the_device_and_says_it_is_real() {
         let mut r = synthetic();
@@ -627,6 +704,12 @@ mod tests {
             html.contains("<b>cause (device model)</b>: seek 7 ms vs 8.5 ms"),
             "no cause"
         );
+        // the findings table: a heading row per experiment with its count
+        assert!(
+            html.contains("<td colspan=\"3\" class=\"grp\"><a href=\"#2010-throughput\">2010-throughput</a>: Synthetic &lt;test&gt; <span class=\"src\">(1 of 2 hold)</span></td>"),
+            "no experiment row"
+        );
+        assert!(html.contains("<span class=\"DOES_NOT_HOLD\">DOES NOT HOLD</span>"));
         // no external resources: the only URL is the SVG namespace
         let stripped = html.replace("xmlns=\"http://www.w3.org/2000/svg\"", "");
         assert!(!stripped.contains("http://") && !stripped.contains("https://"));
