@@ -32,11 +32,19 @@ pub enum SchedError {
     /// Completion of a request that is queued but was never dispatched.
     NotDispatched(ReqId),
     /// A setting name the scheduler does not know.
-    UnknownSetting { scheduler: String, key: String },
+    UnknownSetting {
+        /// The scheduler built.
+        scheduler: String,
+        /// The setting's name as given.
+        key: String,
+    },
     /// A setting value that does not parse or is out of range.
     InvalidSetting {
+        /// The setting's name.
         key: String,
+        /// The value as given.
         value: String,
+        /// What is wrong with it (e.g. the valid range).
         why: String,
     },
     /// A scheduler name nobody provides.

@@ -79,8 +79,11 @@ impl Fluid {
 /// One entry of a service log: at `time`, `sectors` of `flow` dispatched.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Served {
+    /// Time of the dispatch, in ns.
     pub time: u64,
+    /// Index of the flow.
     pub flow: usize,
+    /// Sectors dispatched.
     pub sectors: u64,
 }
 

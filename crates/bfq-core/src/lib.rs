@@ -19,6 +19,8 @@
 //! assert_eq!(s.dispatch(5_000_000), Dispatch::Empty);
 //! ```
 
+#![warn(missing_docs)]
+
 pub mod bfq;
 pub mod error;
 pub mod fifo;

@@ -23,9 +23,19 @@ pub const MAX_DURATION: Time = 3600 * SEC;
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum SettingKind {
     /// An unsigned integer in `lo..=hi`.
-    Integer { lo: u64, hi: u64 },
+    Integer {
+        /// Smallest valid value.
+        lo: u64,
+        /// Largest valid value.
+        hi: u64,
+    },
     /// A duration in nanoseconds in `lo..=hi`.
-    Duration { lo: Time, hi: Time },
+    Duration {
+        /// Shortest valid duration, in ns.
+        lo: Time,
+        /// Longest valid duration, in ns.
+        hi: Time,
+    },
     /// A finite number.
     Number,
     /// A boolean.

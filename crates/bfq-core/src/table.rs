@@ -42,15 +42,20 @@ pub type IdMap<K, V> = HashMap<K, V, BuildHasherDefault<IdHasher>>;
 /// Where a request stands.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ReqState {
+    /// Unused slot.
     Free,
+    /// Held by the scheduler, not yet dispatched.
     Queued,
+    /// Dispatched, in flight on the device.
     Dispatched,
 }
 
 /// One slot of the request table.
 #[derive(Clone, Copy, Debug)]
 pub struct Slot<X> {
+    /// The request as handed in.
     pub req: Request,
+    /// Where it stands.
     pub state: ReqState,
     /// Time the request was added.
     pub arrival: Time,
@@ -350,6 +355,7 @@ impl<T> Slab<T> {
 /// A flow as the topology keeps it.
 #[derive(Clone, Debug)]
 pub struct FlowEntry<F> {
+    /// What the flow was created with.
     pub spec: FlowSpec,
     /// Effective weight (explicit or from the priority level).
     pub weight: u32,
@@ -364,7 +370,9 @@ pub struct FlowEntry<F> {
 /// A group as the topology keeps it.
 #[derive(Clone, Debug)]
 pub struct GroupEntry<G> {
+    /// Parent group (the root is its own parent).
     pub parent: GroupId,
+    /// Weight in the parent's tree, 1..=1000.
     pub weight: u32,
     /// Depth: the root is 0.
     pub depth: u32,

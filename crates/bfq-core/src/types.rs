@@ -75,7 +75,9 @@ pub type ReqId = u64;
 /// Direction of a request.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Op {
+    /// Read from the device.
     Read,
+    /// Write to the device.
     Write,
 }
 
@@ -84,8 +86,11 @@ pub enum Op {
 /// timeout, 200 ms for BFQ).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum IoClass {
+    /// Real time: served before every best-effort and idle flow.
     Rt = 0,
+    /// Best effort: the default class.
     Be = 1,
+    /// Idle: served only when no other class has requests (after a starvation timeout anyway).
     Idle = 2,
 }
 
@@ -118,7 +123,9 @@ impl IoClass {
 /// I/O priority: class and level 0 (highest) ..= 7 (lowest), as `ionice`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct IoPrio {
+    /// Priority class.
     pub class: IoClass,
+    /// Level within the class, 0 (highest) ..= 7 (lowest); sets the default weight.
     pub level: u8,
 }
 
@@ -256,7 +263,11 @@ pub enum Dispatch {
     /// after any new request or completion). BFQ returns this while idling
     /// for the active flow's next request; throttling policies return it
     /// while waiting for tokens.
-    Idle { until: Time },
+    Idle {
+        /// When to ask again, in ns; always later than the `now` of the
+        /// call.
+        until: Time,
+    },
     /// Requests are held but none may go now; call `dispatch` again after
     /// the next completion or new request (e.g. waiting for in-flight
     /// requests to drain).

@@ -120,11 +120,15 @@ pub struct TraceEvent {
     /// `Q` queued in the scheduler, `D` dispatched to the device, `C`
     /// completed.
     pub event: char,
+    /// The flow that issued the request.
     pub flow: FlowId,
     /// Request number, unique over the engine's life.
     pub req: u64,
+    /// First sector (512 bytes) of the request.
     pub sector: u64,
+    /// Length in sectors.
     pub sectors: u32,
+    /// A write (else a read).
     pub write: bool,
 }
 

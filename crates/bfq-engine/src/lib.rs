@@ -31,6 +31,8 @@
 //! # Ok::<(), std::io::Error>(())
 //! ```
 
+#![warn(missing_docs)]
+
 pub mod buf;
 pub mod completion;
 mod core;

@@ -22,8 +22,11 @@ const MAX_THREADS: usize = 65536;
 
 /// One group of the scheduler; removed when its last flow ends.
 pub struct GroupEntry {
+    /// The group's id in the engine.
     pub id: GroupId,
+    /// The group's name, as the mount policy's rule gave it.
     pub name: String,
+    /// Weight 1..=1000.
     pub weight: u32,
     engine: Arc<Engine>,
 }
@@ -37,25 +40,36 @@ impl Drop for GroupEntry {
 /// I/O counters of a flow.
 #[derive(Default)]
 pub struct Counters {
+    /// Bytes read.
     pub read_bytes: AtomicU64,
+    /// Bytes written.
     pub write_bytes: AtomicU64,
+    /// Requests finished.
     pub requests: AtomicU64,
     /// Sum and maximum of request latencies (ns), submit to completion.
     pub lat_sum_ns: AtomicU64,
+    /// Largest request latency, ns.
     pub lat_max_ns: AtomicU64,
 }
 
 /// One process's flow.
 pub struct FlowEntry {
     flow: Option<Flow>,
+    /// The process: thread group id and start time.
     pub key: ProcKey,
+    /// Executable name (from /proc).
     pub exe: String,
+    /// I/O priority class (`ioprio_get`).
     pub class: IoClass,
+    /// Priority level 0..=7.
     pub level: u8,
+    /// Weight 1..=1000 in its group.
     pub weight: u32,
+    /// The group the flow belongs to (kept alive by its flows).
     pub group: Arc<GroupEntry>,
     /// Nanoseconds since the table's origin at the last request.
     pub last_io: AtomicU64,
+    /// What the flow did.
     pub counters: Counters,
 }
 
@@ -89,8 +103,11 @@ impl Drop for FlowEntry {
 /// Totals of flows that have ended, so the statistics keep them.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Ended {
+    /// Flows that have ended.
     pub flows: u64,
+    /// Bytes they read.
     pub read_bytes: u64,
+    /// Bytes they wrote.
     pub write_bytes: u64,
 }
 
@@ -114,21 +131,34 @@ pub struct FlowTable {
 /// A snapshot of one flow for the statistics.
 #[derive(Clone, Debug)]
 pub struct FlowView {
+    /// Thread group id (the process id).
     pub tgid: u32,
+    /// Executable name.
     pub exe: String,
+    /// Group name.
     pub group: String,
+    /// Group weight.
     pub group_weight: u32,
+    /// Flow weight in its group.
     pub weight: u32,
+    /// I/O priority class.
     pub class: IoClass,
+    /// Priority level 0..=7.
     pub level: u8,
+    /// Bytes read.
     pub read_bytes: u64,
+    /// Bytes written.
     pub write_bytes: u64,
+    /// Requests finished.
     pub requests: u64,
+    /// Sum of request latencies, ns.
     pub lat_sum_ns: u64,
+    /// Largest request latency, ns.
     pub lat_max_ns: u64,
 }
 
 impl FlowTable {
+    /// An empty table whose flows go through `engine`, placed by `policy`.
     pub fn new(engine: Arc<Engine>, policy: Policy) -> Self {
         FlowTable {
             engine,
@@ -143,6 +173,7 @@ impl FlowTable {
         }
     }
 
+    /// The engine the flows go through.
     pub fn engine(&self) -> &Arc<Engine> {
         &self.engine
     }

@@ -24,7 +24,9 @@ pub const ALIGN: u64 = 4096;
 
 /// Bytes read, in the buffer they were read into.
 pub enum Data {
+    /// Read with `O_DIRECT`: the data are `len` bytes from `start` of the aligned buffer (buffer, start, len).
     Aligned(AlignedBuf, usize, usize),
+    /// Read through the page cache.
     Plain(Vec<u8>),
 }
 

@@ -6,6 +6,8 @@
 //! process is a flow (weight and class from its I/O priority or the
 //! policy file), each cgroup a group. See `docs/mount.md`.
 
+#![warn(missing_docs)]
+
 pub mod flows;
 pub mod fs;
 pub mod io;
@@ -38,12 +40,15 @@ pub const THREADS_RANGE: (usize, usize) = (1, 256);
 /// How to mount.
 #[derive(Clone, Debug)]
 pub struct MountConfig {
+    /// Directory whose files the mount shows.
     pub backing: PathBuf,
+    /// Where the filesystem is mounted.
     pub mountpoint: PathBuf,
     /// Scheduler registry name (`bfq`, `fifo`, ...).
     pub scheduler: String,
     /// Scheduler settings, key=value.
     pub settings: Vec<(String, String)>,
+    /// Which caller's requests go to which flow and group, with what weight.
     pub policy: Policy,
     /// FUSE direct I/O (no page cache in the mount) instead of keep_cache.
     pub direct_io: bool,
@@ -58,6 +63,7 @@ pub struct MountConfig {
 }
 
 impl MountConfig {
+    /// A mount of `backing` at `mountpoint` with the defaults: `bfq`, no settings, the default policy, page cache kept, `O_DIRECT` backing files, 16 threads, queue depth 32.
     pub fn new(backing: impl Into<PathBuf>, mountpoint: impl Into<PathBuf>) -> Self {
         MountConfig {
             backing: backing.into(),

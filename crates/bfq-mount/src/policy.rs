@@ -88,6 +88,7 @@ struct File {
 /// What identifies a caller for matching.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Caller {
+    /// User id.
     pub uid: u32,
     /// cgroup v2 path (`/user.slice/...`), or v1's first hierarchy's.
     pub cgroup: String,

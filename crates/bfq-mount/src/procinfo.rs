@@ -7,7 +7,9 @@ use std::fs;
 /// (so a reused pid is a new process).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct ProcKey {
+    /// Thread group id (the process id).
     pub tgid: u32,
+    /// Start time of the process, clock ticks since boot (/proc/PID/stat field 22).
     pub start: u64,
 }
 

@@ -22,15 +22,20 @@ pub enum Pattern {
 /// Read or write.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Dir {
+    /// Read.
     Read,
+    /// Write (refused unless the run allows writes).
     Write,
 }
 
 /// One flow of a workload.
 #[derive(Clone, Debug, PartialEq)]
 pub struct FlowDesc {
+    /// Name in reports; unique within a run.
     pub name: String,
+    /// Read or write.
     pub dir: Dir,
+    /// Where in its region requests go.
     pub pattern: Pattern,
     /// Request size in bytes.
     pub block: u32,
@@ -61,6 +66,7 @@ pub struct FlowDesc {
     pub start: Duration,
     /// Explicit weight; `None` derives it from the level.
     pub weight: Option<u32>,
+    /// I/O priority class and level (the weight's default).
     pub prio: IoPrio,
     /// Group name (see [`GroupDesc`]); `None` = root.
     pub group: Option<String>,
@@ -99,22 +105,29 @@ impl FlowDesc {
 /// ON/OFF behaviour (ranges are inclusive, sampled uniformly).
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct OnOff {
+    /// Bytes of an ON phase, uniform in `lo..=hi`.
     pub on_bytes: (u64, u64),
+    /// Length of an OFF phase, uniform in `lo..=hi`.
     pub off: (Duration, Duration),
 }
 
 /// Periodic behaviour.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Periodic {
+    /// Period.
     pub every: Duration,
+    /// Bytes per batch.
     pub bytes: u64,
 }
 
 /// A group of flows (engine groups; nested blkio cgroups on the kernel side).
 #[derive(Clone, Debug, PartialEq)]
 pub struct GroupDesc {
+    /// Name flows refer to; unique within a run.
     pub name: String,
+    /// Weight 1..=1000 in the parent's tree.
     pub weight: u32,
+    /// Parent group (None: the root).
     pub parent: Option<String>,
 }
 
@@ -123,12 +136,18 @@ pub struct GroupDesc {
 pub enum Backend {
     /// The engine with a scheduler of the registry.
     Engine {
+        /// Scheduler registry name (`bfq`, `fifo`, ...).
         scheduler: String,
+        /// Its settings.
         settings: Settings,
     },
     /// The kernel's scheduler of the block device (`bfq`, `mq-deadline`,
     /// `kyber`, `none`).
-    Kernel { scheduler: String },
+    Kernel {
+        /// The kernel scheduler's name as `/sys/block/DEV/queue/scheduler`
+        /// lists it.
+        scheduler: String,
+    },
 }
 
 impl Backend {
@@ -196,7 +215,9 @@ impl KernelGroups {
 /// A run of a workload.
 #[derive(Clone, Debug)]
 pub struct RunConfig {
+    /// Regular file or block device the flows read and write.
     pub target: PathBuf,
+    /// Who schedules.
     pub backend: Backend,
     /// Stop after this long (flows with a byte budget may end earlier).
     pub duration: Duration,
@@ -209,6 +230,7 @@ pub struct RunConfig {
     /// Size of a regular-file target to create (filled with data) if it
     /// does not exist.
     pub create_size: Option<u64>,
+    /// Groups of the flows (parents before children).
     pub groups: Vec<GroupDesc>,
     /// How `kernel:*` runs place flows in cgroups.
     pub kernel_groups: KernelGroups,
@@ -230,6 +252,7 @@ pub struct RunConfig {
 }
 
 impl RunConfig {
+    /// A run of `backend` on `target` for `duration`, with the defaults of the other fields.
     pub fn new(target: impl Into<PathBuf>, backend: Backend, duration: Duration) -> Self {
         RunConfig {
             target: target.into(),

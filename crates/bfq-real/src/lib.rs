@@ -20,6 +20,8 @@
 //!   cleanup after dead runs. Every resource is a guard undone on drop.
 //! - [`report`]: what a run did.
 
+#![warn(missing_docs)]
+
 pub mod desc;
 pub mod flowspec;
 pub mod kernel;

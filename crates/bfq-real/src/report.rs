@@ -3,16 +3,25 @@
 /// What one flow did.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct FlowReport {
+    /// Flow name.
     pub name: String,
+    /// Weight it ran with.
     pub weight: u32,
+    /// Requests completed.
     pub ios: u64,
+    /// Bytes completed.
     pub bytes: u64,
+    /// Requests that failed.
     pub errors: u64,
+    /// The first failure's message.
     pub first_error: Option<String>,
     /// Mean, median, 99th percentile and maximum latency in microseconds.
     pub lat_mean_us: f64,
+    /// Median latency, us.
     pub lat_p50_us: f64,
+    /// 99th percentile latency, us.
     pub lat_p99_us: f64,
+    /// Largest latency, us.
     pub lat_max_us: f64,
     /// Every request's latency in nanoseconds, sorted.
     pub lat_ns: Vec<u64>,
@@ -28,9 +37,13 @@ pub struct FlowReport {
 /// What a run did.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct RunReport {
+    /// Who scheduled (`bfq`, `fifo`, ..., or `kernel:bfq`, `kernel:none`, ...).
     pub backend: String,
+    /// The target's path.
     pub target: String,
+    /// Wall-clock length of the run, s.
     pub seconds: f64,
+    /// Each flow, in the workload's order.
     pub flows: Vec<FlowReport>,
     /// CPU seconds (user + system) this process spent during the run, all
     /// threads (the engine's dispatcher and io_uring workers included; the
@@ -50,12 +63,15 @@ impl RunReport {
         }
     }
 
+    /// Requests completed by every flow.
     pub fn total_ios(&self) -> u64 {
         self.flows.iter().map(|f| f.ios).sum()
     }
+    /// Bytes completed by every flow.
     pub fn total_bytes(&self) -> u64 {
         self.flows.iter().map(|f| f.bytes).sum()
     }
+    /// Requests completed per second of the run.
     pub fn iops(&self) -> f64 {
         self.total_ios() as f64 / self.seconds.max(1e-9)
     }

@@ -344,8 +344,16 @@ pub struct Cgroup {
 /// `io.weight`, after `+io` in the parent's `cgroup.subtree_control`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum CgroupLayout {
-    V1 { root: PathBuf },
-    V2 { root: PathBuf },
+    /// cgroup v1 with a `blkio` hierarchy.
+    V1 {
+        /// Mount point of the `blkio` hierarchy.
+        root: PathBuf,
+    },
+    /// cgroup v2 (unified hierarchy).
+    V2 {
+        /// Mount point of the unified hierarchy.
+        root: PathBuf,
+    },
 }
 
 /// Where cgroup v2 may be mounted: alone, or beside v1 (hybrid).

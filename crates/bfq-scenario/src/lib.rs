@@ -16,6 +16,8 @@
 //!
 //! It depends on bfq-core alone (for requests' types and settings).
 
+#![warn(missing_docs)]
+
 pub mod device;
 pub mod fio;
 pub mod readahead;

@@ -112,9 +112,13 @@ pub const CDF_POINTS: [f64; 14] = [
 /// Latency summary, milliseconds.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
 pub struct LatencyStats {
+    /// Mean, ms.
     pub mean: f64,
+    /// Median, ms.
     pub p50: f64,
+    /// 99th percentile, ms.
     pub p99: f64,
+    /// Largest, ms.
     pub max: f64,
 }
 

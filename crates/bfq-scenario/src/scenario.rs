@@ -195,8 +195,10 @@ fn default_interval() -> Dur {
 #[derive(Clone, Copy, Debug, Deserialize, PartialEq, Eq, Default)]
 #[serde(rename_all = "lowercase")]
 pub enum OpDef {
+    /// `read` (default).
     #[default]
     Read,
+    /// `write`.
     Write,
 }
 
@@ -228,8 +230,11 @@ pub enum Pattern {
 #[derive(Clone, Copy, Debug, Deserialize, PartialEq, Eq)]
 #[serde(rename_all = "lowercase")]
 pub enum ClassDef {
+    /// `rt`: real time, served before the other classes.
     Rt,
+    /// `be`: best effort (the default).
     Be,
+    /// `idle`: served only when no other class has requests.
     Idle,
 }
 
@@ -280,16 +285,22 @@ pub struct PeriodicDef {
 #[derive(Clone, Copy, Debug, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct WebDef {
+    /// Size of a small file (default 16k).
     #[serde(default = "web_small")]
     pub small: Size,
+    /// Probability that the next file is small, 0..=1 (default 0.9).
     #[serde(default = "web_small_prob")]
     pub small_prob: f64,
+    /// Size of a large file, uniform in the range (default 1M..30M).
     #[serde(default = "web_large")]
     pub large: Range<Size>,
+    /// A log append every this many files (default 10).
     #[serde(default = "web_log_every")]
     pub log_every: u32,
+    /// Size of a log append, uniform in the range (default 1k..16k).
     #[serde(default = "web_log")]
     pub log: Range<Size>,
+    /// Fraction of the region holding the small files, 0..=1 (default 0.5); the large ones lie in the rest.
     #[serde(default = "web_split")]
     pub split: f64,
 }
@@ -424,55 +435,90 @@ fn one() -> u32 {
 /// A group resolved: parent index into [`Plan::groups`] (None = root).
 #[derive(Clone, Debug, PartialEq)]
 pub struct GroupPlan {
+    /// The group's path as written in the scenario (`a/b`).
     pub path: String,
+    /// Index of the parent group in [`Plan::groups`] (None: the root).
     pub parent: Option<usize>,
+    /// Weight 1..=1000 in the parent's tree.
     pub weight: u32,
 }
 
 /// A flow resolved against the device: everything in sectors and ns.
 #[derive(Clone, Debug)]
 pub struct FlowPlan {
+    /// Name in outputs (`name.N` for copies).
     pub name: String,
+    /// Read or write.
     pub op: Op,
+    /// Access pattern.
     pub pattern: Pattern,
+    /// Request size, sectors.
     pub block: u32,
+    /// The program waits for its requests (flagged synchronous).
     pub sync: bool,
+    /// Outstanding requests.
     pub depth: u32,
+    /// Largest read-ahead window, sectors (0: none).
     pub readahead: u64,
     /// Linux read-ahead (sync window, async window at a marker, growth)
     /// drives this flow's requests.
     pub ra: bool,
+    /// When the asynchronous read-ahead window is issued.
     pub ra_style: crate::readahead::Style,
+    /// Time from a completion to the next request, ns (drawn in [gap/2, 3 gap/2]).
     pub gap: Time,
+    /// Largest random delay of each start, ns.
     pub start_jitter: Time,
+    /// Writes go through the page cache and the flusher.
     pub buffered: bool,
+    /// First sector of the flow's file.
     pub region_start: u64,
+    /// Length of the flow's file, sectors.
     pub region_len: u64,
+    /// Bytes per run (None: no limit).
     pub bytes: Option<u64>,
+    /// Explicit weight 1..=1000 (None: from the priority level).
     pub weight: Option<u32>,
+    /// I/O priority class and level.
     pub prio: IoPrio,
+    /// Index of the flow's group in [`Plan::groups`] (None: the root).
     pub group: Option<usize>,
+    /// Start, ns.
     pub start: Time,
+    /// Pause after each completed request, ns.
     pub think: Time,
+    /// Restart this long after each run ends, ns.
     pub repeat: Option<Time>,
+    /// Number of runs when repeating (None: until the end).
     pub runs: Option<u32>,
+    /// ON/OFF behaviour.
     pub on_off: Option<OnOffDef>,
+    /// Periodic soft real-time behaviour.
     pub periodic: Option<PeriodicDef>,
+    /// Web-server behaviour (pattern = web).
     pub web: Option<WebDef>,
+    /// Rows of the replay file (pattern = replay).
     pub replay: Option<Arc<Vec<ReplayRow>>>,
+    /// Replay at the recorded times, whatever the completions (MSR traces), instead of as fast as completions allow.
     pub replay_open_loop: bool,
     /// Index of the `[[flow]]` entry and the copy number.
     pub def_index: usize,
+    /// Copy number within its `[[flow]]` entry (0-based).
     pub copy: u32,
 }
 
 /// A scenario resolved against its device.
 #[derive(Clone, Debug)]
 pub struct Plan {
+    /// The device model.
     pub device: DeviceParams,
+    /// Groups, parents before children.
     pub groups: Vec<GroupPlan>,
+    /// Flows, copies expanded.
     pub flows: Vec<FlowPlan>,
+    /// Length of the run, ns.
     pub duration: Time,
+    /// Interval of the throughput series, ns.
     pub series_interval: Time,
 }
 

@@ -184,7 +184,9 @@ impl<'de> Deserialize<'de> for Extent {
 /// single value means a fixed one.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Range<T> {
+    /// Smallest value.
     pub lo: T,
+    /// Largest value.
     pub hi: T,
 }
 

@@ -29,6 +29,8 @@
 //! The same scenario and seed give byte-identical JSON and trace: one
 //! seeded PCG stream per flow, no hash-order dependence, no wall clock.
 
+#![warn(missing_docs)]
+
 pub mod device;
 pub mod readahead;
 pub mod sim;

@@ -35,14 +35,20 @@ use std::io::Write;
 /// Why a simulation failed.
 #[derive(Debug, thiserror::Error)]
 pub enum SimError {
+    /// The scenario is invalid.
     #[error(transparent)]
     Scenario(#[from] ScenarioError),
+    /// The scheduler refused a call the simulator made.
     #[error("scheduler '{scheduler}' refused {what}: {err}")]
     Scheduler {
+        /// The scheduler's name.
         scheduler: String,
+        /// The call refused.
         what: String,
+        /// The scheduler's error.
         err: SchedError,
     },
+    /// Writing the trace failed.
     #[error("writing the trace: {0}")]
     Trace(#[from] std::io::Error),
 }

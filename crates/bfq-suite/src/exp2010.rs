@@ -33,6 +33,7 @@ fn b_max_cfgs() -> Vec<Config> {
 
 // ---------------------------------------------------------------- Table II
 
+/// `2010-throughput`: aggregate throughput of sequential readers as B_max grows (2010 paper, Sec. V-C, Table II and Fig. 5).
 pub fn throughput() -> Experiment {
     let mut configs = b_max_cfgs();
     configs.extend([
@@ -546,6 +547,7 @@ fn cfq_slice_cause(e: &ExpResult) -> Cause {
 
 // ------------------------------------------------------------ Table III / IV
 
+/// `2010-fairness`: bandwidth distribution among sequential readers of equal weight (2010 paper, Sec. V-D, Table III).
 pub fn fairness() -> Experiment {
     Experiment {
         id: "2010-fairness",
@@ -729,6 +731,7 @@ fn fairness_rfc_spread(e: &ExpResult) -> Finding {
     })
 }
 
+/// `2010-weights`: sequential readers with asymmetric weights (2010 paper, Sec. V-D, Table IV).
 pub fn weights() -> Experiment {
     Experiment {
         id: "2010-weights",
@@ -859,6 +862,7 @@ fn weights_cause(e: &ExpResult, name: &str, c: &str, paper: &str, paper_ratio: f
 
 // ----------------------------------------------------------------- Table V
 
+/// `2010-web`: web server's small-file latency and aggregate throughput (2010 paper, Sec. V-E, Table V).
 pub fn web() -> Experiment {
     Experiment {
         id: "2010-web",
@@ -1091,6 +1095,7 @@ fn web_eq2(e: &ExpResult) -> Finding {
 
 // ---------------------------------------------------------------- Table VI
 
+/// `2010-dbms`: random 4 kB reads by 100 processes (2010 paper, Sec. V-F, Table VI).
 pub fn dbms() -> Experiment {
     Experiment {
         id: "2010-dbms",
@@ -1320,6 +1325,7 @@ fn dbms_monotone(e: &ExpResult) -> Finding {
 
 // --------------------------------------------------------------- Table VII
 
+/// `2010-video`: video streaming disturbed by ON/OFF sequential readers (2010 paper, Sec. V-G, Table VII).
 pub fn video() -> Experiment {
     Experiment {
         id: "2010-video",
@@ -1581,6 +1587,7 @@ fn video_eq3(e: &ExpResult) -> Finding {
 /// Readers of the jitter experiment's variants.
 const JITTER_N: [u64; 4] = [2, 4, 8, 16];
 
+/// `2010-jitter`: worst-case delay of a periodic reader as greedy readers are added (2010 paper, Sec. III-B and IV-C).
 pub fn jitter() -> Experiment {
     Experiment {
         id: "2010-jitter",

@@ -62,6 +62,7 @@ fn m(e: &ExpResult, v: &str, c: &str, k: &str) -> Val {
 
 // ------------------------------------------------------------ Figs. 3 and 4
 
+/// `2014-throughput`: aggregate throughput under the four workloads, without NCQ (2014 report, Sec. 7.2.1, Fig. 3).
 pub fn throughput() -> Experiment {
     let mut variants = vec![];
     for w in WORKLOADS {
@@ -87,6 +88,7 @@ pub fn throughput() -> Experiment {
     }
 }
 
+/// `2014-throughput-ncq`: the same with NCQ (2014 report, Sec. 7.2.2, Fig. 4).
 pub fn throughput_ncq() -> Experiment {
     let mut c = cfgs();
     c.push(st::plain("noop"));
@@ -375,6 +377,7 @@ fn app_flow(app: &str, start_s: f64, pause: &str, runs: Option<u32>) -> String {
     )
 }
 
+/// `2014-startup`: application start-up times under the four workloads, without NCQ (2014 report, Sec. 7.3.1, Figs. 5 and 6).
 pub fn startup() -> Experiment {
     let mut variants = vec![];
     for app in ["bash", "xterm", "konsole"] {
@@ -412,6 +415,7 @@ pub fn startup() -> Experiment {
     }
 }
 
+/// `2014-startup-ncq`: start-up times with NCQ (2014 report, Sec. 7.3.2, Table 2).
 pub fn startup_ncq() -> Experiment {
     let mut variants = vec![];
     for app in ["bash", "konsole"] {
@@ -821,6 +825,7 @@ fn find_startup_ncq(e: &ExpResult) -> Vec<Finding> {
 
 // ------------------------------------------------------------------ Fig. 7
 
+/// `2014-video`: video playback frame drops while bash starts every 3 s (2014 report, Sec. 7.4, Fig. 7).
 pub fn video() -> Experiment {
     Experiment {
         id: "2014-video",
@@ -924,6 +929,7 @@ fn find_video(e: &ExpResult) -> Vec<Finding> {
 
 // ------------------------------------------------------------- Figs. 8-9
 
+/// `2014-devel`: progress of code-development tasks under 10r-seq and 10r-rand (2014 report, Sec. 7.5, Figs. 8 and 9).
 pub fn devel() -> Experiment {
     let mut variants = vec![];
     for t in ["compile", "checkout", "merge"] {

@@ -111,6 +111,7 @@ const VARIANTS: [(&str, &str); 12] = [
     ),
 ];
 
+/// `2018-io-control`: throttling against proportional share, the target's and interferers' throughput (2018 article, Tables 1-2, Figs. 1-4).
 pub fn io_control() -> Experiment {
     Experiment {
         id: "2018-io-control",

@@ -80,6 +80,7 @@ fn variants() -> Vec<Variant> {
     v
 }
 
+/// `asprio-isolation`: latency isolation with I/O priorities in the anticipatory scheduler (Sec. 4, Figs. 1-6).
 pub fn latency_isolation() -> Experiment {
     Experiment {
         id: "asprio-isolation",

@@ -9,6 +9,8 @@
 //! each of the papers' findings. Experiment ids are documented in
 //! docs/suite.md.
 
+#![warn(missing_docs)]
+
 pub mod charts;
 pub mod check;
 pub mod exp2010;

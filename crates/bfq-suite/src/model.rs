@@ -118,6 +118,7 @@ pub enum Verdict {
 }
 
 impl Verdict {
+    /// The verdict as reports print it (`HOLDS`, `DOES NOT HOLD`, `NOT COMPARABLE`).
     pub fn as_str(self) -> &'static str {
         match self {
             Verdict::Holds => "HOLDS",
@@ -157,6 +158,7 @@ pub enum CauseKind {
 }
 
 impl CauseKind {
+    /// The cause's part as reports print it (`device model`, ...).
     pub fn as_str(self) -> &'static str {
         match self {
             CauseKind::DeviceModel => "device model",
@@ -171,12 +173,14 @@ impl CauseKind {
 /// reproduction responsible and the evidence, with numbers from the run.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Cause {
+    /// Which part of the reproduction.
     pub kind: CauseKind,
     /// One sentence of evidence (numbers from this run's own results).
     pub evidence: String,
 }
 
 impl Cause {
+    /// A cause of `kind` with one sentence of `evidence`.
     pub fn new(kind: CauseKind, evidence: impl Into<String>) -> Cause {
         Cause {
             kind,
@@ -196,6 +200,7 @@ pub struct Finding {
     pub claim: String,
     /// Paper, table or figure, and section the claim is from.
     pub source: String,
+    /// Whether our results bear the claim out.
     pub verdict: Verdict,
     /// Our numbers.
     pub detail: String,
@@ -251,6 +256,7 @@ pub type FindingFn = fn(&ExpResult) -> Vec<Finding>;
 pub struct Experiment {
     /// Stable id (docs/suite.md).
     pub id: &'static str,
+    /// One-line title.
     pub title: &'static str,
     /// Paper, section, table or figure.
     pub source: &'static str,
@@ -258,8 +264,11 @@ pub struct Experiment {
     pub device: &'static str,
     /// What it runs (docs and reports).
     pub what: &'static str,
+    /// What each run measures.
     pub metrics: Vec<Metric>,
+    /// Workload variants (rows of the paper's table or figure).
     pub variants: Vec<Variant>,
+    /// Scheduler configurations compared.
     pub configs: Vec<Config>,
     /// Repetitions in the full suite.
     pub reps: usize,
@@ -267,15 +276,20 @@ pub struct Experiment {
     pub in_quick: bool,
     /// Variant ids kept by `--quick` (empty: all).
     pub quick_variants: Vec<&'static str>,
+    /// Runs one variant under one configuration.
     pub run: RunFn,
+    /// Checks the paper's findings against the results.
     pub findings: FindingFn,
 }
 
 /// One run's record.
 #[derive(Clone, Debug, Serialize)]
 pub struct RunRecord {
+    /// Repetition number, from 0.
     pub rep: usize,
+    /// Seed of the run (each repetition its own).
     pub seed: u64,
+    /// The run's metrics.
     #[serde(flatten)]
     pub out: RunOut,
 }
@@ -283,8 +297,11 @@ pub struct RunRecord {
 /// All runs of one variant and configuration, with aggregates.
 #[derive(Clone, Debug, Serialize)]
 pub struct Cell {
+    /// Variant id.
     pub variant: String,
+    /// Configuration id.
     pub config: String,
+    /// Each repetition.
     pub runs: Vec<RunRecord>,
     /// Per metric: mean and 95% CI over the repetitions.
     pub summary: BTreeMap<String, Summary>,
@@ -296,25 +313,38 @@ pub struct Cell {
 /// A scheduler configuration left out, and why.
 #[derive(Clone, Debug, Serialize)]
 pub struct Skipped {
+    /// Configuration id.
     pub config: String,
+    /// Why it did not run.
     pub why: String,
 }
 
 /// The results of one experiment.
 #[derive(Clone, Debug, Serialize)]
 pub struct ExpResult {
+    /// Experiment id (see [`Experiment::id`]).
     pub id: String,
+    /// One-line title.
     pub title: String,
+    /// Paper, section, table or figure.
     pub source: String,
+    /// Device preset.
     pub device: String,
+    /// What it runs.
     pub what: String,
+    /// What each run measured.
     pub metrics: Vec<Metric>,
+    /// Workload variants run.
     pub variants: Vec<Variant>,
     /// Configurations run.
     pub configs: Vec<Config>,
+    /// Configurations left out, and why.
     pub skipped: Vec<Skipped>,
+    /// Repetitions per cell.
     pub reps: usize,
+    /// Every variant x configuration.
     pub cells: Vec<Cell>,
+    /// The paper's findings with their verdicts.
     pub findings: Vec<Finding>,
     /// The paper's own numbers for this experiment.
     pub paper: Vec<crate::paper_figures::PaperFigure>,

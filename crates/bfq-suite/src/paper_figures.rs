@@ -16,16 +16,22 @@ use serde::Serialize;
 /// One number from a paper.
 #[derive(Clone, Debug, Serialize)]
 pub struct PaperFigure {
+    /// Experiment id.
     pub experiment: &'static str,
+    /// Variant id.
     pub variant: &'static str,
+    /// Configuration id.
     pub config: &'static str,
+    /// Metric id.
     pub metric: &'static str,
+    /// The number, in `unit`.
     pub value: f64,
     /// Semi-width of the 95% CI when the paper gives one.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub ci95: Option<f64>,
     /// `=` exact, `~` approximate or derived, `<` an upper bound.
     pub relation: &'static str,
+    /// Unit of `value` (e.g. `MB/s`, `ms`).
     pub unit: &'static str,
     /// Paper and table/figure.
     pub source: &'static str,

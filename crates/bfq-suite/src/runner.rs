@@ -52,19 +52,25 @@ impl Default for Options {
 /// Options as recorded in the report (nothing machine-dependent).
 #[derive(Clone, Debug, Serialize)]
 pub struct ReportOptions {
+    /// `--quick`: short runs of the quick experiments.
     pub quick: bool,
+    /// `--reps`: repetitions per cell (None: each experiment's own).
     pub reps: Option<usize>,
+    /// `--only`: the experiments run (None: all).
     pub only: Option<Vec<String>>,
 }
 
 /// The whole report.
 #[derive(Clone, Debug, Serialize)]
 pub struct Report {
+    /// Which suite: simulated or on real storage.
     pub suite: String,
     /// Real storage the runs measured (`--target`); None: simulated.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub target: Option<String>,
+    /// The options the suite ran with.
     pub options: ReportOptions,
+    /// Each experiment's results, in the suite's order.
     pub experiments: Vec<ExpResult>,
 }
 

@@ -32,6 +32,7 @@ pub struct Service {
 }
 
 impl Service {
+    /// An empty pattern, before the first line of trace.
     pub fn new() -> Service {
         Service::default()
     }

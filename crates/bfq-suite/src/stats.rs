@@ -35,7 +35,9 @@ pub struct Summary {
     pub ci95: f64,
     /// Sample standard deviation (n - 1).
     pub sd: f64,
+    /// Smallest value.
     pub min: f64,
+    /// Largest value.
     pub max: f64,
     /// Runs whose value was not finite (NaN or infinite): left out of
     /// the other fields, and a finding that needs the metric does not

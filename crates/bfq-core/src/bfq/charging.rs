@@ -52,8 +52,11 @@ use crate::types::{Op, Request, Time, MS};
 /// Time-charging rule.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ChargeRule {
+    /// 2010 paper (Sec. III-D): a flow that hits the budget timeout is charged its whole budget.
     Paper2010,
+    /// BFQ+ report (Sec. 4.4): a slow flow, one that could not have consumed its budget within T_max, is charged its whole budget.
     Plus2014,
+    /// Today's kernel (default): a slow flow (seeky and served under 1 ms, or served under B_max/2 after 20 ms) or one that timed out with a third of its budget left is charged its time; raised flows are not.
     Kernel,
 }
 
@@ -72,10 +75,15 @@ impl ChargeRule {
 /// Charging parameters.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ChargeConfig {
+    /// Which turns are charged their time instead of their service (`time_charging`: `kernel`, `bfq-plus-2014` or `2010`).
     pub rule: ChargeRule,
+    /// Each asynchronous sector costs this many sectors of budget and service (`async_charge_factor`, 1..=100; kernel default 3).
     pub async_charge_factor: u64,
+    /// Each written sector costs this many (`write_charge_factor`, 1..=100; BFQ+ report Sec. 4.5: 10).
     pub write_charge_factor: u64,
+    /// Asynchronous requests may hold at most this percentage of the device queue (`async_depth_pct`, 1..=100, default 50; 100 disables).
     pub async_depth_pct: u32,
+    /// Synchronous writes may hold at most this percentage of the device queue (`sync_write_depth_pct`, 1..=100, default 75; 100 disables).
     pub sync_write_depth_pct: u32,
 }
 
@@ -95,15 +103,21 @@ impl ChargeConfig {
 /// The turn being charged.
 #[derive(Clone, Copy, Debug)]
 pub struct TurnInfo {
+    /// Why the turn ended.
     pub reason: ExpireReason,
+    /// Budget the turn was granted, in sectors.
     pub budget: u64,
     /// Service counted in the turn (with request over-charges).
     pub served: u64,
     /// How long the flow held the device.
     pub elapsed: Time,
+    /// The flow was seeky when its turn ended.
     pub seeky: bool,
+    /// The flow was weight-raised during the turn.
     pub raised: bool,
+    /// B_max at the end of the turn, in sectors.
     pub max_budget: u64,
+    /// T_max, the turn's budget timeout, in ns.
     pub timeout: Time,
 }
 
@@ -221,7 +235,9 @@ pub fn depth_allows(
 /// device-queue limits.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct DeviceSlots {
+    /// Asynchronous requests in flight.
     pub async_in: u32,
+    /// Synchronous writes in flight.
     pub sync_write_in: u32,
 }
 

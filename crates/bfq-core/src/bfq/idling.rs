@@ -63,6 +63,7 @@ pub struct IdleConfig {
     /// bfq-plus-2014`): low-pass mean distance above
     /// `seeky_mean_threshold` (8192), instead of the kernel's 19-of-32 rule.
     pub seeky_report: bool,
+    /// Mean seek distance, in sectors, above which a flow is seeky with `seeky_detection = bfq-plus-2014` (`seeky_mean_threshold`, 1..=2^40, default 8192).
     pub seeky_mean_threshold: u64,
     /// Report Sec. 4.4 item 3 (`seeky_grace`): a seeky flow gets the short
     /// T_wait only after consuming B_max/8 in its turn.
@@ -271,6 +272,7 @@ impl Census {
 pub struct ThinkTime {
     /// Low-pass mean, ns.
     pub mean: Time,
+    /// Think times sampled so far.
     pub samples: u32,
 }
 
@@ -295,14 +297,19 @@ impl ThinkTime {
 /// What the idling decision needs to know about the flow.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct FlowIdle {
+    /// The flow issues synchronous requests (only those are idled for).
     pub sync: bool,
+    /// The flow's I/O priority class (None: best effort).
     pub class: Option<IoClass>,
+    /// The flow is seeky (and not in its `seeky_grace`).
     pub seeky: bool,
     /// Raised (any kind).
     pub raised: bool,
     /// Raised as interactive (idles at least `wr_min_idle_slice`).
     pub interactive: bool,
+    /// The flow used up its budgets in its last turns (kernel: I/O-bound).
     pub io_bound: bool,
+    /// The flow's mean think time is at most half of `slice_idle`.
     pub short_think: bool,
 }
 

@@ -75,6 +75,7 @@ use crate::types::{Time, MS};
 /// Injection parameters.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct InjectConfig {
+    /// Injection on (`injection`; 2018 article, kernel).
     pub enabled: bool,
     /// Re-learn period.
     pub relearn: Time,
@@ -108,6 +109,8 @@ impl Default for InjectConfig {
 /// Per-flow injection state.
 #[derive(Clone, Copy, Debug)]
 pub struct InjectState {
+    /// Most requests of other flows in flight while this flow's turn idles
+    /// (adapted against `baseline`; 0: none injected until re-learned).
     pub limit: u32,
     /// Service time with nothing injected (0: unknown).
     pub baseline: Time,
@@ -119,9 +122,13 @@ pub struct InjectState {
     pub refilled: bool,
     /// Service received by injection, counted at the start of its next turn.
     pub debt: u64,
+    /// Flow (its `FlowId` value) detected as this flow's waker: injected first.
     pub waker: Option<u32>,
+    /// Flow (its `FlowId` value) that woke this flow last, not yet confirmed as its waker.
     pub waker_candidate: Option<u32>,
+    /// Consecutive wake-ups by `waker_candidate`.
     pub waker_hits: u8,
+    /// Flow (its `FlowId` value) this flow wakes: injected while this flow idles.
     pub woken: Option<u32>,
     /// The flow left B-WF2Q+ with requests still in flight (emptied by
     /// injection, or its turn ended while they were out): it keeps its

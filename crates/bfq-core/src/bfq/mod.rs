@@ -64,8 +64,11 @@ pub const DEFAULT_MAX_BUDGET: u64 = 16384;
 /// Every setting of the `bfq` scheduler.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct BfqConfig {
+    /// Budgets and their feedback (B_max, B_min, initial budget; 2010 Sec. III-C, BFQ+ report Sec. 4.3).
     pub budget: BudgetConfig,
+    /// Device idling (T_wait) and seek detection (2010 Sec. II-B, BFQ+ report Sec. 4.4).
     pub idle: IdleConfig,
+    /// How the next request is picked inside the active flow (C-LOOK order, FIFO expiry, back seeks).
     pub queue: QueueConfig,
     /// T_max: longest turn before the flow is expired and over-charged.
     pub timeout_sync: Time,
@@ -593,12 +596,19 @@ pub struct GroupState {
 /// Counters for tests and reports.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct BfqStats {
+    /// Requests dispatched by injection (heuristic 7).
     pub injected: u64,
+    /// Early queue merges (heuristic 8).
     pub merges: u64,
+    /// Splits of merged queues that turned seeky.
     pub splits: u64,
+    /// Turns ended by preemption (heuristic 9).
     pub preemptions: u64,
+    /// Flows weight-raised as interactive.
     pub raisings_interactive: u64,
+    /// Flows weight-raised as soft real-time.
     pub raisings_soft_rt: u64,
+    /// Turns started (flows selected by B-WF2Q+).
     pub turns: u64,
 }
 

@@ -35,7 +35,9 @@ pub const REF_RATE_NONROT: u64 = 503_540;
 /// Which estimator runs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Estimator {
+    /// Today's kernel: windows of at least 300 ms and 32 completions, outliers rejected, low-pass filtered.
     Kernel,
+    /// BFQ+ report Sec. 4.2 (H-peak-rate): the rate of each budget-exhausting sequential turn, low-pass filtered.
     Plus2014,
 }
 
@@ -55,6 +57,7 @@ impl Estimator {
 pub struct PeakRateConfig {
     /// Tune B_max from the estimate (`max_budget = 0`).
     pub auto: bool,
+    /// Which estimator runs (`peak_rate_estimator`: `kernel` or `bfq-plus-2014`).
     pub estimator: Estimator,
     /// Shortest sampling window (kernel estimator).
     pub min_window: Time,

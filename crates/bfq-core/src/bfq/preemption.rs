@@ -24,6 +24,7 @@ use crate::types::Time;
 /// Preemption parameters.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct PreemptConfig {
+    /// Preemption on (`preemption`; heuristic 9).
     pub enabled: bool,
     /// Wake-ups within this long of the last completion are in time.
     pub in_time: Time,

@@ -22,7 +22,9 @@ use std::collections::{BTreeSet, VecDeque};
 /// How the next request is chosen inside the active flow.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct QueueConfig {
+    /// A synchronous request waiting this long is served next, whatever its position (`fifo_expire_sync`, 0..=1h, default 125 ms).
     pub fifo_expire_sync: Time,
+    /// The same for asynchronous requests (`fifo_expire_async`, 0..=1h, default 250 ms).
     pub fifo_expire_async: Time,
     /// Longest backward seek considered, in sectors.
     pub back_seek_max: u64,

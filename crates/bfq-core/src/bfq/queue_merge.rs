@@ -20,6 +20,7 @@
 /// Merge parameters.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct MergeConfig {
+    /// Early queue merging on (`queue_merge`; heuristic 8).
     pub enabled: bool,
     /// Largest distance between the two flows' positions (sectors).
     pub distance: u64,

@@ -41,25 +41,35 @@ use crate::types::{GroupId, Time, MS, SEC};
 pub struct WrConfig {
     /// `low_latency`.
     pub enabled: bool,
+    /// Interactive raising coefficient: the weight is multiplied by it (`wr_coeff`, 1..=1000; kernel 30, BFQ+ report C_rais = 10).
     pub coeff: u32,
     /// 0: derived from the peak rate.
     pub max_time: Time,
+    /// Shortest automatic raising duration (`wr_min_auto_time`, default 3 s).
     pub min_auto_time: Time,
+    /// Longest automatic raising duration (`wr_max_auto_time`, default 25 s; not below `wr_min_auto_time`).
     pub max_auto_time: Time,
+    /// Reference raising time of a rotational device (`wr_ref_time_rotational`, default 7 s): the automatic duration is this x reference rate / estimated rate.
     pub ref_time_rotational: Time,
+    /// Reference raising time of a non-rotational device (`wr_ref_time_nonrot`, default 2.5 s).
     pub ref_time_nonrot: Time,
     /// Interactive raising ends after this much raised service (0: never).
     pub max_service: u64,
     /// Report: weight decays linearly to the original over `max_service`.
     pub linear_decay: bool,
+    /// A flow idle longer than this is raised again when it restarts (`wr_min_idle_time`, default 2 s; BFQ+ report T_idle).
     pub min_idle_time: Time,
+    /// Raise only flows with their priority level's default weight (`wr_default_weight_only`; kernel).
     pub default_weight_only: bool,
+    /// Soft real-time raising coefficient (`wr_rt_coeff`, 1..=100000, default 3000).
     pub rt_coeff: u32,
+    /// Soft real-time raising duration, renewed at each batch (`wr_rt_max_time`, default 300 ms).
     pub rt_max_time: Time,
     /// Sectors per second; 0 disables soft real-time raising.
     pub max_softrt_rate: u64,
     /// 0 disables burst detection.
     pub burst_thresh: u32,
+    /// Flows whose first requests come less than this apart in one group form a burst (`burst_interval`, default 180 ms).
     pub burst_interval: Time,
     /// Raised (interactive) flows idle at least this long.
     pub min_idle_slice: Time,
@@ -127,18 +137,25 @@ impl WrConfig {
 /// Kind of raising in force.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub enum RaiseKind {
+    /// Not raised.
     #[default]
     None,
+    /// Raised as interactive (new or long-idle flow; BFQ+ report Sec. 4.6).
     Interactive,
+    /// Raised as soft real-time (periodic batches at a bounded rate; kernel).
     SoftRt,
 }
 
 /// A flow's raising state.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Raise {
+    /// Kind of raising in force.
     pub kind: RaiseKind,
+    /// Coefficient the weight is multiplied by (1: not raised).
     pub coeff: u32,
+    /// When the raising started, in ns.
     pub start: Time,
+    /// How long it lasts, in ns.
     pub duration: Time,
     /// Raised service received (sectors).
     pub served: u64,

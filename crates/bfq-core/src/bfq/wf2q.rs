@@ -64,9 +64,11 @@ pub enum EState {
 /// A schedulable entity: a flow or a group.
 #[derive(Clone, Copy, Debug)]
 pub struct Entity {
+    /// Flow or group.
     pub kind: Kind,
     /// Weight in the parent's tree (may be raised for flows).
     pub weight: u32,
+    /// I/O priority class: the tree of its parent it is queued in.
     pub class: IoClass,
     /// Group whose trees hold this entity.
     pub parent: GroupId,
@@ -78,6 +80,7 @@ pub struct Entity {
     pub budget: u64,
     /// Service charged since it was selected, in sectors.
     pub service: u64,
+    /// Where the entity stands in B-WF2Q+.
     pub state: EState,
 }
 
