@@ -61,4 +61,28 @@ mod tests {
         assert!(size("0").is_err());
         assert_eq!(duration("250ms"), Ok(std::time::Duration::from_millis(250)));
     }
+
+    /// Scenario files, `--flow` and `--set` read sizes and durations with
+    /// the same syntax and get the same values.
+    #[test]
+    fn one_size_and_duration_syntax_everywhere() {
+        use bfq_core::settings::{parse_duration, parse_u64};
+        for (size, dur) in [("4KiB", "250ms"), ("1.5M", "1.5s"), ("64M", "500us")] {
+            let toml = format!(
+                "name = \"t\"\n[[flow]]\nname = \"a\"\nblock = \"{size}\"\nbytes = \"{size}\"\nthink = \"{dur}\"\n"
+            );
+            let sc = bfq_sim::scenario::Scenario::from_toml_str(&toml, "t").unwrap();
+            let f = &sc.flows[0];
+            let flow =
+                bfq_real::flowspec::parse(&format!("name=a,bytes={size},think={dur}"), 0).unwrap();
+            let want_size = parse_u64(size).unwrap();
+            let want_dur = parse_duration(dur).unwrap();
+            assert_eq!(f.block.unwrap().0, want_size, "{size}");
+            assert_eq!(f.bytes.unwrap().0, want_size, "{size}");
+            assert_eq!(flow.bytes, Some(want_size), "{size}");
+            assert_eq!(self::size(size), Ok(want_size), "{size}");
+            assert_eq!(f.think.0, want_dur, "{dur}");
+            assert_eq!(flow.think.as_nanos() as u64, want_dur, "{dur}");
+        }
+    }
 }

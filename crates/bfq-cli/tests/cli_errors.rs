@@ -89,7 +89,14 @@ fn bad_values_are_refused_naming_what_is_wrong() {
         refused(&args, "'some' is not per-flow or one");
     }
     refused(&["loop", "create", t, "0"], "above zero");
+    refused(
+        &["loop", "create", "/nonexistent/x.img", "16M"],
+        "/nonexistent/x.img",
+    );
     refused(&["sim", &scenario(), "--scheduler", "nope"], "known: bfq,");
+    // The message names the scheduler once (no repeated prefix).
+    let e = stderr(&bfq(&["sim", &scenario(), "--scheduler", "nope"]));
+    assert_eq!(e.matches("'nope'").count(), 1, "{e}");
     refused(
         &[
             "sim",

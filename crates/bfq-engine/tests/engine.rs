@@ -776,3 +776,25 @@ fn every_idle_timer_fires_in_both_modes() {
         assert!(s.timers_fired >= 40, "{mode:?}: {s:?}");
     }
 }
+
+/// The API program of docs/engine.md is `examples/api.rs`, which `cargo
+/// test` compiles (up to spacing, which rustfmt sets in the example): the
+/// snippet cannot drift into code that does not compile.
+#[test]
+fn the_documented_api_snippet_is_the_compiled_example() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let doc = std::fs::read_to_string(root.join("../../docs/engine.md")).unwrap();
+    let snippet = doc
+        .split("```rust\n")
+        .nth(1)
+        .and_then(|s| s.split("```").next())
+        .expect("a rust block in docs/engine.md");
+    let example = std::fs::read_to_string(root.join("examples/api.rs")).unwrap();
+    let code: String = example
+        .lines()
+        .filter(|l| !l.starts_with("//!"))
+        .collect::<Vec<_>>()
+        .join("\n");
+    let squeeze = |s: &str| s.split_whitespace().collect::<Vec<_>>().join(" ");
+    assert_eq!(squeeze(snippet), squeeze(&code));
+}
