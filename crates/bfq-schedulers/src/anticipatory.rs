@@ -252,7 +252,8 @@ impl Anticipatory {
         };
         let last = self.last_sector[self.batch_dir];
         let next = r.sector;
-        if last <= next + delta / 2 && next <= last + delta {
+        // Saturating: requests may end at the last sector of u64.
+        if last <= next.saturating_add(delta / 2) && next <= last.saturating_add(delta) {
             return true;
         }
         let s = last.abs_diff(next);

@@ -346,3 +346,47 @@ fn read(id: u64, flow: FlowId, sector: u64) -> Request {
         sync: true,
     }
 }
+
+/// Requests near the last sector arriving while a scheduler anticipates
+/// (or idles for) the flow that just completed: the closeness tests
+/// (e.g. AS's `close_req`, sector + window) must not overflow (found by
+/// `bfq fuzz` in an overflow-checked build).
+#[test]
+fn requests_near_the_last_sector_arrive_while_anticipating() {
+    for e in SCHEDULERS {
+        let mut s = build(e.name, &Settings::new()).unwrap();
+        let f = s.add_flow(0, FlowSpec::default()).unwrap();
+        let g = s.add_flow(0, FlowSpec::default()).unwrap();
+        let (mut now, mut id) = (0, 0u64);
+        for round in 0..8u64 {
+            let first = if round % 2 == 0 { 0 } else { u64::MAX - 8 };
+            id += 1;
+            s.add_request(now, read(id, f, first)).unwrap();
+            serve(e.name, &mut *s, &mut now, 1);
+            // The flow just completed: these arrive during anticipation.
+            s.add_request(now, read(id + 1, f, u64::MAX - 8 - 8 * round))
+                .unwrap();
+            s.add_request(now, read(id + 2, g, u64::MAX - 4096))
+                .unwrap();
+            id += 2;
+            serve(e.name, &mut *s, &mut now, 2);
+        }
+    }
+}
+
+/// Dispatches and completes `n` requests, advancing `now` 1 ms per request
+/// and to the end of every idle period.
+fn serve(name: &str, s: &mut dyn Scheduler, now: &mut Time, n: usize) {
+    let mut done = 0;
+    while done < n {
+        match s.dispatch(*now) {
+            Dispatch::Request(r) => {
+                *now += MS;
+                s.complete(*now, r.id).unwrap();
+                done += 1;
+            }
+            Dispatch::Idle { until } => *now = until,
+            other => panic!("{name}: {other:?} with requests queued"),
+        }
+    }
+}
