@@ -1726,31 +1726,41 @@ fn jitter_bfq_o1(e: &ExpResult) -> Finding {
 /// (`budget_probe`), L_i = 128 sectors and phi_i = 1 / (N + 1).
 fn jitter_o1_cause(e: &ExpResult, txt: &str) -> Cause {
     let ms = |sectors: f64, mb_s: f64| sectors * 512.0 / 1e6 / mb_s * 1000.0;
-    let term = |k: u64| {
-        let v = format!("n{k}");
-        let (b, agg) = (m(e, &v, BFQ4, "budget_probe"), m(e, &v, BFQ4, "agg"));
-        let (b, agg) = (b.unwrap_or(f64::NAN), agg.unwrap_or(f64::NAN));
-        (b, ms(b - 128.0, agg / (k + 1) as f64))
+    // per N: B_i, the N-independent term, the other term, and our excess
+    let at = |k: u64| {
+        let g = |key: &str| m(e, &format!("n{k}"), BFQ4, key).unwrap_or(f64::NAN);
+        let (b, agg) = (g("budget_probe"), g("agg"));
+        let excess = g("worst_ms") - jitter_ideal_ms(k, agg);
+        [
+            b,
+            ms(4096.0 + 256.0, agg),
+            ms(b - 128.0, agg / (k + 1) as f64),
+            excess,
+        ]
     };
-    let budgets = list(
+    let col = |i: usize| list(&JITTER_N.iter().map(|&k| Some(at(k)[i])).collect::<Vec<_>>());
+    let bound = list(
         &JITTER_N
             .iter()
-            .map(|&k| Some(term(k).0))
+            .map(|&k| Some(at(k)[1] + at(k)[2]))
             .collect::<Vec<_>>(),
     );
-    let terms = list(
-        &JITTER_N
-            .iter()
-            .map(|&k| Some(term(k).1))
-            .collect::<Vec<_>>(),
-    );
-    let agg = m(e, "n16", BFQ4, "agg").unwrap_or(f64::NAN);
+    let over: Vec<String> = JITTER_N
+        .iter()
+        .filter(|&&k| at(k)[3] > at(k)[1] + at(k)[2])
+        .map(|k| k.to_string())
+        .collect();
+    let over = match over.len() {
+        0 => "bounds our excess at every N".to_string(),
+        _ => format!("is exceeded by our excess with {} readers", over.join(", ")),
+    };
     Cause::new(
         CauseKind::Scheduler,
         format!(
-            "our BFQ's excess over the ideal delay grows with N ({txt} ms for 2/4/8/16 readers); Eq. (2)'s N-independent term (B_max + L_max) / T_agg is {} ms at 4096 + 256 sectors and {} MB/s with 16 readers; its other term, (B_i - L_i) / (phi_i T_agg), is {terms} ms, with the periodic reader's mean budget B_i as BFQ granted it {budgets} sectors (L_i = 128 sectors, phi_i = 1/(N+1))",
-            n(ms(4096.0 + 256.0, agg)),
-            n(agg)
+            "our BFQ's excess over the ideal delay grows with N ({txt} ms for 2/4/8/16 readers); Eq. (2)'s N-independent term (B_max + L_max) / T_agg is {} ms at 4096 + 256 sectors and the measured throughput; its other term, (B_i - L_i) / (phi_i T_agg), is {} ms, with the periodic reader's mean budget B_i as BFQ granted it {} sectors (L_i = 128 sectors, phi_i = 1/(N+1)); their sum, {bound} ms, {over}",
+            col(1),
+            col(2),
+            col(0)
         ),
     )
 }
