@@ -1519,6 +1519,27 @@ fn h1_turn_samples_tune_b_max_under_a_mixed_workload_on_flash() {
 }
 
 #[test]
+fn h1_turn_samples_come_from_reads_only() {
+    // Four async sequential writers and a random reader (the 2018
+    // article's static sequential workload with writers): a write
+    // completes once the device buffered it, so the writers' turns would
+    // measure the write buffer. Sampled, they tuned B_max up to T_max x
+    // the bus rate, each writer's turn then filled the drive's buffer, and
+    // the reader's next turns ran behind its programs.
+    let mut s = profile("bfq", &[("low_latency", "0")]);
+    let mut defs = vec![random_reader(300, 0)];
+    for i in 1..=4u64 {
+        let mut d = FlowDef::new(100, Kind::Async { depth: 32 });
+        d.base = i * 100_000_000;
+        d.size = 256;
+        d.op = Op::Write;
+        defs.push(d);
+    }
+    run(&mut s, flash(), &defs, 5 * SEC, 1);
+    assert_eq!(s.max_budget(), bfq_core::bfq::DEFAULT_MAX_BUDGET);
+}
+
+#[test]
 fn bfq_kernel_is_the_kernel_without_this_projects_rules() {
     let k = BfqConfig::profile("bfq-kernel").unwrap();
     let b = BfqConfig::profile("bfq").unwrap();

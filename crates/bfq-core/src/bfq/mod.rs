@@ -575,6 +575,8 @@ struct Turn {
     debt: u64,
     /// Sectors actually dispatched in this turn.
     real: u64,
+    /// Of those, written sectors.
+    written: u64,
     /// When the turn began (budget timeout).
     started: Time,
     /// Budget timeout of this turn (T_max, longer for raised flows).
@@ -989,10 +991,14 @@ impl Bfq {
         // Heuristic 1, report estimator (or turn samples on top of the
         // kernel's windows): sample the turn.
         let pr = &self.cfg.peak_rate;
+        // Turn samples from turns of reads only: a write completes once the
+        // device has buffered it, so a writer's turn measures the buffer,
+        // not the media.
         let sample_turn = pr.estimator == Estimator::Plus2014
             || (pr.turn_samples
                 && !self.device.rotational
                 && !seeky
+                && turn.written == 0
                 && 8 * turn.injected <= turn.real
                 && matches!(
                     reason,
@@ -1099,6 +1105,7 @@ impl Bfq {
             served: debt,
             debt,
             real: 0,
+            written: 0,
             started: now,
             timeout,
             idle_until: None,
@@ -1650,6 +1657,9 @@ impl Scheduler for Bfq {
             let t = self.turn.as_mut().expect("turn");
             t.served += charge;
             t.real += sectors;
+            if req.op == Op::Write {
+                t.written += sectors;
+            }
             t.idle_until = None;
             self.wf2q.served(turn.entity, charge);
             self.note_dispatch(now, &req);
