@@ -1544,10 +1544,11 @@ fn bfq_kernel_is_the_kernel_without_this_projects_rules() {
     let k = BfqConfig::profile("bfq-kernel").unwrap();
     let b = BfqConfig::profile("bfq").unwrap();
     // The kernel's rules only.
-    assert!(!k.inject.charge_service && !k.inject.share_cap);
+    assert!(!k.inject.charge_service && !k.inject.share_cap && !k.inject.read_floor);
     assert!(!k.peak_rate.turn_samples && !k.budget.raised_feedback);
     // `bfq` = the kernel plus the rules listed in docs/bfq-settings.md.
-    assert!(b.inject.charge_service && b.inject.share_cap && !b.peak_rate.large_seq);
+    assert!(b.inject.charge_service && b.inject.share_cap && b.inject.read_floor);
+    assert!(!b.peak_rate.large_seq);
     assert!(b.peak_rate.turn_samples && b.budget.raised_feedback);
     assert!(k.peak_rate.large_seq);
     let back = BfqConfig::from_settings_on(
@@ -1555,6 +1556,7 @@ fn bfq_kernel_is_the_kernel_without_this_projects_rules() {
         &mut Settings::from_pairs([
             ("inject_charge_service", "0"),
             ("inject_share_cap", "0"),
+            ("inject_read_floor", "0"),
             ("peak_rate_large_seq", "1"),
             ("peak_rate_turn_samples", "0"),
             ("wr_budget_feedback", "0"),

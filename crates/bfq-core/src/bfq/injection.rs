@@ -51,9 +51,10 @@
 //!   into it without the share cap above, and a seeky flow while a
 //!   non-seeky flow is busy: its turn kept the device from that flow).
 //!
-//! The three rules on charging and the share cap are this project's, not
-//! the kernel's: `inject_charge_service` and `inject_share_cap` (off in
-//! profile `bfq-kernel`).
+//! The three rules on charging, the share cap and the read floor below
+//! are this project's, not the kernel's: `inject_charge_service`,
+//! `inject_share_cap` and `inject_read_floor` (off in profile
+//! `bfq-kernel`).
 //!
 //! `inject_limit` is learned per flow from the service time of the
 //! idling flow's first request after it refills: with nothing else in
@@ -66,9 +67,14 @@
 //! not go below 1, injected writes kept slowing a random reader's turns on
 //! an SSD programming buffered writes: `bfq-kernel` gave it 8.1 MiB/s
 //! instead of 11.0 (2018 article, static sequential with writers, where
-//! bfq guarantees the target its 10 MB/s). Injection only runs on devices that queue
-//! internally: on a one-request device an injected request only makes the
-//! idling flow's next one wait behind it (and seek).
+//! bfq guarantees the target its 10 MB/s). With `inject_read_floor`, one
+//! read may always be injected into a seeky flow's idle time whatever the
+//! limit (the 2018 article's improved bfq injected into seeky queues
+//! unconditionally); writes stay under the limit.
+//!
+//! Injection only runs on devices that queue internally: on a one-request
+//! device an injected request only makes the idling flow's next one wait
+//! behind it (and seek).
 
 use crate::types::{Time, MS};
 
@@ -91,6 +97,12 @@ pub struct InjectConfig {
     /// active flow's own service (`inject_share_cap`; this project's rule,
     /// not the kernel's).
     pub share_cap: bool,
+    /// One read may always be injected into a seeky flow's idle time,
+    /// whatever the learned limit (`inject_read_floor`; the 2018 article's
+    /// improved bfq injected into seeky queues unconditionally; this
+    /// project keeps the learned limit for writes, whose programs slow the
+    /// flash long after the write completed).
+    pub read_floor: bool,
 }
 
 impl Default for InjectConfig {
@@ -102,6 +114,7 @@ impl Default for InjectConfig {
             waker_hits: 3,
             charge_service: true,
             share_cap: true,
+            read_floor: true,
         }
     }
 }

@@ -155,6 +155,7 @@ impl BfqConfig {
             inject: InjectConfig {
                 charge_service: true,
                 share_cap: true,
+                read_floor: true,
                 ..k.inject
             },
             peak_rate: PeakRateConfig {
@@ -199,6 +200,7 @@ impl BfqConfig {
             inject: InjectConfig {
                 charge_service: false,
                 share_cap: false,
+                read_floor: false,
                 ..InjectConfig::default()
             },
             merge: MergeConfig {
@@ -463,6 +465,7 @@ impl BfqConfig {
             relearn: s.duration("inject_relearn", d.inject.relearn)?,
             charge_service: s.bool("inject_charge_service", d.inject.charge_service)?,
             share_cap: s.bool("inject_share_cap", d.inject.share_cap)?,
+            read_floor: s.bool("inject_read_floor", d.inject.read_floor)?,
             ..d.inject
         };
         let merge = MergeConfig {
@@ -1182,16 +1185,20 @@ impl Bfq {
         // grow from 1 and injection would do nothing.
         let limit = a.inj.limit.min(self.device.queue_depth) as usize;
         let others = self.table.in_flight().saturating_sub(a.in_flight as usize);
-        if others >= limit {
+        // Rule switch `inject_read_floor`: one read may always be injected
+        // into a seeky flow's idle time.
+        let floor = usize::from(self.cfg.inject.read_floor && a.seek.is_seeky());
+        if others >= limit.max(floor) {
             return None;
         }
+        let reads_only = others >= limit;
         let cands = [a.inj.waker, a.inj.woken, self.wf2q.peek_next_flow(now)];
         for c in cands.into_iter().flatten() {
             let cf = FlowId(c);
             if cf == turn.flow {
                 continue;
             }
-            if let Some(r) = self.dispatch_injected(cf, now) {
+            if let Some(r) = self.dispatch_injected(cf, now, reads_only) {
                 self.stats.injected += 1;
                 self.topo.any_flow_mut(cf).data.injected += 1;
                 return Some(r);
@@ -1200,7 +1207,7 @@ impl Bfq {
         None
     }
 
-    fn dispatch_injected(&mut self, f: FlowId, now: Time) -> Option<Request> {
+    fn dispatch_injected(&mut self, f: FlowId, now: Time, reads_only: bool) -> Option<Request> {
         let qcfg = self.cfg.queue;
         let asym = self.census.asymmetric();
         let turn = self.turn?;
@@ -1226,6 +1233,9 @@ impl Bfq {
         }
         let slot = fs.queue.peek(&self.table, fs.head, now, &qcfg)?;
         let r = self.table.slot(slot).req;
+        if reads_only && r.op == Op::Write {
+            return None;
+        }
         let charge = charging::request_charge(
             &self.cfg.charge,
             u64::from(r.sectors),
