@@ -45,61 +45,24 @@ fn a_read_is_always_injected_into_a_seeky_flows_idle_time() {
 
 /// The 2018 article's random target (weight 300) against four async
 /// sequential writers (weight 100 each), each in its own group.
-const WRITERS: &str = r#"
-name = "random reader vs sequential writers"
-duration = "15s"
-[device]
-preset = "ssd-plextor-m5s"
-[[group]]
-path = "/target"
-weight = 300
-[[group]]
-path = "/i1"
-[[group]]
-path = "/i2"
-[[group]]
-path = "/i3"
-[[group]]
-path = "/i4"
-[[flow]]
-name = "target"
-group = "/target"
-pattern = "rand"
-block = "4k"
-region = { start = "0", size = "8G" }
-[[flow]]
-name = "w1"
-group = "/i1"
-op = "write"
-block = "128k"
-sync = false
-depth = 32
-region = { start = "8G", size = "8G" }
-[[flow]]
-name = "w2"
-group = "/i2"
-op = "write"
-block = "128k"
-sync = false
-depth = 32
-region = { start = "16G", size = "8G" }
-[[flow]]
-name = "w3"
-group = "/i3"
-op = "write"
-block = "128k"
-sync = false
-depth = 32
-region = { start = "24G", size = "8G" }
-[[flow]]
-name = "w4"
-group = "/i4"
-op = "write"
-block = "128k"
-sync = false
-depth = 32
-region = { start = "32G", size = "8G" }
-"#;
+fn writers() -> Scenario {
+    let mut s = String::from(
+        "name = \"random reader vs sequential writers\"\nduration = \"15s\"\n\
+         [device]\npreset = \"ssd-plextor-m5s\"\n\
+         [[group]]\npath = \"/target\"\nweight = 300\n\
+         [[flow]]\nname = \"target\"\ngroup = \"/target\"\npattern = \"rand\"\nblock = \"4k\"\n\
+         region = { start = \"0\", size = \"8G\" }\n",
+    );
+    for i in 1..=4 {
+        s.push_str(&format!(
+            "[[group]]\npath = \"/i{i}\"\n\
+             [[flow]]\nname = \"w{i}\"\ngroup = \"/i{i}\"\nop = \"write\"\nblock = \"128k\"\n\
+             sync = false\ndepth = 32\nregion = {{ start = \"{}G\", size = \"8G\" }}\n",
+            8 * i
+        ));
+    }
+    Scenario::from_toml_str(&s, "writers.toml").unwrap()
+}
 
 #[test]
 fn writers_keep_neither_b_max_nor_injection_from_a_random_reader() {
@@ -108,7 +71,7 @@ fn writers_keep_neither_b_max_nor_injection_from_a_random_reader() {
     // target keeps its 10 MB/s (weight 3/7 of the time at 23 MB/s). With
     // the writers' turns sampled, B_max grew to T_max x the bus rate, each
     // writer's turn filled the write buffer and the target got 2.7 MB/s.
-    let s = Scenario::from_toml_str(WRITERS, "writers.toml").unwrap();
+    let s = writers();
     let bfq = Bfq::from_profile("bfq", &Settings::default()).unwrap();
     let r = simulate(&s, Box::new(bfq), 1, SimOptions::default()).unwrap();
     let t = &r.flows[0].series_mib_s[5..];
