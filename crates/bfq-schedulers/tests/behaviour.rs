@@ -3,10 +3,8 @@
 
 mod common;
 
-use bfq_core::{
-    Dispatch, FlowSpec, GroupId, IoClass, IoPrio, Op, Request, Scheduler, Settings, MS, SEC,
-};
-use common::{Disk, FlowCfg, Sim};
+use bfq_core::{Dispatch, FlowSpec, GroupId, IoClass, IoPrio, Scheduler, Settings, MS, SEC};
+use common::{read4k, Disk, FlowCfg, Sim};
 
 fn mean(v: &[usize]) -> f64 {
     v.iter().sum::<usize>() as f64 / v.len().max(1) as f64
@@ -273,17 +271,6 @@ fn as_prio_keeps_high_priority_latency_flat_as_low_priority_readers_are_added() 
     assert!(p4 < a4);
 }
 
-fn rd(id: u64, flow: bfq_core::FlowId, sector: u64) -> Request {
-    Request {
-        id,
-        flow,
-        sector,
-        sectors: 8,
-        op: Op::Read,
-        sync: true,
-    }
-}
-
 fn order(s: &mut Box<dyn Scheduler>) -> Vec<u64> {
     let mut v = Vec::new();
     while let Dispatch::Request(r) = s.dispatch(0) {
@@ -299,16 +286,16 @@ fn noop_merges_contiguous_requests() {
     let mut s = bfq_schedulers::build("noop", &Settings::new()).unwrap();
     let a = s.add_flow(0, FlowSpec::default()).unwrap();
     let b = s.add_flow(0, FlowSpec::default()).unwrap();
-    s.add_request(0, rd(1, a, 0)).unwrap();
-    s.add_request(0, rd(2, b, 5000)).unwrap();
-    s.add_request(0, rd(3, b, 8)).unwrap();
-    s.add_request(0, rd(4, a, 16)).unwrap();
+    s.add_request(0, read4k(1, a, 0)).unwrap();
+    s.add_request(0, read4k(2, b, 5000)).unwrap();
+    s.add_request(0, read4k(3, b, 8)).unwrap();
+    s.add_request(0, read4k(4, a, 16)).unwrap();
     assert_eq!(order(&mut s), vec![1, 3, 4, 2]);
     let mut off =
         bfq_schedulers::build("noop", &Settings::from_pairs([("max_sectors", "0")])).unwrap();
     let a = off.add_flow(0, FlowSpec::default()).unwrap();
     for (id, sec) in [(1, 0), (2, 5000), (3, 8)] {
-        off.add_request(0, rd(id, a, sec)).unwrap();
+        off.add_request(0, read4k(id, a, sec)).unwrap();
     }
     assert_eq!(order(&mut off), vec![1, 2, 3]);
 }
@@ -319,12 +306,12 @@ fn noop_merges_contiguous_requests() {
 fn clook_sweeps_and_deadline_expires() {
     let mut s = bfq_schedulers::build("clook", &Settings::new()).unwrap();
     let a = s.add_flow(0, FlowSpec::default()).unwrap();
-    s.add_request(0, rd(1, a, 500)).unwrap();
+    s.add_request(0, read4k(1, a, 500)).unwrap();
     let Dispatch::Request(_) = s.dispatch(0) else {
         panic!()
     };
     for (id, sec) in [(2, 100), (3, 900), (4, 600), (5, 50)] {
-        s.add_request(0, rd(id, a, sec)).unwrap();
+        s.add_request(0, read4k(id, a, sec)).unwrap();
     }
     assert_eq!(order(&mut s), vec![4, 3, 5, 2]);
 
@@ -336,7 +323,7 @@ fn clook_sweeps_and_deadline_expires() {
                 .unwrap();
         let a = d.add_flow(0, FlowSpec::default()).unwrap();
         for (id, sec) in [(1, 100), (2, 50), (3, 200), (4, 300)] {
-            d.add_request(0, rd(id, a, sec)).unwrap();
+            d.add_request(0, read4k(id, a, sec)).unwrap();
         }
         let mut v = Vec::new();
         let mut now = 0;

@@ -11,6 +11,9 @@ use bfq_schedulers::{build, SCHEDULERS};
 use proptest::prelude::*;
 use std::collections::HashMap;
 
+mod common;
+use common::read4k;
+
 /// Every scheduler name with the settings to test it with. Throttling
 /// policies are also tested with limits set.
 fn configs() -> Vec<(&'static str, Settings)> {
@@ -53,17 +56,6 @@ fn configs() -> Vec<(&'static str, Settings)> {
     v
 }
 
-fn req(id: u64, flow: FlowId, sector: u64) -> Request {
-    Request {
-        id,
-        flow,
-        sector,
-        sectors: 8,
-        op: Op::Read,
-        sync: true,
-    }
-}
-
 #[test]
 fn bad_input_gives_shared_errors() {
     for (name, settings) in configs() {
@@ -98,7 +90,7 @@ fn bad_input_gives_shared_errors() {
             s.add_group(GroupId::ROOT, 0),
             Err(SchedError::InvalidWeight(0))
         );
-        let mut zero = req(1, f, 0);
+        let mut zero = read4k(1, f, 0);
         zero.sectors = 0;
         assert_eq!(
             s.add_request(0, zero),
@@ -106,13 +98,13 @@ fn bad_input_gives_shared_errors() {
             "{name}"
         );
         assert_eq!(
-            s.add_request(0, req(2, FlowId(99), 0)),
+            s.add_request(0, read4k(2, FlowId(99), 0)),
             Err(SchedError::UnknownFlow(FlowId(99))),
             "{name}"
         );
-        s.add_request(0, req(3, f, 100)).unwrap();
+        s.add_request(0, read4k(3, f, 100)).unwrap();
         assert_eq!(
-            s.add_request(0, req(3, f, 200)),
+            s.add_request(0, read4k(3, f, 200)),
             Err(SchedError::DuplicateRequest(3)),
             "{name}"
         );
@@ -152,7 +144,7 @@ fn bad_input_gives_shared_errors() {
             "{name}"
         );
         assert_eq!(
-            s.add_request(now, req(4, f, 0)),
+            s.add_request(now, read4k(4, f, 0)),
             Err(SchedError::UnknownFlow(f)),
             "{name}"
         );

@@ -4,11 +4,14 @@
 
 use bfq_core::settings::{format_duration, SettingKind, MAX_DURATION};
 use bfq_core::{
-    DeviceInfo, Dispatch, FlowId, FlowSpec, Op, Request, SchedError, Scheduler, Settings, Time,
-    MAX_TIME, MS,
+    DeviceInfo, Dispatch, FlowSpec, Op, Request, SchedError, Scheduler, Settings, Time, MAX_TIME,
+    MS,
 };
 use bfq_schedulers::{build, settings_of, SCHEDULERS};
 use std::collections::HashSet;
+
+mod common;
+use common::read4k;
 
 /// Drives `s` with a few flows of mixed requests from time `t0` until all
 /// are completed; checks exactly-once dispatch and that it does not stall.
@@ -250,7 +253,7 @@ fn seeks_across_the_whole_sector_space() {
         let mut now = 0;
         for id in 0..8u64 {
             let sector = if id % 2 == 0 { 0 } else { u64::MAX - 8 };
-            s.add_request(now, read(id, f, sector)).unwrap();
+            s.add_request(now, read4k(id, f, sector)).unwrap();
             loop {
                 match s.dispatch(now) {
                     Dispatch::Request(r) => {
@@ -308,7 +311,7 @@ fn idle_is_later(what: &str, s: &mut dyn Scheduler) {
             } else {
                 (1 << 41) + round * 8
             };
-            s.add_request(now, read(id, f, sector)).unwrap();
+            s.add_request(now, read4k(id, f, sector)).unwrap();
             loop {
                 match s.dispatch(now) {
                     Dispatch::Request(r) => {
@@ -335,18 +338,6 @@ fn idle_is_later(what: &str, s: &mut dyn Scheduler) {
     }
 }
 
-/// A synchronous 4 KiB read.
-fn read(id: u64, flow: FlowId, sector: u64) -> Request {
-    Request {
-        id,
-        flow,
-        sector,
-        sectors: 8,
-        op: Op::Read,
-        sync: true,
-    }
-}
-
 /// Requests near the last sector arriving while a scheduler anticipates
 /// (or idles for) the flow that just completed: the closeness tests
 /// (e.g. AS's `close_req`, sector + window) must not overflow (found by
@@ -361,12 +352,12 @@ fn requests_near_the_last_sector_arrive_while_anticipating() {
         for round in 0..8u64 {
             let first = if round % 2 == 0 { 0 } else { u64::MAX - 8 };
             id += 1;
-            s.add_request(now, read(id, f, first)).unwrap();
+            s.add_request(now, read4k(id, f, first)).unwrap();
             serve(e.name, &mut *s, &mut now, 1);
             // The flow just completed: these arrive during anticipation.
-            s.add_request(now, read(id + 1, f, u64::MAX - 8 - 8 * round))
+            s.add_request(now, read4k(id + 1, f, u64::MAX - 8 - 8 * round))
                 .unwrap();
-            s.add_request(now, read(id + 2, g, u64::MAX - 4096))
+            s.add_request(now, read4k(id + 2, g, u64::MAX - 4096))
                 .unwrap();
             id += 2;
             serve(e.name, &mut *s, &mut now, 2);

@@ -29,6 +29,18 @@ use bfq_core::{
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap, VecDeque};
 
+/// A synchronous 4 KiB read.
+pub fn read4k(id: u64, flow: FlowId, sector: u64) -> Request {
+    Request {
+        id,
+        flow,
+        sector,
+        sectors: 8,
+        op: Op::Read,
+        sync: true,
+    }
+}
+
 /// The simulated disk.
 #[derive(Clone, Copy, Debug)]
 pub struct Disk {
