@@ -16,8 +16,10 @@
 //!   it (report 3.5 and 4.3: random flows are still over-charged on
 //!   timeout; the little-service exemption is for slow flows only).
 //! - `kernel` (default; reference "Budget timeout and time charging"): a
-//!   flow is slow when it is seeky and was served under 1 ms, or, after at
-//!   least 20 ms, was served less than B_max/2; a slow flow, or one that hit
+//!   flow is slow when it is seeky and its turn lasted at most 20 ms
+//!   (kernel `bfq_bfqq_is_slow`; under 1 ms it is charged one seek,
+//!   `slice_idle`, on a disk and 2 ms otherwise), or, after more than
+//!   20 ms, was served less than B_max/2; a slow flow, or one that hit
 //!   the timeout with at least 1/3 of its budget left, is charged for the
 //!   *time* it held the device: max(B_max x min(t, T_max) / T_max, service).
 //!   Weight-raised flows are never charged for time.
@@ -56,7 +58,7 @@ pub enum ChargeRule {
     Paper2010,
     /// BFQ+ report (Sec. 4.4): a slow flow, one that could not have consumed its budget within T_max, is charged its whole budget.
     Plus2014,
-    /// Today's kernel (default): a slow flow (seeky and served under 1 ms, or served under B_max/2 after 20 ms) or one that timed out with a third of its budget left is charged its time; raised flows are not.
+    /// Today's kernel (default): a slow flow (seeky in a turn of up to 20 ms, or served under B_max/2 in a longer one) or one that timed out with a third of its budget left is charged its time; raised flows are not.
     Kernel,
 }
 
@@ -119,6 +121,11 @@ pub struct TurnInfo {
     pub max_budget: u64,
     /// T_max, the turn's budget timeout, in ns.
     pub timeout: Time,
+    /// The least time a slow turn is charged when it held the device
+    /// under 1 ms (kernel: one seek, `slice_idle`, on a disk; `BFQ_MIN_TT`,
+    /// 2 ms, on a non-rotational device); 0 when the turn's time is not to
+    /// be charged at all (its injected requests shared it).
+    pub min_time: Time,
 }
 
 /// What a turn costs the flow in B-WF2Q+ (>= the service counted).
@@ -158,17 +165,23 @@ pub fn turn_charge(rule: ChargeRule, t: &TurnInfo) -> u64 {
             if t.raised {
                 return t.served;
             }
-            let slow = if t.elapsed < MS {
-                t.seeky
-            } else if t.elapsed >= 20 * MS {
+            // Kernel `bfq_bfqq_is_slow`: over 20 ms a turn is slow if it
+            // served under half of B_max; shorter turns are slow if the
+            // flow is seeky (a random reader's one-request turn costs the
+            // disk a seek, not its 8 sectors).
+            let slow = if t.elapsed > 20 * MS {
                 t.served < t.max_budget / 2
             } else {
-                false
+                t.seeky
             };
             let timeout_left = t.reason == ExpireReason::Timeout
                 && 3 * t.budget.saturating_sub(t.served) >= t.budget;
             if slow || timeout_left {
-                let tt = t.elapsed.min(t.timeout);
+                let tt = if t.elapsed < MS {
+                    t.min_time
+                } else {
+                    t.elapsed.min(t.timeout)
+                };
                 let by_time = (u128::from(t.max_budget) * u128::from(tt)
                     / u128::from(t.timeout.max(1))) as u64;
                 by_time.max(t.served)
@@ -298,6 +311,7 @@ mod tests {
             raised: false,
             max_budget: 16384,
             timeout: 125 * MS,
+            min_time: 8 * MS,
         }
     }
 
@@ -318,6 +332,17 @@ mod tests {
             turn_charge(ChargeRule::Kernel, &turn(TooIdle, 100, 5 * MS)),
             100
         );
+        // A seeky flow's short turn is charged its time (one 10 ms seek:
+        // 16384 x 10 / 125), and under 1 ms at least one seek's 8 ms.
+        let mut r = turn(NoMoreRequests, 8, 10 * MS);
+        r.seeky = true;
+        assert_eq!(turn_charge(ChargeRule::Kernel, &r), 1310);
+        r.elapsed = MS / 2;
+        assert_eq!(turn_charge(ChargeRule::Kernel, &r), 1048);
+        // Seeky but served B_max / 2 in over 20 ms: not slow.
+        let mut r = turn(BudgetExhausted, 8192, 30 * MS);
+        r.seeky = true;
+        assert_eq!(turn_charge(ChargeRule::Kernel, &r), 8192);
         let mut r = turn(Timeout, 100, 125 * MS);
         assert_eq!(turn_charge(ChargeRule::Kernel, &r), 16384);
         r.raised = true;

@@ -989,6 +989,13 @@ impl Bfq {
             raised,
             max_budget: self.cfg.budget.max_budget,
             timeout: timeout_sync,
+            min_time: if held == 0 {
+                0
+            } else if self.device.rotational {
+                self.cfg.idle.slice_idle
+            } else {
+                2 * MS
+            },
         };
         let charge = charging::turn_charge(rule, &info) + turn.debt;
         // Heuristic 1, report estimator (or turn samples on top of the
