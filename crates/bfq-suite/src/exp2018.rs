@@ -644,8 +644,28 @@ fn static_rand_prop(e: &ExpResult) -> Finding {
             ("prop-bfq < 50% of max-none's and low-none's", x[0] < 0.5 * x[2] && x[0] < 0.5 * x[3]),
             (&format!("bfq >= 0.8x max-none (ours {:.2}x)", x[1] / x[2]), x[1] >= 0.8 * x[2]),
         ]);
+        let what = format!("{what}; {}", share_bound(e, x[2]));
         measured(e, V3, what, &[PROP, BEST, TODAY, "max-none"])
     })
+}
+
+/// The most a total can be in the random-only workload while the target
+/// keeps its weight's share (300 of 700): a depth-1 random reader gets no
+/// faster than alone, so the total is at most its rate alone x 7/3.
+fn share_bound(e: &ExpResult, max_none: f64) -> String {
+    let alone = val(e, V3, TARGET_ALONE, "total").unwrap_or(f64::NAN);
+    let bound = alone * 7.0 / 3.0;
+    let share = |c: &str| {
+        let t = val(e, V3, c, "target").unwrap_or(f64::NAN);
+        100.0 * t / val(e, V3, c, "total").unwrap_or(f64::NAN)
+    };
+    format!(
+        "with the target at its weight's share (42.9%) the total is at most its rate alone x 7/3 = {} MB/s ({:.2}x max-none), so 0.8x needs the target below its share (bfq gives it {:.1}% of the total, bfq-kernel {:.1}%)",
+        fmt_num(bound),
+        bound / max_none,
+        share(BEST),
+        share(TODAY)
+    )
 }
 
 fn static_rand_seq_target(e: &ExpResult) -> Finding {
