@@ -1888,6 +1888,21 @@ mod tests {
         );
     }
 
+    /// With random reads AS does not idle and gives C-LOOK's throughput
+    /// (Table VI), also with 10 outstanding requests each, where reads wait
+    /// longer than 10 s (its "fairness policy" must really be off).
+    #[test]
+    fn as_gives_clooks_throughput_with_ten_outstanding_random_reads() {
+        let v = var("depth10", "10 outstanding");
+        let c = Ctx {
+            quick: false,
+            ..ctx(1)
+        };
+        let agg = |cfg: &Config| run_dbms(&v, cfg, &c).expect("run").metrics["agg"];
+        let (a, l) = (agg(&st::anticipatory()), agg(&st::clook()));
+        assert!((a - l).abs() <= 0.05 * l, "AS {a}, C-LOOK {l} MB/s");
+    }
+
     /// One file after the other at the paper's stated rates (36 MB/s and
     /// 35% lower) gives 28.36 MB/s, below the paper's AS (32.97).
     #[test]
