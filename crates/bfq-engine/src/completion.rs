@@ -7,7 +7,7 @@ use std::future::Future;
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::pin::Pin;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll, Waker};
 use std::thread::Thread;
@@ -62,14 +62,18 @@ pub(crate) trait Driver: Send + Sync {
     fn waiter(&self) -> Waiter;
     /// Sleeps until woken (by the waiter above, or by work of its own).
     fn block(&self);
-    /// Does this thread's pending engine work without blocking (a future
-    /// being polled).
-    fn poll_work(&self);
+    /// Does this thread's pending engine work without blocking: submits
+    /// what its plug holds and reaps its ring. `linger`: the caller is
+    /// blocking-style code that comes back to the engine (`is_done`), so
+    /// the ring may stay with it; else (a future's `poll`, after which a
+    /// runtime may park the thread) completions go to the service thread
+    /// until the thread is back.
+    fn poll_work(&self, linger: bool);
     /// A result was taken (the wake relay's cue to help).
     fn taken(&self);
-    /// A blocking wait is over: leave this thread's ring to the service
-    /// thread if the wait never slept in it (its submission was left for
-    /// the wait to make).
+    /// A blocking wait is over: the thread keeps its ring if requests it
+    /// submitted are still outstanding (it comes back for them), else
+    /// leaves it to the service thread.
     fn finish_wait(&self);
 }
 
@@ -211,6 +215,17 @@ impl<B: Send + 'static> Sink for Slot<B> {
 /// caller's buffer (always returned, whatever happened).
 pub type IoResult<B> = (io::Result<usize>, B);
 
+/// Counts a request among those its submitting thread has outstanding
+/// (the ring's owner lingers while it has some, see
+/// [`Driver::finish_wait`]); uncounted when its `Pending` is done with.
+pub(crate) struct Hold(pub(crate) Arc<AtomicU32>);
+
+impl Drop for Hold {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::Release);
+    }
+}
+
 /// A request in progress. Await it from any async runtime, or block on it
 /// with [`Pending::wait`]. Dropping it is safe: the request still runs to
 /// completion (or cancellation) and the engine frees the buffer.
@@ -218,11 +233,20 @@ pub type IoResult<B> = (io::Result<usize>, B);
 pub struct Pending<B: Send + 'static> {
     slot: Arc<Slot<B>>,
     driver: Arc<dyn Driver>,
+    hold: Option<Hold>,
 }
 
 impl<B: Send + 'static> Pending<B> {
     pub(crate) fn new(slot: Arc<Slot<B>>, driver: Arc<dyn Driver>) -> Self {
-        Pending { slot, driver }
+        Pending {
+            slot,
+            driver,
+            hold: None,
+        }
+    }
+
+    pub(crate) fn set_hold(&mut self, hold: Option<Hold>) {
+        self.hold = hold;
     }
 
     /// Takes the result if it is in (and then wakes a few of the
@@ -248,14 +272,14 @@ impl<B: Send + 'static> Pending<B> {
         r
     }
 
-    /// Whether the result is in (reaping this thread's ring first, if
-    /// it has one: completions that landed there are this thread's to
-    /// report).
+    /// Whether the result is in (submitting what this thread's plug
+    /// holds and reaping its ring first, if it has one: completions that
+    /// landed there are this thread's to report).
     pub fn is_done(&self) -> bool {
         if self.has_result() {
             return true;
         }
-        self.driver.poll_work();
+        self.driver.poll_work(true);
         self.has_result()
     }
 
@@ -266,9 +290,10 @@ impl<B: Send + 'static> Pending<B> {
 
     /// Blocks the calling thread until the request completes (doing the
     /// engine's work that landed on this thread's ring meanwhile).
-    pub fn wait(self) -> IoResult<B> {
+    pub fn wait(mut self) -> IoResult<B> {
         loop {
             if let Some(r) = self.try_take(|| self.driver.waiter()) {
+                drop(self.hold.take());
                 self.driver.finish_wait();
                 return r;
             }
@@ -281,7 +306,7 @@ impl<B: Send + 'static> Future for Pending<B> {
     type Output = IoResult<B>;
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<IoResult<B>> {
         if !self.has_result() {
-            self.driver.poll_work();
+            self.driver.poll_work(false);
         }
         match self.try_take(|| Waiter::Waker(cx.waker().clone())) {
             Some(r) => Poll::Ready(r),
@@ -385,7 +410,7 @@ mod tests {
             fn block(&self) {
                 std::thread::park();
             }
-            fn poll_work(&self) {}
+            fn poll_work(&self, _: bool) {}
             fn taken(&self) {
                 self.0.help(RELAY_FANOUT);
             }

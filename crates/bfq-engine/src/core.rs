@@ -351,13 +351,16 @@ impl Core {
     /// Dispatches while the device has room, appending the SQEs to `out`
     /// (to be submitted on ring `ring`). Arms the idle timer when the
     /// scheduler idles. `now` is read again after a stale idle answer.
+    /// Returns whether a request of a flow other than `own` went out.
     pub(crate) fn dispatch(
         &mut self,
         mut now: Time,
         clock: impl Fn() -> Time,
         ring: u32,
         out: &mut Vec<squeue::Entry>,
-    ) {
+        own: Option<FlowId>,
+    ) -> bool {
+        let mut others = false;
         let mut past_idles = 0;
         while self.in_flight < self.cfg.depth && self.stopping != Some(ShutdownMode::Cancel) {
             match self.sched(|s| s.dispatch(now)) {
@@ -370,6 +373,7 @@ impl Core {
                     self.trace(now, 'D', idx);
                     out.push(self.sqe_for(idx));
                     self.in_flight += 1;
+                    others |= own.is_some_and(|f| f != r.flow);
                 }
                 Some(Dispatch::Idle { until }) => {
                     if until <= now && past_idles < 3 {
@@ -383,6 +387,7 @@ impl Core {
                 Some(Dispatch::Wait | Dispatch::Empty) | None => break,
             }
         }
+        others
     }
 
     /// Arms the idle timer (an absolute CLOCK_MONOTONIC timerfd, re-armed

@@ -21,7 +21,7 @@
 //! core. No lock is held while waiting for I/O except a ring's own state
 //! by its owner (the service thread only `try_lock`s busy rings).
 
-use crate::completion::{Driver, EventFd, Waiter, WakeRelay, RELAY_FANOUT};
+use crate::completion::{Driver, EventFd, Hold, Waiter, WakeRelay, RELAY_FANOUT};
 use crate::core::{Core, Op, ShutdownMode};
 use bfq_core::Time;
 use io_uring::{opcode, squeue, types, IoUring};
@@ -48,6 +48,9 @@ const WORK_ROUNDS: usize = 16;
 const LEAVE_ROUNDS: usize = 4;
 /// The longest an exiting thread waits for the requests on its ring.
 const EXIT_WAIT_NS: u64 = 1_000_000_000;
+/// Requests a thread's plug holds before it submits them without
+/// waiting (the block layer's plug flushes at 32 too).
+const PLUG_MAX: usize = 32;
 
 /// Who enters the kernel.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
@@ -82,6 +85,11 @@ pub(crate) struct Shared {
     /// Some ring whose owner is away may hold requests (the service
     /// thread then bounds its sleeps).
     pub away_in_flight: AtomicBool,
+    /// Rings whose owner lingers (see [`Shared::linger`]).
+    pub lingerers: AtomicU32,
+    /// Set by the service thread before a sleep without a bound; a
+    /// thread that starts to linger then wakes it.
+    pub service_idle: AtomicBool,
     /// Requests added (dispatcher mode: tells the service thread there is
     /// something to dispatch).
     pub added: AtomicU64,
@@ -112,6 +120,16 @@ pub(crate) struct Ring {
     pub away: AtomicBool,
     /// The owner thread has exited.
     pub dead: AtomicBool,
+    /// Requests the owner submitted whose `Pending` is not done with.
+    pub mine: Arc<AtomicU32>,
+    /// The owner left the engine keeping the ring (eventfd notification
+    /// off, its plug maybe unsubmitted): it is coming back.
+    pub lingering: AtomicBool,
+    /// Times the owner came into the engine.
+    pub visits: AtomicU64,
+    /// `visits` when the service thread last looked (it takes over a
+    /// lingering ring whose owner has not been back since).
+    pub seen: AtomicU64,
 }
 
 /// A ring and the buffers of the thread working on it (reused: no
@@ -156,6 +174,7 @@ impl Drop for LocalRings {
             let Some(s) = shared.upgrade() else { continue };
             if let Ok(mut st) = ring.st.lock() {
                 enter_again(&ring, &mut st);
+                s.unlinger(&ring);
                 let until = monotonic_ns().saturating_add(EXIT_WAIT_NS);
                 while ring.in_flight.load(Ordering::SeqCst) > 0 {
                     let now = monotonic_ns();
@@ -227,6 +246,8 @@ impl Shared {
             parked: AtomicBool::new(false),
             cancelling: AtomicBool::new(false),
             away_in_flight: AtomicBool::new(false),
+            lingerers: AtomicU32::new(0),
+            service_idle: AtomicBool::new(false),
             added: AtomicU64::new(0),
             timerfd,
             relay: WakeRelay::default(),
@@ -283,6 +304,10 @@ impl Shared {
             in_flight: AtomicU32::new(0),
             away: AtomicBool::new(false),
             dead: AtomicBool::new(false),
+            mine: Arc::new(AtomicU32::new(0)),
+            lingering: AtomicBool::new(false),
+            visits: AtomicU64::new(0),
+            seen: AtomicU64::new(0),
         }))
     }
 
@@ -311,31 +336,102 @@ impl Shared {
             .flatten()
     }
 
-    /// Hands a request to the scheduler and submits what it dispatches.
-    /// `then_wait`: the caller waits at once, so the SQEs are left for
-    /// that wait's `io_uring_enter` (one syscall for both).
-    pub(crate) fn submit(&self, op: Op, then_wait: bool) {
+    /// Hands a request to the scheduler and pushes what it dispatches on
+    /// this thread's ring. Returns the request's count among the thread's
+    /// outstanding ones.
+    ///
+    /// The plug: the SQEs are submitted by the thread's next wait, poll
+    /// or `is_done` (one `io_uring_enter` for the batch, and for the wait),
+    /// at once when the plug holds [`PLUG_MAX`] requests or another
+    /// flow's, or by the service thread if the thread has not been back
+    /// within [`crate::service::LINGER_NS`]. `then_wait`: the caller waits
+    /// at once.
+    pub(crate) fn submit(&self, op: Op, then_wait: bool) -> Option<Hold> {
         let ring = match self.mode {
             SubmitMode::Local => self.local_ring(true),
             SubmitMode::Dispatcher => None,
         };
         let Some(ring) = ring else {
-            return self.submit_to_service(op);
+            self.submit_to_service(op);
+            return None;
         };
-        let mut st = enter_ring(&ring);
-        {
+        let mut st = self.enter_own(&ring);
+        let flow = op.flow;
+        let others = {
             let mut core = self.core();
             let now = self.now();
             let w = core.add(op, now);
             push_waiter(&mut st.wakes, w, &ring);
-            core.dispatch(now, || self.now(), ring.id, &mut st.sqes);
-        }
+            core.dispatch(now, || self.now(), ring.id, &mut st.sqes, Some(flow))
+        };
         self.push_sqes(&ring, &mut st);
-        if !then_wait {
-            self.work_and_leave(&ring, &mut st);
-        } else {
+        ring.mine.fetch_add(1, Ordering::Relaxed);
+        let hold = Some(Hold(ring.mine.clone()));
+        if then_wait {
             wake_all(&mut st.wakes);
+        } else {
+            if others || st.uring.submission().len() >= PLUG_MAX {
+                self.work(&ring, &mut st);
+            }
+            self.linger_or_leave(&ring, &mut st, true);
         }
+        hold
+    }
+
+    /// Locks this thread's ring for its owner's work, ending a linger.
+    fn enter_own<'r>(&self, ring: &'r Ring) -> MutexGuard<'r, RingState> {
+        let st = enter_ring(ring);
+        self.unlinger(ring);
+        st
+    }
+
+    /// The owner is back (called under the ring's lock).
+    fn unlinger(&self, ring: &Ring) {
+        ring.visits.fetch_add(1, Ordering::Relaxed);
+        if ring.lingering.swap(false, Ordering::SeqCst) {
+            self.lingerers.fetch_sub(1, Ordering::SeqCst);
+        }
+    }
+
+    /// The owner leaves the engine but keeps its ring (under its lock):
+    /// completions wait in it for the owner (no eventfd write, no service
+    /// thread), and the plug waits for the owner's next call. The service
+    /// thread takes the ring over if the owner has not been back within
+    /// [`crate::service::LINGER_NS`].
+    fn linger(&self, ring: &Ring) {
+        ring.lingering.store(true, Ordering::SeqCst);
+        self.lingerers.fetch_add(1, Ordering::SeqCst);
+        if self.service_idle.load(Ordering::SeqCst)
+            && self.service_idle.swap(false, Ordering::SeqCst)
+        {
+            self.notify.signal();
+        }
+    }
+
+    /// The service thread takes over a lingering ring whose owner has
+    /// not been back (under its lock): it is away from now on.
+    pub(crate) fn take_over(&self, ring: &Ring, st: &mut RingState) {
+        if ring.lingering.swap(false, Ordering::SeqCst) {
+            self.lingerers.fetch_sub(1, Ordering::SeqCst);
+        }
+        // Its plug is the service thread's to submit now.
+        let plugged = st.uring.submission().len() as u64;
+        self.service_submits.fetch_add(plugged, Ordering::Relaxed);
+        leave_ring(ring, st);
+    }
+
+    /// After the owner's work: lingers if `may_linger` and it has requests
+    /// outstanding (it comes back for them) and, as far as the counts
+    /// tell, only its own on the ring (other threads' completions are not
+    /// kept waiting for it), else leaves (submitting its plug).
+    fn linger_or_leave(&self, ring: &Ring, st: &mut RingState, may_linger: bool) {
+        let mine = ring.mine.load(Ordering::Acquire);
+        if may_linger && mine > 0 && ring.in_flight.load(Ordering::Relaxed) <= mine {
+            self.linger(ring);
+        } else {
+            self.leave(ring, st);
+        }
+        wake_all(&mut st.wakes);
     }
 
     /// Dispatcher mode (or a thread without a ring): the service thread
@@ -425,7 +521,7 @@ impl Shared {
         // service thread dispatches them.
         let exiting = ring.dead.load(Ordering::Relaxed);
         if core.stopping() != Some(ShutdownMode::Cancel) && !exiting {
-            core.dispatch(now, || self.now(), ring.id, &mut st.sqes);
+            core.dispatch(now, || self.now(), ring.id, &mut st.sqes, None);
         }
         let done = core.done();
         drop(core);
@@ -440,14 +536,6 @@ impl Shared {
                 self.relay.wake_or_publish(&mut st.wakes);
             }
         }
-    }
-
-    /// The owner's way out of the engine: its ring's work, leaving it to
-    /// the service thread, then the wake-ups it owes.
-    fn work_and_leave(&self, ring: &Ring, st: &mut RingState) {
-        self.work(ring, st);
-        self.leave(ring, st);
-        wake_all(&mut st.wakes);
     }
 
     /// The owner leaves the engine: completions from now on notify the
@@ -499,12 +587,14 @@ impl Shared {
     }
 
     /// Blocks in this thread's ring until a completion or a wake-up, and
-    /// does the work that brings.
+    /// does the work that brings (submitting the plug with the wait).
+    /// The ring stays with the thread: its wait looks at the result next,
+    /// then blocks again or ends in [`Driver::finish_wait`].
     ///
     /// A wake-up that the service thread reaped while the owner was away
     /// (`woken`) ends the wait at once: its eventfd count is spent.
     fn block_in_ring(&self, ring: &Ring) {
-        let mut st = enter_ring(ring);
+        let mut st = self.enter_own(ring);
         self.cancel_if_stopping(ring, &mut st);
         if !std::mem::take(&mut st.woken) {
             arm_reads(ring, &mut st, None);
@@ -514,7 +604,6 @@ impl Shared {
         // The caller looks at its result next: a wake-up reaped here has
         // done its job.
         st.woken = false;
-        self.leave(ring, &mut st);
         wake_all(&mut st.wakes);
     }
 }
@@ -689,7 +778,7 @@ impl Driver for Shared {
         }
     }
 
-    fn poll_work(&self) {
+    fn poll_work(&self, linger: bool) {
         let Some(ring) = self.local_ring(false) else {
             return;
         };
@@ -700,7 +789,9 @@ impl Driver for Shared {
             return;
         }
         enter_again(&ring, &mut st);
-        self.work_and_leave(&ring, &mut st);
+        self.unlinger(&ring);
+        self.work(&ring, &mut st);
+        self.linger_or_leave(&ring, &mut st, linger);
     }
 
     fn taken(&self) {
@@ -708,13 +799,20 @@ impl Driver for Shared {
     }
 
     fn finish_wait(&self) {
-        let Some(ring) = self.local_ring(false) else {
+        let Some(ring) = self
+            .local_ring(false)
+            .filter(|_| self.mode == SubmitMode::Local)
+        else {
             return;
         };
-        if ring.away.load(Ordering::SeqCst) {
+        let mine = ring.mine.load(Ordering::Acquire) > 0;
+        // Already left, or lingering for requests still to come back for:
+        // nothing to do.
+        if ring.away.load(Ordering::SeqCst) || (mine && ring.lingering.load(Ordering::SeqCst)) {
             return;
         }
-        let mut st = enter_ring(&ring);
-        self.work_and_leave(&ring, &mut st);
+        let mut st = self.enter_own(&ring);
+        self.work(&ring, &mut st);
+        self.linger_or_leave(&ring, &mut st, true);
     }
 }

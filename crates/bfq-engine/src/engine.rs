@@ -548,7 +548,7 @@ impl Flow {
             len,
         } = r;
         let slot = Slot::new(buf);
-        let pending = Pending::new(slot.clone(), self.shared.clone());
+        let mut pending = Pending::new(slot.clone(), self.shared.clone());
         let sink: Arc<dyn Sink> = slot;
         let mut op = Op {
             kind,
@@ -574,7 +574,7 @@ impl Flow {
             op.finish(Err(io::Error::new(io::ErrorKind::InvalidInput, why)));
             return pending;
         }
-        self.shared.submit(op, then_wait);
+        pending.set_hold(self.shared.submit(op, then_wait));
         pending
     }
 

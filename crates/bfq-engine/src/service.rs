@@ -107,8 +107,10 @@ fn run(shared: &Shared, ring: &Ring) {
         // The turn may have consumed the timer's or the notify's read:
         // sleep only with both armed.
         arm_reads(ring, &mut st, Some(timerfd));
+        let timeout = linger_bound(shared, timeout);
         wait(shared, &mut st, timeout);
         shared.parked.store(false, Ordering::SeqCst);
+        shared.service_idle.store(false, Ordering::SeqCst);
     }
     shared.core().closed = true;
     shared.relay.drain();
@@ -117,6 +119,25 @@ fn run(shared: &Shared, ring: &Ring) {
         .lock()
         .unwrap_or_else(|p| p.into_inner())
         .clear();
+}
+
+/// The bound of the next sleep: [`LINGER_NS`] at most while rings
+/// linger (their owners may not come back); without one, tells lingering
+/// threads to wake the service thread (`service_idle`), then looks again.
+fn linger_bound(shared: &Shared, timeout: Option<u64>) -> Option<u64> {
+    let bounded = |t: Option<u64>| Some(t.map_or(LINGER_NS, |t| t.min(LINGER_NS)));
+    if shared.lingerers.load(Ordering::SeqCst) > 0 {
+        return bounded(timeout);
+    }
+    if timeout.is_some() {
+        return timeout;
+    }
+    shared.service_idle.store(true, Ordering::SeqCst);
+    if shared.lingerers.load(Ordering::SeqCst) > 0 {
+        shared.service_idle.store(false, Ordering::SeqCst);
+        return bounded(timeout);
+    }
+    None
 }
 
 /// One turn: own completions, the timer, dispatching, away rings.
@@ -148,16 +169,20 @@ fn turn(
     if std::mem::take(&mut st.woken) {
         busy = true;
         timeout = scan_rings(shared, ring, st, rings);
-    } else if shared.away_in_flight.load(Ordering::SeqCst) {
+    } else if shared.away_in_flight.load(Ordering::SeqCst)
+        || shared.lingerers.load(Ordering::SeqCst) > 0
+    {
         timeout = scan_rings(shared, ring, st, rings);
     }
     (busy, timeout)
 }
 
-/// Reaps the rings whose owner is away (or gone), sends cancellations in
-/// a `Cancel` shutdown, and forgets rings of exited threads once empty.
-/// Returns the bound of the next wait: [`RETRY_NS`] if an away ring's
-/// lock was busy, [`SAFETY_NS`] while away rings hold requests.
+/// Reaps the rings whose owner is away (or gone), takes over lingering
+/// rings whose owner has not been back since the last look, sends
+/// cancellations in a `Cancel` shutdown, and forgets rings of exited
+/// threads once empty. Returns the bound of the next wait: [`RETRY_NS`]
+/// if an away ring's lock was busy, [`SAFETY_NS`] while away rings hold
+/// requests.
 fn scan_rings(
     shared: &Shared,
     s: &Ring,
@@ -170,23 +195,34 @@ fn scan_rings(
         rings.clear();
         rings.extend(all.iter().cloned());
     }
+    // Cleared first: an owner leaving during the scan sets it again.
+    shared.away_in_flight.store(false, Ordering::SeqCst);
     let (mut retry, mut pending) = (false, false);
     for x in rings.iter() {
         let away = x.away.load(Ordering::SeqCst);
+        if !away && x.lingering.load(Ordering::SeqCst) && came_back(x) {
+            continue;
+        }
         // A busy owner reaps its own ring; one that is leaving is retried
         // shortly (never waited for: it may go to sleep in its ring).
         let Ok(mut xs) = x.st.try_lock() else {
             retry |= away;
             continue;
         };
+        if x.lingering.load(Ordering::SeqCst) {
+            if came_back(x) {
+                continue;
+            }
+            shared.take_over(x, &mut xs);
+        }
         shared.reap_for_owner(x, &mut xs, s, ss);
         shared.cancel_if_stopping(x, &mut xs);
         pending |= x.away.load(Ordering::SeqCst) && x.in_flight.load(Ordering::SeqCst) > 0;
     }
     rings.clear();
-    shared
-        .away_in_flight
-        .store(pending || retry, Ordering::SeqCst);
+    if pending || retry {
+        shared.away_in_flight.store(true, Ordering::SeqCst);
+    }
     if retry {
         Some(RETRY_NS)
     } else if pending {
@@ -195,6 +231,18 @@ fn scan_rings(
         None
     }
 }
+
+/// Whether a lingering ring's owner has been in the engine since the
+/// service thread last looked (and notes this look).
+fn came_back(x: &Ring) -> bool {
+    let v = x.visits.load(Ordering::SeqCst);
+    x.seen.swap(v, Ordering::SeqCst) != v
+}
+
+/// How often the service thread looks at lingering rings: a ring whose
+/// owner has not been back for one such period (so 1-2 ms) is taken over
+/// (its plug submitted, its completions reaped by the service thread).
+pub(crate) const LINGER_NS: u64 = 1_000_000;
 
 /// How soon a ring whose lock was busy is looked at again.
 const RETRY_NS: u64 = 50_000;

@@ -798,3 +798,44 @@ fn the_documented_api_snippet_is_the_compiled_example() {
     let squeeze = |s: &str| s.split_whitespace().collect::<Vec<_>>().join(" ");
     assert_eq!(squeeze(snippet), squeeze(&code));
 }
+
+/// Local mode's plug: a thread that submits asynchronously and then
+/// never comes back to the engine (it neither waits nor polls) leaves
+/// its requests unsubmitted on its ring; the service thread must take the
+/// ring over, submit them and deliver their results to whoever waits.
+#[test]
+fn plugged_requests_of_a_thread_that_goes_away_still_complete() {
+    let f = tmpfile(1 << 20);
+    let engine = Arc::new(
+        Engine::builder(f.path())
+            .direct(false)
+            .submit_mode(SubmitMode::Local)
+            .open()
+            .unwrap(),
+    );
+    let (tx, rx) = std::sync::mpsc::channel();
+    let (done_tx, done_rx) = std::sync::mpsc::channel::<()>();
+    let e = engine.clone();
+    let t = std::thread::spawn(move || {
+        let flow = e.flow(FlowOptions::weight(100)).unwrap();
+        let ps: Vec<_> = (0..5u64)
+            .map(|i| flow.read_async(i * 4096, vec![0u8; 4096]))
+            .collect();
+        tx.send(ps).unwrap();
+        // Away from the engine until the reads are in.
+        let _ = done_rx.recv();
+    });
+    for p in rx.recv().unwrap() {
+        let (r, buf) = wait_or_fail(p, "a plugged read of a thread gone elsewhere");
+        assert_eq!(r.unwrap(), 4096);
+        assert_eq!(buf.len(), 4096);
+    }
+    done_tx.send(()).unwrap();
+    t.join().unwrap();
+    let s = engine.stats().unwrap();
+    assert_eq!(s.completed, 5, "{s:?}");
+    assert!(
+        s.service_submits >= 1,
+        "the service thread submitted: {s:?}"
+    );
+}
