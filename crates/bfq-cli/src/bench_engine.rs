@@ -36,9 +36,10 @@ pub enum BenchCmd {
         flows: Vec<u32>,
         /// Schedulers: registry names and kernel:NAME (comma-separated);
         /// default: fifo, bfq if registered, kernel:bfq, kernel:none. An
-        /// engine scheduler with `@local` (e.g. `fifo@local`) submits
-        /// from each flow's thread (`SubmitMode::Local`); without it, or
-        /// with `@dispatcher`, the engine's default single dispatcher.
+        /// engine scheduler with `@dispatcher` (e.g. `fifo@dispatcher`)
+        /// submits through one dispatcher thread
+        /// (`SubmitMode::Dispatcher`); without it, or with `@local`, from
+        /// each flow's thread (`SubmitMode::Local`, the engine's default).
         #[arg(long, value_delimiter = ',')]
         schedulers: Vec<String>,
         /// Seconds per measurement.
@@ -94,8 +95,9 @@ pub enum BenchCmd {
     /// Requests per second through the scheduler with io_uring NOPs.
     Nop {
         /// Schedulers (comma-separated); default fifo and bfq if
-        /// registered. `NAME@local` submits from each flow's thread
-        /// (`SubmitMode::Local`); `NAME` alone uses the default dispatcher.
+        /// registered. `NAME@dispatcher` submits through one dispatcher
+        /// thread (`SubmitMode::Dispatcher`); `NAME` alone (or
+        /// `NAME@local`) from each flow's thread, the default.
         #[arg(long, value_delimiter = ',')]
         schedulers: Vec<String>,
         /// Submitting threads (one flow each).
@@ -112,7 +114,8 @@ pub enum BenchCmd {
     },
     /// Greedy sequential readers with weights, engine vs kernel:bfq.
     Fairness {
-        /// Engine scheduler(s) (default: bfq if registered, else fifo).
+        /// Engine scheduler(s) (default: bfq if registered, else fifo);
+        /// `NAME@dispatcher` submits through one dispatcher thread.
         #[arg(long, value_delimiter = ',')]
         schedulers: Vec<String>,
         /// Seconds per run. BFQ serves a flow in turns of up to B_max
@@ -141,16 +144,13 @@ pub enum BenchCmd {
     },
 }
 
-/// `NAME@local` -> (NAME, local submission); `NAME@dispatcher` or
-/// `NAME` -> (NAME, dispatcher mode, the engine's default).
+/// `NAME@dispatcher` -> (NAME, dispatcher mode); `NAME@local` or `NAME`
+/// -> (NAME, local submission, the engine's default).
 fn split_mode(s: &str) -> (&str, SubmitMode) {
-    if let Some(name) = s.strip_suffix("@local") {
-        return (name, SubmitMode::Local);
+    if let Some(name) = s.strip_suffix("@dispatcher") {
+        return (name, SubmitMode::Dispatcher);
     }
-    (
-        s.strip_suffix("@dispatcher").unwrap_or(s),
-        SubmitMode::Dispatcher,
-    )
+    (s.strip_suffix("@local").unwrap_or(s), SubmitMode::Local)
 }
 
 fn registered(name: &str) -> bool {
@@ -553,8 +553,9 @@ fn fairness(
             })
             .collect();
         for s in &scheds {
+            let (name, mode) = split_mode(s);
             let mut settings = Settings::new();
-            if s != "fifo" && !s.starts_with("kernel:") {
+            if name != "fifo" && !name.starts_with("kernel:") {
                 for kv in &set {
                     let (k, v) = Settings::parse_pair(kv)?;
                     settings.set(k, v);
@@ -562,9 +563,10 @@ fn fairness(
             }
             let mut cfg = RunConfig::new(
                 &dev,
-                Backend::parse(s, settings),
+                Backend::parse(name, settings),
                 Duration::from_secs_f64(seconds),
             );
+            cfg.submit_mode = mode;
             cfg.queue_depth = depth;
             let r = bfq_real::run(&cfg, &descs).map_err(|e| anyhow::anyhow!("{s}: {e}"))?;
             results.push((weights.to_vec(), s.clone(), r));

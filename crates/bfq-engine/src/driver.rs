@@ -55,13 +55,12 @@ const PLUG_MAX: usize = 32;
 /// Who enters the kernel.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub enum SubmitMode {
-    /// Every submitting thread submits on its own ring: ahead with several
-    /// submitting threads, behind with one deep flow (docs/engine.md,
-    /// "Measured here").
+    /// Every submitting thread submits on its own ring, with a plug (the
+    /// default; docs/engine.md, "Threading model").
+    #[default]
     Local,
     /// One service thread submits and reaps everything (the first
-    /// design; the default: ahead with one deep flow and on NOPs).
-    #[default]
+    /// design, kept as an option; docs/engine.md, "Measured here").
     Dispatcher,
 }
 

@@ -60,7 +60,7 @@ impl EngineBuilder {
             device: None,
             allow_short: false,
             service_nice: 0,
-            submit_mode: SubmitMode::Dispatcher,
+            submit_mode: SubmitMode::default(),
             async_submit: false,
             sqpoll_idle_ms: 0,
             trace: None,
@@ -139,8 +139,8 @@ impl EngineBuilder {
     }
 
     /// Who enters the kernel: every submitting thread on its own ring
-    /// ([`SubmitMode::Local`]) or one dispatcher thread
-    /// ([`SubmitMode::Dispatcher`], default). See docs/engine.md.
+    /// ([`SubmitMode::Local`], default) or one dispatcher thread
+    /// ([`SubmitMode::Dispatcher`]). See docs/engine.md.
     pub fn submit_mode(mut self, mode: SubmitMode) -> Self {
         self.submit_mode = mode;
         self

@@ -265,7 +265,7 @@ impl RunConfig {
             groups: Vec::new(),
             kernel_groups: KernelGroups::PerFlow,
             dispatcher_nice: 0,
-            submit_mode: bfq_engine::SubmitMode::Dispatcher,
+            submit_mode: bfq_engine::SubmitMode::default(),
             async_submit: false,
             sqpoll_idle_ms: 0,
             series_interval: Duration::from_secs(1),
