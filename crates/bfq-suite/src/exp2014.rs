@@ -514,6 +514,7 @@ fn startup_on(dev: &str, v: &Variant, c: &Config, ctx: &Ctx) -> anyhow::Result<R
     // run with the report's charging rule (little-service exemption).
     if c.label == BEST_NOLL && v.id.starts_with("bash/") && dev == SYS3 {
         let mut c = c.clone();
+        c.label.push_str(" time_charging=bfq-plus-2014");
         c.settings
             .push(("time_charging".into(), "bfq-plus-2014".into()));
         let (st, _, _) = startup_run(dev, v, &c, ctx, "")?;

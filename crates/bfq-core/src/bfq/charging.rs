@@ -177,11 +177,14 @@ pub fn turn_charge(rule: ChargeRule, t: &TurnInfo) -> u64 {
             let timeout_left = t.reason == ExpireReason::Timeout
                 && 3 * t.budget.saturating_sub(t.served) >= t.budget;
             if slow || timeout_left {
+                // Kernel `bfq_bfqq_charge_time`: the time is bounded by
+                // the timeout.
                 let tt = if t.elapsed < MS {
                     t.min_time
                 } else {
-                    t.elapsed.min(t.timeout)
-                };
+                    t.elapsed
+                }
+                .min(t.timeout);
                 let by_time = (u128::from(t.max_budget) * u128::from(tt)
                     / u128::from(t.timeout.max(1))) as u64;
                 by_time.max(t.served)
@@ -339,6 +342,9 @@ mod tests {
         assert_eq!(turn_charge(ChargeRule::Kernel, &r), 1310);
         r.elapsed = MS / 2;
         assert_eq!(turn_charge(ChargeRule::Kernel, &r), 1048);
+        // A seek's time longer than T_max is bounded by it.
+        r.min_time = 3600 * 1000 * MS;
+        assert_eq!(turn_charge(ChargeRule::Kernel, &r), 16384);
         // Seeky but served B_max / 2 in over 20 ms: not slow.
         let mut r = turn(BudgetExhausted, 8192, 30 * MS);
         r.seeky = true;
