@@ -43,6 +43,10 @@ pub const SCHEDULERS: &[Entry] = &[
         summary: "today's kernel BFQ exactly: every heuristic, kernel defaults, none of this project's rules",
     },
     Entry {
+        name: "bfq-2018",
+        summary: "Linux 4.18's BFQ, the 2018 article's prop-bfq: today's kernel without injection, async writes charged x10 in every scenario",
+    },
+    Entry {
         name: "bfq-plus-2014",
         summary: "BFQ+ as in the 2014 report: peak rate, budget feedback, fair charging, write throttling, low latency",
     },
@@ -137,12 +141,13 @@ pub fn names() -> String {
 fn construct(name: &str, s: &mut Settings) -> Result<Box<dyn Scheduler>, SchedError> {
     let s = &mut *s;
     let sched: Box<dyn Scheduler> = match name {
-        "bfq" | "bfq-kernel" | "bfq-plus-2014" | "bfq-2010" => {
+        "bfq" | "bfq-kernel" | "bfq-2018" | "bfq-plus-2014" | "bfq-2010" => {
             let base = BfqConfig::profile(name).expect("listed profile");
             let cfg = BfqConfig::from_settings_on(base, s)?;
             let name: &'static str = match name {
                 "bfq" => "bfq",
                 "bfq-kernel" => "bfq-kernel",
+                "bfq-2018" => "bfq-2018",
                 "bfq-plus-2014" => "bfq-plus-2014",
                 _ => "bfq-2010",
             };
@@ -192,7 +197,7 @@ mod tests {
         let s = Settings::from_pairs([("max_budget", "4096"), ("slice_idle", "4ms")]);
         assert_eq!(build("bfq", &s).unwrap().name(), "bfq");
         // Every profile takes every setting.
-        for p in ["bfq", "bfq-kernel", "bfq-plus-2014", "bfq-2010"] {
+        for p in ["bfq", "bfq-kernel", "bfq-2018", "bfq-plus-2014", "bfq-2010"] {
             let s = Settings::from_pairs([("low_latency", "0"), ("injection", "1")]);
             assert_eq!(build(p, &s).unwrap().name(), p);
         }

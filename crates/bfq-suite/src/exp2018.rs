@@ -48,12 +48,13 @@ fn configs() -> Vec<Config> {
         cfg(INTERFERERS_ALONE, "fifo", &[]),
         low,
         max,
-        // The article's bfq (Linux 4.18) plugs dispatching for a sync
-        // process with a differentiated weight even on a queueing device
-        // (guarantee idling) and has no injection; today's kernel bfq (with
-        // injection, the article's "improved version") fills those idle
-        // periods with other flows' requests.
-        cfg(PROP, "bfq-kernel", &[("injection", "0")]),
+        // The article's bfq (Linux 4.18, profile `bfq-2018`) plugs
+        // dispatching for a sync process with a differentiated weight even
+        // on a queueing device (guarantee idling), has no injection and
+        // charges buffered writes x10 in every scenario; today's kernel bfq
+        // (with injection, the article's "improved version") fills those
+        // idle periods with other flows' requests.
+        cfg(PROP, "bfq-2018", &[]),
         cfg(TODAY, "bfq-kernel", &[]),
         cfg(BEST, "bfq", &[]),
     ]

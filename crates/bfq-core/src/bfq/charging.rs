@@ -37,7 +37,11 @@
 //! sectors of budget and of B-WF2Q+ service (kernel: 3), and each written
 //! sector `write_charge_factor` (report Sec. 4.5: 10; kernel 1), except
 //! for weight-raised flows and in asymmetric scenarios (kernel), where the
-//! weights alone must decide.
+//! weights alone must decide. Linux 4.x (the 2018 article's bfq) had no
+//! asymmetric exemption and a factor of 10: there every group's buffered
+//! writes cost ten times their sectors, which is how that bfq "privileges
+//! reads" over asynchronous writers in other groups (2018 article, Sec. 9);
+//! `async_charge_asymmetric = 1` restores it.
 //!
 //! ## Device-queue limits (`async_depth_pct`, `sync_write_depth_pct`)
 //! Asynchronous requests may occupy at most `async_depth_pct` percent of the
@@ -83,6 +87,8 @@ pub struct ChargeConfig {
     pub async_charge_factor: u64,
     /// Each written sector costs this many (`write_charge_factor`, 1..=100; BFQ+ report Sec. 4.5: 10).
     pub write_charge_factor: u64,
+    /// The over-charges apply in asymmetric scenarios too (`async_charge_asymmetric`; Linux 4.x: yes, today's kernel: no).
+    pub overcharge_asymmetric: bool,
     /// Asynchronous requests may hold at most this percentage of the device queue (`async_depth_pct`, 1..=100, default 50; 100 disables).
     pub async_depth_pct: u32,
     /// Synchronous writes may hold at most this percentage of the device queue (`sync_write_depth_pct`, 1..=100, default 75; 100 disables).
@@ -96,6 +102,7 @@ impl ChargeConfig {
             rule: ChargeRule::Paper2010,
             async_charge_factor: 1,
             write_charge_factor: 1,
+            overcharge_asymmetric: false,
             async_depth_pct: 100,
             sync_write_depth_pct: 100,
         }
@@ -205,7 +212,7 @@ pub fn request_charge(
     raised: bool,
     asymmetric: bool,
 ) -> u64 {
-    if raised || asymmetric {
+    if raised || (asymmetric && !cfg.overcharge_asymmetric) {
         return sectors;
     }
     let mut f = 1;

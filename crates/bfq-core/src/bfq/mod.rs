@@ -167,6 +167,10 @@ impl BfqConfig {
                 raised_feedback: true,
                 ..k.budget
             },
+            charge: ChargeConfig {
+                overcharge_asymmetric: true,
+                ..k.charge
+            },
             ..k
         }
     }
@@ -187,6 +191,7 @@ impl BfqConfig {
                 rule: ChargeRule::Kernel,
                 async_charge_factor: 3,
                 write_charge_factor: 1,
+                overcharge_asymmetric: false,
                 async_depth_pct: 50,
                 sync_write_depth_pct: 75,
             },
@@ -216,6 +221,28 @@ impl BfqConfig {
         }
     }
 
+    /// Linux 4.18's BFQ, the one the 2018 article measured as prop-bfq
+    /// (profile `bfq-2018`): today's kernel without injection (it came
+    /// with Linux 5.2) and with 4.x's write over-charge: asynchronous
+    /// sectors cost 10 (today 3) also in asymmetric scenarios (today
+    /// exempt), which is how that bfq "privileges reads" over buffered
+    /// writers in other groups (2018 article, Sec. 9).
+    pub fn linux_4_18() -> Self {
+        let k = BfqConfig::kernel();
+        BfqConfig {
+            charge: ChargeConfig {
+                async_charge_factor: 10,
+                overcharge_asymmetric: true,
+                ..k.charge
+            },
+            inject: InjectConfig {
+                enabled: false,
+                ..k.inject
+            },
+            ..k
+        }
+    }
+
     /// BFQ+ as in the 2014 report (profile `bfq-plus-2014`): H-peak-rate,
     /// H-throughput, H-fairness, H-write-throt and H-low-latency with the
     /// report's parameters; no injection, queue merging, preemption or
@@ -232,6 +259,7 @@ impl BfqConfig {
                 rule: ChargeRule::Plus2014,
                 async_charge_factor: 1,
                 write_charge_factor: 10,
+                overcharge_asymmetric: false,
                 async_depth_pct: 100,
                 sync_write_depth_pct: 100,
             },
@@ -256,6 +284,7 @@ impl BfqConfig {
         match name {
             "bfq" => Some(BfqConfig::best()),
             "bfq-kernel" => Some(BfqConfig::kernel()),
+            "bfq-2018" => Some(BfqConfig::linux_4_18()),
             "bfq-plus-2014" => Some(BfqConfig::plus_2014()),
             "bfq-2010" => Some(BfqConfig::paper_2010()),
             _ => None,
@@ -411,6 +440,8 @@ impl BfqConfig {
                 1,
                 100,
             )?,
+            overcharge_asymmetric: s
+                .bool("async_charge_asymmetric", d.charge.overcharge_asymmetric)?,
             async_depth_pct: s.u64_in(
                 "async_depth_pct",
                 u64::from(d.charge.async_depth_pct),
