@@ -53,6 +53,9 @@ pub struct FlowInternals {
     pub budget_sum: Option<u64>,
     /// BFQ: the flow's requests dispatched by injection.
     pub injected: Option<u64>,
+    /// BFQ: the B-WF2Q+ service (sectors) the flow's turns were charged;
+    /// above the sectors it was served where turns were charged their time.
+    pub charged: Option<u64>,
 }
 
 impl FlowInternals {
@@ -66,6 +69,7 @@ impl FlowInternals {
             turns: s(self.turns, o.turns),
             budget_sum: s(self.budget_sum, o.budget_sum),
             injected: s(self.injected, o.injected),
+            charged: s(self.charged, o.charged),
         }
     }
 }

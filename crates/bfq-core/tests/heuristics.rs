@@ -1582,3 +1582,43 @@ fn h5_raised_budget_feedback_covers_a_start_up_burst() {
         assert_eq!(b < 1650, want_small, "{kv:?}: budget {b}");
     }
 }
+
+#[test]
+fn h3_a_turn_that_ends_idle_is_not_charged_its_idling() {
+    // Kernel (`bfq_bfqq_is_slow` with `compensate`): a turn that ends
+    // because its flow stayed idle is charged its time only up to the start
+    // of that idling. A sequential reader is served four 8-sector reads in
+    // 16 ms, then sends nothing; after slice_idle (8 ms) the turn ends. Its
+    // time up to the idling (16 ms, under 20 ms, not seeky) is not slow,
+    // so it is charged its 32 sectors; counted with the idling (24 ms, and
+    // 32 sectors under B_max / 2) it would be charged 16384 x 24 / 125.
+    let mut s = profile(
+        "bfq-kernel",
+        &[("low_latency", "0"), ("max_budget", "16384")],
+    );
+    let a = s.add_flow(0, FlowSpec::with_weight(100)).unwrap();
+    let b = s.add_flow(0, FlowSpec::with_weight(100)).unwrap();
+    let mut now = 0;
+    for i in 0..4u64 {
+        s.add_request(now, sync_read(i, a, 8 * i, 8)).unwrap();
+        if i == 0 {
+            s.add_request(now + US, sync_read(100, b, 1 << 30, 8))
+                .unwrap();
+        }
+        let Dispatch::Request(r) = s.dispatch(now + US) else {
+            panic!("A's read is served")
+        };
+        assert_eq!(r.flow, a);
+        now += 4 * MS;
+        s.complete(now, r.id).unwrap();
+    }
+    let Dispatch::Idle { until } = s.dispatch(now) else {
+        panic!("idling for A")
+    };
+    assert_eq!(until, now + 8 * MS);
+    let Dispatch::Request(r) = s.dispatch(until) else {
+        panic!("B's turn")
+    };
+    assert_eq!(r.flow, b);
+    assert_eq!(s.flow_internals(a).charged, Some(32));
+}

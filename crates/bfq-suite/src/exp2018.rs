@@ -454,6 +454,7 @@ fn find_io_control(e: &ExpResult) -> Vec<Finding> {
         static_seq_prop(e),
         static_seq_best(e),
         static_seq_share(e),
+        reads_over_writes(e),
         static_rand_prop(e),
         static_rand_seq_target(e),
         dynamic_rand(e),
@@ -621,6 +622,35 @@ fn static_seq_share(e: &ExpResult) -> Finding {
     )
     .cite(FIG1)
     .cause_unless_holds(|| measured(e, v2, "the target's share of the total differs from its weight share".into(), &[PROP]))
+}
+
+/// Sec. 9 on Fig. 1's last workload: "prop-bfq gives much more
+/// throughput to the reader than to all the interferers, because
+/// interferers are asynchronous writers, and bfq privileges reads", and
+/// its total is "much higher" than without I/O control.
+fn reads_over_writes(e: &ExpResult) -> Finding {
+    let v = "seq-writers/seq-target";
+    let g = |c: &str, k: &str| val(e, v, c, k);
+    need(
+        "Static sequential, sequential target vs sequential writers: prop-bfq gives the reader much more throughput than all the interferers together (checked: at least 2x) and reaches a total much higher than without I/O control (checked: at least 1.5x none's)",
+        &[g(PROP, "target"), g(PROP, "interferers"), g(PROP, "total"), g(NONE, "total")],
+        |x| {
+            (
+                x[0] >= 2.0 * x[1] && x[2] >= 1.5 * x[3],
+                format!(
+                    "ours: prop-bfq target {} MB/s, interferers {} ({:.1}x), total {} ({:.2}x none's {})",
+                    fmt_num(x[0]),
+                    fmt_num(x[1]),
+                    x[0] / x[1],
+                    fmt_num(x[2]),
+                    x[2] / x[3],
+                    fmt_num(x[3])
+                ),
+            )
+        },
+    )
+    .cite(FIG1)
+    .cause_unless_holds(|| measured(e, v, "the writers get as much as the reader, or more".into(), &[PROP]))
 }
 
 fn static_rand_prop(e: &ExpResult) -> Finding {

@@ -22,6 +22,9 @@
 //!   20 ms, was served less than B_max/2; a slow flow, or one that hit
 //!   the timeout with at least 1/3 of its budget left, is charged for the
 //!   *time* it held the device: max(B_max x min(t, T_max) / T_max, service).
+//!   A turn ended by its flow staying idle (`TooIdle`) is timed only up to
+//!   the start of that idling (kernel `compensate`: the idling is the
+//!   scheduler's choice, not the flow's use of the device).
 //!   Weight-raised flows are never charged for time.
 //!
 //! With injection (heuristic 7), a turn into which other flows' requests

@@ -547,6 +547,8 @@ pub struct FlowState {
     /// ([`Scheduler::flow_internals`]).
     turns: u64,
     budget_sum: u64,
+    /// B-WF2Q+ service charged for its turns (sectors).
+    charged: u64,
     injected: u64,
     /// Original weight, class, group.
     weight: u32,
@@ -617,6 +619,8 @@ struct Turn {
     timeout: Time,
     /// Idling: the turn ends at this time unless a request arrives.
     idle_until: Option<Time>,
+    /// When the last idling began (the kernel's `last_idling_start`).
+    idle_since: Time,
     /// Sectors injected from other flows during this turn.
     injected: u64,
     /// Of those, sectors of non-seeky flows.
@@ -979,7 +983,15 @@ impl Bfq {
     fn expire(&mut self, now: Time, reason: ExpireReason) {
         let Some(turn) = self.turn.take() else { return };
         let (rule, timeout_sync) = (self.cfg.charge.rule, self.cfg.timeout_sync);
-        let elapsed = now.saturating_sub(turn.started);
+        // Kernel: a turn that ends because its flow stayed idle too long is
+        // charged the time up to the start of that idling, not the idling
+        // (`bfq_bfqq_is_slow` with `compensate`).
+        let end = if reason == ExpireReason::TooIdle && rule == ChargeRule::Kernel {
+            turn.idle_since.min(now)
+        } else {
+            now
+        };
+        let elapsed = end.saturating_sub(turn.started);
         let fs = &self.topo.any_flow(turn.flow).data;
         let seeky = fs.seek.is_seeky();
         let raised = fs.raise.on();
@@ -1099,6 +1111,7 @@ impl Bfq {
         let keep = out && self.stays_backlogged(self.flow_state(turn.flow));
         let fs = &mut self.topo.any_flow_mut(turn.flow).data;
         fs.inj.returning = out && !keep && fs.sync && self.cfg.inject.enabled;
+        fs.charged += charge;
         self.wf2q.expire(turn.entity, charge, busy || keep, next);
         if gone_idle {
             self.set_busy(turn.flow, false, now);
@@ -1150,6 +1163,7 @@ impl Bfq {
             started: now,
             timeout,
             idle_until: None,
+            idle_since: now,
             injected: 0,
             injected_seq: 0,
         });
@@ -1399,6 +1413,7 @@ impl Scheduler for Bfq {
             served_total: 0,
             turns: 0,
             budget_sum: 0,
+            charged: 0,
             injected: 0,
             weight,
             class: spec.prio.class,
@@ -1649,7 +1664,8 @@ impl Scheduler for Bfq {
                         // Idling not armed (e.g. the request completed
                         // before this turn began): arm it now.
                         let until = now + wait;
-                        self.turn.as_mut().expect("turn").idle_until = Some(until);
+                        let t = self.turn.as_mut().expect("turn");
+                        (t.idle_until, t.idle_since) = (Some(until), now);
                         return Dispatch::Idle { until };
                     }
                 }
@@ -1755,7 +1771,8 @@ impl Scheduler for Bfq {
                 // waiting T_wait for the next one (kernel arms the idle
                 // timer on completion, as think time runs from there).
                 let wait = self.wait_time(self.flow_state(owner), turn.served);
-                self.turn.as_mut().expect("turn").idle_until = wait.map(|w| now + w);
+                let t = self.turn.as_mut().expect("turn");
+                (t.idle_until, t.idle_since) = (wait.map(|w| now + w), now);
             }
         }
         self.release(now, owner);
@@ -1788,6 +1805,7 @@ impl Scheduler for Bfq {
             Ok(f) => FlowInternals {
                 turns: Some(f.data.turns),
                 budget_sum: Some(f.data.budget_sum),
+                charged: Some(f.data.charged),
                 injected: Some(f.data.injected),
             },
             Err(_) => FlowInternals::default(),
