@@ -705,7 +705,6 @@ fn static_rand_prop(e: &ExpResult) -> Finding {
 /// faster than alone, so the total is at most its rate alone x 7/3.
 fn share_bound(e: &ExpResult, max_none: f64) -> String {
     let alone = val(e, V3, TARGET_ALONE, "total").unwrap_or(f64::NAN);
-    let bound = alone * 3.0 / 7.0;
     let bound = alone * 7.0 / 3.0;
     let share = |c: &str| {
         let t = val(e, V3, c, "target").unwrap_or(f64::NAN);
