@@ -27,6 +27,12 @@ pub struct Args {
     /// need root and a block device) instead of the simulated ones.
     #[arg(long)]
     pub target: Option<PathBuf>,
+    /// Time the start-up of real applications (python3, bash) through
+    /// `bfq mount` and on a loop device under the kernel's schedulers,
+    /// with greedy readers and writers; --target is then a directory
+    /// (needs root and /dev/fuse; docs/suite.md).
+    #[arg(long)]
+    pub real_apps: bool,
     /// List the experiments and exit.
     #[arg(long)]
     pub list: bool,
@@ -53,6 +59,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         out: a.out.clone(),
         progress: !a.no_progress,
         target: a.target.clone(),
+        real_apps: a.real_apps,
     };
     let t0 = Instant::now();
     let report = bfq_suite::run_suite(&opts)?;

@@ -299,3 +299,24 @@ fn a_full_filesystem_fails_the_run_and_leaves_no_partial_file() {
         "requests failed",
     );
 }
+
+#[test]
+fn real_apps_needs_an_existing_target_directory() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out");
+    let out = out.to_str().unwrap();
+    refused(&["suite", "--real-apps", "--out", out], "--target DIR");
+    let missing = dir.path().join("missing");
+    let missing = missing.to_str().unwrap();
+    refused(
+        &["suite", "--real-apps", "--target", missing, "--out", out],
+        missing,
+    );
+    let file = dir.path().join("file");
+    std::fs::write(&file, "x").unwrap();
+    let file = file.to_str().unwrap();
+    refused(
+        &["suite", "--real-apps", "--target", file, "--out", out],
+        "not a directory",
+    );
+}

@@ -141,7 +141,7 @@ pub fn val(e: &ExpResult, v: &str, c: &str, m: &str) -> Val {
             n(s.mean)
         )));
     }
-    if let Some(x) = e.mean(v, c, m) {
+    if let Some(x) = e.center(v, c, m) {
         return Val::num(x);
     }
     let cell = e.cell(v, c);

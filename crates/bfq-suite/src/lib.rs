@@ -11,6 +11,7 @@
 
 #![warn(missing_docs)]
 
+pub mod apps_sys;
 pub mod charts;
 pub mod check;
 pub mod exp2010;
@@ -18,6 +19,7 @@ pub mod exp2014;
 pub mod exp2018;
 pub mod exp_asprio;
 pub mod exp_real;
+pub mod exp_real_apps;
 pub mod model;
 pub mod paper_figures;
 pub mod report;
@@ -31,7 +33,8 @@ pub use model::{ExpResult, Experiment};
 pub use runner::{run_suite, Options, Report};
 
 /// Every experiment, in report order.
-/// (The simulated ones; `--target` runs [`exp_real::experiments`].)
+/// (The simulated ones; `--target` runs [`exp_real::experiments`],
+/// `--real-apps --target DIR` [`exp_real_apps::experiments`].)
 pub fn experiments() -> Vec<Experiment> {
     vec![
         exp2010::throughput(),

@@ -58,6 +58,9 @@ pub struct Metric {
     pub unit: String,
     /// Drawn as a bar chart in the HTML report.
     pub chart: bool,
+    /// Reported and checked by its median over the repetitions, with the
+    /// range as spread (instead of the mean and its 95% interval).
+    pub median: bool,
 }
 
 /// Shorthand for a [`Metric`].
@@ -67,6 +70,15 @@ pub fn metric(key: &str, label: &str, unit: &str, chart: bool) -> Metric {
         label: label.into(),
         unit: unit.into(),
         chart,
+        median: false,
+    }
+}
+
+impl Metric {
+    /// The metric reported and checked by its median and range.
+    pub fn by_median(mut self) -> Metric {
+        self.median = true;
+        self
     }
 }
 
@@ -364,6 +376,17 @@ impl ExpResult {
             .get(metric)
             .map(|s| s.mean)
             .filter(|m| m.is_finite())
+    }
+    /// The value findings use: the median for metrics reported by their
+    /// median ([`Metric::median`]), the mean otherwise.
+    pub fn center(&self, variant: &str, config: &str, metric: &str) -> Option<f64> {
+        if self.metrics.iter().any(|m| m.key == metric && m.median) {
+            self.summary(variant, config, metric)
+                .map(|s| s.median)
+                .filter(|m| m.is_finite())
+        } else {
+            self.mean(variant, config, metric)
+        }
     }
     /// Summary of a metric.
     pub fn summary(&self, variant: &str, config: &str, metric: &str) -> Option<Summary> {

@@ -7,7 +7,7 @@ use crate::charts;
 use crate::model::*;
 use crate::paper_figures::{lookup, PaperFigure};
 use crate::runner::Report;
-use crate::stats::{fmt_num, fmt_pm, fmt_summary};
+use crate::stats::{fmt_median, fmt_num, fmt_pm, fmt_summary, Summary};
 use std::fmt::Write as _;
 use std::path::Path;
 
@@ -35,12 +35,21 @@ fn paper_txt(p: &PaperFigure) -> String {
     }
 }
 
+/// A summary as its metric is reported: median and range, or mean and CI.
+fn summary_text(e: &ExpResult, m: &str, s: &Summary) -> String {
+    if e.metrics.iter().any(|x| x.key == m && x.median) {
+        fmt_median(s)
+    } else {
+        fmt_summary(s)
+    }
+}
+
 /// A cell's text: ours (with CI) and the paper's when it has one.
 fn cell_text(e: &ExpResult, v: &str, c: &str, m: &str) -> String {
     let ours = match e.cell(v, c) {
         None => "—".to_string(),
         Some(cell) => match cell.summary.get(m) {
-            Some(s) => fmt_summary(s),
+            Some(s) => summary_text(e, m, s),
             None if cell.error.is_some() => "error".into(),
             None => "—".into(),
         },
@@ -79,6 +88,9 @@ fn md_escape(s: &str) -> String {
 /// Where the numbers come from: the simulator, or the real device.
 fn provenance(r: &Report) -> String {
     match &r.target {
+        Some(t) if r.suite.contains("real applications") => format!(
+            "Measured on real storage: `{t}`, through `bfq mount` (FUSE) for this project's schedulers and an ext4 image on a direct-I/O loop device for the kernel's, the configurations interleaved in each round, one run at a time. Tables headed \"median [min–max]\" give the median over the rounds and their range."
+        ),
         Some(t) => format!(
             "Measured on real storage: `{t}`, through the io_uring engine (and the kernel's schedulers where named), one run at a time."
         ),
@@ -217,7 +229,12 @@ fn metric_markdown(e: &ExpResult, m: &Metric) -> String {
     if vars.is_empty() {
         return s;
     }
-    let _ = writeln!(s, "**{}** ({})\n", m.label, m.unit);
+    let how = if m.median {
+        "; median [min–max] over the rounds"
+    } else {
+        ""
+    };
+    let _ = writeln!(s, "**{}** ({}{how})\n", m.label, m.unit);
     let _ = write!(s, "| scheduler |");
     for v in &vars {
         let _ = write!(s, " {} |", md_escape(&v.label));
@@ -387,7 +404,7 @@ fn html_table(e: &ExpResult, m: &Metric, vars: &[&Variant]) -> String {
         for v in vars {
             let ours = e
                 .summary(&v.id, &c.label, &m.key)
-                .map(|x| fmt_summary(&x))
+                .map(|x| summary_text(e, &m.key, &x))
                 .unwrap_or_else(|| "&mdash;".into());
             let paper = lookup(&e.paper, &v.id, &c.label, &m.key)
                 .map(|p| {
@@ -501,7 +518,12 @@ fn metric_html(e: &ExpResult, m: &Metric) -> String {
     if vars.is_empty() {
         return s;
     }
-    let _ = writeln!(s, "<h3>{} ({})</h3>", esc(&m.label), esc(&m.unit));
+    let how = if m.median {
+        "; median [min–max] over the rounds"
+    } else {
+        ""
+    };
+    let _ = writeln!(s, "<h3>{} ({}{how})</h3>", esc(&m.label), esc(&m.unit));
     if m.chart {
         let _ = writeln!(
             s,

@@ -33,6 +33,10 @@ pub struct Options {
     /// Real storage: run the `real-*` experiments on it (one run at a
     /// time) instead of the simulated ones.
     pub target: Option<PathBuf>,
+    /// Run the `real-apps` experiment instead: `target` is then a
+    /// directory for the applications' files, the readers' files and the
+    /// ext4 image (see [`crate::exp_real_apps`]).
+    pub real_apps: bool,
 }
 
 impl Default for Options {
@@ -45,6 +49,7 @@ impl Default for Options {
             out: PathBuf::from("out"),
             progress: false,
             target: None,
+            real_apps: false,
         }
     }
 }
@@ -76,7 +81,9 @@ pub struct Report {
 
 /// The experiments and variants a run will cover, with repetitions.
 pub fn select(opts: &Options) -> anyhow::Result<Vec<(Experiment, usize)>> {
-    let all = if opts.target.is_some() {
+    let all = if opts.real_apps {
+        crate::exp_real_apps::experiments()
+    } else if opts.target.is_some() {
         crate::exp_real::experiments()
     } else {
         crate::experiments()
@@ -163,13 +170,22 @@ pub fn check_target(path: &std::path::Path) -> anyhow::Result<()> {
 /// Runs the selected experiments and aggregates the results.
 pub fn run_suite(opts: &Options) -> anyhow::Result<Report> {
     let sel = select(opts)?;
-    if let Some(t) = &opts.target {
-        check_target(t)?;
+    match (&opts.target, opts.real_apps) {
+        (None, true) => bail!("--real-apps needs --target DIR (a directory for the applications' files, the readers' files and an ext4 image)"),
+        (Some(t), true) => crate::exp_real_apps::prepare(t, opts.quick, opts.progress)?,
+        (Some(t), false) => check_target(t)?,
+        (None, false) => {}
     }
     let traces_dir = opts.out.join("traces");
     crate::exp2014::write_traces(&traces_dir)?;
     let (runnable, skipped) = runnable_configs(&sel);
-    let jobs = plan_jobs(&sel, &runnable);
+    let mut jobs = plan_jobs(&sel, &runnable);
+    if opts.target.is_some() {
+        // On real storage the configurations are interleaved: each round
+        // (repetition) runs every variant and configuration once, so
+        // drifts of the machine spread over all of them.
+        jobs.sort_by_key(|j| (j.exp, j.rep, j.var, j.cfg));
+    }
     let results = execute(opts, &sel, &jobs, &traces_dir);
     let mut exps = vec![];
     for (ei, (e, reps)) in sel.iter().enumerate() {
@@ -199,7 +215,9 @@ pub fn run_suite(opts: &Options) -> anyhow::Result<Report> {
     }
     Ok(Report {
         target: opts.target.as_ref().map(|t| t.display().to_string()),
-        suite: if opts.target.is_some() {
+        suite: if opts.real_apps {
+            "bfq-rs benchmark suite (real applications)".into()
+        } else if opts.target.is_some() {
             "bfq-rs benchmark suite (real storage)".into()
         } else {
             "bfq-rs benchmark suite (simulated)".into()
@@ -299,6 +317,17 @@ fn execute(
                     target: opts.target.clone(),
                 };
                 let r = (e.run)(v, c, &ctx).map_err(|err| format!("{err:#}"));
+                if opts.target.is_some() && opts.progress {
+                    // Real runs take seconds each: one line per run.
+                    pb.println(format!(
+                        "{} | {} | {} | round {}: {}",
+                        e.id,
+                        v.id,
+                        c.label,
+                        j.rep + 1,
+                        run_line(&r)
+                    ));
+                }
                 results.lock().expect("results")[i] = Some(r);
                 pb.inc(1);
             });
@@ -306,6 +335,19 @@ fn execute(
     });
     pb.finish_and_clear();
     results.into_inner().expect("results")
+}
+
+/// A run's metrics (or its error) on one line.
+fn run_line(r: &Result<RunOut, String>) -> String {
+    match r {
+        Ok(out) => out
+            .metrics
+            .iter()
+            .map(|(k, v)| format!("{k} {}", crate::stats::fmt_num(*v)))
+            .collect::<Vec<_>>()
+            .join(", "),
+        Err(e) => format!("error: {e}"),
+    }
 }
 
 /// A progress bar on stderr over `n` runs, or a hidden one.

@@ -35,6 +35,8 @@ pub struct Summary {
     pub ci95: f64,
     /// Sample standard deviation (n - 1).
     pub sd: f64,
+    /// Median (the mean of the two middle values for an even count).
+    pub median: f64,
     /// Smallest value.
     pub min: f64,
     /// Largest value.
@@ -68,11 +70,19 @@ impl Summary {
         } else {
             0.0
         };
+        let mut sorted = xs.to_vec();
+        sorted.sort_by(f64::total_cmp);
+        let median = if n % 2 == 1 {
+            sorted[n / 2]
+        } else {
+            (sorted[n / 2 - 1] + sorted[n / 2]) / 2.0
+        };
         Some(Summary {
             n,
             mean,
             ci95,
             sd,
+            median,
             min: xs.iter().cloned().fold(f64::INFINITY, f64::min),
             max: xs.iter().cloned().fold(f64::NEG_INFINITY, f64::max),
             nonfinite: 0,
@@ -132,6 +142,26 @@ pub fn fmt_summary(s: &Summary) -> String {
     }
 }
 
+/// `median [min–max]`, for metrics reported by their median (the range
+/// is the spread over the repetitions), followed by how many runs gave no
+/// finite value, if any.
+pub fn fmt_median(s: &Summary) -> String {
+    let v = if s.n > 1 {
+        format!(
+            "{} [{}–{}]",
+            fmt_num(s.median),
+            fmt_num(s.min),
+            fmt_num(s.max)
+        )
+    } else {
+        fmt_num(s.median)
+    };
+    match s.nonfinite {
+        0 => v,
+        k => format!("{v} ({k} of {} runs non-finite)", k + s.n),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -147,6 +177,9 @@ mod tests {
         assert!((s.ci95 - want).abs() < 1e-9, "{} vs {want}", s.ci95);
         assert_eq!(s.min, 1.0);
         assert_eq!(s.max, 5.0);
+        assert_eq!(s.median, 3.0);
+        assert_eq!(Summary::of(&[4.0, 1.0, 3.0, 9.0]).unwrap().median, 3.5);
+        assert_eq!(fmt_median(&s), "3.000 [1.000–5.000]");
     }
 
     #[test]

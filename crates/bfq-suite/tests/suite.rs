@@ -11,6 +11,7 @@ fn opts(dir: &str, jobs: usize) -> Options {
         out: std::env::temp_dir().join(format!("bfq-suite-test-{}-{dir}", std::process::id())),
         progress: false,
         target: None,
+        real_apps: false,
     }
 }
 
