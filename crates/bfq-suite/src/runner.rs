@@ -319,14 +319,22 @@ fn execute(
                 let r = (e.run)(v, c, &ctx).map_err(|err| format!("{err:#}"));
                 if opts.target.is_some() && opts.progress {
                     // Real runs take seconds each: one line per run.
-                    pb.println(format!(
-                        "{} | {} | {} | round {}: {}",
+                    let line = format!(
+                        "{} | {} | {} | round {}/{}: {}",
                         e.id,
                         v.id,
                         c.label,
                         j.rep + 1,
+                        sel[j.exp].1,
                         run_line(&r)
-                    ));
+                    );
+                    // Also when stderr is not a terminal (the bar is
+                    // hidden there): a log of a long run shows its progress.
+                    if pb.is_hidden() {
+                        eprintln!("{line}");
+                    } else {
+                        pb.println(line);
+                    }
                 }
                 results.lock().expect("results")[i] = Some(r);
                 pb.inc(1);
