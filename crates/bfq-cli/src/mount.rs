@@ -38,7 +38,7 @@ pub struct Args {
     /// FUSE worker threads (requests served at once), 1..=256.
     #[arg(long, default_value_t = 16)]
     pub threads: usize,
-    /// Requests on the device at once.
+    /// Requests on the device at once, 1..=4096.
     #[arg(long, default_value_t = 32)]
     pub depth: u32,
     /// Print each group's and flow's throughput, share and latency every

@@ -36,6 +36,9 @@ pub const FS_SUBTYPE: &str = "bfq";
 pub const SOURCE_PREFIX: &str = "bfq:";
 /// Bounds of the number of FUSE worker threads.
 pub const THREADS_RANGE: (usize, usize) = (1, 256);
+/// Bounds of the queue depth (requests on the device at once): the
+/// engine's own range.
+pub const DEPTH_RANGE: (u32, u32) = (1, 4096);
 
 /// How to mount.
 #[derive(Clone, Debug)]
@@ -58,7 +61,7 @@ pub struct MountConfig {
     pub nonempty: bool,
     /// FUSE worker threads (requests served at once), 1..=256.
     pub threads: usize,
-    /// Requests on the device at once.
+    /// Requests on the device at once, 1..=4096 ([`DEPTH_RANGE`]).
     pub queue_depth: u32,
 }
 
@@ -147,6 +150,13 @@ pub fn mount(cfg: &MountConfig) -> std::io::Result<Mounted> {
         return Err(invalid(format!(
             "threads = {}: must be {lo}..={hi}",
             cfg.threads
+        )));
+    }
+    let (lo, hi) = DEPTH_RANGE;
+    if !(lo..=hi).contains(&cfg.queue_depth) {
+        return Err(invalid(format!(
+            "depth = {}: must be {lo}..={hi}",
+            cfg.queue_depth
         )));
     }
     let mut b = Engine::nop()
@@ -445,5 +455,24 @@ mod tests {
             .err()
             .unwrap();
         assert!(e.to_string().contains("not a directory"), "{e}");
+    }
+
+    #[test]
+    fn refuses_threads_and_depth_out_of_range_before_mounting() {
+        let back = tempfile::tempdir().unwrap();
+        let mnt = tempfile::tempdir().unwrap();
+        for (threads, depth, says) in [
+            (0, 32, "threads = 0: must be 1..=256"),
+            (257, 32, "threads = 257"),
+            (16, 0, "depth = 0: must be 1..=4096"),
+            (16, 4097, "depth = 4097: must be 1..=4096"),
+        ] {
+            let mut c = MountConfig::new(back.path(), mnt.path());
+            c.threads = threads;
+            c.queue_depth = depth;
+            let e = mount(&c).err().unwrap();
+            assert_eq!(e.kind(), std::io::ErrorKind::InvalidInput);
+            assert!(e.to_string().contains(says), "{e}");
+        }
     }
 }
