@@ -20,6 +20,24 @@ use std::time::Instant;
 /// it the cache is emptied and refilled.
 const MAX_THREADS: usize = 65536;
 
+/// A remembered thread is checked again (its start time in /proc) when
+/// it was last checked longer ago than this: a thread id of a thread that
+/// exited can be given to a new thread of another process, whose requests
+/// must not go to the old process's flow for longer than this.
+const REVALIDATE_NS: u64 = 1_000_000_000;
+
+/// What the table remembers of a thread.
+#[derive(Clone, Copy, Debug)]
+struct ThreadEntry {
+    /// Its process.
+    key: ProcKey,
+    /// The thread's own start time (/proc/TID/stat), which tells a reused
+    /// thread id from the thread first seen (0: unknown).
+    start: u64,
+    /// When `start` was last found unchanged, ns since the table's origin.
+    checked_ns: u64,
+}
+
 /// One group of the scheduler; removed when its last flow ends.
 pub struct GroupEntry {
     /// The group's id in the engine.
@@ -114,8 +132,9 @@ pub struct Ended {
 struct Inner {
     /// By process.
     flows: HashMap<ProcKey, Arc<FlowEntry>>,
-    /// Thread id -> process (checked by `reap`).
-    threads: HashMap<u32, ProcKey>,
+    /// Thread id -> process (revalidated every [`REVALIDATE_NS`]; dropped
+    /// by `reap` with its flow).
+    threads: HashMap<u32, ThreadEntry>,
     groups: HashMap<String, Weak<GroupEntry>>,
     ended: Ended,
 }
@@ -186,24 +205,50 @@ impl FlowTable {
     /// pid), created on first use. `uid` is the request's.
     pub fn flow_for(&self, tid: u32, uid: u32) -> io::Result<Arc<FlowEntry>> {
         let now = self.now_ns();
-        {
+        let recheck = {
             let inner = self.inner.lock().unwrap();
-            if let Some(k) = inner.threads.get(&tid) {
-                if let Some(f) = inner.flows.get(k) {
+            match inner.threads.get(&tid) {
+                Some(t) if now.saturating_sub(t.checked_ns) < REVALIDATE_NS => {
+                    if let Some(f) = inner.flows.get(&t.key) {
+                        f.last_io.store(now, Ordering::Relaxed);
+                        return Ok(f.clone());
+                    }
+                    None
+                }
+                Some(t) => Some(t.start),
+                None => None,
+            }
+        };
+        // Remembered, but not checked for a while: still the same thread?
+        // (/proc is read without the lock.)
+        let thread_start = procinfo::start_time(tid);
+        if let Some(start) = recheck.filter(|&s| thread_start == Some(s)) {
+            let mut inner = self.inner.lock().unwrap();
+            if let Some(t) = inner.threads.get_mut(&tid).filter(|t| t.start == start) {
+                t.checked_ns = now;
+                let key = t.key;
+                if let Some(f) = inner.flows.get(&key) {
                     f.last_io.store(now, Ordering::Relaxed);
                     return Ok(f.clone());
                 }
             }
         }
-        // Unknown thread (or pid 0: a request the kernel makes itself, e.g.
-        // a release after the process exited): key it by what /proc says,
-        // or by pid 0 = the kernel.
+        // Unknown thread, a reused thread id, or pid 0 (a request the
+        // kernel makes itself, e.g. a release after the process exited):
+        // key it by what /proc says, or by pid 0 = the kernel.
         let key = procinfo::proc_key(tid).unwrap_or(ProcKey { tgid: 0, start: 0 });
         let mut inner = self.inner.lock().unwrap();
         if inner.threads.len() >= MAX_THREADS {
             inner.threads.clear();
         }
-        inner.threads.insert(tid, key);
+        inner.threads.insert(
+            tid,
+            ThreadEntry {
+                key,
+                start: thread_start.unwrap_or(0),
+                checked_ns: now,
+            },
+        );
         if let Some(f) = inner.flows.get(&key) {
             f.last_io.store(now, Ordering::Relaxed);
             return Ok(f.clone());
@@ -275,16 +320,26 @@ impl FlowTable {
     /// policy's timeout, and forgets their threads and groups. Returns how
     /// many flows ended.
     pub fn reap(&self) -> usize {
-        let now = self.now_ns();
         let timeout = self.policy.idle_timeout_ns;
+        let idle = |f: &FlowEntry, now: u64| {
+            now.saturating_sub(f.last_io.load(Ordering::Relaxed)) >= timeout
+        };
+        // The processes are looked up in /proc without the lock, which
+        // every request's flow lookup takes.
+        let keys: Vec<ProcKey> = self.inner.lock().unwrap().flows.keys().copied().collect();
+        let dead: Vec<ProcKey> = keys
+            .into_iter()
+            .filter(|k| k.tgid != 0 && !procinfo::alive(*k))
+            .collect();
+        let now = self.now_ns();
         let mut inner = self.inner.lock().unwrap();
-        let mut gone = Vec::new();
-        for (k, f) in &inner.flows {
-            let idle = now.saturating_sub(f.last_io.load(Ordering::Relaxed)) >= timeout;
-            if idle || (k.tgid != 0 && !procinfo::alive(*k)) {
-                gone.push(*k);
-            }
-        }
+        let mut gone: Vec<ProcKey> = inner
+            .flows
+            .iter()
+            .filter(|(k, f)| idle(f, now) || dead.contains(k))
+            .map(|(k, _)| *k)
+            .collect();
+        gone.sort_by_key(|k| (k.tgid, k.start));
         for k in &gone {
             if let Some(f) = inner.flows.remove(k) {
                 let c = &f.counters;
@@ -299,7 +354,7 @@ impl FlowTable {
             groups,
             ..
         } = &mut *inner;
-        threads.retain(|_, k| flows.contains_key(k));
+        threads.retain(|_, t| flows.contains_key(&t.key));
         groups.retain(|_, g| g.strong_count() > 0);
         gone.len()
     }
@@ -384,6 +439,48 @@ mod tests {
         assert_eq!(t.reap(), 1);
         assert_eq!(t.counts(), (0, 0));
         assert_eq!(t.ended().flows, 1);
+    }
+
+    #[test]
+    fn a_reused_thread_id_is_keyed_again() {
+        let mut t = table(Policy::default());
+        // The table is 2 s old, so an entry checked at 0 is due.
+        t.origin = Instant::now() - std::time::Duration::from_secs(2);
+        let me = std::process::id();
+        let real = t.flow_for(me, 0).unwrap();
+        // What the table would hold if this thread id had belonged to a
+        // thread of another (still live) process, last checked long ago.
+        let other = ProcKey {
+            tgid: me,
+            start: real.key.start + 1,
+        };
+        let old = Arc::new({
+            let mut inner = t.inner.lock().unwrap();
+            t.new_flow(&mut inner, me, other, 0).unwrap()
+        });
+        {
+            let mut inner = t.inner.lock().unwrap();
+            inner.flows.insert(other, old.clone());
+            let e = inner.threads.get_mut(&me).unwrap();
+            e.key = other;
+            e.start += 1;
+        }
+        // Checked recently: the cache is trusted.
+        assert_eq!(t.flow_for(me, 0).unwrap().key, other);
+        // Last checked more than REVALIDATE_NS ago.
+        t.inner
+            .lock()
+            .unwrap()
+            .threads
+            .get_mut(&me)
+            .unwrap()
+            .checked_ns = 0;
+        // Checked again: the thread's start time differs, so it is keyed
+        // by what /proc says now.
+        assert_eq!(t.flow_for(me, 0).unwrap().key, real.key);
+        let e = *t.inner.lock().unwrap().threads.get(&me).unwrap();
+        assert_eq!(e.key, real.key);
+        assert_eq!(Some(e.start), procinfo::start_time(me));
     }
 
     #[test]
