@@ -69,6 +69,8 @@ pub struct PassFs {
     table: Arc<FlowTable>,
     opts: FsOptions,
     am_root: bool,
+    /// Aligned buffers of every file's reads and writes.
+    pool: Arc<crate::io::BufPool>,
 }
 
 fn errno(e: io::Error) -> Errno {
@@ -174,6 +176,7 @@ impl PassFs {
             table,
             opts,
             am_root,
+            pool: crate::io::BufPool::new(crate::io::POOL_BUF, crate::io::POOL_MAX),
         })
     }
 
@@ -274,8 +277,15 @@ impl PassFs {
     fn open_data(&self, ino: INodeNo, flags: i32) -> Result<u64, Errno> {
         let (fd, lock) = self.node_fd(ino)?;
         let st = sys::fstat(&fd).map_err(errno)?;
-        let file = DataFile::open(fd.as_raw_fd(), &st, flags, self.opts.backing_direct, lock)
-            .map_err(errno)?;
+        let file = DataFile::open(
+            fd.as_raw_fd(),
+            &st,
+            flags,
+            self.opts.backing_direct,
+            lock,
+            self.pool.clone(),
+        )
+        .map_err(errno)?;
         let fh = self.next_fh.fetch_add(1, Ordering::Relaxed);
         self.files.lock().unwrap().insert(fh, Arc::new(file));
         Ok(fh)

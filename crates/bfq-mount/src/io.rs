@@ -7,6 +7,10 @@
 //! of its first and last blocks under the inode's write lock (aligned
 //! writes take it shared), then the file is cut back to its true length if
 //! the write extended it.
+//!
+//! The aligned buffers come from a bounded [`BufPool`] shared by the
+//! mount's files, so a read or write does not allocate (and zero) a new
+//! buffer per call.
 
 use crate::flows::FlowEntry;
 use crate::sys::{self, check, proc_path};
@@ -14,18 +18,132 @@ use bfq_engine::{AlignedBuf, FileTarget, IoBuf, IoBufMut};
 use std::fs::File;
 use std::io;
 use std::ops::Deref;
+use std::ops::DerefMut;
 use std::os::fd::{AsRawFd, FromRawFd, RawFd};
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, Mutex, RwLock};
 use std::time::Instant;
 
 /// Alignment of `O_DIRECT` offsets, lengths and buffers: 4 KiB covers the
 /// logical block size of every common device.
 pub const ALIGN: u64 = 4096;
 
+/// Aligned buffers kept for reuse: at most `max` idle buffers of `size`
+/// bytes (a request's whole aligned span up to `size`; a larger one gets
+/// a buffer of its own, freed after use).
+pub struct BufPool {
+    free: Mutex<Vec<AlignedBuf>>,
+    size: usize,
+    max: usize,
+}
+
+/// Buffer size of the mount's pool: a FUSE request's largest data (1 MiB)
+/// widened to whole blocks at both ends.
+pub const POOL_BUF: usize = (1 << 20) + 2 * ALIGN as usize;
+/// Idle buffers the mount's pool keeps at most (the rest are freed): one
+/// per default FUSE worker thread, about 16 MiB.
+pub const POOL_MAX: usize = 16;
+
+impl BufPool {
+    /// A pool of buffers of `size` bytes keeping at most `max` idle ones.
+    pub fn new(size: usize, max: usize) -> Arc<BufPool> {
+        Arc::new(BufPool {
+            free: Mutex::new(Vec::new()),
+            size,
+            max,
+        })
+    }
+
+    /// A buffer of `len` bytes (a reused one holds old bytes: callers
+    /// overwrite or zero what they use).
+    pub fn get(self: &Arc<Self>, len: usize) -> PooledBuf {
+        let buf = if len <= self.size {
+            self.free
+                .lock()
+                .unwrap()
+                .pop()
+                .unwrap_or_else(|| AlignedBuf::with_align(self.size, ALIGN as usize))
+        } else {
+            AlignedBuf::with_align(len, ALIGN as usize)
+        };
+        PooledBuf {
+            buf: Some(buf),
+            len,
+            pool: self.clone(),
+        }
+    }
+
+    /// Idle buffers held.
+    pub fn idle(&self) -> usize {
+        self.free.lock().unwrap().len()
+    }
+}
+
+/// A buffer from a [`BufPool`]: `len` bytes at the start of an aligned
+/// allocation, given back to the pool when dropped.
+pub struct PooledBuf {
+    buf: Option<AlignedBuf>,
+    len: usize,
+    pool: Arc<BufPool>,
+}
+
+impl PooledBuf {
+    fn inner(&self) -> &AlignedBuf {
+        self.buf.as_ref().expect("present until drop")
+    }
+}
+
+impl Drop for PooledBuf {
+    fn drop(&mut self) {
+        if let Some(b) = self.buf.take() {
+            if b.len() == self.pool.size {
+                let mut free = self.pool.free.lock().unwrap();
+                if free.len() < self.pool.max {
+                    free.push(b);
+                }
+            }
+        }
+    }
+}
+
+impl Deref for PooledBuf {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        &self.inner()[..self.len]
+    }
+}
+
+impl DerefMut for PooledBuf {
+    fn deref_mut(&mut self) -> &mut [u8] {
+        let len = self.len;
+        &mut self.buf.as_mut().expect("present until drop")[..len]
+    }
+}
+
+// SAFETY: the bytes are the first `len` of an AlignedBuf's heap
+// allocation (len <= its length), which does not move with the value.
+unsafe impl IoBuf for PooledBuf {
+    fn stable_ptr(&self) -> *const u8 {
+        self.inner().stable_ptr()
+    }
+    fn bytes_len(&self) -> usize {
+        self.len
+    }
+}
+
+// SAFETY: as IoBuf; the buffer is owned exclusively.
+unsafe impl IoBufMut for PooledBuf {
+    fn stable_mut_ptr(&mut self) -> *mut u8 {
+        self.buf
+            .as_mut()
+            .expect("present until drop")
+            .stable_mut_ptr()
+    }
+}
+
 /// Bytes read, in the buffer they were read into.
 pub enum Data {
     /// Read with `O_DIRECT`: the data are `len` bytes from `start` of the aligned buffer (buffer, start, len).
-    Aligned(AlignedBuf, usize, usize),
+    Aligned(PooledBuf, usize, usize),
     /// Read through the page cache.
     Plain(Vec<u8>),
 }
@@ -45,6 +163,7 @@ pub struct DataFile {
     target: FileTarget,
     direct: bool,
     lock: Arc<RwLock<()>>,
+    pool: Arc<BufPool>,
 }
 
 fn align_down(x: u64) -> u64 {
@@ -73,13 +192,15 @@ impl DataFile {
     /// Opens the file behind `opath` with the caller's `flags`: read-write
     /// when the caller writes (the read-modify-write needs to read),
     /// without `O_APPEND` (the kernel gives us the offsets), with
-    /// `O_DIRECT` if `direct` and the filesystem allows it.
+    /// `O_DIRECT` if `direct` and the filesystem allows it; its aligned
+    /// buffers come from `pool`.
     pub fn open(
         opath: RawFd,
         st: &libc::stat,
         flags: i32,
         direct: bool,
         lock: Arc<RwLock<()>>,
+        pool: Arc<BufPool>,
     ) -> io::Result<DataFile> {
         let keep = flags & (libc::O_TRUNC | libc::O_SYNC | libc::O_DSYNC | libc::O_NOATIME);
         let acc = flags & libc::O_ACCMODE;
@@ -104,6 +225,7 @@ impl DataFile {
                         target: FileTarget::new(file, sector_base(st)),
                         direct: is_direct,
                         lock,
+                        pool,
                     })
                 }
                 Err(e) => last = e,
@@ -154,7 +276,7 @@ impl DataFile {
         let start = align_down(offset);
         let end = align_up(offset + size as u64);
         let _g = self.lock.read().unwrap();
-        let (r, buf) = self.engine_read(flow, start, AlignedBuf::new((end - start) as usize));
+        let (r, buf) = self.engine_read(flow, start, self.pool.get((end - start) as usize));
         let head = (offset - start) as usize;
         let n = r?.saturating_sub(head).min(size);
         Ok(Data::Aligned(buf, head, n))
@@ -171,12 +293,17 @@ impl DataFile {
         let end = offset + data.len() as u64;
         if offset.is_multiple_of(ALIGN) && end.is_multiple_of(ALIGN) {
             let _g = self.lock.read().unwrap();
-            return self.engine_write(flow, offset, AlignedBuf::from_slice(data));
+            let mut buf = self.pool.get(data.len());
+            buf.copy_from_slice(data);
+            return self.engine_write(flow, offset, buf);
         }
         let _g = self.lock.write().unwrap();
         let size = sys::fstat(self.target.file())?.st_size as u64;
         let (start, stop) = (align_down(offset), align_up(end));
-        let mut buf = AlignedBuf::new((stop - start) as usize);
+        let mut buf = self.pool.get((stop - start) as usize);
+        // A reused buffer holds old bytes: the parts of the blocks beyond
+        // the end of the file must be zeros.
+        buf.fill(0);
         // The partial first and last blocks keep their other bytes.
         let mut edges = Vec::with_capacity(2);
         if !offset.is_multiple_of(ALIGN) {
@@ -189,7 +316,7 @@ impl DataFile {
             if at >= size {
                 continue;
             }
-            let (r, blk) = self.engine_read(flow, at, AlignedBuf::new(ALIGN as usize));
+            let (r, blk) = self.engine_read(flow, at, self.pool.get(ALIGN as usize));
             let n = r?;
             let o = (at - start) as usize;
             buf[o..o + n].copy_from_slice(&blk[..n]);
@@ -226,5 +353,82 @@ impl DataFile {
             libc::fallocate(self.raw(), mode, offset as libc::off_t, len as libc::off_t)
         })
         .map(drop)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::flows::FlowTable;
+    use bfq_engine::Engine;
+    use std::os::fd::AsRawFd;
+
+    #[test]
+    fn the_pool_reuses_buffers_and_keeps_at_most_its_bound() {
+        let pool = BufPool::new(8192, 2);
+        let a = pool.get(4096);
+        assert_eq!((a.len(), a.bytes_len()), (4096, 4096));
+        assert_eq!(a.stable_ptr() as usize % ALIGN as usize, 0);
+        let pa = a.stable_ptr();
+        drop(a);
+        assert_eq!(pool.idle(), 1);
+        let b = pool.get(8192);
+        assert_eq!(b.stable_ptr(), pa, "the idle buffer is reused");
+        let c = pool.get(100);
+        let d = pool.get(8192);
+        drop((b, c, d));
+        assert_eq!(pool.idle(), 2, "no more than the bound are kept");
+        // A request larger than the pool's buffers gets its own, not kept.
+        let big = pool.get(3 * 8192);
+        assert_eq!(big.len(), 3 * 8192);
+        drop(big);
+        assert_eq!(pool.idle(), 2);
+    }
+
+    #[test]
+    fn an_unaligned_write_past_the_end_writes_zeros_with_a_reused_buffer() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("f");
+        std::fs::write(&path, b"").unwrap();
+        let c = sys::cstr(path.as_os_str()).unwrap();
+        let opath = sys::openat(libc::AT_FDCWD, &c, libc::O_PATH, 0).unwrap();
+        let st = sys::fstat(&opath).unwrap();
+        let pool = BufPool::new(POOL_BUF, 4);
+        let f = DataFile::open(
+            opath.as_raw_fd(),
+            &st,
+            libc::O_RDWR,
+            true,
+            Arc::new(RwLock::new(())),
+            pool.clone(),
+        )
+        .unwrap();
+        if !f.is_direct() {
+            eprintln!("skipped: the temporary directory's filesystem refuses O_DIRECT");
+            return;
+        }
+        // Leave a buffer full of non-zero bytes in the pool.
+        let mut dirty = pool.get(POOL_BUF);
+        dirty.fill(0xff);
+        drop(dirty);
+        let engine = Arc::new(
+            Engine::nop()
+                .scheduler("fifo")
+                .allow_short(true)
+                .open()
+                .unwrap(),
+        );
+        let table = FlowTable::new(engine, crate::Policy::default());
+        let flow = table.flow_for(std::process::id(), 0).unwrap();
+        assert_eq!(f.write(&flow, 5000, b"hello").unwrap(), 5);
+        let got = std::fs::read(&path).unwrap();
+        assert_eq!(got.len(), 5005);
+        assert!(
+            got[..5000].iter().all(|&b| b == 0),
+            "stale bytes before the data"
+        );
+        assert_eq!(&got[5000..], b"hello");
+        let data = f.read(&flow, 4998, 100).unwrap();
+        assert_eq!(&data[..], b"\0\0hello");
     }
 }
