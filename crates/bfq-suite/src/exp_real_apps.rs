@@ -135,6 +135,7 @@ fn run_startup(v: &Variant, c: &Config, ctx: &Ctx) -> anyhow::Result<RunOut> {
         p.spec.file_size,
     )?;
     std::thread::sleep(p.warm);
+    stop_if_interrupted()?;
     let (r0, w0) = load.bytes();
     let t0 = Instant::now();
     let mut out = RunOut::default();
@@ -150,6 +151,7 @@ fn run_startup(v: &Variant, c: &Config, ctx: &Ctx) -> anyhow::Result<RunOut> {
         }
         out.metrics.insert(app.name.clone(), secs);
         std::thread::sleep(p.pause);
+        stop_if_interrupted()?;
     }
     let (r1, w1) = load.bytes();
     let dt = t0.elapsed().as_secs_f64();
@@ -163,6 +165,15 @@ fn run_startup(v: &Variant, c: &Config, ctx: &Ctx) -> anyhow::Result<RunOut> {
         out.metrics.insert("wr".into(), (w1 - w0) as f64 / MIB / dt);
     }
     Ok(out)
+}
+
+/// Ends a run on SIGINT or SIGTERM (caught by the runner): the caller's
+/// guards then take down the load, the mount or loop device.
+fn stop_if_interrupted() -> anyhow::Result<()> {
+    match bfq_real::sys::interrupted() {
+        Some(sig) => anyhow::bail!("interrupted by signal {sig}"),
+        None => Ok(()),
+    }
 }
 
 /// Slack of "close to the idle start-up": at most this many times the

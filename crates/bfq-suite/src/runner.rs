@@ -186,7 +186,17 @@ pub fn run_suite(opts: &Options) -> anyhow::Result<Report> {
         // drifts of the machine spread over all of them.
         jobs.sort_by_key(|j| (j.exp, j.rep, j.var, j.cfg));
     }
+    // SIGINT and SIGTERM during real-application runs end the run under
+    // way, which takes down what it set up (mounts, loop device, the
+    // device's scheduler, readers); no further run starts.
+    let signals = opts.real_apps.then(bfq_real::sys::catch_interrupts);
     let results = execute(opts, &sel, &jobs, &traces_dir);
+    if signals.is_some() {
+        if let Some(sig) = bfq_real::sys::interrupted() {
+            bail!("interrupted by signal {sig}: the mounts, loop device and processes of the run under way were removed; no report written");
+        }
+    }
+    drop(signals);
     let mut exps = vec![];
     for (ei, (e, reps)) in sel.iter().enumerate() {
         let mut cells = vec![];
@@ -298,6 +308,9 @@ fn execute(
     std::thread::scope(|sc| {
         for _ in 0..threads {
             sc.spawn(|| loop {
+                if opts.real_apps && bfq_real::sys::interrupted().is_some() {
+                    break;
+                }
                 let i = next.fetch_add(1, Ordering::SeqCst);
                 let Some(j) = jobs.get(i) else { break };
                 let (e, _) = &sel[j.exp];
