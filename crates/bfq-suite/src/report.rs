@@ -715,6 +715,35 @@ mod tests {
     }
 
     #[test]
+    fn median_metrics_show_median_and_range_and_findings_use_the_median() {
+        let mut r = synthetic();
+        let e = &mut r.experiments[0];
+        e.metrics[0] = metric("agg", "Aggregate throughput", "MiB/s", false).by_median();
+        e.cells[0] = {
+            let mut c = e.cells[0].clone();
+            for (run, v) in c.runs.iter_mut().zip([10.0, 11.0, 30.0]) {
+                run.out.metrics.insert("agg".into(), v);
+            }
+            c.summary = summarize(&c.runs);
+            c
+        };
+        assert_eq!(e.center("2files", "cfq", "agg"), Some(11.0));
+        assert_eq!(e.mean("2files", "cfq", "agg"), Some(17.0));
+        assert_eq!(
+            *crate::check::val(e, "2files", "cfq", "agg"),
+            Some(11.0),
+            "findings check the median"
+        );
+        let md = to_markdown(&r);
+        assert!(
+            md.contains("**Aggregate throughput** (MiB/s; median [min–max] over the rounds)"),
+            "{md}"
+        );
+        assert!(md.contains("| cfq | 11.00 [10.00–30.00]"), "{md}");
+        assert!(to_html(&r).contains("11.00 [10.00–30.00]"));
+    }
+
+    #[test]
     fn html_is_self_contained_with_svg() {
         let html = to_html(&synthetic());
         assert!(html.starts_with("<!DOCTYPE html>"));
