@@ -236,6 +236,20 @@ fn stamp_text(spec: &Spec, apps: &[App]) -> String {
 /// they were made with the same spec. `say` gets progress lines.
 pub fn prepare(dir: &Path, spec: &Spec, say: &mut dyn FnMut(&str)) -> Result<Layout> {
     let lay = Layout::of(dir);
+    // Only what an earlier preparation made is replaced: its stamp is
+    // written before anything else.
+    if !lay.stamp.exists() {
+        for p in [&lay.back, &lay.image] {
+            if p.exists() {
+                bail!(
+                    "--target {}: {} exists and was not made by --real-apps (no {}); remove it or give another directory",
+                    dir.display(),
+                    p.display(),
+                    lay.stamp.display()
+                );
+            }
+        }
+    }
     let apps = apps()?;
     let want = stamp_text(spec, &apps);
     if std::fs::read_to_string(&lay.stamp).ok().as_deref() == Some(want.as_str())
@@ -249,7 +263,8 @@ pub fn prepare(dir: &Path, spec: &Spec, say: &mut dyn FnMut(&str)) -> Result<Lay
         ));
         return Ok(lay);
     }
-    let _ = std::fs::remove_file(&lay.stamp);
+    std::fs::write(&lay.stamp, "preparing\n")
+        .with_context(|| format!("writing {}", lay.stamp.display()))?;
     if lay.back.exists() {
         std::fs::remove_dir_all(&lay.back)
             .with_context(|| format!("removing {}", lay.back.display()))?;
@@ -796,5 +811,22 @@ mod tests {
             .to_string();
         assert!(e.contains("nope") && e.contains("FUSE"), "{e}");
         check_target_with(d.path(), true, d.path()).unwrap();
+    }
+
+    #[test]
+    fn a_directory_it_did_not_make_is_not_replaced() {
+        let d = tempfile::tempdir().unwrap();
+        let back = d.path().join("back");
+        std::fs::create_dir(&back).unwrap();
+        std::fs::write(back.join("mine"), "keep").unwrap();
+        let spec = Spec {
+            files: 1,
+            file_size: 1 << 20,
+        };
+        let e = prepare(d.path(), &spec, &mut |_| {})
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("was not made by --real-apps"), "{e}");
+        assert_eq!(std::fs::read_to_string(back.join("mine")).unwrap(), "keep");
     }
 }
