@@ -323,6 +323,7 @@ fn randread(
         }
     };
     let mut rows = Vec::new();
+    let mut rounds: Vec<Vec<Vec<f64>>> = Vec::new();
     for &n in &flows {
         let per = (depth / n.max(1)).max(1);
         let descs: Vec<FlowDesc> = (0..n)
@@ -365,21 +366,31 @@ fn randread(
             }
         }
         let mut row = Vec::new();
+        let mut iops = Vec::new();
         for (s, mut v) in scheds.iter().zip(runs) {
+            // Each round's IOPS in run order: rounds of the columns run
+            // side by side, so their ratios pair up.
+            iops.push(v.iter().map(|r| r.iops()).collect::<Vec<f64>>());
             v.sort_by(|a, b| a.iops().total_cmp(&b.iops()));
             let median = v.swap_remove(v.len() / 2);
             row.push((s.clone(), median));
         }
         rows.push((n, per, row));
+        rounds.push(iops);
     }
     // Where the benchmark's threads may run (see --cpus).
     let cpus = sys::current_cpus()?;
     if json_out {
         let v: Vec<Value> = rows
             .iter()
-            .map(|(n, per, row)| {
-                json!({"flows": n, "depth_per_flow": per,
-                  "results": row.iter().map(|(_, r)| report_json(r)).collect::<Vec<_>>()})
+            .zip(&rounds)
+            .map(|((n, per, row), iops)| {
+                let results = row.iter().zip(iops).map(|((_, r), iops)| {
+                    let mut v = report_json(r);
+                    v["iops_rounds"] = json!(iops);
+                    v
+                });
+                json!({"flows": n, "depth_per_flow": per, "results": results.collect::<Vec<_>>()})
             })
             .collect();
         println!(
@@ -433,6 +444,17 @@ fn randread(
             }
         }
         println!();
+    }
+    if repeat > 1 {
+        println!("K IOPS of each round, in run order (the table shows the median):");
+        for ((n, per, _), iops) in rows.iter().zip(&rounds) {
+            print!("{n:>6} {per:>6}");
+            for v in iops {
+                let v: Vec<String> = v.iter().map(|x| format!("{:.0}", x / 1e3)).collect();
+                print!("  {}", v.join("/"));
+            }
+            println!();
+        }
     }
     Ok(())
 }
