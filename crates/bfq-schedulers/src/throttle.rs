@@ -2,13 +2,16 @@
 //! (`block/blk-throttle.c`, 4.18) over the FIFO order of `none`, as the
 //! 2018 article tested it (Sections 6-7).
 //!
-//! Limits are token buckets on *nodes*: flows and groups. A request passes
-//! when every limited node on its way up (its flow, its group, the group's
-//! parents; never the root) has the tokens for it; then it is charged to
-//! all of them. A bucket holds at most `slice` worth of its rate (the
-//! kernel's throttle slice: what an idle node saves is capped, and what one
-//! node does not use is never given to another). A request larger than the
-//! bucket passes when the bucket is full and leaves it in debt.
+//! Limits are token buckets on *nodes*: flows and groups, one per
+//! direction (the kernel's `rbps`/`wbps` and `riops`/`wiops`; a `*_bps` or
+//! `*_iops` setting sets both, as the article did: "the same limits are set
+//! for both reads and writes", Table 2). A request passes when every
+//! limited node on its way up (its flow, its group, the group's parents;
+//! never the root) has the tokens for it in its direction; then it is
+//! charged to all of them. A bucket holds at most `slice` worth of its rate
+//! (the kernel's throttle slice: what an idle node saves is capped, and
+//! what one node does not use is never given to another). A request larger
+//! than the bucket passes when the bucket is full and leaves it in debt.
 //! Requests wait per flow, in arrival order; among the flows whose head may
 //! pass, the one whose head became passable first goes first (FIFO, as
 //! `none` would dispatch them). When no head may pass yet, dispatch returns
@@ -16,40 +19,25 @@
 //!
 //! `throttle-max`: only max limits (`max_bps`, `max_iops`).
 //!
-//! `throttle-low`: low limits (`low_bps`, `low_iops`) as well. While in the
-//! LOW state, every node is held to its low limit and a flow with no low
-//! limit anywhere on its way up is held to `min_bps` and `min_iops`
-//! (MIN_THROTL_BPS 320 KiB/s and MIN_THROTL_IOPS 10, as the kernel does
-//! for a leaf group without low limits). The policy upgrades to the MAX
-//! state when every node with a low limit can upgrade, at least `slice`
-//! after the last downgrade: a node can upgrade when it or one of its
-//! groups up the hierarchy is being held back by its low limit or is idle
-//! (holds nothing for `idle_time`) (`throtl_hierarchy_can_upgrade`), so a
-//! node whose parent's low limit holds it back never keeps everyone in
-//! LOW.
+//! `throttle-low`: low limits (`low_bps`, `low_iops`) as well, with the
+//! kernel's LOW/MAX state machine (see the `low` module): checked when a
+//! request arrives, as `blk_throtl_bio` does, never on a timer.
 //!
-//! The upgrade is gradual, as the kernel's `throtl_adjusted_limit`: in MAX
-//! a node with a low limit may use `low + low / 2 * scale` (bandwidth and
-//! IOPS each, never above its max limit), where `scale` is the number of
-//! whole slices since the upgrade (up to 4096); nodes without a low limit
-//! have their max limits. When some non-idle node with a low limit has not
-//! reached its low limit over the last `slice` (at least `slice` after the
-//! upgrade or the last step down), the policy steps down: `scale` halves
-//! (`throtl_downgrade_state`), and only when it reaches 0 does the state
-//! go back to LOW. It starts in LOW when any low limit is set. The state
-//! machine runs at most once per `slice` (at a dispatch), as the kernel
-//! checks per slice; a change of `scale` changes the buckets' rates and
-//! caps in place, keeping their tokens (debt included, at most the cap).
-//!
-//! Choices: one limit covers both directions together (the kernel has
-//! separate read and write limits; the article set them equal); the
-//! latency target of the low limits is not modelled.
+//! Mapping to cgroups: every group but the root is a throttling group; a
+//! flow is one too when it has limits of its own (or is clamped in LOW,
+//! below), and is then a leaf below its group; a flow without limits is a
+//! process of its group. In LOW a flow with no low limit anywhere on its
+//! way up is held to `min_bps` and `min_iops` (MIN_THROTL_BPS 320 KiB/s and
+//! MIN_THROTL_IOPS 10, as the kernel does for a leaf group without low
+//! limits).
+
+mod low;
 
 use crate::util::{ensure, node_settings, parse_rate, Node};
 use bfq_core::table::{RequestTable, SlotIdx, Topology};
 use bfq_core::{
-    DeviceInfo, Dispatch, FlowId, FlowSpec, GroupId, Internals, ReqId, Request, SchedError,
-    Scheduler, Settings, Time, MS, SEC, SECTOR_BYTES,
+    DeviceInfo, Dispatch, FlowId, FlowSpec, GroupId, Internals, Op, ReqId, Request, SchedError,
+    Scheduler, Settings, Time, MS, SEC, SECTOR_BYTES, US,
 };
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap, VecDeque};
@@ -139,9 +127,6 @@ impl Limits {
             }
         }
     }
-    fn is_set(&self) -> bool {
-        self.bps.is_some() || self.iops.is_some()
-    }
     fn ready_at(&mut self, now: Time, bytes: u64) -> Time {
         let mut t = 0;
         if let Some(b) = &mut self.bps {
@@ -172,24 +157,72 @@ impl Limits {
     }
 }
 
+/// Reads (0) and writes (1), as the kernel's `READ` and `WRITE` indices.
+const DIRS: usize = 2;
+
+fn dir_of(op: Op) -> usize {
+    match op {
+        Op::Read => 0,
+        Op::Write => 1,
+    }
+}
+
+/// A node's state for one direction.
+#[derive(Clone, Debug, Default)]
+struct DirState {
+    /// The limits of the current state, changed in place (tokens and debt
+    /// kept) when the state or the scale changes, as the kernel keeps a
+    /// slice's dispatched bytes when its limit changes.
+    lim: Limits,
+    /// Configured low and max limits (bps, iops); 0 = none.
+    low_cfg: (u64, u64),
+    max_cfg: (u64, u64),
+    /// A request of this direction is held back by this node's limit
+    /// (the kernel's `nr_queued[rw]` > 0).
+    queued: bool,
+    /// When a request of this direction last wanted more than the node's
+    /// limit, or the node was found at or above its low limit
+    /// (`last_low_overflow_time[rw]`); 0 until the first request of this
+    /// direction arrives, as in the kernel.
+    last_overflow: Time,
+    /// Bytes and requests passed since the last downgrade check
+    /// (`last_bytes_disp`, `last_io_disp`).
+    bytes: u64,
+    ios: u64,
+}
+
 /// Throttling state of a flow or group.
 #[derive(Clone, Debug, Default)]
 struct NodeState {
-    max: Limits,
-    low: Limits,
-    /// Configured low limits (bps, iops), for the downgrade check.
-    low_cfg: (u64, u64),
-    /// Requests held below this node.
-    held: u32,
-    last_empty: Time,
-    /// A request was held back by this node's low limit since the last one
-    /// passed it.
-    blocked: bool,
-    // Rate measurement while in MAX (for the downgrade check).
-    bytes: u64,
-    ios: u64,
-    check_start: Time,
-    last_overflow: Time,
+    dir: [DirState; DIRS],
+    /// Held to `min_bps`/`min_iops` in LOW: no low limit on its way up.
+    clamp: bool,
+    /// A throttling group (see the module documentation): every group,
+    /// and a flow with limits of its own or clamped in LOW.
+    tnode: bool,
+    /// Child throttling nodes (groups only): a group without any is a leaf.
+    children: u32,
+    /// When the state machine last ran its checks for this node
+    /// (`last_check_time`, shared by the upgrade and downgrade checks).
+    last_check: Time,
+    /// When a request of this node last completed (0 = never), and the
+    /// completion the think time was last measured from.
+    last_finish: Time,
+    checked_finish: Time,
+    /// Mean think time, from a completion to the next arrival, weighted
+    /// 7/8 old, 1/8 new (`avg_idletime`).
+    avg_idle: Time,
+    /// Requests counted for the latency target, and those above it
+    /// (`bio_cnt`, `bad_bio_cnt`), halved every slice.
+    bio_cnt: u32,
+    bad_cnt: u32,
+    cnt_reset_at: Time,
+}
+
+impl NodeState {
+    fn has_low(&self) -> bool {
+        self.dir.iter().any(|d| d.low_cfg != (0, 0))
+    }
 }
 
 #[derive(Debug, Default)]
@@ -210,13 +243,6 @@ struct Extra {
     seq: u64,
 }
 
-/// Which buckets a node uses in the current state.
-#[derive(Clone, Copy)]
-enum Which {
-    Max,
-    Low,
-}
-
 /// blk-throttle with max limits, or max and low limits.
 #[derive(Debug)]
 pub struct Throttle {
@@ -230,37 +256,56 @@ pub struct Throttle {
     heap: BinaryHeap<Reverse<(Time, u64, u32)>>,
     seq: u64,
     mode: Mode,
-    mode_since: Time,
     /// Time spent in LOW before `state_since`, when the state last
     /// changed, and how many times it changed ([`Scheduler::internals`]).
     low_ns: Time,
     state_since: Time,
     state_changes: u64,
-    /// The state machine runs again at or after this time: once per
-    /// `slice`, as the kernel's upgrade and downgrade checks.
-    next_check: Time,
-    /// MAX: the low-limited nodes' allowance grows with it (see above).
+    /// MAX: the low-limited nodes' allowance grows with it (`td->scale`).
     scale: u64,
     /// MAX: when the scale started counting (`low_upgrade_time`).
     upgrade_at: Time,
+    /// When the state last went back to LOW (`low_downgrade_time`).
+    downgrade_at: Time,
     /// Nodes with a low limit.
     low_nodes: Vec<Node>,
-    cfg_max: HashMap<Node, (u64, u64)>,
-    cfg_low: HashMap<Node, (u64, u64)>,
+    cfg_max: HashMap<Node, Cfg>,
+    cfg_low: HashMap<Node, Cfg>,
     slice: Time,
+    /// The kernel's timer tick (1 / HZ): a held request is released at a
+    /// tick, as blk-throttle's dispatch times are in jiffies.
+    tick: Time,
+    /// `slice` was given: the device does not choose it.
+    slice_set: bool,
     idle_time: Time,
+    latency: Time,
     min_bps: u64,
     min_iops: u64,
+    rotational: bool,
+    /// The device's latency per request size, measured in LOW.
+    base: low::Baseline,
 }
 
-fn read_limits(
-    s: &mut Settings,
-    bps_key: &str,
-    iops_key: &str,
-) -> Result<HashMap<Node, (u64, u64)>, SchedError> {
-    let mut m: HashMap<Node, (u64, u64)> = HashMap::new();
-    for (key, is_bps) in [(bps_key, true), (iops_key, false)] {
-        for (node, v) in node_settings(s, key)? {
+/// Configured limits of a node, per direction: (bytes/s, requests/s),
+/// 0 = none.
+type Cfg = [(u64, u64); DIRS];
+
+/// Reads `{kind}_bps`, `{kind}_iops` (both directions), `{kind}_rbps`,
+/// `{kind}_riops` (reads), `{kind}_wbps`, `{kind}_wiops` (writes); a
+/// per-direction setting wins over the both-direction one.
+fn read_limits(s: &mut Settings, kind: &str) -> Result<HashMap<Node, Cfg>, SchedError> {
+    let mut m: HashMap<Node, Cfg> = HashMap::new();
+    let keys = [
+        ("bps", [true, true], true),
+        ("iops", [true, true], false),
+        ("rbps", [true, false], true),
+        ("riops", [true, false], false),
+        ("wbps", [false, true], true),
+        ("wiops", [false, true], false),
+    ];
+    for (suffix, dirs, is_bps) in keys {
+        let key = format!("{kind}_{suffix}");
+        for (node, v) in node_settings(s, &key)? {
             if node == Node::Group(GroupId::ROOT) {
                 return Err(SchedError::InvalidSetting {
                     key: format!("{key}.g0"),
@@ -268,41 +313,54 @@ fn read_limits(
                     why: "the root group is never throttled".into(),
                 });
             }
-            let x = parse_rate(key, &v)?;
+            let x = parse_rate(&key, &v)?;
             let e = m.entry(node).or_default();
-            if is_bps {
-                e.0 = x;
-            } else {
-                e.1 = x;
+            for d in (0..DIRS).filter(|&d| dirs[d]) {
+                if is_bps {
+                    e[d].0 = x;
+                } else {
+                    e[d].1 = x;
+                }
             }
         }
     }
     Ok(m)
 }
 
+/// The throttle slice of the kernel with low limits configured
+/// (`DFL_THROTL_SLICE_HD`, `DFL_THROTL_SLICE_SSD`).
+const SLICE_HD: Time = 100 * MS;
+const SLICE_SSD: Time = 20 * MS;
+
 impl Throttle {
     /// Settings: `max_bps.fN|gN`, `max_iops.fN|gN` (bytes or requests per
-    /// second, both directions together; 0 = no limit), `slice` (100 ms);
-    /// with `low`: `low_bps.fN|gN`, `low_iops.fN|gN`, `idle_time` (1 ms, the
-    /// article's setting), `min_bps` (327680), `min_iops` (10).
+    /// second, each direction; 0 = no limit), `slice` (100 ms; with `low`,
+    /// 100 ms on a rotational device and 20 ms on others, as the kernel);
+    /// with `low`: `low_bps.fN|gN`, `low_iops.fN|gN`, `idle_time` (1 ms)
+    /// and `latency` (100 us), the article's settings for every group,
+    /// `min_bps` (327680), `min_iops` (10).
     pub fn new(s: &mut Settings, low: bool) -> Result<Self, SchedError> {
-        let cfg_max = read_limits(s, "max_bps", "max_iops")?;
+        let cfg_max = read_limits(s, "max")?;
         let cfg_low = if low {
-            read_limits(s, "low_bps", "low_iops")?
+            read_limits(s, "low")?
         } else {
             HashMap::new()
         };
-        let slice = s.duration_in("slice", 100 * MS, 1, bfq_core::settings::MAX_DURATION)?;
-        let (idle_time, min_bps, min_iops) = if low {
+        let slice_set = s.pairs().any(|(k, _)| k == "slice");
+        let slice = s.duration_in("slice", SLICE_HD, 1, bfq_core::settings::MAX_DURATION)?;
+        let tick = s.duration_in("tick", 4 * MS, 0, SEC)?;
+        let (idle_time, latency, min_bps, min_iops) = if low {
+            let max = bfq_core::settings::MAX_DURATION;
             (
-                s.duration("idle_time", MS)?,
+                s.duration_in("idle_time", MS, US, max)?,
+                s.duration_in("latency", 100 * US, US, max)?,
                 s.u64_in("min_bps", 320 * 1024, 1, crate::util::MAX_RATE)?,
                 s.u64_in("min_iops", 10, 1, crate::util::MAX_RATE)?,
             )
         } else {
-            (0, 0, 0)
+            (0, 0, 0, 0)
         };
-        let mode = if cfg_low.values().any(|&(b, i)| b > 0 || i > 0) {
+        let mode = if cfg_low.values().flatten().any(|&l| l != (0, 0)) {
             Mode::Low
         } else {
             Mode::Max
@@ -317,44 +375,140 @@ impl Throttle {
             heap: BinaryHeap::new(),
             seq: 0,
             mode,
-            mode_since: 0,
             low_ns: 0,
             state_since: 0,
             state_changes: 0,
-            next_check: 0,
             scale: 0,
             upgrade_at: 0,
+            downgrade_at: 0,
             low_nodes: Vec::new(),
             cfg_max,
             cfg_low,
             slice,
+            tick,
+            slice_set,
             idle_time,
+            latency,
             min_bps,
             min_iops,
+            rotational: true,
+            base: low::Baseline::default(),
         })
     }
 
-    fn make_node(&mut self, node: Node, clamp: bool) -> NodeState {
-        let (mb, mi) = self.cfg_max.get(&node).copied().unwrap_or((0, 0));
-        let (lb, li) = self.cfg_low.get(&node).copied().unwrap_or((0, 0));
+    fn make_node(&mut self, node: Node, clamp: bool, now: Time) -> NodeState {
+        let max = self.cfg_max.get(&node).copied().unwrap_or_default();
+        let low = self.cfg_low.get(&node).copied().unwrap_or_default();
+        // a low limit above the max limit is the max limit (`tg_set_limit`)
+        let cut = |low: u64, max: u64| if max > 0 { low.min(max) } else { low };
         let mut n = NodeState {
-            max: Limits::new(mb, mi, self.slice),
-            low: Limits::new(lb, li, self.slice),
-            low_cfg: (lb, li),
+            tnode: matches!(node, Node::Group(_)) || max != Cfg::default() || low != Cfg::default(),
             ..NodeState::default()
         };
-        if n.low.is_set() {
+        for (d, x) in n.dir.iter_mut().enumerate() {
+            x.max_cfg = max[d];
+            x.low_cfg = (cut(low[d].0, max[d].0), cut(low[d].1, max[d].1));
+        }
+        if n.has_low() {
             self.low_nodes.push(node);
         } else if clamp && self.low_policy {
-            n.low = Limits::new(self.min_bps, self.min_iops, self.slice);
+            n.clamp = true;
+            n.tnode = true;
+        }
+        for d in 0..DIRS {
+            let (bps, iops) = self.rates(&n, d);
+            n.dir[d].lim = Limits::new(bps, iops, self.slice);
+            n.dir[d].lim.reset(now);
         }
         n
+    }
+
+    /// A node's limits (bps, iops; 0 = none) in the current state. LOW:
+    /// its low limits, or `min_bps`/`min_iops` when clamped. MAX: a node
+    /// with a low limit may use `low + low / 2 * scale`, at most its max
+    /// limit (`throtl_adjusted_limit`, `tg_bps_limit`); others their max
+    /// limits.
+    fn rates(&self, n: &NodeState, d: usize) -> (u64, u64) {
+        let (low, max) = (n.dir[d].low_cfg, n.dir[d].max_cfg);
+        match self.mode {
+            Mode::Low if n.has_low() => low,
+            Mode::Low if n.clamp => (self.min_bps, self.min_iops),
+            Mode::Low => (0, 0),
+            Mode::Max => {
+                let scale = self.scale;
+                let adj = |low: u64, max: u64| -> u64 {
+                    if low == 0 || low == max {
+                        return max;
+                    }
+                    let a = low.saturating_add((low / 2).saturating_mul(scale));
+                    if max == 0 {
+                        a
+                    } else {
+                        a.min(max)
+                    }
+                };
+                (adj(low.0, max.0), adj(low.1, max.1))
+            }
+        }
+    }
+
+    /// Every node's limits follow the state and the scale (in place).
+    fn apply_limits(&mut self, now: Time) {
+        let slice = self.slice;
+        for i in 0..self.fnodes.len() + self.gnodes.len() {
+            let n = if i < self.fnodes.len() {
+                &self.fnodes[i]
+            } else {
+                &self.gnodes[i - self.fnodes.len()]
+            };
+            let r = [self.rates(n, 0), self.rates(n, 1)];
+            let n = if i < self.fnodes.len() {
+                &mut self.fnodes[i]
+            } else {
+                &mut self.gnodes[i - self.fnodes.len()]
+            };
+            for (d, (bps, iops)) in n.dir.iter_mut().zip(r) {
+                d.lim.set(bps, iops, slice, now);
+            }
+        }
+        self.set_heap(now);
     }
 
     fn node(&mut self, n: Node) -> &mut NodeState {
         match n {
             Node::Flow(f) => &mut self.fnodes[f.index()],
             Node::Group(g) => &mut self.gnodes[g.index()],
+        }
+    }
+
+    fn state(&self, node: Node) -> &NodeState {
+        match node {
+            Node::Flow(f) => &self.fnodes[f.index()],
+            Node::Group(g) => &self.gnodes[g.index()],
+        }
+    }
+
+    /// The group above `node`, if not the root.
+    fn parent(&self, node: Node) -> Option<Node> {
+        let p = match node {
+            Node::Flow(f) => GroupId(self.flows[f.index()].group),
+            Node::Group(g) => self
+                .topo
+                .group(g)
+                .map(|e| e.parent)
+                .unwrap_or(GroupId::ROOT),
+        };
+        (p != GroupId::ROOT).then_some(Node::Group(p))
+    }
+
+    /// The flow's lowest throttling group (the cgroup its requests are
+    /// issued in), if any.
+    fn home(&self, flow: u32) -> Option<Node> {
+        let f = Node::Flow(FlowId(flow));
+        if self.state(f).tnode {
+            Some(f)
+        } else {
+            self.parent(f)
         }
     }
 
@@ -372,33 +526,25 @@ impl Throttle {
         }
     }
 
-    fn which(&self) -> Which {
-        match self.mode {
-            Mode::Low => Which::Low,
-            Mode::Max => Which::Max,
-        }
-    }
-
     /// When the flow's head request may pass; marks the nodes that hold it
-    /// back (in LOW).
+    /// back.
     fn ready_at(&mut self, f: u32, now: Time) -> Option<Time> {
         let &h = self.flows[f as usize].queue.front()?;
         let s = self.table.slot(h);
         let bytes = u64::from(s.req.sectors) * SECTOR_BYTES;
-        let arrival = s.arrival;
-        let which = self.which();
+        let (arrival, d) = (s.arrival, dir_of(s.req.op));
         let mut t = arrival;
         self.for_chain(f, |n| {
-            let lim = match which {
-                Which::Max => &mut n.max,
-                Which::Low => &mut n.low,
-            };
-            let r = lim.ready_at(now, bytes);
+            let r = n.dir[d].lim.ready_at(now, bytes);
             if r > now {
-                n.blocked = true;
+                n.dir[d].queued = true;
             }
             t = t.max(r);
         });
+        if t > now && self.tick > 1 {
+            // released at the next timer tick (`disptime` in jiffies)
+            t = t.div_ceil(self.tick).saturating_mul(self.tick);
+        }
         Some(t)
     }
 
@@ -423,21 +569,7 @@ impl Throttle {
             self.state_changes += 1;
         }
         self.mode = mode;
-        self.mode_since = now;
-        let reset = |n: &mut NodeState| {
-            match mode {
-                Mode::Low => n.low.reset(now),
-                Mode::Max => n.max.reset(now),
-            }
-            n.blocked = false;
-            n.bytes = 0;
-            n.ios = 0;
-            n.check_start = now;
-            n.last_overflow = now;
-        };
-        self.fnodes.iter_mut().for_each(reset);
-        self.gnodes.iter_mut().for_each(reset);
-        self.set_heap(now);
+        self.apply_limits(now);
     }
 
     /// Eligibility times changed: rebuild the heap.
@@ -451,169 +583,13 @@ impl Throttle {
         }
     }
 
-    /// The LOW <-> MAX state machine (blk-throttle's upgrade/downgrade
-    /// checks), over the nodes with a low limit only.
-    fn update_mode(&mut self, now: Time) {
-        if self.low_nodes.is_empty() {
-            // Nobody has a low limit (any more): nothing to protect.
-            if self.mode == Mode::Low {
-                self.set_mode(Mode::Max, now);
-            }
-            return;
+    /// Counts `node` as a child of its parent group (`delta` 1) or no
+    /// longer (`delta` -1), for the leaf test.
+    fn count_child(&mut self, node: Node, add: bool) {
+        if let Some(Node::Group(p)) = self.parent(node) {
+            let c = &mut self.gnodes[p.index()].children;
+            *c = if add { *c + 1 } else { c.saturating_sub(1) };
         }
-        if now < self.check_at() {
-            return;
-        }
-        self.next_check = now.saturating_add(self.slice);
-        match self.mode {
-            Mode::Low => {
-                let all = (0..self.low_nodes.len())
-                    .all(|i| self.hierarchy_can_upgrade(self.low_nodes[i], now));
-                if all {
-                    self.set_mode(Mode::Max, now);
-                    self.scale = 0;
-                    self.upgrade_at = now;
-                    self.apply_scale(now);
-                }
-            }
-            Mode::Max => {
-                let slice = self.slice;
-                for i in 0..self.low_nodes.len() {
-                    let node = self.low_nodes[i];
-                    let n = self.node(node);
-                    if n.blocked {
-                        // held back by its own (scaled) limit: it would go faster
-                        n.last_overflow = now;
-                    }
-                    let elapsed = now.saturating_sub(n.check_start);
-                    if elapsed >= slice {
-                        let (lb, li) = n.low_cfg;
-                        let bps = u128::from(n.bytes) * u128::from(SEC) / u128::from(elapsed);
-                        let iops = u128::from(n.ios) * u128::from(SEC) / u128::from(elapsed);
-                        if (lb > 0 && bps >= u128::from(lb)) || (li > 0 && iops >= u128::from(li)) {
-                            n.last_overflow = now;
-                        }
-                        n.bytes = 0;
-                        n.ios = 0;
-                        n.check_start = now;
-                    }
-                }
-                let below = (0..self.low_nodes.len())
-                    .any(|i| self.hierarchy_can_downgrade(self.low_nodes[i], now));
-                if below {
-                    self.scale /= 2;
-                    if self.scale == 0 {
-                        self.set_mode(Mode::Low, now);
-                    } else {
-                        self.mode_since = now;
-                        self.upgrade_at = now - (self.scale * self.slice).min(now);
-                        self.apply_scale(now);
-                    }
-                } else {
-                    let scale = (now.saturating_sub(self.upgrade_at) / self.slice).min(4096);
-                    if scale != self.scale {
-                        self.scale = scale;
-                        self.apply_scale(now);
-                    }
-                }
-            }
-        }
-    }
-
-    /// When the state machine may run next: a slice after the last check
-    /// and after the last change of state.
-    fn check_at(&self) -> Time {
-        self.next_check
-            .max(self.mode_since.saturating_add(self.slice))
-    }
-
-    fn state(&self, node: Node) -> &NodeState {
-        match node {
-            Node::Flow(f) => &self.fnodes[f.0 as usize],
-            Node::Group(g) => &self.gnodes[g.0 as usize],
-        }
-    }
-
-    /// The group above `node`, if not the root.
-    fn parent(&self, node: Node) -> Option<Node> {
-        let p = match node {
-            Node::Flow(f) => GroupId(self.flows[f.0 as usize].group),
-            Node::Group(g) => self
-                .topo
-                .group(g)
-                .map(|e| e.parent)
-                .unwrap_or(GroupId::ROOT),
-        };
-        (p != GroupId::ROOT).then_some(Node::Group(p))
-    }
-
-    fn idle(&self, n: &NodeState, now: Time) -> bool {
-        n.held == 0 && now.saturating_sub(n.last_empty) >= self.idle_time
-    }
-
-    /// The node itself or one of its groups up to the root is held back by
-    /// its low limit or idle (`throtl_hierarchy_can_upgrade`).
-    fn hierarchy_can_upgrade(&self, node: Node, now: Time) -> bool {
-        let mut cur = Some(node);
-        while let Some(nd) = cur {
-            let n = self.state(nd);
-            if n.blocked || self.idle(n, now) {
-                return true;
-            }
-            cur = self.parent(nd);
-        }
-        false
-    }
-
-    /// The node and every group above it that has a low limit are busy and
-    /// have not reached their low limit for a slice, counting a low-limited
-    /// parent's overflow as the child's (`throtl_hierarchy_can_downgrade`,
-    /// `tg_last_low_overflow_time`): a node held back by its parent does
-    /// not step the policy down.
-    fn hierarchy_can_downgrade(&self, node: Node, now: Time) -> bool {
-        let mut cur = Some(node);
-        while let Some(nd) = cur {
-            let n = self.state(nd);
-            let parent = self.parent(nd);
-            if n.low_cfg != (0, 0) {
-                let mut over = n.last_overflow;
-                if let Some(p) = parent.map(|p| self.state(p)) {
-                    if p.low_cfg != (0, 0) {
-                        over = over.max(p.last_overflow);
-                    }
-                }
-                if self.idle(n, now) || now.saturating_sub(over) < self.slice {
-                    return false;
-                }
-            }
-            cur = parent;
-        }
-        true
-    }
-
-    /// MAX: every node with a low limit gets `low + low / 2 * scale`, at
-    /// most its max limit (`throtl_adjusted_limit`).
-    fn apply_scale(&mut self, now: Time) {
-        let (scale, slice) = (self.scale, self.slice);
-        for i in 0..self.low_nodes.len() {
-            let node = self.low_nodes[i];
-            let (mb, mi) = self.cfg_max.get(&node).copied().unwrap_or((0, 0));
-            let n = self.node(node);
-            let (lb, li) = n.low_cfg;
-            let adj = |low: u64, max: u64| -> u64 {
-                if low == 0 {
-                    return max;
-                }
-                let a = low.saturating_add((low / 2).saturating_mul(scale));
-                if max == 0 {
-                    a
-                } else {
-                    a.min(max)
-                }
-            };
-            n.max.set(adj(lb, mb), adj(li, mi), slice, now);
-        }
-        self.set_heap(now);
     }
 }
 
@@ -625,15 +601,31 @@ impl Scheduler for Throttle {
             "throttle-max"
         }
     }
-    fn set_device(&mut self, _device: DeviceInfo) {}
+    fn set_device(&mut self, device: DeviceInfo) {
+        self.rotational = device.rotational;
+        if self.low_policy && !self.slice_set {
+            self.slice = if device.rotational {
+                SLICE_HD
+            } else {
+                SLICE_SSD
+            };
+        }
+        self.base = low::Baseline::new(device.rotational);
+    }
     fn add_group(&mut self, parent: GroupId, weight: u32) -> Result<GroupId, SchedError> {
         let g = self.topo.add_group(parent, weight, ())?;
         ensure(&mut self.gnodes, g.index());
-        self.gnodes[g.index()] = self.make_node(Node::Group(g), false);
+        self.gnodes[g.index()] = self.make_node(Node::Group(g), false, 0);
+        self.count_child(Node::Group(g), true);
         Ok(g)
     }
     fn remove_group(&mut self, group: GroupId) -> Result<(), SchedError> {
+        let parent = self.parent(Node::Group(group));
         self.topo.remove_group(group)?;
+        if let Some(Node::Group(p)) = parent {
+            let c = &mut self.gnodes[p.index()].children;
+            *c = c.saturating_sub(1);
+        }
         self.low_nodes.retain(|n| *n != Node::Group(group));
         Ok(())
     }
@@ -670,26 +662,27 @@ impl Scheduler for Throttle {
         let mut has_low = self
             .cfg_low
             .get(&Node::Flow(id))
-            .is_some_and(|&(b, i)| b > 0 || i > 0);
+            .is_some_and(|c| c.iter().any(|&l| l != (0, 0)));
         let mut g = spec.group;
         while g != GroupId::ROOT && !has_low {
-            has_low = self.gnodes[g.index()].low.is_set();
+            has_low = self.gnodes[g.index()].has_low();
             g = self
                 .topo
                 .group(g)
                 .map(|e| e.parent)
                 .unwrap_or(GroupId::ROOT);
         }
-        let mut n = self.make_node(Node::Flow(id), !has_low);
-        n.last_empty = now;
-        n.max.reset(now);
-        n.low.reset(now);
+        let n = self.make_node(Node::Flow(id), !has_low, now);
+        let tnode = n.tnode;
         self.fnodes[id.index()] = n;
+        if tnode {
+            self.count_child(Node::Flow(id), true);
+        }
         Ok(id)
     }
     fn remove_flow(&mut self, _now: Time, flow: FlowId) -> Result<(), SchedError> {
         if self.topo.retire_flow(flow)? {
-            self.low_nodes.retain(|n| *n != Node::Flow(flow));
+            self.forget_flow(flow);
         }
         Ok(())
     }
@@ -699,7 +692,9 @@ impl Scheduler for Throttle {
             .admit(&mut self.topo, now, req, Extra { seq: self.seq + 1 })?;
         self.seq += 1;
         let f = req.flow.index() as u32;
-        self.for_chain(f, |n| n.held += 1);
+        if self.low_policy {
+            self.on_arrival(f, &req, now);
+        }
         self.flows[f as usize].queue.push_back(idx);
         if !self.flows[f as usize].in_heap {
             self.push_flow(f, now);
@@ -707,7 +702,9 @@ impl Scheduler for Throttle {
         Ok(())
     }
     fn dispatch(&mut self, now: Time) -> Dispatch {
-        self.update_mode(now);
+        if self.low_policy {
+            self.refresh_scale(now);
+        }
         loop {
             let Some(&Reverse((t, seq, f))) = self.heap.peek() else {
                 return if self.table.queued() == 0 {
@@ -717,17 +714,19 @@ impl Scheduler for Throttle {
                 };
             };
             if t > now {
-                let mut until = t;
-                if self.mode == Mode::Low && !self.low_nodes.is_empty() {
-                    // Come back to re-check the state machine.
-                    until = until.min(self.check_at().max(now + 1));
-                }
-                return Dispatch::Idle { until };
+                return Dispatch::Idle { until: t };
             }
             self.heap.pop();
+            if self.low_policy && self.mode == Mode::Low && self.held(f) {
+                // blk-throttle's pending timer releases a held request:
+                // it first tries the upgrade (`throtl_pending_timer_fn`)
+                if self.can_upgrade(None, now) {
+                    self.upgrade(now);
+                    continue;
+                }
+            }
             // Recompute: another flow may have used shared tokens.
-            let actual = self.ready_at(f, now);
-            match actual {
+            match self.ready_at(f, now) {
                 Some(a) if a > now => {
                     self.heap.push(Reverse((a, seq, f)));
                     continue;
@@ -739,16 +738,14 @@ impl Scheduler for Throttle {
                 Some(_) => {}
             }
             let idx = self.flows[f as usize].queue.pop_front().expect("head");
-            let bytes = u64::from(self.table.slot(idx).req.sectors) * SECTOR_BYTES;
-            let which = self.which();
+            let req = self.table.slot(idx).req;
+            let (bytes, d) = (u64::from(req.sectors) * SECTOR_BYTES, dir_of(req.op));
             self.for_chain(f, |n| {
-                match which {
-                    Which::Max => n.max.charge(bytes),
-                    Which::Low => n.low.charge(bytes),
-                }
-                n.blocked = false;
-                n.bytes += bytes;
-                n.ios += 1;
+                let x = &mut n.dir[d];
+                x.lim.charge(bytes);
+                x.queued = false;
+                x.bytes += bytes;
+                x.ios += 1;
             });
             let r = self.table.dispatch(now, idx);
             self.push_flow(f, now);
@@ -757,149 +754,43 @@ impl Scheduler for Throttle {
     }
     fn complete(&mut self, now: Time, id: ReqId) -> Result<(), SchedError> {
         let slot = self.table.complete(id)?;
-        let f = slot.req.flow.index() as u32;
-        self.for_chain(f, |n| {
-            n.held -= 1;
-            if n.held == 0 {
-                n.last_empty = now;
-            }
-        });
+        if self.low_policy {
+            self.on_completion(&slot.req, slot.dispatched_at, now);
+        }
         if self.topo.release(slot.req.flow) {
-            self.low_nodes.retain(|n| *n != Node::Flow(slot.req.flow));
+            self.forget_flow(slot.req.flow);
         }
         Ok(())
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    const SLICE: Time = 100 * MS;
-
-    /// throttle-low with the given settings, a group g1 under the root and
-    /// a flow f0 in it, in MAX at `scale` since time `t`.
-    fn in_max(set: &[(&str, &str)], scale: u64, t: Time) -> Throttle {
-        let mut s = Settings::new();
-        for (k, v) in set {
-            s.set(*k, *v);
-        }
-        let mut th = Throttle::new(&mut s, true).unwrap();
-        let g = th.add_group(GroupId::ROOT, 100).unwrap();
-        let spec = FlowSpec {
-            group: g,
-            ..FlowSpec::default()
+impl Throttle {
+    /// The flow's head request is held back by a limit on its way up.
+    fn held(&self, f: u32) -> bool {
+        let Some(&h) = self.flows[f as usize].queue.front() else {
+            return false;
         };
-        th.add_flow(0, spec).unwrap();
-        th.set_mode(Mode::Max, t);
-        th.scale = scale;
-        th.upgrade_at = t - scale * SLICE;
-        th.next_check = t;
-        th.apply_scale(t);
-        th
-    }
-
-    /// Every node busy (a request held) and under its low limit since `t`.
-    fn busy_below(th: &mut Throttle, t: Time) {
-        for n in th.fnodes.iter_mut().chain(th.gnodes.iter_mut().skip(1)) {
-            n.held = 1;
-            n.last_overflow = t;
-            n.check_start = t;
+        let d = dir_of(self.table.slot(h).req.op);
+        let mut cur = Some(Node::Flow(FlowId(f)));
+        while let Some(n) = cur {
+            if self.state(n).dir[d].queued {
+                return true;
+            }
+            cur = self.parent(n);
         }
+        false
     }
 
-    fn max_bps(th: &Throttle, node: Node) -> u64 {
-        th.state(node).max.bps.expect("a max bucket").rate
-    }
-
-    #[test]
-    fn a_step_down_halves_the_allowance() {
-        let t = 10 * SEC;
-        let mut th = in_max(&[("low_bps.f0", "1M")], 8, t);
-        let f0 = Node::Flow(FlowId(0));
-        assert_eq!(max_bps(&th, f0), (1 << 20) + (1 << 19) * 8);
-        busy_below(&mut th, t);
-        th.update_mode(t + SLICE);
-        assert_eq!((th.mode, th.scale), (Mode::Max, 4));
-        assert_eq!(max_bps(&th, f0), (1 << 20) + (1 << 19) * 4);
-    }
-
-    #[test]
-    fn low_is_reached_only_at_scale_zero() {
-        let t = 10 * SEC;
-        let mut th = in_max(&[("low_bps.f0", "1M")], 2, t);
-        busy_below(&mut th, t);
-        th.update_mode(t + SLICE);
-        assert_eq!((th.mode, th.scale), (Mode::Max, 1));
-        th.update_mode(t + 2 * SLICE);
-        assert_eq!((th.mode, th.scale), (Mode::Low, 0));
-    }
-
-    #[test]
-    fn internals_count_the_time_in_low_and_the_changes() {
-        let t = 10 * SEC;
-        // LOW from 0 to t, then MAX until it steps down to LOW at t + 2 slices
-        let mut th = in_max(&[("low_bps.f0", "1M")], 2, t);
-        busy_below(&mut th, t);
-        th.update_mode(t + SLICE);
-        th.update_mode(t + 2 * SLICE);
-        assert_eq!(th.mode, Mode::Low);
-        let i = th.internals(t + 5 * SLICE);
-        assert_eq!(i.low_state_ns, Some(t + 3 * SLICE));
-        assert_eq!(i.state_changes, Some(2));
-        // throttle-max has no LOW state
-        let max = Throttle::new(&mut Settings::new(), false).unwrap();
-        assert_eq!(max.internals(t), Internals::default());
-    }
-
-    #[test]
-    fn a_child_held_by_its_parents_low_limit_does_not_step_down() {
-        let t = 10 * SEC;
-        let set = [("low_bps.f0", "1M"), ("low_bps.g1", "1M")];
-        let mut th = in_max(&set, 4, t);
-        busy_below(&mut th, t);
-        // the parent reaches its low limit; the child, under it, does not
-        th.gnodes[1].last_overflow = t + SLICE;
-        let f0 = Node::Flow(FlowId(0));
-        assert!(!th.hierarchy_can_downgrade(f0, t + SLICE + 1));
-        // without the parent's overflow, the child would step down
-        th.gnodes[1].last_overflow = t;
-        assert!(th.hierarchy_can_downgrade(f0, t + SLICE + 1));
-    }
-
-    #[test]
-    fn a_scale_step_keeps_the_debt_and_does_not_refill() {
-        let t = 10 * SEC;
-        let mut th = in_max(&[("low_bps.f0", "1M")], 1, t);
-        let f0 = Node::Flow(FlowId(0));
-        // a 4 MiB request left the bucket in debt
-        th.fnodes[0].max.charge(4 << 20);
-        let before = th.fnodes[0].max.bps.unwrap().tokens;
-        assert!(before < 0);
-        th.next_check = t + SLICE;
-        th.update_mode(t + SLICE);
-        assert_eq!(th.scale, 2);
-        let b = th.state(f0).max.bps.unwrap();
-        assert_eq!(b.rate, (1 << 20) + (1 << 19) * 2);
-        // refilled at the old rate for one slice, still in debt
-        let earned = i128::from((1u64 << 20) + (1 << 19)) * i128::from(SLICE);
-        assert_eq!(b.tokens, before + earned);
-    }
-
-    #[test]
-    fn the_state_machine_runs_at_most_once_per_slice() {
-        let t = 10 * SEC;
-        let mut th = in_max(&[("low_bps.f0", "1M")], 8, t);
-        // a check finds f0 at its low limit: no step down
-        th.fnodes[0].held = 1;
-        th.fnodes[0].last_overflow = t + SLICE;
-        th.update_mode(t + SLICE);
-        assert_eq!(th.scale, 9);
-        // right after, f0 falls under it: nothing until a slice has passed
-        th.fnodes[0].last_overflow = 0;
-        th.update_mode(t + SLICE + 1);
-        assert_eq!(th.scale, 9);
-        th.update_mode(t + 2 * SLICE);
-        assert_eq!(th.scale, 4);
+    /// A retired flow with nothing left: no longer a node with a low
+    /// limit, nor a child of its group.
+    fn forget_flow(&mut self, flow: FlowId) {
+        self.low_nodes.retain(|n| *n != Node::Flow(flow));
+        if self.fnodes[flow.index()].tnode {
+            self.fnodes[flow.index()].tnode = false;
+            self.count_child(Node::Flow(flow), false);
+        }
     }
 }
+
+#[cfg(test)]
+mod tests;
