@@ -105,7 +105,7 @@ pub const SCHEDULERS: &[Entry] = &[
     },
     Entry {
         name: "throttle-low",
-        summary: "blk-throttle low limits: everyone held to its low limit while one is below it",
+        summary: "blk-throttle low limits: LOW (every group at its low limit) and MAX (low limits scaled up per slice), switched by the kernel's upgrade and downgrade checks",
     },
 ];
 
