@@ -95,29 +95,28 @@ fn idle_is_a_long_gap_a_long_think_time_or_few_late_requests() {
     assert!(!idle(&th, t));
 }
 
-#[test]
-fn a_busy_group_steps_the_scale_down_whatever_its_rate_when_writes_are_limited_too() {
-    let t = 10 * SEC;
-    let mut th = low(&[("low_bps.g1", "1M")]);
+/// In MAX at scale 8 since `t - 8 slices`, g1 busy and far above its
+/// low limit in reads since its last check, a slice ago; then its check.
+fn checked_busy_at_scale_8(set: &[(&str, &str)], t: Time) -> Throttle {
+    let mut th = low(set);
     th.upgrade(t - 8 * SLICE);
     th.refresh_scale(t);
     assert_eq!(th.scale, 8);
-    // far above its low limit in reads since the last check
     th.node(G1).dir[0].bytes = 100 << 20;
     th.node(G1).last_check = t - SLICE;
     busy(&mut th, G1, t);
     th.downgrade_check(G1, t);
+    th
+}
+
+#[test]
+fn a_busy_group_steps_the_scale_down_whatever_its_rate_when_writes_are_limited_too() {
+    let th = checked_busy_at_scale_8(&[("low_bps.g1", "1M")], 10 * SEC);
     assert_eq!((th.mode, th.scale), (Mode::Max, 4));
     let rate = th.state(G1).dir[0].lim.bps.unwrap().rate;
     assert_eq!(rate, (1 << 20) + (1 << 19) * 4);
     // with a read limit only, the overflow keeps it from stepping down
-    let mut th = low(&[("low_rbps.g1", "1M")]);
-    th.upgrade(t - 8 * SLICE);
-    th.refresh_scale(t);
-    th.node(G1).dir[0].bytes = 100 << 20;
-    th.node(G1).last_check = t - SLICE;
-    busy(&mut th, G1, t);
-    th.downgrade_check(G1, t);
+    let th = checked_busy_at_scale_8(&[("low_rbps.g1", "1M")], 10 * SEC);
     assert_eq!(th.scale, 8);
 }
 
