@@ -252,6 +252,8 @@ impl Acc {
         FlowReport {
             name: d.name.clone(),
             weight: d.effective_weight(),
+            group: d.group.clone(),
+            due_share: 0.0,
             ios: self.ios,
             bytes: self.bytes,
             errors: self.errors,

@@ -7,6 +7,12 @@ pub struct FlowReport {
     pub name: String,
     /// Weight it ran with.
     pub weight: u32,
+    /// Group it ran in (`None`: the root).
+    pub group: Option<String>,
+    /// Its share of the device by the weights: its weight among the flows
+    /// of its group, times each enclosing group's weight among the groups
+    /// and flows beside it that ran ([`RunReport::of`]).
+    pub due_share: f64,
     /// Requests completed.
     pub ios: u64,
     /// Bytes completed.
@@ -53,7 +59,17 @@ pub struct RunReport {
 
 impl RunReport {
     /// A run's report before the CPU time is filled in.
-    pub(crate) fn of(cfg: &crate::desc::RunConfig, seconds: f64, flows: Vec<FlowReport>) -> Self {
+    pub(crate) fn of(
+        cfg: &crate::desc::RunConfig,
+        seconds: f64,
+        mut flows: Vec<FlowReport>,
+    ) -> Self {
+        let due: Vec<f64> = (0..flows.len())
+            .map(|i| due_share(&cfg.groups, &flows, i))
+            .collect();
+        for (f, d) in flows.iter_mut().zip(due) {
+            f.due_share = d;
+        }
         RunReport {
             backend: cfg.backend.label(),
             target: cfg.target.display().to_string(),
@@ -82,15 +98,9 @@ impl RunReport {
     /// Each flow's share of the bytes and of the weights: `(got, due)`.
     pub fn shares(&self) -> Vec<(f64, f64)> {
         let tb = self.total_bytes().max(1) as f64;
-        let tw: u32 = self.flows.iter().map(|f| f.weight).sum();
         self.flows
             .iter()
-            .map(|f| {
-                (
-                    f.bytes as f64 / tb,
-                    f64::from(f.weight) / f64::from(tw.max(1)),
-                )
-            })
+            .map(|f| (f.bytes as f64 / tb, f.due_share))
             .collect()
     }
     /// Largest relative deviation of a flow's share from its weight's share.
@@ -99,5 +109,118 @@ impl RunReport {
             .iter()
             .map(|(got, due)| ((got - due) / due).abs())
             .fold(0.0, f64::max)
+    }
+}
+
+/// The share of flow `i` by the weights of the hierarchy: its weight among
+/// the flows of its group, times, level by level up to the root, its
+/// group's weight among the entities beside it (groups holding a flow of
+/// the run, and flows) under the same parent. Without groups: its weight
+/// over the sum of the weights.
+fn due_share(groups: &[crate::desc::GroupDesc], flows: &[FlowReport], i: usize) -> f64 {
+    let parent_of = |g: &str| {
+        groups
+            .iter()
+            .find(|d| d.name == g)
+            .and_then(|d| d.parent.clone())
+    };
+    // Whether the group holds a flow of the run, directly or below.
+    let holds = |g: &str| {
+        flows.iter().any(|f| {
+            let mut at = f.group.clone();
+            for _ in 0..=groups.len() {
+                match at {
+                    Some(ref x) if x == g => return true,
+                    Some(ref x) => at = parent_of(x),
+                    None => return false,
+                }
+            }
+            false
+        })
+    };
+    // The weights of the entities under `parent`: its flows and its groups that ran.
+    let level_sum = |parent: Option<&str>| -> f64 {
+        let fw: u32 = flows
+            .iter()
+            .filter(|f| f.group.as_deref() == parent)
+            .map(|f| f.weight)
+            .sum();
+        let gw: u32 = groups
+            .iter()
+            .filter(|g| g.parent.as_deref() == parent && holds(&g.name))
+            .map(|g| g.weight)
+            .sum();
+        f64::from(fw + gw).max(1.0)
+    };
+    let f = &flows[i];
+    let mut share = f64::from(f.weight) / level_sum(f.group.as_deref());
+    let mut at = f.group.clone();
+    for _ in 0..groups.len() {
+        let Some(g) = at
+            .as_deref()
+            .and_then(|n| groups.iter().find(|d| d.name == n))
+        else {
+            break;
+        };
+        share *= f64::from(g.weight) / level_sum(g.parent.as_deref());
+        at = g.parent.clone();
+    }
+    share
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::desc::GroupDesc;
+
+    fn flow(name: &str, weight: u32, group: Option<&str>) -> FlowReport {
+        FlowReport {
+            name: name.into(),
+            weight,
+            group: group.map(str::to_string),
+            ..FlowReport::default()
+        }
+    }
+
+    fn group(name: &str, weight: u32, parent: Option<&str>) -> GroupDesc {
+        GroupDesc {
+            name: name.into(),
+            weight,
+            parent: parent.map(str::to_string),
+        }
+    }
+
+    #[test]
+    fn due_shares_follow_the_group_weights() {
+        // The 2018 article's layout: a target group of 300 and four of 100,
+        // one flow each (weight 40 inside), plus a group that never runs.
+        let mut groups = vec![group("t", 300, None), group("idle", 200, None)];
+        let mut flows = vec![flow("target", 40, Some("t"))];
+        for k in 1..=4 {
+            groups.push(group(&format!("i{k}"), 100, None));
+            flows.push(flow(&format!("i{k}"), 40, Some(&format!("i{k}"))));
+        }
+        let s: Vec<f64> = (0..flows.len())
+            .map(|i| due_share(&groups, &flows, i))
+            .collect();
+        assert!((s[0] - 3.0 / 7.0).abs() < 1e-12, "{s:?}");
+        assert!((s[1] - 1.0 / 7.0).abs() < 1e-12, "{s:?}");
+        // Nested: two flows of 100 and 300 in a group of 100 beside a flow
+        // of 100 at the root.
+        let groups = vec![group("g", 100, None), group("h", 500, Some("g"))];
+        let flows = vec![
+            flow("a", 100, Some("h")),
+            flow("b", 300, Some("h")),
+            flow("c", 100, None),
+        ];
+        let s: Vec<f64> = (0..3).map(|i| due_share(&groups, &flows, i)).collect();
+        assert!(
+            (s[0] - 0.125).abs() < 1e-12 && (s[1] - 0.375).abs() < 1e-12,
+            "{s:?}"
+        );
+        assert!((s[2] - 0.5).abs() < 1e-12, "{s:?}");
+        // No groups: weight over the sum.
+        let flows = vec![flow("a", 100, None), flow("b", 300, None)];
+        assert!((due_share(&[], &flows, 1) - 0.75).abs() < 1e-12);
     }
 }
