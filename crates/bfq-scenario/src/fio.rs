@@ -50,6 +50,7 @@ const NO_EFFECT: &[&str] = &[
     "kb_base",
     "overwrite",
     "exitall",
+    "new_group",
     "iodepth_batch",
     "iodepth_batch_submit",
     "iodepth_batch_complete",
@@ -88,7 +89,14 @@ const MAPPED: &[&str] = &[
     "cgroup_weight",
     "timeout",
     "bsrange",
+    "stonewall",
+    "wait_for",
 ];
+
+/// The run's limit when a job ends by its `size` alone: the run then
+/// lasts until every job has ended, as fio's, but at most this long
+/// (microseconds; 24 h).
+const SIZE_LIMITED_RUN_US: u64 = 24 * 3600 * 1_000_000;
 
 /// One section's options, `[global]` ones first.
 type Opts = BTreeMap<String, String>;
@@ -243,39 +251,29 @@ pub fn to_scenario_toml(text: &str, title: &str) -> Result<FioScenario, String> 
     let mut warnings = Vec::new();
     let mut flows = Vec::new();
     let mut groups: BTreeMap<String, u64> = BTreeMap::new();
-    let mut duration_us = 0u64;
-    let mut ends = Vec::new();
-    for job in &jobs {
+    let mut outs: Vec<JobOut> = Vec::new();
+    for (k, job) in jobs.iter().enumerate() {
         check_options(job, &mut warnings)?;
-        let (f, end_us) = job_flows(job, 0, &mut groups, &mut warnings).map_err(|e| job.err(e))?;
-        flows.extend(f);
-        ends.push((job.name, end_us));
-        if let Some(e) = end_us {
-            duration_us = duration_us.max(e);
-        }
+        let (after, phase) = waits_for(&jobs[..k], &outs, job)?;
+        let names: Vec<String> = after
+            .iter()
+            .flat_map(|&j| outs[j].names.iter().cloned())
+            .collect();
+        let mut out = job_flows(job, &names, &mut groups, &mut warnings).map_err(|e| job.err(e))?;
+        out.phase = phase;
+        out.after = after;
+        flows.extend(out.flows.iter().cloned());
+        outs.push(out);
     }
-    // A scenario flow runs until the end of the run (or its byte count):
-    // a job whose runtime ends earlier than the others' is not modelled.
-    for (name, end) in ends {
-        if let Some(e) = end.filter(|&e| e < duration_us) {
-            return Err(format!(
-                "job [{name}]: ends at {:.3} s (startdelay + runtime) but the run lasts {:.3} s: \
-                 per-job end times are not modelled (give every job the same startdelay + runtime)",
-                e as f64 / 1e6,
-                duration_us as f64 / 1e6
-            ));
-        }
-    }
+    let duration_us = run_limit(&jobs, &outs, &mut warnings);
     let mut top = Table::new();
     top.insert("name".into(), Value::String(title.to_string()));
     top.insert(
         "description".into(),
         Value::String(format!("fio job file {title}")),
     );
-    if duration_us == 0 {
-        warnings.push("no runtime: the run is limited to the scenario default (30s)".into());
-    } else {
-        top.insert("duration".into(), Value::String(format!("{duration_us}us")));
+    if let Some(d) = duration_us {
+        top.insert("duration".into(), Value::String(format!("{d}us")));
     }
     let g: Vec<Value> = groups
         .into_iter()
@@ -369,12 +367,118 @@ fn engine(job: &Job, write: bool) -> Result<(u64, bool, bool), String> {
     Ok((depth, sync, direct))
 }
 
+/// What one job became.
+struct JobOut {
+    /// Its `[[flow]]` tables.
+    flows: Vec<Value>,
+    /// Their names (what later jobs wait for).
+    names: Vec<String>,
+    /// Its `startdelay`, us.
+    start_us: u64,
+    /// Its `runtime`, us.
+    runtime_us: Option<u64>,
+    /// It ends on its own: by its runtime or its size.
+    bounded: bool,
+    /// Its phase: the number of `stonewall` barriers before it.
+    phase: usize,
+    /// Indices of the earlier jobs it waits for.
+    after: Vec<usize>,
+}
+
+/// The earlier jobs `job` waits for, and its phase, as fio starts jobs:
+/// a job with `stonewall` waits until every job before it has ended, and
+/// the jobs after it (up to the next `stonewall`) start with it, so a
+/// phase waits for the phase before it (which waited for the one before);
+/// `wait_for=NAME` waits for the earlier job NAME. A job also waits for
+/// its own `startdelay`, counted from the start of the run as in fio.
+fn waits_for(earlier: &[Job], outs: &[JobOut], job: &Job) -> Result<(Vec<usize>, usize), String> {
+    let stonewall = job
+        .get("stonewall")
+        .map(|v| flag("stonewall", v))
+        .transpose()
+        .map_err(|e| job.err(e))?
+        .unwrap_or(false);
+    let prev = outs.last().map_or(0, |o| o.phase);
+    let phase = if stonewall && !outs.is_empty() {
+        prev + 1
+    } else {
+        prev
+    };
+    let mut after: Vec<usize> = match phase {
+        0 => Vec::new(),
+        p => (0..outs.len())
+            .filter(|&k| outs[k].phase == p - 1)
+            .collect(),
+    };
+    if let Some(name) = job.get("wait_for") {
+        let k = earlier.iter().position(|j| j.name == name).ok_or_else(|| {
+            job.err(format!(
+                "wait_for={name}: no job of that name before this one (fio waits only for \
+                 earlier jobs)"
+            ))
+        })?;
+        if !after.contains(&k) {
+            after.push(k);
+        }
+    }
+    if let Some(&k) = after.iter().find(|&&k| !outs[k].bounded) {
+        return Err(job.err(format!(
+            "waits for job [{}] (stonewall or wait_for), which has neither runtime nor size \
+             and never ends",
+            earlier[k].name
+        )));
+    }
+    Ok((after, phase))
+}
+
+/// The run's `duration` (us; None: the scenario default, 30 s). Without
+/// barriers, when every job has a runtime: the latest `startdelay +
+/// runtime`. When every job ends on its own but some by their size alone,
+/// or some wait for others: [`SIZE_LIMITED_RUN_US`], as the run ends when
+/// the last flow has ended. Otherwise (a job with neither runtime nor
+/// size runs as long as the run): the latest runtime end, or the default.
+fn run_limit(jobs: &[Job], outs: &[JobOut], warnings: &mut Vec<String>) -> Option<u64> {
+    let latest = outs
+        .iter()
+        .filter_map(|o| o.runtime_us.map(|r| o.start_us + r))
+        .max();
+    let waits = outs.iter().any(|o| !o.after.is_empty());
+    if outs.iter().all(|o| o.runtime_us.is_some()) && !waits {
+        return latest;
+    }
+    if outs.iter().all(|o| o.bounded) {
+        warnings.push(
+            "jobs end by their size or after others: the run lasts until the last job has \
+             ended (at most 24 h)"
+                .into(),
+        );
+        return Some(latest.unwrap_or(0).max(SIZE_LIMITED_RUN_US));
+    }
+    let open: Vec<&str> = jobs
+        .iter()
+        .zip(outs)
+        .filter(|(_, o)| !o.bounded)
+        .map(|(j, _)| j.name)
+        .collect();
+    match latest {
+        Some(l) => warnings.push(format!(
+            "job(s) [{}]: neither runtime nor size: they run until the run ends at {:.3} s",
+            open.join("], ["),
+            l as f64 / 1e6
+        )),
+        None => {
+            warnings.push("no runtime: the run is limited to the scenario default (30s)".into())
+        }
+    }
+    latest
+}
+
 fn job_flows(
     job: &Job,
-    base_us: u64,
+    after: &[String],
     groups: &mut BTreeMap<String, u64>,
     warnings: &mut Vec<String>,
-) -> Result<(Vec<Value>, Option<u64>), String> {
+) -> Result<JobOut, String> {
     let dirs = directions(job)?;
     if dirs.len() == 2 {
         warnings.push(format!(
@@ -398,12 +502,14 @@ fn job_flows(
         (None, Some(v)) => Some(time_us("timeout", v, 1_000_000)?),
         (None, None) => None,
     };
-    let start = base_us
-        + job
-            .get("startdelay")
-            .map(|v| time_us("startdelay", v, 1_000_000))
-            .transpose()?
-            .unwrap_or(0);
+    if runtime == Some(0) {
+        return Err("runtime: must be positive".into());
+    }
+    let start = job
+        .get("startdelay")
+        .map(|v| time_us("startdelay", v, 1_000_000))
+        .transpose()?
+        .unwrap_or(0);
     let think = job
         .get("thinktime")
         .map(|v| time_us("thinktime", v, 1))
@@ -502,13 +608,32 @@ fn job_flows(
         if start > 0 {
             f.insert("start".into(), Value::String(format!("{start}us")));
         }
+        if let Some(r) = runtime {
+            f.insert("duration".into(), Value::String(format!("{r}us")));
+        }
+        if !after.is_empty() {
+            let names = after.iter().map(|n| Value::String(n.clone())).collect();
+            f.insert("after".into(), Value::Array(names));
+        }
         prio(job, &mut f)?;
         if let Some(g) = &group {
             f.insert("group".into(), Value::String(g.clone()));
         }
         out.push(Value::Table(f));
     }
-    Ok((out, runtime.map(|r| start + r)))
+    let names = out
+        .iter()
+        .filter_map(|f| f.get("name").and_then(Value::as_str).map(String::from))
+        .collect();
+    Ok(JobOut {
+        flows: out,
+        names,
+        start_us: start,
+        runtime_us: runtime,
+        bounded: runtime.is_some() || size_b.is_some(),
+        phase: 0,
+        after: Vec::new(),
+    })
 }
 
 /// Smallest and largest block (bytes): a sector, and 16 MiB.

@@ -409,9 +409,20 @@ pub struct FlowDef {
     pub level: Option<u8>,
     /// Group path (default the root).
     pub group: Option<String>,
-    /// When the flow starts (default 0).
+    /// When the flow starts (default 0); with `after`, not before the
+    /// flows it waits for have ended.
     #[serde(default)]
     pub start: Dur,
+    /// When the flow stops, since time 0 (default: the end of the run):
+    /// see [`FlowPlan::stop`].
+    pub stop: Option<Dur>,
+    /// How long the flow lasts from its first run's start (default: no
+    /// limit): see [`FlowPlan::duration`].
+    pub duration: Option<Dur>,
+    /// Names of earlier `[[flow]]` entries whose every copy must have
+    /// ended before this flow starts (default none): see [`FlowPlan::after`].
+    #[serde(default)]
+    pub after: Vec<String>,
     /// Pause after each completed request before issuing the next
     /// (default 0).
     #[serde(default)]
@@ -430,6 +441,11 @@ pub struct FlowDef {
 
 fn one() -> u32 {
     1
+}
+
+/// A time in seconds for messages (`20s`, `0.5s`).
+fn secs(t: Time) -> String {
+    format!("{}s", t as f64 / SEC as f64)
 }
 
 /// A group resolved: parent index into [`Plan::groups`] (None = root).
@@ -483,8 +499,18 @@ pub struct FlowPlan {
     pub prio: IoPrio,
     /// Index of the flow's group in [`Plan::groups`] (None: the root).
     pub group: Option<usize>,
-    /// Start, ns.
+    /// Start, ns (with `after`: the earliest start).
     pub start: Time,
+    /// Per-flow end: from this time (ns since 0) the flow issues nothing
+    /// more, its requests in flight complete, and no later run starts.
+    pub stop: Option<Time>,
+    /// The flow stops this long (ns) after its first run started, as with
+    /// `stop` (fio's `runtime`).
+    pub duration: Option<Time>,
+    /// Indices in [`Plan::flows`] of the flows that must all have ended
+    /// before this one starts (fio's `stonewall` and `wait_for`); every
+    /// one comes before it.
+    pub after: Vec<usize>,
     /// Pause after each completed request, ns.
     pub think: Time,
     /// Restart this long after each run ends, ns.
@@ -920,6 +946,8 @@ impl Scenario {
                     "replay cannot be combined with on_off or periodic".into(),
                 ));
             }
+            self.check_end(i, f)?;
+            let after = self.after_flows(i, &flows)?;
             for copy in 0..f.count {
                 flows.push(FlowPlan {
                     name: if f.count > 1 {
@@ -945,6 +973,9 @@ impl Scenario {
                     prio: IoPrio { class, level },
                     group,
                     start: f.start.0,
+                    stop: f.stop.map(|d| d.0),
+                    duration: f.duration.map(|d| d.0),
+                    after: after.clone(),
                     think: f.think.0,
                     repeat: f.repeat.map(|d| d.0),
                     runs: f.runs,
@@ -965,6 +996,80 @@ impl Scenario {
             duration: self.duration.0,
             series_interval: self.output.series_interval.0,
         })
+    }
+
+    /// Checks a flow's own end (`stop`, `duration`): after its start and
+    /// within the run.
+    fn check_end(&self, i: usize, f: &FlowDef) -> Result<(), ScenarioError> {
+        let fe = |field: &str, why: String| self.err(self.flow_field(i, field), why);
+        let run = self.duration.0;
+        if let Some(stop) = f.stop.map(|d| d.0) {
+            if stop <= f.start.0 {
+                return Err(fe(
+                    "stop",
+                    format!("{} must be after start ({})", secs(stop), secs(f.start.0)),
+                ));
+            }
+            if stop > run {
+                return Err(fe(
+                    "stop",
+                    format!(
+                        "{} is past the end of the run (duration = {})",
+                        secs(stop),
+                        secs(run)
+                    ),
+                ));
+            }
+        }
+        if let Some(d) = f.duration.map(|d| d.0) {
+            if d == 0 {
+                return Err(fe("duration", "must be positive".into()));
+            }
+            if f.start.0.saturating_add(d) > run {
+                return Err(fe(
+                    "duration",
+                    format!(
+                        "start + duration = {} is past the end of the run (duration = {})",
+                        secs(f.start.0.saturating_add(d)),
+                        secs(run)
+                    ),
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// Resolves flow `i`'s `after` names to the planned copies of earlier
+    /// `[[flow]]` entries; each must end on its own (a byte count, a
+    /// replay, `stop` or `duration`, and a bounded number of runs), or the
+    /// flow could never start.
+    fn after_flows(&self, i: usize, planned: &[FlowPlan]) -> Result<Vec<usize>, ScenarioError> {
+        let fe = |why: String| self.err(self.flow_field(i, "after"), why);
+        let mut out = Vec::new();
+        for name in &self.flows[i].after {
+            let Some(k) = self.flows[..i].iter().position(|o| &o.name == name) else {
+                return Err(fe(format!(
+                    "'{name}' is not the name of an earlier [[flow]] (a flow waits only for flows \
+                     listed before it)"
+                )));
+            };
+            let o = &self.flows[k];
+            let finite = o.stop.is_some()
+                || o.duration.is_some()
+                || ((o.bytes.is_some() || o.pattern == Pattern::Replay)
+                    && (o.repeat.is_none() || o.runs.is_some()));
+            if !finite {
+                return Err(fe(format!(
+                    "'{name}' never ends before the run does (give it bytes, stop or duration)"
+                )));
+            }
+            for (j, p) in planned.iter().enumerate() {
+                if p.def_index == k && !out.contains(&j) {
+                    out.push(j);
+                }
+            }
+        }
+        Ok(out)
     }
 
     /// The scheduler name: the file's, or `fifo`.

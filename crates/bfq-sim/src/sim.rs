@@ -135,6 +135,8 @@ enum Ev {
     Release(u32),
     /// Start of a run.
     RunStart(u32),
+    /// The flow's own end (`stop`, or `duration` after its first start).
+    Stop(u32),
 }
 
 #[derive(Default, Debug)]
@@ -163,6 +165,15 @@ struct Flow {
     outstanding: u32,
     /// In a run.
     active: bool,
+    /// Past its own end (`stop` / `duration`): issues nothing more.
+    stopped: bool,
+    /// Ended for good (its last run, or stopped between runs).
+    done: bool,
+    /// Flows in `after` that have not ended yet.
+    waiting: u32,
+    /// When it may start: `start`, or later when the flows it waits for
+    /// end after that (its throughput is counted from here).
+    released_at: Time,
     run_start: Time,
     runs_done: u32,
     /// Sleeping (think / off) until then.
@@ -243,6 +254,8 @@ struct Sim<'p> {
     web_log_pos: u64,
     trace: Option<&'p mut dyn Write>,
     requests: u64,
+    /// For each flow, the flows waiting for it to end (`after`).
+    dependents: Vec<Vec<u32>>,
 }
 
 fn mix(seed: u64, i: u64) -> u64 {
@@ -320,6 +333,10 @@ impl<'p> Sim<'p> {
                 window: window.max(1),
                 outstanding: 0,
                 active: false,
+                stopped: false,
+                done: false,
+                waiting: p.after.len() as u32,
+                released_at: p.start,
                 run_start: 0,
                 runs_done: 0,
                 wake_at: None,
@@ -392,10 +409,19 @@ impl<'p> Sim<'p> {
             web_log_pos: 0,
             trace: None,
             requests: 0,
+            dependents: vec![Vec::new(); plan.flows.len()],
         };
-        for i in 0..sim.flows.len() {
-            let t = sim.flows[i].plan.start + sim.start_jitter(i);
-            sim.push(t, Ev::RunStart(i as u32));
+        for (i, p) in plan.flows.iter().enumerate() {
+            for &d in &p.after {
+                sim.dependents[d].push(i as u32);
+            }
+            if let Some(stop) = p.stop {
+                sim.push(stop, Ev::Stop(i as u32));
+            }
+            if p.after.is_empty() {
+                let t = p.start + sim.start_jitter(i);
+                sim.push(t, Ev::RunStart(i as u32));
+            }
         }
         Ok(sim)
     }
@@ -657,7 +683,10 @@ impl<'p> Sim<'p> {
             } else {
                 let f = &mut self.flows[r.owner as usize];
                 f.run_done += u64::from(r.sectors);
-                if f.active && f.run_limit.is_some_and(|l| f.run_done >= l) {
+                f.outstanding -= 1;
+                let ended = f.run_limit.is_some_and(|l| f.run_done >= l)
+                    || (f.stopped && f.outstanding == 0);
+                if f.active && ended {
                     self.end_run(r.owner as usize)?;
                 }
             }
@@ -679,9 +708,10 @@ impl<'p> Sim<'p> {
                 }
             }
             Ev::RunStart(i) => self.start_run(i as usize)?,
+            Ev::Stop(i) => self.stop(i as usize)?,
             Ev::Release(i) => {
                 let f = &mut self.flows[i as usize];
-                if !f.active {
+                if !f.active || f.stopped {
                     return Ok(());
                 }
                 let p = f.plan.periodic.expect("periodic");
@@ -698,8 +728,67 @@ impl<'p> Sim<'p> {
         Ok(())
     }
 
+    /// Flow `i` reached its own end (docs/scenarios.md, `stop` and
+    /// `duration`): it issues nothing more; its run ends when its requests
+    /// in flight have completed (a buffered writer's dirty data stops
+    /// growing: no backlog is modelled), at once if it is between runs or
+    /// not started.
+    fn stop(&mut self, i: usize) -> Result<(), SimError> {
+        let f = &mut self.flows[i];
+        if f.stopped || f.done {
+            return Ok(());
+        }
+        f.stopped = true;
+        if f.plan.buffered {
+            if let Some(src) = self
+                .flusher
+                .as_mut()
+                .and_then(|fl| fl.sources.iter_mut().find(|s| s.owner == i as u32))
+            {
+                src.left = 0;
+            }
+        }
+        let f = &self.flows[i];
+        match (f.active, f.outstanding) {
+            (true, 0) => self.end_run(i),
+            (true, _) => Ok(()),
+            (false, _) => {
+                self.finish(i);
+                Ok(())
+            }
+        }
+    }
+
+    /// Flow `i` has ended for good: the flows waiting for it may start
+    /// once all they wait for have ended.
+    fn finish(&mut self, i: usize) {
+        let now = self.now;
+        let f = &mut self.flows[i];
+        f.done = true;
+        f.stats.finished_at = Some(now);
+        self.live -= 1;
+        for k in 0..self.dependents[i].len() {
+            let d = self.dependents[i][k] as usize;
+            let g = &mut self.flows[d];
+            g.waiting -= 1;
+            if g.waiting == 0 && !g.done {
+                g.released_at = g.plan.start.max(now);
+                let t = g.released_at + self.start_jitter(d);
+                self.push(t, Ev::RunStart(d as u32));
+            }
+        }
+    }
+
     fn start_run(&mut self, i: usize) -> Result<(), SimError> {
         let now = self.now;
+        if self.flows[i].done {
+            return Ok(());
+        }
+        if self.flows[i].runs_done == 0 {
+            if let Some(d) = self.flows[i].plan.duration {
+                self.push(now + d, Ev::Stop(i as u32));
+            }
+        }
         let spec = {
             let p = &self.flows[i].plan;
             FlowSpec {
@@ -773,13 +862,13 @@ impl<'p> Sim<'p> {
                 .map_err(|e| self.serr("flow removal".into(), e))?;
         }
         let f = &mut self.flows[i];
-        let again = f.plan.repeat.is_some() && f.plan.runs.is_none_or(|r| f.runs_done < r);
+        let again =
+            !f.stopped && f.plan.repeat.is_some() && f.plan.runs.is_none_or(|r| f.runs_done < r);
         if again {
             let t = now + f.plan.repeat.unwrap_or(0) + self.start_jitter(i);
             self.push(t, Ev::RunStart(i as u32));
         } else {
-            f.stats.finished_at = Some(now);
-            self.live -= 1;
+            self.finish(i);
         }
         Ok(())
     }
@@ -804,6 +893,14 @@ impl<'p> Sim<'p> {
         }
         self.settle_batches(i);
         let f = &mut self.flows[i];
+        if f.stopped {
+            // past its own end: the run ends with its last completion
+            return if f.active && f.outstanding == 0 {
+                self.end_run(i)
+            } else {
+                Ok(())
+            };
+        }
         // web file
         if f.plan.pattern == Pattern::Web {
             f.web_done_in_file += n;
@@ -889,7 +986,17 @@ impl<'p> Sim<'p> {
         loop {
             let now = self.now;
             let f = &mut self.flows[i];
-            if !f.active || f.wake_at.is_some() || f.plan.buffered {
+            if !f.active || f.plan.buffered {
+                return Ok(());
+            }
+            if f.stopped {
+                return if f.outstanding == 0 {
+                    self.end_run(i)
+                } else {
+                    Ok(())
+                };
+            }
+            if f.wake_at.is_some() {
                 return Ok(());
             }
             if f.plan.pattern == Pattern::Replay {
@@ -1174,7 +1281,9 @@ impl<'p> Sim<'p> {
             let sf = fl.sched;
             self.issue(owner, sf, sector, n.max(1), Op::Write, false, Tag::Flush)?;
             if owner != NONE {
-                self.flows[owner as usize].run_issued += u64::from(n);
+                let f = &mut self.flows[owner as usize];
+                f.run_issued += u64::from(n);
+                f.outstanding += 1;
             }
         }
     }
@@ -1196,7 +1305,7 @@ impl<'p> Sim<'p> {
             let st = &f.stats;
             total += st.bytes;
             let fin = st.finished_at.unwrap_or(end);
-            let span = fin.saturating_sub(f.plan.start).max(1);
+            let span = fin.saturating_sub(f.released_at).max(1);
             let nb = end.div_ceil(self.interval).max(1) as usize;
             let mut series: Vec<f64> = st
                 .series

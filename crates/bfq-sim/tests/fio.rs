@@ -60,7 +60,14 @@ fn sizes_depths_times_and_classes_map() {
     assert_eq!(ar.think, 250_000, "thinktime is in microseconds");
     assert_eq!(ar.start, 2_000_000_000, "startdelay is in seconds");
     assert_eq!(ar.prio.level, 2);
-    assert_eq!(plan.duration, 3_500_000_000);
+    assert_eq!(
+        ar.duration,
+        Some(1_500_000_000),
+        "runtime counts from the start"
+    );
+    // b ends by its size: the run lasts until it has (at most 24 h)
+    assert_eq!(b.duration, None);
+    assert_eq!(plan.duration, 24 * 3600 * 1_000_000_000);
     // psync (the default engine): depth 1; buffered writes (direct=0).
     assert_eq!(b.depth, 1);
     assert!(b.buffered && !b.sync);
@@ -90,11 +97,16 @@ fn unknown_options_are_errors_that_name_them() {
             "[a]\ncgroup=x\ncgroup_weight=5\n[b]\ncgroup=x\ncgroup_weight=6\n",
             "weights 5 and 6",
         ),
-        ("[a]\nruntime=2\n[b]\nstonewall\nruntime=2\n", "stonewall"),
+        ("[j]\nruntime=0\n", "runtime: must be positive"),
         (
-            "[a]\nruntime=2\n[b]\nruntime=3\n",
-            "job [a]: ends at 2.000 s",
+            "[a]\nsize=1m\n[b]\nwait_for=c\n",
+            "job [b]: wait_for=c: no job of that name before this one",
         ),
+        (
+            "[a]\nrw=read\n[b]\nstonewall\nsize=1m\n",
+            "job [b]: waits for job [a] (stonewall or wait_for), which has neither runtime nor size",
+        ),
+        ("[a]\nsize=1m\n[b]\nstonewall=2\n", "stonewall=2: expected 0 or 1"),
         ("[global]\nbs=4k\n", "no job section"),
         ("rw=read\n", "outside a [section]"),
         ("[j]\ninclude other.fio\n", "includes"),
@@ -190,4 +202,65 @@ fn rate_applies_per_direction_as_in_fio() {
     let (sc, _) = scenario(&format!("{job}rate_iops=,10\n"));
     assert_eq!(batch(&sc, "j-read"), None);
     assert_eq!(batch(&sc, "j-write"), Some(4096));
+}
+
+#[test]
+fn jobs_have_their_own_ends_and_stonewall_phases_follow_each_other() {
+    // each job's own runtime: no longer one end for all
+    let (sc, _) = scenario("[a]\nruntime=2\ntime_based\n[b]\nruntime=3\nstartdelay=1\n");
+    let plan = sc.plan().unwrap();
+    assert_eq!(plan.duration, 4_000_000_000);
+    assert_eq!(plan.flows[0].duration, Some(2_000_000_000));
+    assert_eq!(
+        (plan.flows[1].start, plan.flows[1].duration),
+        (1_000_000_000, Some(3_000_000_000))
+    );
+    let (sc, warnings) = load(&job_file("phases.fio")).unwrap();
+    let plan = sc.plan().unwrap();
+    let names: Vec<&str> = plan.flows.iter().map(|f| f.name.as_str()).collect();
+    assert_eq!(names, ["fill", "rand.1", "rand.2", "seq", "late"]);
+    let after: Vec<&[usize]> = plan.flows.iter().map(|f| f.after.as_slice()).collect();
+    // rand after fill; seq after both rand copies; late (after seq, no
+    // stonewall of its own) starts with seq, and waits for fill too
+    assert_eq!(after, [&[][..], &[0], &[0], &[1, 2], &[1, 2, 0]]);
+    assert_eq!(plan.flows[1].duration, Some(2_000_000_000));
+    assert_eq!(
+        (plan.flows[1].bytes, plan.flows[3].bytes),
+        (None, Some(32 << 20))
+    );
+    assert_eq!(plan.duration, 24 * 3600 * 1_000_000_000);
+    assert!(warnings
+        .iter()
+        .any(|w| w.contains("until the last job has ended")));
+    // in the simulator each phase starts when the one before has ended
+    let sched = Box::new(bfq_core::Bfq::from_settings(&bfq_core::Settings::new()).unwrap());
+    let mut trace = Vec::new();
+    let opts = SimOptions {
+        trace: Some(&mut trace),
+        ..SimOptions::default()
+    };
+    let r = simulate(&sc, sched, sc.seed, opts).unwrap();
+    let text = String::from_utf8(trace).unwrap();
+    // (first request queued, last queued, last completed) of a flow
+    let span = |name: &str| {
+        let ev = |kind: &str| -> Vec<u64> {
+            text.lines()
+                .skip(1)
+                .map(|l| l.split(',').collect::<Vec<_>>())
+                .filter(|v| v[2] == name && v[1] == kind)
+                .map(|v| v[0].parse().unwrap())
+                .collect()
+        };
+        let (q, c) = (ev("Q"), ev("C"));
+        (q[0], *q.last().unwrap(), *c.last().unwrap())
+    };
+    let (fill, r1, r2, seq) = (span("fill"), span("rand.1"), span("rand.2"), span("seq"));
+    assert!(r1.0 >= fill.2 && r2.0 >= fill.2);
+    assert!(r1.1 - r1.0 <= 2_000_000_000, "runtime=2 from its own start");
+    assert!(r1.1 - r1.0 > 1_900_000_000);
+    let rand_end = r1.2.max(r2.2);
+    assert!(seq.0 >= rand_end && span("late").0 >= rand_end);
+    assert_eq!(r.flows[0].bytes, 64 << 20);
+    assert_eq!(r.flows[3].bytes, 32 << 20);
+    assert!(r.sim_time_s < 10.0, "the run ends with its last job");
 }
