@@ -213,13 +213,14 @@ pub fn run(a: Args) -> anyhow::Result<()> {
 fn print_table(out: &mut dyn Write, r: &RunReport) -> std::io::Result<()> {
     writeln!(out, "{} on {} for {:.2} s", r.backend, r.target, r.seconds)?;
     for (f, (got, due)) in r.flows.iter().zip(r.shares()) {
+        let secs = f.active_seconds(r.seconds);
         writeln!(
                 out,
                 "  {:<12} w{:<4} {:>9.1} MiB/s {:>9.0} IOPS  share {:>5.1}% (weight {:>5.1}%)  lat mean {:>8.1} us p99 {:>8.1} us  errors {}",
                 f.name,
                 f.weight,
-                f.bytes as f64 / r.seconds / 1048576.0,
-                f.ios as f64 / r.seconds,
+                f.bytes as f64 / secs / 1048576.0,
+                f.ios as f64 / secs,
                 got * 100.0,
                 due * 100.0,
                 f.lat_mean_us,

@@ -150,6 +150,9 @@ pub struct FlowTable {
 /// A snapshot of one flow for the statistics.
 #[derive(Clone, Debug)]
 pub struct FlowView {
+    /// The flow: its process (id and start time; a reused pid is another
+    /// flow).
+    pub key: ProcKey,
     /// Thread group id (the process id).
     pub tgid: u32,
     /// Executable name.
@@ -384,6 +387,7 @@ impl FlowTable {
             .map(|f| {
                 let c = &f.counters;
                 FlowView {
+                    key: f.key,
                     tgid: f.key.tgid,
                     exe: f.exe.clone(),
                     group: f.group.name.clone(),

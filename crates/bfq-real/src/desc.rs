@@ -62,8 +62,16 @@ pub struct FlowDesc {
     pub repeat: u32,
     /// Pause between two runs.
     pub rerun_after: Duration,
-    /// Start this long after the run starts.
+    /// Start this long after the run starts (with `after`: at the earliest).
     pub start: Duration,
+    /// Issue nothing from this long after the run starts (requests in
+    /// flight complete); `None`: until the run ends.
+    pub stop: Option<Duration>,
+    /// Issue nothing from this long after the flow's first request.
+    pub duration: Option<Duration>,
+    /// Names of flows of the run that must all have ended (their threads
+    /// done) before this one starts.
+    pub after: Vec<String>,
     /// Explicit weight; `None` derives it from the level.
     pub weight: Option<u32>,
     /// I/O priority class and level (the weight's default).
@@ -90,6 +98,9 @@ impl FlowDesc {
             repeat: 1,
             rerun_after: Duration::ZERO,
             start: Duration::ZERO,
+            stop: None,
+            duration: None,
+            after: Vec::new(),
             weight: None,
             prio: IoPrio::DEFAULT,
             group: None,

@@ -96,6 +96,9 @@ pub fn parse(s: &str, index: usize) -> Result<FlowDesc, String> {
             "repeat" => f.repeat = v.parse().map_err(|_| bad(s, "bad repeat"))?,
             "rerun" => f.rerun_after = dur(s, v)?,
             "start" => f.start = dur(s, v)?,
+            "stop" => f.stop = Some(positive_dur(s, k, v)?),
+            "duration" => f.duration = Some(positive_dur(s, k, v)?),
+            "after" => f.after = v.split('+').map(|n| n.trim().to_string()).collect(),
             "offset" => offset = Some(offset_size()?),
             "len" => len = Some(size()?),
             "group" => f.group = Some(v.to_string()),
@@ -116,6 +119,9 @@ pub fn parse(s: &str, index: usize) -> Result<FlowDesc, String> {
         (Some(every), Some(bytes)) => f.periodic = Some(Periodic { every, bytes }),
         (None, None) => {}
         _ => return Err(bad(s, "every and batch go together")),
+    }
+    if f.stop.is_some_and(|t| t <= f.start) {
+        return Err(bad(s, "stop must be after start"));
     }
     if offset.is_some() || len.is_some() {
         let o = offset.unwrap_or(0);
@@ -146,7 +152,8 @@ mod tests {
     fn parses_flow_specs() {
         let f = parse(
             "name=a,op=write,pattern=rand,bs=64k,depth=4,weight=300,class=rt,level=2,bytes=1M,\
-             think=1ms,on=1M,off=5ms,every=40ms,batch=256k,repeat=2,rerun=1s,offset=4k,len=1M",
+             think=1ms,on=1M,off=5ms,every=40ms,batch=256k,repeat=2,rerun=1s,offset=4k,len=1M,\
+             stop=3s,duration=2s,after=b+c",
             0,
         )
         .unwrap();
@@ -159,6 +166,11 @@ mod tests {
         assert_eq!(f.on_off.unwrap().on_bytes, (1 << 20, 1 << 20));
         assert_eq!(f.periodic.unwrap().every, Duration::from_millis(40));
         assert_eq!((f.repeat, f.rerun_after), (2, Duration::from_secs(1)));
+        assert_eq!(f.stop, Some(Duration::from_secs(3)));
+        assert_eq!(f.duration, Some(Duration::from_secs(2)));
+        assert_eq!(f.after, ["b", "c"]);
+        assert!(parse("start=2s,stop=1s", 0).is_err());
+        assert!(parse("duration=0s", 0).is_err());
         // Linux flags O_DIRECT requests synchronous whatever the depth.
         assert!(f.sync);
         assert!(!parse("depth=4,sync=false", 0).unwrap().sync);

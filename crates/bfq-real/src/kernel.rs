@@ -7,7 +7,7 @@
 //! threads into cgroups** ([`run_kernel`]).
 
 use crate::desc::{parents_first, Dir, FlowDesc, KernelGroups, RunConfig};
-use crate::pace::{cursor, Acc, Cursor, Pacer};
+use crate::pace::{cursor, gates, Acc, Cursor, Pacer};
 use crate::report::{FlowReport, RunReport};
 use crate::sys;
 use bfq_engine::AlignedBuf;
@@ -125,7 +125,7 @@ pub(crate) fn run_kernel(
     let stop = Arc::new(AtomicBool::new(false));
     let barrier = Arc::new(Barrier::new(flows.len() + 1));
     let mut threads = Vec::new();
-    for (i, (d, region)) in flows.iter().zip(regions).enumerate() {
+    for (i, ((d, region), gate)) in flows.iter().zip(regions).zip(gates(flows)?).enumerate() {
         let d = d.clone();
         let region = *region;
         let stop = stop.clone();
@@ -137,6 +137,7 @@ pub(crate) fn run_kernel(
         let direct = cfg.direct;
         let writable = cfg.allow_writes;
         threads.push(std::thread::spawn(move || -> io::Result<FlowReport> {
+            let _ended = gate.ends.guard(i);
             let setup = (|| -> io::Result<_> {
                 if let Some(cg) = &cg {
                     cg.join()?;
@@ -151,9 +152,9 @@ pub(crate) fn run_kernel(
             })();
             barrier.wait();
             let file = setup?;
-            let start = Instant::now();
+            let start = gate.ends.run_start();
             let end = start + duration;
-            let mut pacer = Pacer::new(&d, start, i as u64);
+            let mut pacer = Pacer::new(&d, start, i as u64, gate);
             let mut cur = cursor(&d, region, i as u64);
             let mut acc = Acc::new(interval);
             if d.depth <= 1 {
@@ -177,7 +178,7 @@ pub(crate) fn run_kernel(
             } else {
                 kernel_ring_loop(&file, &d, &mut cur, &mut pacer, &mut acc, &stop, end)?;
             }
-            Ok(acc.report(&d, &pacer.runs))
+            Ok(acc.report(&d, pacer.close()))
         }));
     }
     barrier.wait();

@@ -6,7 +6,108 @@ use crate::desc::{FlowDesc, OnOff, Pattern, Periodic};
 use crate::report::FlowReport;
 use std::io;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Condvar, Mutex, OnceLock};
 use std::time::{Duration, Instant};
+
+/// The run's start and which of its flows have ended, for flows that
+/// start only after others (`FlowDesc::after`, docs/scenarios.md): a
+/// flow's thread marks its end when it returns (or unwinds), through
+/// [`Ends::guard`].
+pub(crate) struct Ends {
+    ended: Mutex<Vec<bool>>,
+    cv: Condvar,
+    start: OnceLock<Instant>,
+}
+
+/// Marks a flow ended when dropped.
+pub(crate) struct EndGuard(Arc<Ends>, usize);
+
+impl Drop for EndGuard {
+    fn drop(&mut self) {
+        let mut e = self.0.ended.lock().unwrap_or_else(|p| p.into_inner());
+        e[self.1] = true;
+        self.0.cv.notify_all();
+    }
+}
+
+impl Ends {
+    /// No flow of `n` has ended.
+    pub(crate) fn new(n: usize) -> Arc<Ends> {
+        Arc::new(Ends {
+            ended: Mutex::new(vec![false; n]),
+            cv: Condvar::new(),
+            start: OnceLock::new(),
+        })
+    }
+
+    /// The run's start: the first flow thread past the start barrier sets
+    /// it, so that every flow's times count from one instant.
+    pub(crate) fn run_start(&self) -> Instant {
+        *self.start.get_or_init(Instant::now)
+    }
+
+    /// Flow `i` ends when the guard drops.
+    pub(crate) fn guard(self: &Arc<Self>, i: usize) -> EndGuard {
+        EndGuard(self.clone(), i)
+    }
+
+    /// Waits until every flow of `deps` has ended; false if the run stops
+    /// or reaches `end` first.
+    fn wait(&self, deps: &[usize], stop: &AtomicBool, end: Instant) -> bool {
+        let mut e = self.ended.lock().unwrap_or_else(|p| p.into_inner());
+        loop {
+            if deps.iter().all(|&k| e[k]) {
+                return true;
+            }
+            let now = Instant::now();
+            if stop.load(Ordering::Relaxed) || now >= end {
+                return false;
+            }
+            let t = (end - now).min(Duration::from_millis(20));
+            e = self
+                .cv
+                .wait_timeout(e, t)
+                .unwrap_or_else(|p| p.into_inner())
+                .0;
+        }
+    }
+}
+
+/// A flow's own start and end in a run: the flows it waits for, and its
+/// `stop` and `duration`.
+pub(crate) struct Gate {
+    /// The run's flows' ends.
+    pub(crate) ends: Arc<Ends>,
+    /// Indices of the flows this one waits for.
+    pub(crate) deps: Vec<usize>,
+}
+
+/// Each flow's [`Gate`]: `after` names resolved to indices (an error names
+/// an unknown one, or one that is the flow itself).
+pub(crate) fn gates(flows: &[FlowDesc]) -> io::Result<Vec<Gate>> {
+    let ends = Ends::new(flows.len());
+    flows
+        .iter()
+        .enumerate()
+        .map(|(i, f)| {
+            let deps = f
+                .after
+                .iter()
+                .map(|n| match flows.iter().position(|g| &g.name == n) {
+                    Some(k) if k != i => Ok(k),
+                    _ => Err(io::Error::new(
+                        io::ErrorKind::InvalidInput,
+                        format!("flow {}: after: no other flow is named {n}", f.name),
+                    )),
+                })
+                .collect::<io::Result<Vec<usize>>>()?;
+            Ok(Gate {
+                ends: ends.clone(),
+                deps,
+            })
+        })
+        .collect()
+}
 
 /// Small deterministic generator (xorshift64*).
 struct Rng(u64);
@@ -75,12 +176,20 @@ pub(crate) struct Pacer {
     pub(crate) runs: Vec<(f64, f64)>,
     /// When the current run issued its first request.
     run_start: Option<f64>,
+    /// When the flow issued its first request.
+    first_start: Option<f64>,
     ended: bool,
     rng: Rng,
+    gate: Gate,
+    /// The flows it waits for have ended.
+    released: bool,
+    /// The flow's own end (`stop`, or `duration` after its first request).
+    own_end: Option<Instant>,
+    lasts: Option<Duration>,
 }
 
 impl Pacer {
-    pub(crate) fn new(d: &FlowDesc, start: Instant, seed: u64) -> Self {
+    pub(crate) fn new(d: &FlowDesc, start: Instant, seed: u64, gate: Gate) -> Self {
         let mut p = Pacer {
             start,
             desc_start: d.start,
@@ -96,8 +205,13 @@ impl Pacer {
             rerun_after: d.rerun_after,
             runs: Vec::new(),
             run_start: None,
+            first_start: None,
             ended: false,
             rng: Rng(0xD1B5_4A32_D192_ED03 ^ (seed + 7).wrapping_mul(0x9E37_79B9)),
+            released: gate.deps.is_empty(),
+            gate,
+            own_end: d.stop.map(|s| start + s),
+            lasts: d.duration,
         };
         if let Some(o) = p.on_off {
             p.on_left = p.uniform(o.on_bytes.0, o.on_bytes.1).max(1);
@@ -130,10 +244,22 @@ impl Pacer {
         }
     }
 
+    /// The earlier of the run's end and the flow's own.
+    fn end(&self, run_end: Instant) -> Instant {
+        self.own_end.map_or(run_end, |e| e.min(run_end))
+    }
+
     /// Waits until the flow may issue its next request; false = done.
-    pub(crate) fn before(&mut self, stop: &AtomicBool, end: Instant) -> bool {
+    pub(crate) fn before(&mut self, stop: &AtomicBool, run_end: Instant) -> bool {
+        let end = self.end(run_end);
         if self.ended {
             return false;
+        }
+        if !self.released {
+            if !self.gate.ends.wait(&self.gate.deps, stop, end) {
+                return false;
+            }
+            self.released = true;
         }
         if self.left == 0 {
             let ended = self.start.elapsed().as_secs_f64();
@@ -155,8 +281,16 @@ impl Pacer {
         if self.run_start.is_none() {
             // A run starts with its first request: the start delay and the
             // gap before a repetition are not part of it.
-            self.run_start = Some(self.start.elapsed().as_secs_f64());
+            let now = self.start.elapsed().as_secs_f64();
+            self.run_start = Some(now);
+            if self.first_start.is_none() {
+                self.first_start = Some(now);
+                if let Some(d) = self.lasts {
+                    self.own_end = Some(self.end(Instant::now() + d));
+                }
+            }
         }
+        let end = self.end(run_end);
         if let Some(o) = self.on_off {
             if self.on_left == 0 {
                 let off = self.uniform(o.off.0.as_nanos() as u64, o.off.1.as_nanos() as u64);
@@ -186,10 +320,20 @@ impl Pacer {
         self.batch_left = self.batch_left.saturating_sub(b);
     }
 
-    pub(crate) fn after(&mut self, _bytes: u64, stop: &AtomicBool, end: Instant) {
+    pub(crate) fn after(&mut self, _bytes: u64, stop: &AtomicBool, run_end: Instant) {
         if !self.think.is_zero() {
-            Self::sleep_until(Instant::now() + self.think, stop, end);
+            Self::sleep_until(Instant::now() + self.think, stop, self.end(run_end));
         }
+    }
+
+    /// The flow's runs, once its requests in flight are reaped: a run cut
+    /// by the flow's own end ends now, as in the simulator.
+    pub(crate) fn close(&mut self) -> (Option<f64>, &[(f64, f64)]) {
+        let own = self.own_end.is_some_and(|e| Instant::now() >= e);
+        if let (true, Some(s)) = (own, self.run_start.take()) {
+            self.runs.push((s, self.start.elapsed().as_secs_f64()));
+        }
+        (self.first_start, &self.runs)
     }
 }
 
@@ -239,7 +383,11 @@ impl Acc {
         }
     }
 
-    pub(crate) fn report(mut self, d: &FlowDesc, runs: &[(f64, f64)]) -> FlowReport {
+    pub(crate) fn report(
+        mut self,
+        d: &FlowDesc,
+        (start_s, runs): (Option<f64>, &[(f64, f64)]),
+    ) -> FlowReport {
         self.lat_ns.sort_unstable();
         let n = self.lat_ns.len();
         let pct = |p: f64| -> f64 {
@@ -268,6 +416,7 @@ impl Acc {
             lat_max_us: pct(1.0),
             lat_ns: std::mem::take(&mut self.lat_ns),
             series_bytes: std::mem::take(&mut self.series),
+            start_s,
             run_starts_s: runs.iter().map(|r| r.0).collect(),
             run_ends_s: runs.iter().map(|r| r.1).collect(),
         }

@@ -33,11 +33,25 @@ pub struct FlowReport {
     pub lat_ns: Vec<u64>,
     /// Bytes completed per `series_interval`.
     pub series_bytes: Vec<u64>,
+    /// When the flow issued its first request (s since the start; `None`:
+    /// it never did).
+    pub start_s: Option<f64>,
     /// When each run of the byte budget issued its first request (s since
     /// the start), same order as `run_ends_s`.
     pub run_starts_s: Vec<f64>,
     /// When each run of the byte budget ended (s since the start).
     pub run_ends_s: Vec<f64>,
+}
+
+impl FlowReport {
+    /// Seconds the flow was in the run of `run_seconds`: from its first
+    /// request to the end of its last run, or to the run's end if it was
+    /// still running (its throughput is its bytes over this, as the
+    /// simulator counts from a flow's start to its end).
+    pub fn active_seconds(&self, run_seconds: f64) -> f64 {
+        let end = self.run_ends_s.last().copied().unwrap_or(run_seconds);
+        (end - self.start_s.unwrap_or(0.0)).max(1e-9)
+    }
 }
 
 /// What a run did.

@@ -5,7 +5,7 @@
 
 use crate::desc::{parents_first, Backend, Dir, FlowDesc, RunConfig};
 use crate::kernel::run_kernel;
-use crate::pace::{cursor, Acc, Pacer};
+use crate::pace::{cursor, gates, Acc, Pacer};
 use crate::report::RunReport;
 use crate::sys;
 use bfq_core::{GroupId, Settings};
@@ -282,10 +282,11 @@ fn run_engine(
     let mut threads = Vec::new();
     // The flows stay open until every thread is done (a run's flows end
     // together, as in the simulator).
-    for (i, ((d, region), flow)) in flows
+    for (i, (((d, region), flow), gate)) in flows
         .iter()
         .zip(regions)
         .zip(handles.iter().cloned())
+        .zip(gates(flows)?)
         .enumerate()
     {
         let d = d.clone();
@@ -295,6 +296,7 @@ fn run_engine(
         let duration = cfg.duration;
         let interval = cfg.series_interval;
         threads.push(std::thread::spawn(move || {
+            let _ended = gate.ends.guard(i);
             let mut cur = cursor(&d, region, i as u64);
             let mut bufs: Vec<AlignedBuf> = (0..d.depth)
                 .map(|_| {
@@ -304,10 +306,10 @@ fn run_engine(
                 })
                 .collect();
             barrier.wait();
-            let start = Instant::now();
+            let start = gate.ends.run_start();
             let end = start + duration;
             let mut acc = Acc::new(interval);
-            let mut pacer = Pacer::new(&d, start, i as u64);
+            let mut pacer = Pacer::new(&d, start, i as u64, gate);
             // Requests in flight by slot, with their issue time. The
             // thread reaps every finished request whenever it wakes, and
             // sleeps on the oldest one only when none has finished: BFQ
@@ -362,7 +364,7 @@ fn run_engine(
                 reap(&mut slots[k], &mut bufs, &mut pacer);
                 free.push(k);
             }
-            (acc.report(&d, &pacer.runs), start.elapsed())
+            (acc.report(&d, pacer.close()), start.elapsed())
         }));
     }
     barrier.wait();

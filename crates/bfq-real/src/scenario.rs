@@ -86,6 +86,13 @@ pub fn from_plan(plan: &Plan) -> io::Result<(Vec<FlowDesc>, Vec<GroupDesc>)> {
             repeat,
             rerun_after,
             start: Duration::from_nanos(f.start),
+            stop: f.stop.map(Duration::from_nanos),
+            duration: f.duration.map(Duration::from_nanos),
+            after: f
+                .after
+                .iter()
+                .map(|&k| plan.flows[k].name.clone())
+                .collect(),
             weight: f.weight,
             prio: f.prio,
             group: f.group.map(|g| plan.groups[g].path.clone()),
@@ -105,7 +112,7 @@ pub fn to_sim_result(r: &RunReport, scenario: &str, seed: u64, interval: Duratio
             for &l in &f.lat_ns {
                 h.add(l);
             }
-            let end = f.run_ends_s.last().copied().unwrap_or(r.seconds).max(1e-9);
+            let span = f.active_seconds(r.seconds);
             // Each run's own time, from its first request to its end: the
             // start delay and the gaps between runs are not counted.
             let run_times: Vec<f64> = f
@@ -118,7 +125,7 @@ pub fn to_sim_result(r: &RunReport, scenario: &str, seed: u64, interval: Duratio
                 name: f.name.clone(),
                 bytes: f.bytes,
                 requests: f.ios,
-                throughput_mib_s: f.bytes as f64 / end / 1048576.0,
+                throughput_mib_s: f.bytes as f64 / span / 1048576.0,
                 latency_ms: h.stats_ms(),
                 completions_s: f.run_ends_s.clone(),
                 deadline_misses: 0,

@@ -273,3 +273,46 @@ fn trace_has_queue_dispatch_complete_for_every_request() {
         .iter()
         .all(|r| r[2] == "reader" && r[5] == "8" && r[6] == "R"));
 }
+
+#[test]
+fn flows_stop_at_their_own_end_and_start_after_others() {
+    let dir = tempfile::tempdir().unwrap();
+    let target = dir.path().join("target.img");
+    let mut cfg = RunConfig::new(
+        &target,
+        Backend::parse("fifo", Settings::new()),
+        Duration::from_secs(60),
+    );
+    cfg.create_size = Some(16 << 20);
+    let mut a = FlowDesc::reader("a", Pattern::Seq, 64 << 10);
+    a.bytes = Some(2 << 20);
+    let mut t = FlowDesc::reader("t", Pattern::Rand, 4096);
+    t.duration = Some(Duration::from_millis(300));
+    let mut s = FlowDesc::reader("s", Pattern::Rand, 4096);
+    s.stop = Some(Duration::from_millis(200));
+    let mut b = FlowDesc::reader("b", Pattern::Seq, 64 << 10);
+    b.after = vec!["a".into(), "t".into()];
+    b.bytes = Some(1 << 20);
+    let r = bfq_real::run(&cfg, &[a, t, s, b.clone()]).unwrap();
+    let by = |n: &str| r.flows.iter().find(|f| f.name == n).unwrap();
+    assert!(r.flows.iter().all(|f| f.errors == 0 && f.bytes > 0));
+    // t and s end by their own ends, recorded as their runs' ends
+    let (t, s) = (by("t"), by("s"));
+    assert_eq!((t.run_ends_s.len(), s.run_ends_s.len()), (1, 1));
+    assert!(t.run_ends_s[0] - t.start_s.unwrap() >= 0.3);
+    assert!(s.run_ends_s[0] >= 0.2);
+    // b starts once a and t have both ended, and reads its bytes
+    let deps_end = by("a").run_ends_s[0].max(t.run_ends_s[0]);
+    assert!(by("b").start_s.unwrap() >= deps_end);
+    assert_eq!(by("b").bytes, 1 << 20);
+    // the run ends with its last flow, long before its 60 s
+    assert!(r.seconds < 30.0);
+    // an unknown name is an error
+    b.after = vec!["nobody".into()];
+    let e = bfq_real::run(&cfg, &[b]).unwrap_err();
+    assert!(
+        e.to_string()
+            .contains("after: no other flow is named nobody"),
+        "{e}"
+    );
+}
