@@ -25,16 +25,22 @@ fn flows() -> Vec<FlowDesc> {
     vec![a, b, c]
 }
 
-#[test]
-fn runs_flows_through_the_engine_on_a_file() {
-    let dir = tempfile::tempdir().unwrap();
+/// A `fifo` run of `secs` on a 16 MiB file in `dir`, made by the run.
+fn fifo_on_file(dir: &tempfile::TempDir, secs: u64) -> (std::path::PathBuf, RunConfig) {
     let target = dir.path().join("target.img");
     let mut cfg = RunConfig::new(
         &target,
         Backend::parse("fifo", Settings::new()),
-        Duration::from_secs(30),
+        Duration::from_secs(secs),
     );
     cfg.create_size = Some(16 << 20);
+    (target, cfg)
+}
+
+#[test]
+fn runs_flows_through_the_engine_on_a_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let (target, mut cfg) = fifo_on_file(&dir, 30);
     let r = bfq_real::run(&cfg, &flows()).unwrap();
     assert_eq!(r.flows.len(), 3);
     // Byte budgets end the run long before the duration.
@@ -277,13 +283,7 @@ fn trace_has_queue_dispatch_complete_for_every_request() {
 #[test]
 fn flows_stop_at_their_own_end_and_start_after_others() {
     let dir = tempfile::tempdir().unwrap();
-    let target = dir.path().join("target.img");
-    let mut cfg = RunConfig::new(
-        &target,
-        Backend::parse("fifo", Settings::new()),
-        Duration::from_secs(60),
-    );
-    cfg.create_size = Some(16 << 20);
+    let (_, cfg) = fifo_on_file(&dir, 60);
     let mut a = FlowDesc::reader("a", Pattern::Seq, 64 << 10);
     a.bytes = Some(2 << 20);
     let mut t = FlowDesc::reader("t", Pattern::Rand, 4096);
