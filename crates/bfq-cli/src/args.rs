@@ -26,7 +26,8 @@ pub fn size(s: &str) -> Result<u64, String> {
 /// A duration (`250ms`, `1.5s`, `500us`; a bare number is milliseconds).
 /// `--kernel-groups per-flow|one`.
 pub fn kernel_groups(s: &str) -> Result<bfq_real::KernelGroups, String> {
-    bfq_real::KernelGroups::parse(s).ok_or_else(|| format!("'{s}' is not per-flow or one"))
+    bfq_real::KernelGroups::parse(s)
+        .ok_or_else(|| format!("'{s}' is not per-flow, per-process or one"))
 }
 
 pub fn duration(s: &str) -> Result<std::time::Duration, String> {

@@ -411,6 +411,7 @@ fn randread(
         match kernel_groups {
             bfq_real::KernelGroups::One => "in one cgroup",
             bfq_real::KernelGroups::PerFlow => "in a cgroup each",
+            bfq_real::KernelGroups::PerProcess => "a process and a cgroup each",
         },
         fio.as_ref()
             .map(|v| format!("; {v}: jobs x depth = flows x qd/fl, io_uring, one cgroup"))

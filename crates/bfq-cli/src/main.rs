@@ -88,6 +88,10 @@ enum Cmd {
     /// Serve a directory over FUSE with its file I/O scheduled by bfq-rs:
     /// one flow per process, one group per cgroup (docs/mount.md).
     Mount(mount::Args),
+    /// One flow of a kernel:* run in a process of its own (started by
+    /// `bfq run`; its job on stdin, its report on stdout).
+    #[command(name = "kernel-flow", hide = true)]
+    KernelFlow,
 }
 
 fn main() {
@@ -115,6 +119,10 @@ fn main() {
         Cmd::Mount(a) => mount::run(a),
         Cmd::Cleanup => cleanup(),
         Cmd::Fuzz(a) => fuzz::run(a),
+        Cmd::KernelFlow => {
+            bfq_real::flowproc::serve(std::io::stdin().lock(), std::io::stdout().lock())
+                .map_err(Into::into)
+        }
     };
     if let Err(e) = result {
         eprintln!("bfq: error: {e:#}");

@@ -62,7 +62,9 @@ pub struct Args {
     /// own cgroup, as a multi-threaded program or fio's jobs: the kernel
     /// then weighs flows by I/O priority alone, so only flows whose
     /// weights are their levels' or all equal, without groups, are
-    /// accepted).
+    /// accepted), or `per-process` (each flow a process of its own in its
+    /// own cgroup: what `per-flow` does on cgroup v2, whose io controller
+    /// takes processes, not threads).
     #[arg(long, default_value = "per-flow", value_parser = crate::args::kernel_groups)]
     pub kernel_groups: bfq_real::KernelGroups,
     /// Per-request trace CSV in the simulator's format

@@ -86,7 +86,7 @@ fn bad_values_are_refused_naming_what_is_wrong() {
     ] {
         let mut args = cmd.to_vec();
         args.extend(["--kernel-groups", "some"]);
-        refused(&args, "'some' is not per-flow or one");
+        refused(&args, "'some' is not per-flow, per-process or one");
     }
     refused(&["loop", "create", t, "0"], "above zero");
     refused(

@@ -1,6 +1,9 @@
 //! SIGINT and SIGTERM during a `kernel:*` run put the device's scheduler
 //! back and remove the run's cgroups, and the process exits 128 + signal;
-//! `bfq cleanup` puts back what a killed run left. Needs root, cgroup v1
+//! `bfq cleanup` puts back what a killed run left. Flows run as processes
+//! of their own (`--kernel-groups per-process`, what cgroup v2 needs; here
+//! on cgroup v1) sit in their cgroups, report, follow `after`, and stop
+//! with the run. Needs root, cgroup v1
 //! blkio and a loop device: skips with a message where unavailable. Loop
 //! devices and files are removed even when an assertion fails (guards).
 //! Nothing is timed: the test waits for states, with a one-minute guard
@@ -33,8 +36,13 @@ impl Run {
 
 /// Starts a ten-minute `kernel:SCHED` run of `flows` on `dev`.
 fn start(dev: &Path, sched: &str, flows: &[&str]) -> Run {
+    start_with(dev, sched, flows, &[])
+}
+
+/// [`start`] with more arguments of `bfq run`.
+fn start_with(dev: &Path, sched: &str, flows: &[&str], more: &[&str]) -> Run {
     let mut cmd = bfq();
-    cmd.args(["run", "--target"]).arg(dev);
+    cmd.args(["run", "--target"]).arg(dev).args(more);
     cmd.args([
         "--scheduler",
         &format!("kernel:{sched}"),
@@ -67,6 +75,9 @@ impl Drop for Run {
         if let Some(mut c) = self.0.take() {
             let _ = c.kill();
             let _ = c.wait();
+            // flow processes get SIGTERM when the run dies; give them a
+            // moment to leave their cgroups
+            std::thread::sleep(Duration::from_millis(200));
             let _ = sys::cleanup_dead_runs();
         }
     }
@@ -84,6 +95,13 @@ fn loop_device() -> Result<(tempfile::TempDir, sys::LoopDevice), String> {
     let file = dir.path().join("loop.img");
     let dev = sys::LoopDevice::create(&file, 64 << 20, false).map_err(|e| e.to_string())?;
     Ok((dir, dev))
+}
+
+/// [`loop_device`], or `None` after saying why the test is skipped.
+fn loop_device_or_skip() -> Option<(tempfile::TempDir, sys::LoopDevice)> {
+    loop_device()
+        .map_err(|why| eprintln!("skipped: {why}"))
+        .ok()
 }
 
 fn scheduler_of(dev: &Path) -> String {
@@ -112,12 +130,8 @@ fn wait_for(what: &str, mut cond: impl FnMut() -> bool) {
 
 #[test]
 fn interrupting_a_kernel_run_puts_the_machine_back() {
-    let (_dir, dev) = match loop_device() {
-        Ok(d) => d,
-        Err(why) => {
-            eprintln!("skipped: {why}");
-            return;
-        }
+    let Some((_dir, dev)) = loop_device_or_skip() else {
+        return;
     };
     let before = scheduler_of(dev.path());
     let other = other_than(&before);
@@ -155,12 +169,8 @@ fn interrupting_a_kernel_run_puts_the_machine_back() {
 
 #[test]
 fn cleanup_puts_back_what_a_killed_run_left() {
-    let (_dir, dev) = match loop_device() {
-        Ok(d) => d,
-        Err(why) => {
-            eprintln!("skipped: {why}");
-            return;
-        }
+    let Some((_dir, dev)) = loop_device_or_skip() else {
+        return;
     };
     let before = scheduler_of(dev.path());
     let other = other_than(&before);
@@ -186,4 +196,142 @@ fn cleanup_puts_back_what_a_killed_run_left() {
     );
     assert_eq!(scheduler_of(dev.path()), before, "scheduler put back");
     assert!(cgroups_of(pid).is_empty(), "cgroup removed");
+}
+
+/// Whether process `pid` runs (not gone, not a zombie).
+fn alive(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|s| s.rsplit_once(") ").map(|(_, r)| !r.starts_with('Z')))
+        .unwrap_or(false)
+}
+
+/// The pids in a cgroup.
+fn procs_in(cg: &Path) -> Vec<u32> {
+    std::fs::read_to_string(cg.join("cgroup.procs"))
+        .unwrap_or_default()
+        .split_whitespace()
+        .filter_map(|p| p.parse().ok())
+        .collect()
+}
+
+#[test]
+fn flows_as_processes_sit_in_their_cgroups_and_stop_with_the_run() {
+    let Some((_dir, dev)) = loop_device_or_skip() else {
+        return;
+    };
+    let before = scheduler_of(dev.path());
+    let mut run = start_with(
+        dev.path(),
+        "bfq",
+        &[
+            "name=a,bs=4k,pattern=rand,weight=100",
+            "name=b,bs=4k,pattern=rand,weight=300",
+        ],
+        &["--kernel-groups", "per-process"],
+    );
+    let pid = run.id();
+    wait_for("each flow's process in its cgroup", || {
+        let cgs = cgroups_of(pid);
+        cgs.len() == 2 && cgs.iter().all(|c| procs_in(c).len() == 1) || !run.running()
+    });
+    assert!(run.running(), "the run ended early");
+    let mut cgs = cgroups_of(pid);
+    cgs.sort();
+    let weights: Vec<String> = cgs
+        .iter()
+        .map(|c| std::fs::read_to_string(c.join("blkio.bfq.weight")).unwrap())
+        .collect();
+    let children: Vec<u32> = cgs.iter().flat_map(|c| procs_in(c)).collect();
+    for c in &children {
+        let cmd = std::fs::read_to_string(format!("/proc/{c}/cmdline")).unwrap();
+        assert!(cmd.contains("kernel-flow") && *c != pid, "{cmd:?}");
+    }
+    assert!(
+        weights[0].contains("100") && weights[1].contains("300"),
+        "{weights:?}"
+    );
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(pid as i32, libc::SIGINT) };
+    let out = run.take().wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(130), "{err}");
+    assert!(cgroups_of(pid).is_empty(), "cgroups removed");
+    assert_eq!(scheduler_of(dev.path()), before, "scheduler put back");
+    for c in children {
+        assert!(
+            !Path::new(&format!("/proc/{c}")).exists(),
+            "flow process {c} left"
+        );
+    }
+}
+
+#[test]
+fn flows_as_processes_report_and_follow_after() {
+    let Some((_dir, dev)) = loop_device_or_skip() else {
+        return;
+    };
+    let out = bfq()
+        .args(["run", "--target"])
+        .arg(dev.path())
+        .args([
+            "--scheduler",
+            "kernel:bfq",
+            "--kernel-groups",
+            "per-process",
+        ])
+        .args(["--seconds", "60", "--json", "-"])
+        .args(["--flow", "name=a,bs=64k,bytes=2M"])
+        .args([
+            "--flow",
+            "name=b,bs=4k,pattern=rand,depth=4,weight=300,duration=300ms",
+        ])
+        .args(["--flow", "name=c,bs=64k,bytes=1M,after=a+b"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    let j: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let flow = |n: &str| {
+        let f = j["flows"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|f| f["name"] == n);
+        f.unwrap().clone()
+    };
+    let end = |n: &str| flow(n)["completions_s"][0].as_f64().unwrap();
+    let run_time = |n: &str| flow(n)["run_times_s"][0].as_f64().unwrap();
+    assert_eq!(flow("a")["bytes"], 2 << 20);
+    assert_eq!(flow("c")["bytes"], 1 << 20);
+    assert!(run_time("b") >= 0.3, "b stops at its own end, not before");
+    // c's run starts after a and b ended
+    assert!(end("c") - run_time("c") >= end("a").max(end("b")));
+}
+
+#[test]
+fn a_killed_run_leaves_no_flow_process() {
+    let Some((_dir, dev)) = loop_device_or_skip() else {
+        return;
+    };
+    let mut run = start_with(
+        dev.path(),
+        "bfq",
+        &["name=a,bs=4k,pattern=rand"],
+        &["--kernel-groups", "per-process"],
+    );
+    let pid = run.id();
+    wait_for("the flow's process in its cgroup", || {
+        cgroups_of(pid).iter().any(|c| procs_in(c).len() == 1) || !run.running()
+    });
+    assert!(run.running(), "the run ended early");
+    let children: Vec<u32> = cgroups_of(pid).iter().flat_map(|c| procs_in(c)).collect();
+    let mut c = run.take();
+    c.kill().unwrap();
+    c.wait().unwrap();
+    wait_for("the flow process to end", || {
+        children.iter().all(|&c| !alive(c))
+    });
+    sys::cleanup_dead_runs().unwrap();
+    assert!(cgroups_of(pid).is_empty());
 }

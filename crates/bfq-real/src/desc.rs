@@ -4,12 +4,13 @@
 //! flows to these ([`crate::scenario`]); the benchmarks build them directly.
 
 use bfq_core::{IoClass, IoPrio, Settings};
+use serde::{Deserialize, Serialize};
 use std::io;
 use std::path::PathBuf;
 use std::time::Duration;
 
 /// Access pattern of a flow.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub enum Pattern {
     /// Sequential through the region, wrapping around.
     Seq,
@@ -20,7 +21,7 @@ pub enum Pattern {
 }
 
 /// Read or write.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Dir {
     /// Read.
     Read,
@@ -29,7 +30,7 @@ pub enum Dir {
 }
 
 /// One flow of a workload.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct FlowDesc {
     /// Name in reports; unique within a run.
     pub name: String,
@@ -75,6 +76,7 @@ pub struct FlowDesc {
     /// Explicit weight; `None` derives it from the level.
     pub weight: Option<u32>,
     /// I/O priority class and level (the weight's default).
+    #[serde(with = "prio_wire")]
     pub prio: IoPrio,
     /// Group name (see [`GroupDesc`]); `None` = root.
     pub group: Option<String>,
@@ -113,8 +115,30 @@ impl FlowDesc {
     }
 }
 
+/// An I/O priority as a flow's process receives it: `[class, level]`,
+/// class 0 real time, 1 best effort, 2 idle.
+mod prio_wire {
+    use bfq_core::{IoClass, IoPrio};
+    use serde::{de, Deserialize, Deserializer, Serialize, Serializer};
+
+    pub fn serialize<S: Serializer>(p: &IoPrio, s: S) -> Result<S::Ok, S::Error> {
+        (p.class as u8, p.level).serialize(s)
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<IoPrio, D::Error> {
+        let (c, level): (u8, u8) = Deserialize::deserialize(d)?;
+        let class = match c {
+            0 => IoClass::Rt,
+            1 => IoClass::Be,
+            2 => IoClass::Idle,
+            _ => return Err(de::Error::custom(format!("I/O class {c} is not 0, 1 or 2"))),
+        };
+        Ok(IoPrio { class, level })
+    }
+}
+
 /// ON/OFF behaviour (ranges are inclusive, sampled uniformly).
-#[derive(Clone, Copy, Debug, PartialEq)]
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
 pub struct OnOff {
     /// Bytes of an ON phase, uniform in `lo..=hi`.
     pub on_bytes: (u64, u64),
@@ -123,7 +147,7 @@ pub struct OnOff {
 }
 
 /// Periodic behaviour.
-#[derive(Clone, Copy, Debug, PartialEq)]
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Periodic {
     /// Period.
     pub every: Duration,
@@ -202,6 +226,10 @@ pub enum KernelGroups {
     /// kernel from its I/O priority: only runs whose flows' weights are
     /// their levels' ((8 - level) * 10) or all equal, without groups.
     One,
+    /// Each flow a process of its own ([`crate::flowproc`]) in its own
+    /// cgroup: what `PerFlow` does on cgroup v2, whose io controller takes
+    /// processes, not threads; on cgroup v1 it can be asked for.
+    PerProcess,
 }
 
 impl KernelGroups {
@@ -210,15 +238,17 @@ impl KernelGroups {
         match s {
             "per-flow" => Some(KernelGroups::PerFlow),
             "one" => Some(KernelGroups::One),
+            "per-process" => Some(KernelGroups::PerProcess),
             _ => None,
         }
     }
 
-    /// `per-flow` or `one`.
+    /// `per-flow`, `one` or `per-process`.
     pub fn name(self) -> &'static str {
         match self {
             KernelGroups::PerFlow => "per-flow",
             KernelGroups::One => "one",
+            KernelGroups::PerProcess => "per-process",
         }
     }
 }

@@ -7,7 +7,7 @@
 //! threads into cgroups** ([`run_kernel`]).
 
 use crate::desc::{parents_first, Dir, FlowDesc, KernelGroups, RunConfig};
-use crate::pace::{cursor, gates, Acc, Cursor, Pacer};
+use crate::pace::{cursor, gates, Acc, Cursor, Gate, Pacer};
 use crate::report::{FlowReport, RunReport};
 use crate::sys;
 use bfq_engine::AlignedBuf;
@@ -17,7 +17,8 @@ use std::fs::OpenOptions;
 use std::io;
 use std::os::fd::AsRawFd;
 use std::os::unix::fs::{FileExt, OpenOptionsExt};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::path::PathBuf;
+use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Barrier};
 use std::time::{Duration, Instant};
 
@@ -47,12 +48,14 @@ fn levels_carry_weights(cfg: &RunConfig, flows: &[FlowDesc], why: &str) -> io::R
     ))
 }
 
-/// The cgroups of a `kernel:*` run: groups as nested blkio cgroups carrying
+/// The cgroups of a `kernel:*` run: groups as nested cgroups carrying
 /// their weights (parents first), each flow in its own cgroup inside its
-/// group's (`None` for every flow unless `--kernel-groups per-flow` on a
-/// hierarchy with per-thread cgroups). Returns the group cgroups (to be
-/// removed children first) and each flow's cgroup, which its thread joins.
-type FlowCgroups = (Vec<sys::Cgroup>, Vec<Option<Arc<sys::Cgroup>>>);
+/// group's (`None` for every flow with `--kernel-groups one`). Returns the
+/// group cgroups (to be removed children first), each flow's cgroup, and
+/// whether each flow runs as a process of its own (cgroup v2, whose io
+/// controller takes processes, or `--kernel-groups per-process`) rather
+/// than as a thread that joins its cgroup (cgroup v1 blkio).
+type FlowCgroups = (Vec<sys::Cgroup>, Vec<Option<Arc<sys::Cgroup>>>, bool);
 
 fn flow_cgroups(cfg: &RunConfig, scheduler: &str, flows: &[FlowDesc]) -> io::Result<FlowCgroups> {
     if cfg.kernel_groups == KernelGroups::One {
@@ -61,7 +64,7 @@ fn flow_cgroups(cfg: &RunConfig, scheduler: &str, flows: &[FlowDesc]) -> io::Res
             flows,
             "--kernel-groups one keeps every flow in one cgroup",
         )?;
-        return Ok((Vec::new(), vec![None; flows.len()]));
+        return Ok((Vec::new(), vec![None; flows.len()], false));
     }
     let layout = sys::CgroupLayout::detect();
     if let Some(l) = &layout {
@@ -69,32 +72,47 @@ fn flow_cgroups(cfg: &RunConfig, scheduler: &str, flows: &[FlowDesc]) -> io::Res
         static SAID: std::sync::Once = std::sync::Once::new();
         SAID.call_once(|| eprintln!("kernel:{scheduler}: {}", l.describe()));
     }
-    if !layout.as_ref().is_some_and(sys::CgroupLayout::per_thread) {
+    let Some(layout) = layout else {
         levels_carry_weights(
             cfg,
             flows,
-            "no cgroup v1 blkio hierarchy: on cgroup v2 the io controller puts whole \
-             processes, not threads, in a cgroup (mount cgroup v1 blkio at \
-             /sys/fs/cgroup/blkio for others)",
+            "no cgroup v1 blkio hierarchy and no cgroup v2 hierarchy with the io controller",
         )?;
-        return Ok((Vec::new(), vec![None; flows.len()]));
-    }
-    let pid = std::process::id();
+        return Ok((Vec::new(), vec![None; flows.len()], false));
+    };
+    flow_cgroups_in(
+        cfg,
+        &layout,
+        &format!("bfq-rs-{}", std::process::id()),
+        flows,
+    )
+}
+
+/// [`flow_cgroups`] in `layout`, the run's cgroups named from `prefix`
+/// (`PREFIX-gK/.../fN` for groups and their flows, `PREFIX-N` for flows
+/// of the root).
+fn flow_cgroups_in(
+    cfg: &RunConfig,
+    layout: &sys::CgroupLayout,
+    prefix: &str,
+    flows: &[FlowDesc],
+) -> io::Result<FlowCgroups> {
+    let processes = cfg.kernel_groups == KernelGroups::PerProcess || !layout.per_thread();
     let mut group_dirs: HashMap<String, String> = HashMap::new();
     let mut group_cgs: Vec<sys::Cgroup> = Vec::new();
     for g in parents_first(&cfg.groups)? {
         let k = group_cgs.len();
         let dir = match &g.parent {
-            None => format!("bfq-rs-{pid}-g{k}"),
+            None => format!("{prefix}-g{k}"),
             Some(p) => format!("{}/g{k}", group_dirs[p]),
         };
-        group_cgs.push(sys::Cgroup::create(&dir, g.weight)?);
+        group_cgs.push(sys::Cgroup::create_in(layout, &dir, g.weight)?);
         group_dirs.insert(g.name.clone(), dir);
     }
     let mut cgroups = Vec::new();
     for (i, f) in flows.iter().enumerate() {
         let dir = match &f.group {
-            None => format!("bfq-rs-{pid}-{i}"),
+            None => format!("{prefix}-{i}"),
             Some(g) => match group_dirs.get(g) {
                 Some(d) => format!("{d}/f{i}"),
                 None => {
@@ -105,10 +123,132 @@ fn flow_cgroups(cfg: &RunConfig, scheduler: &str, flows: &[FlowDesc]) -> io::Res
                 }
             },
         };
-        let cg = sys::Cgroup::create(&dir, f.effective_weight())?;
+        let cg = sys::Cgroup::create_in(layout, &dir, f.effective_weight())?;
         cgroups.push(Some(Arc::new(cg)));
     }
-    Ok((group_cgs, cgroups))
+    Ok((group_cgs, cgroups, processes))
+}
+
+/// One flow of a `kernel:*` run as its thread, or its own process
+/// ([`crate::flowproc`]), runs it.
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
+pub struct KernelJob {
+    /// The flow.
+    pub desc: FlowDesc,
+    /// Its place in the run (seeds its offsets and pacing).
+    pub index: usize,
+    /// Its region `(offset, len)` in bytes.
+    pub region: (u64, u64),
+    /// The block device.
+    pub target: PathBuf,
+    /// `O_DIRECT`.
+    pub direct: bool,
+    /// Opened for writing.
+    pub writable: bool,
+    /// The run's length.
+    pub duration: Duration,
+    /// Interval of the throughput series.
+    pub interval: Duration,
+}
+
+impl KernelJob {
+    /// Sets the calling thread's I/O priority and opens the device.
+    pub(crate) fn open(&self) -> io::Result<std::fs::File> {
+        let d = &self.desc;
+        sys::ioprio_set_thread(d.prio.class, d.prio.level)?;
+        let mut o = OpenOptions::new();
+        o.read(true).write(self.writable);
+        if self.direct {
+            o.custom_flags(libc::O_DIRECT);
+        }
+        o.open(&self.target)
+    }
+
+    /// Submits the flow's requests from the run's `start` until its end
+    /// (or `stop`): `pread`/`pwrite` at depth 1, its own ring deeper.
+    pub(crate) fn submit(
+        &self,
+        file: &std::fs::File,
+        stop: &AtomicBool,
+        start: Instant,
+        gate: Gate,
+    ) -> io::Result<FlowReport> {
+        let (d, i) = (&self.desc, self.index);
+        let end = start + self.duration;
+        let mut pacer = Pacer::new(d, start, i as u64, gate);
+        let mut cur = cursor(d, self.region, i as u64);
+        let mut acc = Acc::new(self.interval);
+        if d.depth <= 1 {
+            let mut b = AlignedBuf::new(d.block as usize);
+            b.fill(i as u8 | 1);
+            while pacer.before(stop, end) {
+                let (off, len) = cur.next();
+                pacer.charge(len);
+                if b.len() != len as usize {
+                    b = AlignedBuf::new(len as usize);
+                }
+                let t0 = Instant::now();
+                let res = match d.dir {
+                    Dir::Read => file.read_at(&mut b, off),
+                    Dir::Write => file.write_at(&b, off),
+                };
+                let n = *res.as_ref().unwrap_or(&0) as u64;
+                acc.record(res, t0.elapsed());
+                pacer.after(n, stop, end);
+            }
+        } else {
+            kernel_ring_loop(file, d, &mut cur, &mut pacer, &mut acc, stop, end)?;
+        }
+        Ok(acc.report(d, pacer.close()))
+    }
+}
+
+/// The run's jobs, one per flow.
+fn jobs(cfg: &RunConfig, flows: &[FlowDesc], regions: &[(u64, u64)]) -> Vec<KernelJob> {
+    flows
+        .iter()
+        .zip(regions)
+        .enumerate()
+        .map(|(index, (d, region))| KernelJob {
+            desc: d.clone(),
+            index,
+            region: *region,
+            target: cfg.target.clone(),
+            direct: cfg.direct,
+            writable: cfg.allow_writes,
+            duration: cfg.duration,
+            interval: cfg.series_interval,
+        })
+        .collect()
+}
+
+/// Each flow as a thread in its cgroup (if any).
+fn run_threads(
+    jobs: Vec<KernelJob>,
+    cgroups: &[Option<Arc<sys::Cgroup>>],
+    gates: Vec<Gate>,
+    stop: &Arc<AtomicBool>,
+) -> Vec<std::thread::JoinHandle<io::Result<FlowReport>>> {
+    let barrier = Arc::new(Barrier::new(jobs.len() + 1));
+    let mut threads = Vec::new();
+    for ((job, gate), cg) in jobs.into_iter().zip(gates).zip(cgroups.iter().cloned()) {
+        let (stop, barrier) = (stop.clone(), barrier.clone());
+        threads.push(std::thread::spawn(move || -> io::Result<FlowReport> {
+            let _ended = gate.ends.guard(job.index);
+            let setup = (|| -> io::Result<_> {
+                if let Some(cg) = &cg {
+                    cg.join()?;
+                }
+                job.open()
+            })();
+            barrier.wait();
+            let file = setup?;
+            let start = gate.ends.run_start();
+            job.submit(&file, &stop, start, gate)
+        }));
+    }
+    barrier.wait();
+    threads
 }
 
 pub(crate) fn run_kernel(
@@ -121,92 +261,33 @@ pub(crate) fn run_kernel(
     // scheduler back and remove the cgroups before the process exits.
     let _signals = sys::catch_interrupts();
     let _sched = sys::SchedulerGuard::set(&cfg.target, scheduler)?;
-    let (mut group_cgs, cgroups) = flow_cgroups(cfg, scheduler, flows)?;
+    let (mut group_cgs, cgroups, processes) = flow_cgroups(cfg, scheduler, flows)?;
+    let gates = gates(flows)?;
     let stop = Arc::new(AtomicBool::new(false));
-    let barrier = Arc::new(Barrier::new(flows.len() + 1));
-    let mut threads = Vec::new();
-    for (i, ((d, region), gate)) in flows.iter().zip(regions).zip(gates(flows)?).enumerate() {
-        let d = d.clone();
-        let region = *region;
-        let stop = stop.clone();
-        let barrier = barrier.clone();
-        let cg = cgroups[i].clone();
-        let duration = cfg.duration;
-        let interval = cfg.series_interval;
-        let target = cfg.target.clone();
-        let direct = cfg.direct;
-        let writable = cfg.allow_writes;
-        threads.push(std::thread::spawn(move || -> io::Result<FlowReport> {
-            let _ended = gate.ends.guard(i);
-            let setup = (|| -> io::Result<_> {
-                if let Some(cg) = &cg {
-                    cg.join()?;
-                }
-                sys::ioprio_set_thread(d.prio.class, d.prio.level)?;
-                let mut o = OpenOptions::new();
-                o.read(true).write(writable);
-                if direct {
-                    o.custom_flags(libc::O_DIRECT);
-                }
-                o.open(&target)
-            })();
-            barrier.wait();
-            let file = setup?;
-            let start = gate.ends.run_start();
-            let end = start + duration;
-            let mut pacer = Pacer::new(&d, start, i as u64, gate);
-            let mut cur = cursor(&d, region, i as u64);
-            let mut acc = Acc::new(interval);
-            if d.depth <= 1 {
-                let mut b = AlignedBuf::new(d.block as usize);
-                b.fill(i as u8 | 1);
-                while pacer.before(&stop, end) {
-                    let (off, len) = cur.next();
-                    pacer.charge(len);
-                    if b.len() != len as usize {
-                        b = AlignedBuf::new(len as usize);
-                    }
-                    let t0 = Instant::now();
-                    let res = match d.dir {
-                        Dir::Read => file.read_at(&mut b, off),
-                        Dir::Write => file.write_at(&b, off),
-                    };
-                    let n = *res.as_ref().unwrap_or(&0) as u64;
-                    acc.record(res, t0.elapsed());
-                    pacer.after(n, &stop, end);
-                }
-            } else {
-                kernel_ring_loop(&file, &d, &mut cur, &mut pacer, &mut acc, &stop, end)?;
-            }
-            Ok(acc.report(&d, pacer.close()))
-        }));
-    }
-    barrier.wait();
-    let t0 = Instant::now();
-    let watch_done = Arc::new(AtomicBool::new(false));
-    let watcher = {
-        let (stop, done) = (stop.clone(), watch_done.clone());
-        std::thread::spawn(move || {
-            while !done.load(Ordering::SeqCst) {
-                if sys::interrupted().is_some() {
-                    stop.store(true, Ordering::SeqCst);
-                }
-                std::thread::sleep(Duration::from_millis(20));
-            }
-        })
+    let jobs = jobs(cfg, flows, regions);
+    let watch = sys::watch_interrupts(stop.clone());
+    let (t0, results) = if processes {
+        let deps = gates.into_iter().map(|g| g.deps).collect();
+        crate::flowproc::run_processes(jobs, &cgroups, deps, &stop)?
+    } else {
+        let threads = run_threads(jobs, &cgroups, gates, &stop);
+        let t0 = Instant::now();
+        let joined = threads.into_iter().map(|t| {
+            t.join()
+                .unwrap_or_else(|_| Err(io::Error::other("a flow thread panicked")))
+        });
+        (t0, joined.collect::<Vec<_>>())
     };
     let mut reports = Vec::new();
     let mut err = None;
-    for t in threads {
-        match t.join() {
-            Ok(Ok(r)) => reports.push(r),
-            Ok(Err(e)) => err = Some(e),
-            Err(_) => err = Some(io::Error::other("a flow thread panicked")),
+    for r in results {
+        match r {
+            Ok(r) => reports.push(r),
+            Err(e) => err = Some(e),
         }
     }
     let seconds = t0.elapsed().as_secs_f64();
-    watch_done.store(true, Ordering::SeqCst);
-    let _ = watcher.join();
+    drop(watch);
     drop(cgroups);
     while let Some(g) = group_cgs.pop() {
         drop(g);
@@ -344,12 +425,66 @@ mod tests {
         let mut cfg = RunConfig::new("/dev/null", backend, Duration::from_secs(1));
         cfg.kernel_groups = KernelGroups::One;
         let f = FlowDesc::reader("a", Pattern::Rand, 4096);
-        let (groups, flows) = flow_cgroups(&cfg, "bfq", &[f.clone(), f.clone()]).unwrap();
+        let (groups, flows, _) = flow_cgroups(&cfg, "bfq", &[f.clone(), f.clone()]).unwrap();
         assert!(groups.is_empty());
         assert!(flows.iter().all(Option::is_none));
         let mut heavy = f.clone();
         heavy.weight = Some(500);
         let e = flow_cgroups(&cfg, "bfq", &[f, heavy]).unwrap_err();
         assert!(e.to_string().contains("--kernel-groups one"), "{e}");
+    }
+
+    #[test]
+    fn on_cgroup_v2_each_flow_is_a_process_in_its_own_cgroup() {
+        // A fake unified hierarchy with the io controller.
+        let d = tempfile::tempdir().unwrap();
+        std::fs::write(d.path().join("cgroup.controllers"), "cpu io").unwrap();
+        let layout = sys::CgroupLayout::detect_in(&d.path().join("none"), &[d.path()]).unwrap();
+        let backend = Backend::Kernel {
+            scheduler: "bfq".into(),
+        };
+        let mut cfg = RunConfig::new("/dev/null", backend, Duration::from_secs(1));
+        cfg.groups = vec![g("a", None), g("a/b", Some("a"))];
+        let mut f = FlowDesc::reader("x", Pattern::Seq, 4096);
+        f.weight = Some(300);
+        let mut grouped = f.clone();
+        grouped.group = Some("a/b".into());
+        let (groups, flows, processes) =
+            flow_cgroups_in(&cfg, &layout, "bfq-rs-1", &[f, grouped]).unwrap();
+        assert!(processes, "v2 takes processes, not threads");
+        let rel = |p: &std::path::Path| p.strip_prefix(d.path()).unwrap().to_path_buf();
+        let dirs: Vec<_> = groups.iter().map(|c| rel(c.dir())).collect();
+        assert_eq!(
+            dirs,
+            ["bfq-rs-1-g0", "bfq-rs-1-g0/g1"].map(std::path::PathBuf::from)
+        );
+        let leaf = flows[1].as_ref().unwrap();
+        assert_eq!(rel(leaf.dir()), std::path::Path::new("bfq-rs-1-g0/g1/f1"));
+        assert_eq!(
+            rel(flows[0].as_ref().unwrap().dir()),
+            std::path::Path::new("bfq-rs-1-0")
+        );
+        // every parent lets its children use the io controller
+        for p in ["", "bfq-rs-1-g0", "bfq-rs-1-g0/g1"] {
+            let sc = d.path().join(p).join("cgroup.subtree_control");
+            assert_eq!(std::fs::read_to_string(sc).unwrap(), "+io", "{p}");
+        }
+        // a flow's process goes in through cgroup.procs
+        leaf.add_thread(4242).unwrap();
+        assert_eq!(
+            std::fs::read_to_string(leaf.dir().join("cgroup.procs")).unwrap(),
+            "4242"
+        );
+        // on v1, per-process is asked for; per-flow stays threads
+        let v1 = d.path().join("blkio");
+        std::fs::create_dir(&v1).unwrap();
+        std::fs::write(v1.join("tasks"), "").unwrap();
+        let l1 = sys::CgroupLayout::detect_in(&v1, &[]).unwrap();
+        let one = [FlowDesc::reader("y", Pattern::Seq, 4096)];
+        cfg.groups.clear();
+        assert!(!flow_cgroups_in(&cfg, &l1, "t1", &one).unwrap().2);
+        cfg.kernel_groups = KernelGroups::PerProcess;
+        assert!(flow_cgroups_in(&cfg, &l1, "t2", &one).unwrap().2);
+        drop((groups, flows));
     }
 }

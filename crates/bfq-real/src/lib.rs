@@ -15,6 +15,7 @@
 //! - [`run()`]: the driver, and the engine side of a run.
 //! - [`kernel`]: the kernel side of a run; where threads are put into
 //!   cgroups and given their I/O priorities.
+//! - [`flowproc`]: `kernel:*` flows as processes of their own (cgroup v2).
 //! - [`sys`]: the kernel peers: loop devices, a block device's scheduler,
 //!   blkio cgroups, I/O priorities, mount checks, interrupt handling and
 //!   cleanup after dead runs. Every resource is a guard undone on drop.
@@ -23,6 +24,7 @@
 #![warn(missing_docs)]
 
 pub mod desc;
+pub mod flowproc;
 pub mod flowspec;
 pub mod kernel;
 mod pace;

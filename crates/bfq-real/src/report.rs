@@ -1,7 +1,7 @@
 //! What a real run did: per-flow counts, latencies, series and runs.
 
 /// What one flow did.
-#[derive(Clone, Debug, Default, PartialEq)]
+#[derive(Clone, Debug, Default, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct FlowReport {
     /// Flow name.
     pub name: String,

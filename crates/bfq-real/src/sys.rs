@@ -6,7 +6,8 @@ use std::fs;
 use std::io;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::sync::atomic::{AtomicI32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
+use std::sync::Arc;
 
 pub use bfq_engine::sys::{current_cpus, gettid, pin_current_thread};
 
@@ -438,12 +439,12 @@ impl CgroupLayout {
     pub fn describe(&self) -> String {
         match self {
             CgroupLayout::V1 { root } => format!(
-                "weights in cgroup v1 blkio ({}, blkio.bfq.weight), one cgroup per flow thread",
+                "weights in cgroup v1 blkio ({}, blkio.bfq.weight), one cgroup per flow",
                 root.display()
             ),
             CgroupLayout::V2 { root } => format!(
-                "cgroup v2 ({}, io.bfq.weight or io.weight): processes only, so flows (threads) \
-                 get their weights from their I/O priority levels",
+                "weights in cgroup v2 ({}, io.bfq.weight or io.weight), which takes processes: \
+                 one process and cgroup per flow",
                 root.display()
             ),
         }
@@ -451,28 +452,6 @@ impl CgroupLayout {
 }
 
 impl Cgroup {
-    /// Creates `name` with weight `weight` in the v1 blkio hierarchy (the
-    /// per-thread one; see [`CgroupLayout`]); fails with a message on a
-    /// cgroup v2 only system.
-    pub fn create(name: &str, weight: u32) -> io::Result<Cgroup> {
-        require_root("blkio cgroups")?;
-        match CgroupLayout::detect() {
-            Some(l @ CgroupLayout::V1 { .. }) => Cgroup::create_in(&l, name, weight),
-            Some(CgroupLayout::V2 { .. }) => Err(io::Error::new(
-                io::ErrorKind::Unsupported,
-                "cgroup v2 only: the io controller puts whole processes, not threads, in \
-                 a cgroup, so per-flow weights need one process per flow (not supported \
-                 yet); give flows the weights of their I/O priority levels, or mount \
-                 cgroup v1 blkio at /sys/fs/cgroup/blkio",
-            )),
-            None => Err(io::Error::new(
-                io::ErrorKind::Unsupported,
-                "no cgroup v1 blkio hierarchy at /sys/fs/cgroup/blkio and no cgroup v2 \
-                 hierarchy with the io controller",
-            )),
-        }
-    }
-
     /// Creates `name` (a path below the layout's root) with `weight`.
     pub fn create_in(layout: &CgroupLayout, name: &str, weight: u32) -> io::Result<Cgroup> {
         let root = layout.root().to_path_buf();
@@ -540,6 +519,40 @@ extern "C" fn on_interrupt(sig: libc::c_int) {
 /// Dropping it restores the previous handlers.
 pub struct InterruptGuard {
     previous: Vec<(libc::c_int, libc::sigaction)>,
+}
+
+/// Sets a run's stop flag when SIGINT or SIGTERM has arrived (while
+/// [`catch_interrupts`] is in force), looking every 20 ms, until dropped.
+pub struct InterruptWatch {
+    done: Arc<AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+/// Starts an [`InterruptWatch`] setting `stop`.
+pub fn watch_interrupts(stop: Arc<AtomicBool>) -> InterruptWatch {
+    let done = Arc::new(AtomicBool::new(false));
+    let d = done.clone();
+    let thread = std::thread::spawn(move || {
+        while !d.load(Ordering::SeqCst) {
+            if interrupted().is_some() {
+                stop.store(true, Ordering::SeqCst);
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+    });
+    InterruptWatch {
+        done,
+        thread: Some(thread),
+    }
+}
+
+impl Drop for InterruptWatch {
+    fn drop(&mut self) {
+        self.done.store(true, Ordering::SeqCst);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
 }
 
 /// Catches SIGINT and SIGTERM until the guard is dropped.
