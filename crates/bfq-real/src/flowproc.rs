@@ -1,7 +1,9 @@
 //! `kernel:*` flows as processes of their own. cgroup v2's io controller
 //! puts whole processes in a cgroup, so a flow with a weight of its own
 //! needs a process of its own: the run starts its own binary once per flow
-//! with the hidden subcommand [`SUBCOMMAND`], which calls [`serve`].
+//! with the hidden subcommand [`SUBCOMMAND`], which calls [`serve`]. The
+//! `bfq` binary has it; another program running `kernel:*` flows as
+//! processes must call [`serve`] when started with [`SUBCOMMAND`].
 //!
 //! The protocol, one line each way on the child's stdin and stdout:
 //! the parent writes the flow's [`KernelJob`] as JSON; the child sets its
@@ -192,8 +194,12 @@ fn collect(p: &mut Proc) -> io::Result<FlowReport> {
             p.name
         )));
     }
-    serde_json::from_str(text.trim())
-        .map_err(|e| bad(format!("flow {}: its process's report: {e}", p.name)))
+    serde_json::from_str(text.trim()).map_err(|e| {
+        bad(format!(
+            "flow {}: its process's report: {e} (does this program serve `{SUBCOMMAND}`?)",
+            p.name
+        ))
+    })
 }
 
 #[cfg(test)]

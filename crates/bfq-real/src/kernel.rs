@@ -1,10 +1,11 @@
 //! Real runs under the kernel's schedulers (`kernel:bfq`,
 //! `kernel:mq-deadline`, `kernel:kyber`, `kernel:none`): the device's
-//! scheduler is switched for the run, and each flow is a thread that
+//! scheduler is switched for the run, and each flow ([`KernelJob`])
 //! submits directly to the block device (`pread`/`pwrite` at depth 1, its
 //! own io_uring ring deeper), with its I/O priority set and placed in a
-//! blkio cgroup carrying its weight. **This is where a real run puts
-//! threads into cgroups** ([`run_kernel`]).
+//! cgroup carrying its weight: as a thread on cgroup v1 blkio, as a
+//! process of its own on cgroup v2 ([`crate::flowproc`]). **This is where
+//! a real run puts flows into cgroups** ([`run_kernel`]).
 
 use crate::desc::{parents_first, Dir, FlowDesc, KernelGroups, RunConfig};
 use crate::pace::{cursor, gates, Acc, Cursor, Gate, Pacer};
