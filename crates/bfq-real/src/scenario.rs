@@ -236,5 +236,22 @@ on_off = { on = "1M", off = "10ms" }
         assert_eq!(j.flows[0].completions_s, vec![0.5, 1.5]);
         assert_eq!(j.flows[0].requests, 2);
         assert!(j.to_json().contains("\"scenario\": \"t\""));
+        // a flow that started late (a start delay, or after others) is
+        // counted over its own time: 1 MiB from 1 s to 1.5 s is 2 MiB/s
+        let late = crate::report::FlowReport {
+            name: "late".into(),
+            bytes: 1 << 20,
+            start_s: Some(1.0),
+            run_starts_s: vec![1.0],
+            run_ends_s: vec![1.5],
+            ..Default::default()
+        };
+        let report = RunReport {
+            flows: vec![late],
+            seconds: 3.0,
+            ..report
+        };
+        let j = to_sim_result(&report, "t", 1, Duration::from_secs(1));
+        assert!((j.flows[0].throughput_mib_s - 2.0).abs() < 1e-9);
     }
 }
