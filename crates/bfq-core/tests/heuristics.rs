@@ -1546,13 +1546,13 @@ fn bfq_kernel_is_the_kernel_without_this_projects_rules() {
     // The kernel's rules only.
     assert!(!k.inject.charge_service && !k.inject.share_cap && !k.inject.read_floor);
     assert!(!k.peak_rate.turn_samples && !k.budget.raised_feedback);
-    assert!(!k.charge.overcharge_asymmetric);
+    assert!(!k.charge.overcharge_asymmetric && !k.charge.new_flow_service);
     // `bfq` = the kernel plus the rules listed in docs/bfq-settings.md.
     assert!(b.inject.charge_service && b.inject.share_cap && b.inject.read_floor);
     assert!(!b.peak_rate.large_seq);
     assert!(b.peak_rate.turn_samples && b.budget.raised_feedback);
     assert!(k.peak_rate.large_seq);
-    assert!(b.charge.overcharge_asymmetric);
+    assert!(b.charge.overcharge_asymmetric && b.charge.new_flow_service);
     let back = BfqConfig::from_settings_on(
         b,
         &mut Settings::from_pairs([
@@ -1563,6 +1563,7 @@ fn bfq_kernel_is_the_kernel_without_this_projects_rules() {
             ("peak_rate_turn_samples", "0"),
             ("wr_budget_feedback", "0"),
             ("async_charge_asymmetric", "0"),
+            ("new_flow_charge_service", "0"),
         ]),
     )
     .unwrap();

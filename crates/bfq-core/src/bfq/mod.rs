@@ -169,6 +169,7 @@ impl BfqConfig {
             },
             charge: ChargeConfig {
                 overcharge_asymmetric: true,
+                new_flow_service: true,
                 ..k.charge
             },
             ..k
@@ -194,6 +195,7 @@ impl BfqConfig {
                 overcharge_asymmetric: false,
                 async_depth_pct: 50,
                 sync_write_depth_pct: 75,
+                new_flow_service: false,
             },
             wr: WrConfig::kernel(),
             guarantee: GuaranteeIdling {
@@ -262,6 +264,7 @@ impl BfqConfig {
                 overcharge_asymmetric: false,
                 async_depth_pct: 100,
                 sync_write_depth_pct: 100,
+                new_flow_service: false,
             },
             wr: WrConfig::plus_2014(),
             idle: IdleConfig {
@@ -454,6 +457,7 @@ impl BfqConfig {
                 1,
                 100,
             )? as u32,
+            new_flow_service: s.bool("new_flow_charge_service", d.charge.new_flow_service)?,
         };
         let w = d.wr;
         let wr = WrConfig {
@@ -543,6 +547,9 @@ pub struct FlowState {
     last_sync_at: Option<Time>,
     /// Total sectors dispatched (for statistics and tests).
     served_total: u64,
+    /// `served_total` when the flow began doing I/O, or came back after
+    /// idling longer than `wr_min_idle_time` (`new_flow_charge_service`).
+    served_at_start: u64,
     /// Turns granted, the sum of their budgets, requests injected
     /// ([`Scheduler::flow_internals`]).
     turns: u64,
@@ -995,6 +1002,8 @@ impl Bfq {
         let fs = &self.topo.any_flow(turn.flow).data;
         let seeky = fs.seek.is_seeky();
         let raised = fs.raise.on();
+        let starting = self.cfg.charge.new_flow_service
+            && fs.served_total - fs.served_at_start <= self.cfg.budget.max_budget / 8;
         // Heuristics 3 and 7: a turn into which other flows' requests were
         // injected did not hold the device idle for the flow (the injected
         // requests ran alongside its own, and their flows pay for them): it
@@ -1030,6 +1039,7 @@ impl Bfq {
             elapsed: held,
             seeky,
             raised,
+            starting,
             max_budget: self.cfg.budget.max_budget,
             timeout: timeout_sync,
             min_time: if held == 0 {
@@ -1411,6 +1421,7 @@ impl Scheduler for Bfq {
             sync: true,
             last_sync_at: None,
             served_total: 0,
+            served_at_start: 0,
             turns: 0,
             budget_sum: 0,
             charged: 0,
@@ -1477,6 +1488,7 @@ impl Scheduler for Bfq {
         let slice_idle = self.cfg.idle.slice_idle;
         let seek_threshold = self.cfg.idle.seek_threshold;
         let preempt = self.cfg.preempt;
+        let min_idle_time = self.cfg.wr.min_idle_time;
         let large_nonrot = !self.device.rotational && req.sectors >= idling::NONROT_SEQ_SECTORS;
         let fs = &mut self.topo.any_flow_mut(owner).data;
         let was_empty = fs.queue.is_empty();
@@ -1503,6 +1515,9 @@ impl Scheduler for Bfq {
         if was_idle && !first {
             fs.think
                 .record(now.saturating_sub(fs.last_completion), slice_idle);
+        }
+        if woke && !lingered && (first || now.saturating_sub(fs.idle_since) > min_idle_time) {
+            fs.served_at_start = fs.served_total;
         }
         let (entity, group) = (fs.entity, fs.group);
         self.recount_seq(owner);
