@@ -45,7 +45,7 @@ pub mod wf2q;
 use crate::error::SchedError;
 use crate::scheduler::{FlowInternals, Internals, Scheduler};
 use crate::settings::Settings;
-use crate::table::{RequestTable, SlotIdx, Topology};
+use crate::table::{check_time, dispatch_past_end, RequestTable, SlotIdx, Topology};
 use crate::types::*;
 use budget::{BudgetConfig, ExpireReason, Feedback, FeedbackCtx};
 use charging::{ChargeConfig, ChargeRule, DeviceSlots, TurnInfo};
@@ -1396,7 +1396,8 @@ impl Scheduler for Bfq {
         Ok(())
     }
 
-    fn add_flow(&mut self, _now: Time, spec: FlowSpec) -> Result<FlowId, SchedError> {
+    fn add_flow(&mut self, now: Time, spec: FlowSpec) -> Result<FlowId, SchedError> {
+        check_time(now)?;
         let weight = self.topo.check_spec(&spec)?;
         let budget = self.cfg.budget.initial_budget;
         let next = self.topo.next_flow_id();
@@ -1453,6 +1454,7 @@ impl Scheduler for Bfq {
     }
 
     fn remove_flow(&mut self, now: Time, flow: FlowId) -> Result<(), SchedError> {
+        check_time(now)?;
         let f = self.topo.flow(flow)?;
         let entity = f.data.entity;
         if f.held == 0 {
@@ -1468,6 +1470,7 @@ impl Scheduler for Bfq {
     }
 
     fn add_request(&mut self, now: Time, req: Request) -> Result<(), SchedError> {
+        check_time(now)?;
         self.topo.check_flow(req.flow)?;
         // Validates (zero length, duplicate id) before anything changes.
         let slot = self.table.insert(now, req, req.flow.0)?;
@@ -1626,6 +1629,9 @@ impl Scheduler for Bfq {
     }
 
     fn dispatch(&mut self, now: Time) -> Dispatch {
+        if let Some(d) = dispatch_past_end(now, self.queued()) {
+            return d;
+        }
         self.end_lingering(now);
         loop {
             let Some(turn) = self.turn else {
@@ -1751,6 +1757,7 @@ impl Scheduler for Bfq {
     }
 
     fn complete(&mut self, now: Time, id: ReqId) -> Result<(), SchedError> {
+        check_time(now)?;
         let slot = self.table.complete(id)?;
         let flow = slot.req.flow;
         let owner = FlowId(slot.extra);
