@@ -140,7 +140,7 @@ impl IoPrio {
 
     /// The weight a flow gets from its priority level when no explicit
     /// weight is given: `(8 - level) * 10`, as today's kernel BFQ does
-    /// (level 4 -> 40). See reference/linux-bfq-mechanisms.md, "Units".
+    /// (level 4 -> 40).
     pub fn default_weight(self) -> u32 {
         (8 - u32::from(self.level.min(7))) * 10
     }
