@@ -385,9 +385,10 @@ fn serve(name: &str, s: &mut dyn Scheduler, now: &mut Time, n: usize) {
 /// A `now` past `MAX_TIME` (the end of a scheduler's clock) is refused by
 /// every call that takes one, changing nothing: the `Result` calls give
 /// `TimeOutOfRange`, `dispatch` answers `Wait` (`Empty` with nothing
-/// queued). Driven on at `MAX_TIME`, the scheduler then serves what it
-/// holds. In an overflow-checked build, such times panicked most
-/// schedulers (deadlines `now + duration` past `u64::MAX`).
+/// queued); `internals`, which changes nothing, answers. Driven on at
+/// `MAX_TIME`, the scheduler then serves what it holds. Unchecked, such a
+/// time makes deadlines (`now + duration`) that can pass `u64::MAX`: a
+/// panic in an overflow-checked build.
 #[test]
 fn times_past_the_end_of_the_clock_are_refused() {
     let late = [MAX_TIME + 1, u64::MAX - MAX_DURATION, u64::MAX];
@@ -413,6 +414,8 @@ fn times_past_the_end_of_the_clock_are_refused() {
             assert_eq!(s.add_request(t, read4k(3, f, 8)), refused, "{what}");
             assert_eq!(s.complete(t, first), refused, "{what}: complete at {t}");
             assert_eq!(s.dispatch(t), Dispatch::Wait, "{what}: dispatch at {t}");
+            // Read-only, and safe at any time.
+            let _ = s.internals(t);
             assert_eq!(
                 (s.queued(), s.in_flight()),
                 (1, 1),
