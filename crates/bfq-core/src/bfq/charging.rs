@@ -49,7 +49,8 @@
 //!
 //! ## Write over-charge (`async_charge_factor`, `write_charge_factor`)
 //! Each sector of an asynchronous request costs `async_charge_factor`
-//! sectors of budget and of B-WF2Q+ service (kernel: 3), and each written
+//! sectors of budget and of B-WF2Q+ service (kernel: 3; `bfq` and Linux
+//! 4.x: 10, see docs/bfq-settings.md), and each written
 //! sector `write_charge_factor` (report Sec. 4.5: 10; kernel 1), except
 //! for weight-raised flows and in asymmetric scenarios (kernel), where the
 //! weights alone must decide. Linux 4.x (the 2018 article's bfq) had no

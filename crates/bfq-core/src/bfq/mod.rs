@@ -170,6 +170,7 @@ impl BfqConfig {
             charge: ChargeConfig {
                 overcharge_asymmetric: true,
                 new_flow_service: true,
+                async_charge_factor: 10,
                 ..k.charge
             },
             ..k
@@ -369,6 +370,7 @@ impl BfqConfig {
             turn_samples: s.bool("peak_rate_turn_samples", d.peak_rate.turn_samples)?,
             large_seq: s.bool("peak_rate_large_seq", d.peak_rate.large_seq)?,
             min_turn: s.duration("peak_rate_min_turn", d.peak_rate.min_turn)?,
+            learned: s.u64_in("peak_rate_learned", d.peak_rate.learned, 0, 20_000_000)?,
             ..d.peak_rate
         };
         let idle = IdleConfig {
@@ -683,7 +685,7 @@ pub struct Bfq {
 impl Bfq {
     /// BFQ with the given configuration.
     pub fn new(cfg: BfqConfig) -> Self {
-        Bfq {
+        let mut b = Bfq {
             name: "bfq",
             cfg,
             device: DeviceInfo::default(),
@@ -693,12 +695,14 @@ impl Bfq {
             turn: None,
             census: Census::default(),
             lingering: Lingering::default(),
-            peak: PeakRate::new(true),
+            peak: PeakRate::new(true, cfg.peak_rate.learned),
             burst: Burst::default(),
             last_completion: None,
             slots: DeviceSlots::default(),
             stats: BfqStats::default(),
-        }
+        };
+        b.retune_max_budget();
+        b
     }
 
     /// BFQ (profile `bfq`) built from `key=value` settings; unknown keys
@@ -1364,7 +1368,7 @@ impl Scheduler for Bfq {
 
     fn set_device(&mut self, device: DeviceInfo) {
         if device.rotational != self.device.rotational && self.peak.accepted == 0 {
-            self.peak = PeakRate::new(device.rotational);
+            self.peak = PeakRate::new(device.rotational, self.cfg.peak_rate.learned);
         }
         self.device = DeviceInfo {
             queue_depth: device.depth(),
