@@ -5,8 +5,9 @@
 //! - no panic;
 //! - bad calls (unknown or removed flows and groups, bad weights and
 //!   levels, zero-length requests, requests ending past the last sector,
-//!   duplicate ids, completions of requests not in flight) give an error
-//!   and change nothing;
+//!   duplicate ids, completions of requests not in flight, times past
+//!   `MAX_TIME`) give an error (`dispatch`: `Wait` or `Empty`) and change
+//!   nothing;
 //! - every request is dispatched exactly once and completed exactly once,
 //!   `queued()` and `in_flight()` agree with what was handed in;
 //! - no stall: with no new requests, serving what is held ends;
@@ -129,9 +130,16 @@ fn scheduler_case(name: &str, seed: u64, ops: u32) -> Result<u64, Failure> {
     } else {
         rng.gen_range(0..1_000 * SEC)
     };
+    // Calls past the end of the clock come from a stream of their own, so
+    // that a seed's other calls are the same with or without them.
+    let mut late = Pcg64::seed_from_u64(seed ^ LATE_STREAM);
     let mut calls = 0;
     for _ in 0..ops {
         calls += 1;
+        if late.gen_ratio(1, 50) {
+            calls += 1;
+            late_call(&mut *s, &m, &mut late, name)?;
+        }
         step(&mut *s, &mut m, &mut rng, &mut now, name)?;
         check_counts(&*s, &m, name)?;
     }
@@ -142,6 +150,55 @@ fn scheduler_case(name: &str, seed: u64, ops: u32) -> Result<u64, Failure> {
             .map_err(|e| Failure(format!("{name}: remove {f:?}: {e}")))?;
     }
     Ok(calls)
+}
+
+/// Seeds the stream of calls past `MAX_TIME` (with the case's seed).
+const LATE_STREAM: u64 = 0x6c61_7465_5f74_696d;
+
+/// One call with a `now` past `MAX_TIME`, the end of a scheduler's clock:
+/// it must be refused (`TimeOutOfRange`; `dispatch`: `Wait`, or `Empty`
+/// with nothing queued) and change nothing.
+fn late_call(s: &mut dyn Scheduler, m: &Model, rng: &mut Pcg64, name: &str) -> Result<(), Failure> {
+    let t = match rng.gen_range(0..3) {
+        0 => MAX_TIME + 1,
+        1 => rng.gen_range(MAX_TIME + 1..u64::MAX),
+        _ => u64::MAX,
+    };
+    let flow = pick(&m.flows, rng).unwrap_or(FlowId(0));
+    let (call, got) = match rng.gen_range(0..5) {
+        0 => ("add_flow", s.add_flow(t, FlowSpec::default()).map(|_| ())),
+        1 => ("remove_flow", s.remove_flow(t, flow)),
+        2 => {
+            let r = Request {
+                id: m.next_id + 1,
+                flow,
+                sector: rng.gen_range(0..1u64 << 30),
+                sectors: 8,
+                op: Op::Read,
+                sync: true,
+            };
+            ("add_request", s.add_request(t, r))
+        }
+        3 => {
+            let id = pick(&m.in_flight.iter().copied().collect::<Vec<_>>(), rng);
+            ("complete", s.complete(t, id.unwrap_or(u64::MAX - 1)))
+        }
+        _ => {
+            let want = if m.queued.is_empty() {
+                Dispatch::Empty
+            } else {
+                Dispatch::Wait
+            };
+            match s.dispatch(t) {
+                d if d == want => return check_counts(s, m, name),
+                d => return fail(format!("{name}: dispatch({t}) = {d:?}, not {want:?}")),
+            }
+        }
+    };
+    if got != Err(SchedError::TimeOutOfRange(t)) {
+        return fail(format!("{name}: {call} at {t} (past MAX_TIME) = {got:?}"));
+    }
+    check_counts(s, m, name)
 }
 
 fn check_counts(s: &dyn Scheduler, m: &Model, name: &str) -> Result<(), Failure> {

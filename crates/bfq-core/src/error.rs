@@ -1,7 +1,7 @@
 //! The errors every scheduler returns for bad input. No scheduler panics on
 //! input from its caller; it returns one of these and changes nothing.
 
-use crate::types::{FlowId, GroupId, ReqId};
+use crate::types::{FlowId, GroupId, ReqId, Time, MAX_TIME};
 use std::fmt;
 
 /// Bad input to a scheduler, or a bad setting.
@@ -25,6 +25,9 @@ pub enum SchedError {
     /// Creating one more flow or group than a scheduler holds at once
     /// ([`crate::MAX_LIVE_IDS`]).
     TooManyIds(&'static str),
+    /// A call's `now` past [`crate::MAX_TIME`], the end of a scheduler's
+    /// clock.
+    TimeOutOfRange(Time),
     /// A request id the scheduler already holds.
     DuplicateRequest(ReqId),
     /// Completion of a request the scheduler does not hold.
@@ -74,6 +77,12 @@ impl fmt::Display for SchedError {
                 "too many {what}: a scheduler holds at most {} at once",
                 crate::types::MAX_LIVE_IDS
             ),
+            SchedError::TimeOutOfRange(t) => {
+                write!(
+                    f,
+                    "time {t} ns is past the end of a scheduler's clock ({MAX_TIME} ns)"
+                )
+            }
             SchedError::DuplicateRequest(id) => {
                 write!(f, "request id {id} is already held by the scheduler")
             }

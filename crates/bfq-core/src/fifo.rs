@@ -4,7 +4,7 @@
 
 use crate::error::SchedError;
 use crate::scheduler::Scheduler;
-use crate::table::{RequestTable, SlotIdx, Topology};
+use crate::table::{check_time, dispatch_past_end, RequestTable, SlotIdx, Topology};
 use crate::types::{DeviceInfo, Dispatch, FlowId, FlowSpec, GroupId, ReqId, Request, Time};
 use std::collections::VecDeque;
 
@@ -44,24 +44,31 @@ impl Scheduler for Fifo {
     fn remove_group(&mut self, group: GroupId) -> Result<(), SchedError> {
         self.topo.remove_group(group).map(|_| ())
     }
-    fn add_flow(&mut self, _now: Time, spec: FlowSpec) -> Result<FlowId, SchedError> {
+    fn add_flow(&mut self, now: Time, spec: FlowSpec) -> Result<FlowId, SchedError> {
+        check_time(now)?;
         self.topo.add_flow(spec, ())
     }
-    fn remove_flow(&mut self, _now: Time, flow: FlowId) -> Result<(), SchedError> {
+    fn remove_flow(&mut self, now: Time, flow: FlowId) -> Result<(), SchedError> {
+        check_time(now)?;
         self.topo.retire_flow(flow).map(|_| ())
     }
     fn add_request(&mut self, now: Time, req: Request) -> Result<(), SchedError> {
+        check_time(now)?;
         let idx = self.table.admit(&mut self.topo, now, req, ())?;
         self.queue.push_back(idx);
         Ok(())
     }
     fn dispatch(&mut self, now: Time) -> Dispatch {
+        if let Some(d) = dispatch_past_end(now, self.queued()) {
+            return d;
+        }
         match self.queue.pop_front() {
             Some(idx) => Dispatch::Request(self.table.dispatch(now, idx)),
             None => Dispatch::Empty,
         }
     }
-    fn complete(&mut self, _now: Time, id: ReqId) -> Result<(), SchedError> {
+    fn complete(&mut self, now: Time, id: ReqId) -> Result<(), SchedError> {
+        check_time(now)?;
         let slot = self.table.complete(id)?;
         self.topo.release(slot.req.flow);
         Ok(())

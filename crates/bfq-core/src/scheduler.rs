@@ -12,7 +12,12 @@
 //! 5. report each completion with [`Scheduler::complete`], then go to 4.
 //!
 //! The scheduler never reads a clock: every call that depends on time takes
-//! `now` (nanoseconds, non-decreasing across calls).
+//! `now` (nanoseconds, non-decreasing across calls, at most
+//! [`crate::MAX_TIME`]). A call with a later `now` is refused and changes
+//! nothing: the calls that return a `Result` give
+//! [`SchedError::TimeOutOfRange`], `dispatch` answers [`Dispatch::Wait`]
+//! (or [`Dispatch::Empty`] when nothing is queued)
+//! ([`crate::table::check_time`]).
 
 use crate::error::SchedError;
 use crate::types::{DeviceInfo, Dispatch, FlowId, FlowSpec, GroupId, ReqId, Request, Time};

@@ -7,8 +7,8 @@
 
 use crate::error::SchedError;
 use crate::types::{
-    FlowId, FlowSpec, GroupId, ReqId, Request, Time, ID_INDEX_BITS, MAX_LIVE_IDS, MAX_WEIGHT,
-    MIN_WEIGHT,
+    Dispatch, FlowId, FlowSpec, GroupId, ReqId, Request, Time, ID_INDEX_BITS, MAX_LIVE_IDS,
+    MAX_TIME, MAX_WEIGHT, MIN_WEIGHT,
 };
 use std::collections::{HashMap, VecDeque};
 use std::hash::{BuildHasherDefault, Hasher};
@@ -222,6 +222,35 @@ impl<X: Copy + Default> RequestTable<X> {
     pub fn in_flight(&self) -> usize {
         self.in_flight
     }
+}
+
+/// The end of a scheduler's clock: every call that takes a `now` past
+/// [`MAX_TIME`] is refused with [`SchedError::TimeOutOfRange`] before
+/// anything changes, so no deadline a scheduler computes (`now` plus at
+/// most a few [`crate::settings::MAX_DURATION`]s) can overflow. One compare
+/// on the hot path.
+#[inline]
+pub fn check_time(now: Time) -> Result<(), SchedError> {
+    if now > MAX_TIME {
+        return Err(SchedError::TimeOutOfRange(now));
+    }
+    Ok(())
+}
+
+/// [`check_time`] for `dispatch`, which has no error to return: `None` for
+/// a valid `now`; past [`MAX_TIME`] the scheduler changes nothing and
+/// answers [`Dispatch::Wait`] while it holds queued requests,
+/// [`Dispatch::Empty`] otherwise.
+#[inline]
+pub fn dispatch_past_end(now: Time, queued: usize) -> Option<Dispatch> {
+    if now <= MAX_TIME {
+        return None;
+    }
+    Some(if queued == 0 {
+        Dispatch::Empty
+    } else {
+        Dispatch::Wait
+    })
 }
 
 /// Checks a request's own fields: not empty, and its end

@@ -18,7 +18,9 @@ pub const SECTOR_BYTES: u64 = 512;
 /// The largest time a driver may pass: 2^62 ns (about 146 years after its
 /// origin). Every setting's duration is at most an hour
 /// ([`crate::settings::MAX_DURATION`]), so no deadline a scheduler
-/// computes overflows.
+/// computes overflows. Later times are refused
+/// ([`crate::table::check_time`]); an `Idle` answer within the last hour
+/// may name a time past it, where the scheduler's clock has ended.
 pub const MAX_TIME: Time = 1 << 62;
 
 /// The low bits of a [`FlowId`] or [`GroupId`] index the scheduler's
@@ -138,7 +140,7 @@ impl IoPrio {
 
     /// The weight a flow gets from its priority level when no explicit
     /// weight is given: `(8 - level) * 10`, as today's kernel BFQ does
-    /// (level 4 -> 40). See reference/linux-bfq-mechanisms.md, "Units".
+    /// (level 4 -> 40).
     pub fn default_weight(self) -> u32 {
         (8 - u32::from(self.level.min(7))) * 10
     }
@@ -270,7 +272,7 @@ pub enum Dispatch {
     },
     /// Requests are held but none may go now; call `dispatch` again after
     /// the next completion or new request (e.g. waiting for in-flight
-    /// requests to drain).
+    /// requests to drain). Also the answer to a `now` past [`MAX_TIME`].
     Wait,
     /// Nothing is queued.
     Empty,

@@ -144,8 +144,11 @@ fn classes_check(mk: fn() -> Bfq) {
 #[test]
 fn budget_timeout_overcharges_slow_flows() {
     // One flow's requests are slow (random, seeking), the other's fast
-    // (sequential). Each turn lasts at most T_max = 125 ms.
-    let cfg = BfqConfig::default();
+    // (sequential). Each turn lasts at most T_max = 125 ms. Both are
+    // async: without the async over-charge, so that only time charging
+    // sets their shares.
+    let mut cfg = BfqConfig::default();
+    cfg.charge.async_charge_factor = 1;
     let mut s = Bfq::new(cfg);
     let mut slow = FlowDef::new(100, Kind::Async { depth: 4 });
     slow.seq = false;

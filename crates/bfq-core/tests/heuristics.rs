@@ -475,7 +475,7 @@ fn h4_async_writes_are_overcharged() {
         let log = run(&mut s, disk(), &[reader, writer], 10 * SEC, 1);
         log.per_flow[0] as f64 / log.per_flow[1] as f64
     };
-    let x3 = ratio(&[("max_budget", "16384")]);
+    let x3 = ratio(&[("max_budget", "16384"), ("async_charge_factor", "3")]);
     let x1 = ratio(&[("max_budget", "16384"), ("async_charge_factor", "1")]);
     let x10 = ratio(&[
         ("max_budget", "16384"),
@@ -743,7 +743,14 @@ fn h9_waking_rt_flow_preempts_a_greedy_be_flow() {
     rt.seq = false;
     rt.base = 900_000_000;
     let go = |p: &str| {
-        let mut s = profile("bfq", &[("preemption", p), ("max_budget", "16384")]);
+        // The kernel's async over-charge (x3): at `bfq`'s x10 the greedy
+        // flow's turns are short enough that waiting for them costs little.
+        let kv = [
+            ("preemption", p),
+            ("max_budget", "16384"),
+            ("async_charge_factor", "3"),
+        ];
+        let mut s = profile("bfq", &kv);
         let log = run(&mut s, disk(), &[be, rt], 5 * SEC, 1);
         (mean(&log.latency[1]), s.stats().preemptions)
     };
@@ -1519,6 +1526,31 @@ fn h1_turn_samples_tune_b_max_under_a_mixed_workload_on_flash() {
 }
 
 #[test]
+fn h1_a_learned_peak_rate_sets_b_max_and_survives_a_mixed_workload() {
+    // A device's bfq keeps its estimate from test to test: started with
+    // the rate a reader alone gives (484 848 sectors/s), B_max is T_max x
+    // that rate from the first request, and the mixed workload's windows
+    // (mostly random, below the estimate) do not pull it back down.
+    let base = [("low_latency", "0"), ("injection", "0")];
+    let learned = mixed_workload_max_budget(&[base[0], base[1], ("peak_rate_learned", "484848")]);
+    let fresh = profile("bfq-kernel", &[("peak_rate_learned", "484848")]);
+    eprintln!(
+        "B_max: {} at start, {learned} after the mixed workload",
+        fresh.max_budget()
+    );
+    assert!(
+        fresh.max_budget().abs_diff(60_606) <= 1,
+        "{}",
+        fresh.max_budget()
+    );
+    assert!(learned.abs_diff(60_606) <= 3_000, "{learned}");
+    assert_eq!(
+        profile("bfq-kernel", &[]).max_budget(),
+        bfq_core::bfq::DEFAULT_MAX_BUDGET
+    );
+}
+
+#[test]
 fn h1_turn_samples_come_from_reads_only() {
     // Four async sequential writers and a random reader (the 2018
     // article's static sequential workload with writers): a write
@@ -1546,13 +1578,17 @@ fn bfq_kernel_is_the_kernel_without_this_projects_rules() {
     // The kernel's rules only.
     assert!(!k.inject.charge_service && !k.inject.share_cap && !k.inject.read_floor);
     assert!(!k.peak_rate.turn_samples && !k.budget.raised_feedback);
-    assert!(!k.charge.overcharge_asymmetric);
+    assert!(!k.charge.overcharge_asymmetric && !k.charge.new_flow_service);
     // `bfq` = the kernel plus the rules listed in docs/bfq-settings.md.
     assert!(b.inject.charge_service && b.inject.share_cap && b.inject.read_floor);
     assert!(!b.peak_rate.large_seq);
     assert!(b.peak_rate.turn_samples && b.budget.raised_feedback);
     assert!(k.peak_rate.large_seq);
-    assert!(b.charge.overcharge_asymmetric);
+    assert!(b.charge.overcharge_asymmetric && b.charge.new_flow_service);
+    assert_eq!(
+        (b.charge.async_charge_factor, k.charge.async_charge_factor),
+        (10, 3)
+    );
     let back = BfqConfig::from_settings_on(
         b,
         &mut Settings::from_pairs([
@@ -1563,6 +1599,8 @@ fn bfq_kernel_is_the_kernel_without_this_projects_rules() {
             ("peak_rate_turn_samples", "0"),
             ("wr_budget_feedback", "0"),
             ("async_charge_asymmetric", "0"),
+            ("new_flow_charge_service", "0"),
+            ("async_charge_factor", "3"),
         ]),
     )
     .unwrap();

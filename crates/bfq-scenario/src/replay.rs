@@ -1,5 +1,6 @@
 //! Replay files: the project's CSV (`delay_us,op,sector,sectors,sync`), the
-//! MSR Cambridge CSV (reference/device-models.md, "Traces"), and the
+//! MSR Cambridge CSV (SNIA IOTTA block traces: timestamps and response
+//! times in 100 ns units, offsets and sizes in bytes), and the
 //! seeded generator of the application start-up traces shipped in
 //! scenarios/traces/ (2014 BFQ+ report, Section 7.3: bash, xterm, konsole).
 //!
@@ -168,7 +169,7 @@ pub struct StartupShape {
 /// counts; these are assumptions, documented in docs/scenarios.md: bash
 /// ~1 MiB in 48 requests (about 0.2 s on an idle disk, the disk time the
 /// report mentions), xterm 718 requests (the count of the BFQ authors'
-/// trace, reference/device-models.md) ~7 MiB, konsole 1900 requests
+/// trace) ~7 MiB, konsole 1900 requests
 /// ~19 MiB (a KDE application loading many libraries).
 pub fn startup_shape(app: &str) -> Option<StartupShape> {
     Some(match app {

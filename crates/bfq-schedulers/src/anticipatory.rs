@@ -33,7 +33,7 @@ use crate::util::{
     choose_req, dispatch_pending, dispatch_unit, ensure, merge_or_head, topology_methods, Linked,
     MergeLink, Merger, SortList,
 };
-use bfq_core::table::{RequestTable, SlotIdx, Topology};
+use bfq_core::table::{check_time, dispatch_past_end, RequestTable, SlotIdx, Topology};
 use bfq_core::{
     DeviceInfo, Dispatch, FlowId, FlowSpec, Op, ReqId, Request, SchedError, Scheduler, Settings,
     Time, MS, SEC,
@@ -508,7 +508,8 @@ impl Scheduler for Anticipatory {
     }
     fn set_device(&mut self, _device: DeviceInfo) {}
     topology_methods!();
-    fn add_flow(&mut self, _now: Time, spec: FlowSpec) -> Result<FlowId, SchedError> {
+    fn add_flow(&mut self, now: Time, spec: FlowSpec) -> Result<FlowId, SchedError> {
+        check_time(now)?;
         let id = self.topo.add_flow(spec, ())?;
         ensure(&mut self.flows, id.index());
         self.flows[id.index()] = AsFlow {
@@ -517,12 +518,14 @@ impl Scheduler for Anticipatory {
         };
         Ok(id)
     }
-    fn remove_flow(&mut self, _now: Time, flow: FlowId) -> Result<(), SchedError> {
+    fn remove_flow(&mut self, now: Time, flow: FlowId) -> Result<(), SchedError> {
+        check_time(now)?;
         self.topo.retire_flow(flow)?;
         self.flows[flow.index()].retired = true;
         Ok(())
     }
     fn add_request(&mut self, now: Time, req: Request) -> Result<(), SchedError> {
+        check_time(now)?;
         self.topo.check_flow(req.flow)?;
         let band = self.flows[req.flow.index()].band;
         let idx = self.table.insert(
@@ -556,9 +559,13 @@ impl Scheduler for Anticipatory {
         Ok(())
     }
     fn dispatch(&mut self, now: Time) -> Dispatch {
+        if let Some(d) = dispatch_past_end(now, self.queued()) {
+            return d;
+        }
         self.do_dispatch(now)
     }
     fn complete(&mut self, now: Time, id: ReqId) -> Result<(), SchedError> {
+        check_time(now)?;
         let slot = self.table.complete(id)?;
         let r = slot.req;
         self.topo.release(r.flow);

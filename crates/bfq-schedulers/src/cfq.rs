@@ -36,7 +36,7 @@
 
 use crate::util::{choose_req, topology_methods, IoStats, SortList};
 use bfq_core::settings::MAX_DURATION;
-use bfq_core::table::{RequestTable, SlotIdx, Topology};
+use bfq_core::table::{check_time, dispatch_past_end, RequestTable, SlotIdx, Topology};
 use bfq_core::{
     DeviceInfo, Dispatch, FlowId, FlowSpec, IoClass, Op, ReqId, Request, SchedError, Scheduler,
     Settings, Time, MS,
@@ -437,7 +437,8 @@ impl Scheduler for Cfq {
         self.hw_tag = device.queues_internally;
     }
     topology_methods!();
-    fn add_flow(&mut self, _now: Time, spec: FlowSpec) -> Result<FlowId, SchedError> {
+    fn add_flow(&mut self, now: Time, spec: FlowSpec) -> Result<FlowId, SchedError> {
+        check_time(now)?;
         let id = self.topo.add_flow(spec, ())?;
         let q = sync_qid(id);
         let level = if spec.prio.class == IoClass::Idle {
@@ -466,10 +467,12 @@ impl Scheduler for Cfq {
         }
         Ok(id)
     }
-    fn remove_flow(&mut self, _now: Time, flow: FlowId) -> Result<(), SchedError> {
+    fn remove_flow(&mut self, now: Time, flow: FlowId) -> Result<(), SchedError> {
+        check_time(now)?;
         self.topo.retire_flow(flow).map(|_| ())
     }
     fn add_request(&mut self, now: Time, req: Request) -> Result<(), SchedError> {
+        check_time(now)?;
         self.topo.check_flow(req.flow)?;
         let sync = req.sync || req.op == Op::Read;
         let q = if sync {
@@ -524,6 +527,9 @@ impl Scheduler for Cfq {
         Ok(())
     }
     fn dispatch(&mut self, now: Time) -> Dispatch {
+        if let Some(d) = dispatch_past_end(now, self.queued()) {
+            return d;
+        }
         if self.table.queued() == 0 {
             return Dispatch::Empty;
         }
@@ -569,6 +575,7 @@ impl Scheduler for Cfq {
         }
     }
     fn complete(&mut self, now: Time, id: ReqId) -> Result<(), SchedError> {
+        check_time(now)?;
         let slot = self.table.complete(id)?;
         self.topo.release(slot.req.flow);
         let q = slot.extra.qid;

@@ -5,7 +5,7 @@
 //! arrival order. As in the 2010 paper, Section V.
 
 use crate::util::{clook_pick, topology_methods, SortList};
-use bfq_core::table::{RequestTable, Topology};
+use bfq_core::table::{check_time, dispatch_past_end, RequestTable, Topology};
 use bfq_core::{DeviceInfo, Dispatch, ReqId, Request, SchedError, Scheduler, Settings, Time};
 
 /// The C-LOOK elevator.
@@ -38,12 +38,16 @@ impl Scheduler for Clook {
     fn set_device(&mut self, _device: DeviceInfo) {}
     topology_methods!(flows);
     fn add_request(&mut self, now: Time, req: Request) -> Result<(), SchedError> {
+        check_time(now)?;
         let idx = self.table.admit(&mut self.topo, now, req, ())?;
         self.seq += 1;
         self.sorted.insert(req.sector, self.seq, idx);
         Ok(())
     }
     fn dispatch(&mut self, now: Time) -> Dispatch {
+        if let Some(d) = dispatch_past_end(now, self.queued()) {
+            return d;
+        }
         match clook_pick(&self.sorted, self.head) {
             Some((sector, seq, idx)) => {
                 self.sorted.remove(sector, seq);
@@ -54,7 +58,8 @@ impl Scheduler for Clook {
             None => Dispatch::Empty,
         }
     }
-    fn complete(&mut self, _now: Time, id: ReqId) -> Result<(), SchedError> {
+    fn complete(&mut self, now: Time, id: ReqId) -> Result<(), SchedError> {
+        check_time(now)?;
         let slot = self.table.complete(id)?;
         self.topo.release(slot.req.flow);
         Ok(())

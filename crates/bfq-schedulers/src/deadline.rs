@@ -14,7 +14,7 @@ use crate::util::{
     dispatch_pending, dispatch_unit, merge_or_head, topology_methods, Linked, MergeLink, Merger,
     SortList,
 };
-use bfq_core::table::{RequestTable, SlotIdx, Topology};
+use bfq_core::table::{check_time, dispatch_past_end, RequestTable, SlotIdx, Topology};
 use bfq_core::{
     DeviceInfo, Dispatch, Op, ReqId, Request, SchedError, Scheduler, Settings, Time, MS,
 };
@@ -124,6 +124,7 @@ impl Scheduler for Deadline {
     fn set_device(&mut self, _device: DeviceInfo) {}
     topology_methods!(flows);
     fn add_request(&mut self, now: Time, req: Request) -> Result<(), SchedError> {
+        check_time(now)?;
         let idx = self
             .table
             .admit(&mut self.topo, now, req, Extra::default())?;
@@ -140,6 +141,9 @@ impl Scheduler for Deadline {
         Ok(())
     }
     fn dispatch(&mut self, now: Time) -> Dispatch {
+        if let Some(d) = dispatch_past_end(now, self.queued()) {
+            return d;
+        }
         if let Some(r) = dispatch_pending(&mut self.table, &mut self.merger, now) {
             return Dispatch::Request(r);
         }
@@ -180,7 +184,8 @@ impl Scheduler for Deadline {
         self.batching = 1;
         Dispatch::Request(self.move_request(now, idx))
     }
-    fn complete(&mut self, _now: Time, id: ReqId) -> Result<(), SchedError> {
+    fn complete(&mut self, now: Time, id: ReqId) -> Result<(), SchedError> {
+        check_time(now)?;
         let slot = self.table.complete(id)?;
         self.topo.release(slot.req.flow);
         Ok(())

@@ -9,7 +9,7 @@
 use crate::util::{
     dispatch_pending, dispatch_unit, merge_or_head, topology_methods, MergeLink, Merger,
 };
-use bfq_core::table::{RequestTable, SlotIdx, Topology};
+use bfq_core::table::{check_time, dispatch_past_end, RequestTable, SlotIdx, Topology};
 use bfq_core::{DeviceInfo, Dispatch, ReqId, Request, SchedError, Scheduler, Settings, Time};
 use std::collections::VecDeque;
 
@@ -48,6 +48,7 @@ impl Scheduler for Noop {
     fn set_device(&mut self, _device: DeviceInfo) {}
     topology_methods!(flows);
     fn add_request(&mut self, now: Time, req: Request) -> Result<(), SchedError> {
+        check_time(now)?;
         let idx = self
             .table
             .admit(&mut self.topo, now, req, MergeLink::default())?;
@@ -57,6 +58,9 @@ impl Scheduler for Noop {
         Ok(())
     }
     fn dispatch(&mut self, now: Time) -> Dispatch {
+        if let Some(d) = dispatch_past_end(now, self.queued()) {
+            return d;
+        }
         if let Some(r) = dispatch_pending(&mut self.table, &mut self.merger, now) {
             return Dispatch::Request(r);
         }
@@ -67,7 +71,8 @@ impl Scheduler for Noop {
             None => Dispatch::Empty,
         }
     }
-    fn complete(&mut self, _now: Time, id: ReqId) -> Result<(), SchedError> {
+    fn complete(&mut self, now: Time, id: ReqId) -> Result<(), SchedError> {
+        check_time(now)?;
         let slot = self.table.complete(id)?;
         self.topo.release(slot.req.flow);
         Ok(())

@@ -16,7 +16,7 @@
 //! 1, 2, 3... in creation order.
 
 use crate::util::{node_settings, parse_dur, topology_methods, Node, SortList};
-use bfq_core::table::{RequestTable, Topology};
+use bfq_core::table::{check_time, dispatch_past_end, RequestTable, Topology};
 use bfq_core::{
     DeviceInfo, Dispatch, FlowId, FlowSpec, GroupId, ReqId, Request, SchedError, Scheduler,
     Settings, Time, MS,
@@ -86,14 +86,16 @@ impl Scheduler for ScanEdf {
     }
     fn set_device(&mut self, _device: DeviceInfo) {}
     topology_methods!();
-    fn add_flow(&mut self, _now: Time, spec: FlowSpec) -> Result<FlowId, SchedError> {
+    fn add_flow(&mut self, now: Time, spec: FlowSpec) -> Result<FlowId, SchedError> {
+        check_time(now)?;
         let id = self.topo.add_flow(spec, ())?;
         let d = self.deadline_for(id, spec.group);
         crate::util::ensure(&mut self.rel, id.index());
         self.rel[id.index()] = d;
         Ok(id)
     }
-    fn remove_flow(&mut self, _now: Time, flow: FlowId) -> Result<(), SchedError> {
+    fn remove_flow(&mut self, now: Time, flow: FlowId) -> Result<(), SchedError> {
+        check_time(now)?;
         self.topo.retire_flow(flow)?;
         if self.wait_for.is_some_and(|(f, _)| f == flow) {
             self.wait_for = None;
@@ -101,6 +103,7 @@ impl Scheduler for ScanEdf {
         Ok(())
     }
     fn add_request(&mut self, now: Time, req: Request) -> Result<(), SchedError> {
+        check_time(now)?;
         self.topo.check_flow(req.flow)?;
         let abs = now.saturating_add(self.rel[req.flow.index()]);
         let dl = if self.delta > 0 {
@@ -119,6 +122,9 @@ impl Scheduler for ScanEdf {
         Ok(())
     }
     fn dispatch(&mut self, now: Time) -> Dispatch {
+        if let Some(d) = dispatch_past_end(now, self.queued()) {
+            return d;
+        }
         let Some(((d0, _), _, _)) = self.list.first() else {
             return Dispatch::Empty;
         };
@@ -138,6 +144,7 @@ impl Scheduler for ScanEdf {
         Dispatch::Request(r)
     }
     fn complete(&mut self, now: Time, id: ReqId) -> Result<(), SchedError> {
+        check_time(now)?;
         let slot = self.table.complete(id)?;
         let f = slot.req.flow;
         let freed = self.topo.release(f);

@@ -34,7 +34,7 @@
 mod low;
 
 use crate::util::{ensure, node_settings, parse_rate, Node};
-use bfq_core::table::{RequestTable, SlotIdx, Topology};
+use bfq_core::table::{check_time, dispatch_past_end, RequestTable, SlotIdx, Topology};
 use bfq_core::{
     DeviceInfo, Dispatch, FlowId, FlowSpec, GroupId, Internals, Op, ReqId, Request, SchedError,
     Scheduler, Settings, Time, MS, SEC, SECTOR_BYTES, US,
@@ -650,6 +650,7 @@ impl Scheduler for Throttle {
         }
     }
     fn add_flow(&mut self, now: Time, spec: FlowSpec) -> Result<FlowId, SchedError> {
+        check_time(now)?;
         let id = self.topo.add_flow(spec, ())?;
         ensure(&mut self.flows, id.index());
         ensure(&mut self.fnodes, id.index());
@@ -680,13 +681,15 @@ impl Scheduler for Throttle {
         }
         Ok(id)
     }
-    fn remove_flow(&mut self, _now: Time, flow: FlowId) -> Result<(), SchedError> {
+    fn remove_flow(&mut self, now: Time, flow: FlowId) -> Result<(), SchedError> {
+        check_time(now)?;
         if self.topo.retire_flow(flow)? {
             self.forget_flow(flow);
         }
         Ok(())
     }
     fn add_request(&mut self, now: Time, req: Request) -> Result<(), SchedError> {
+        check_time(now)?;
         let idx = self
             .table
             .admit(&mut self.topo, now, req, Extra { seq: self.seq + 1 })?;
@@ -702,6 +705,9 @@ impl Scheduler for Throttle {
         Ok(())
     }
     fn dispatch(&mut self, now: Time) -> Dispatch {
+        if let Some(d) = dispatch_past_end(now, self.queued()) {
+            return d;
+        }
         if self.low_policy {
             self.refresh_scale(now);
         }
@@ -753,6 +759,7 @@ impl Scheduler for Throttle {
         }
     }
     fn complete(&mut self, now: Time, id: ReqId) -> Result<(), SchedError> {
+        check_time(now)?;
         let slot = self.table.complete(id)?;
         if self.low_policy {
             self.on_completion(&slot.req, slot.dispatched_at, now);

@@ -249,16 +249,18 @@ macro_rules! topology_methods {
         $crate::util::topology_methods!();
         fn add_flow(
             &mut self,
-            _now: bfq_core::Time,
+            now: bfq_core::Time,
             spec: bfq_core::FlowSpec,
         ) -> Result<bfq_core::FlowId, bfq_core::SchedError> {
+            bfq_core::table::check_time(now)?;
             self.topo.add_flow(spec, ())
         }
         fn remove_flow(
             &mut self,
-            _now: bfq_core::Time,
+            now: bfq_core::Time,
             flow: bfq_core::FlowId,
         ) -> Result<(), bfq_core::SchedError> {
+            bfq_core::table::check_time(now)?;
             self.topo.retire_flow(flow).map(|_| ())
         }
     };

@@ -20,7 +20,7 @@
 //! tags are in sectors scaled by 2^16 per unit of weight.
 
 use crate::util::{clook_pick, ensure, topology_methods, SortList};
-use bfq_core::table::{RequestTable, SlotIdx, Topology};
+use bfq_core::table::{check_time, dispatch_past_end, RequestTable, SlotIdx, Topology};
 use bfq_core::{
     DeviceInfo, Dispatch, FlowId, FlowSpec, ReqId, Request, SchedError, Scheduler, Settings, Time,
 };
@@ -131,7 +131,8 @@ impl Scheduler for Yfq {
     }
     fn set_device(&mut self, _device: DeviceInfo) {}
     topology_methods!();
-    fn add_flow(&mut self, _now: Time, spec: FlowSpec) -> Result<FlowId, SchedError> {
+    fn add_flow(&mut self, now: Time, spec: FlowSpec) -> Result<FlowId, SchedError> {
+        check_time(now)?;
         let id = self.topo.add_flow(spec, ())?;
         ensure(&mut self.flows, id.index());
         self.flows[id.index()] = YFlow {
@@ -140,10 +141,12 @@ impl Scheduler for Yfq {
         };
         Ok(id)
     }
-    fn remove_flow(&mut self, _now: Time, flow: FlowId) -> Result<(), SchedError> {
+    fn remove_flow(&mut self, now: Time, flow: FlowId) -> Result<(), SchedError> {
+        check_time(now)?;
         self.topo.retire_flow(flow).map(|_| ())
     }
     fn add_request(&mut self, now: Time, req: Request) -> Result<(), SchedError> {
+        check_time(now)?;
         self.topo.check_flow(req.flow)?;
         let f = &self.flows[req.flow.index()];
         let start = self.vtime.max(f.last_finish);
@@ -170,6 +173,9 @@ impl Scheduler for Yfq {
         Ok(())
     }
     fn dispatch(&mut self, now: Time) -> Dispatch {
+        if let Some(d) = dispatch_past_end(now, self.queued()) {
+            return d;
+        }
         if self.batch.is_empty() {
             if self.table.queued() == 0 {
                 return Dispatch::Empty;
@@ -197,6 +203,7 @@ impl Scheduler for Yfq {
         }
     }
     fn complete(&mut self, now: Time, id: ReqId) -> Result<(), SchedError> {
+        check_time(now)?;
         let slot = self.table.complete(id)?;
         let r = slot.req;
         if slot.extra.batch == self.batch_no {

@@ -381,3 +381,60 @@ fn serve(name: &str, s: &mut dyn Scheduler, now: &mut Time, n: usize) {
         }
     }
 }
+
+/// A `now` past `MAX_TIME` (the end of a scheduler's clock) is refused by
+/// every call that takes one, changing nothing: the `Result` calls give
+/// `TimeOutOfRange`, `dispatch` answers `Wait` (`Empty` with nothing
+/// queued); `internals`, which changes nothing, answers. Driven on at
+/// `MAX_TIME`, the scheduler then serves what it holds. Unchecked, such a
+/// time makes deadlines (`now + duration`) that can pass `u64::MAX`: a
+/// panic in an overflow-checked build.
+#[test]
+fn times_past_the_end_of_the_clock_are_refused() {
+    let late = [MAX_TIME + 1, u64::MAX - MAX_DURATION, u64::MAX];
+    for e in SCHEDULERS {
+        let what = e.name;
+        let mut s = build(e.name, &Settings::new()).unwrap();
+        let t0 = MAX_TIME - 10 * MS;
+        let f = s.add_flow(t0, FlowSpec::default()).unwrap();
+        for t in late {
+            assert_eq!(s.dispatch(t), Dispatch::Empty, "{what}: empty at {t}");
+        }
+        s.add_request(t0, read4k(1, f, 0)).unwrap();
+        s.add_request(t0, read4k(2, f, 1 << 20)).unwrap();
+        let first = match s.dispatch(t0) {
+            Dispatch::Request(r) => r.id,
+            other => panic!("{what}: {other:?} with requests queued"),
+        };
+        for t in late {
+            let refused = Err(SchedError::TimeOutOfRange(t));
+            let flow = s.add_flow(t, FlowSpec::default()).map(|_| ());
+            assert_eq!(flow, refused, "{what}: add_flow at {t}");
+            assert_eq!(s.remove_flow(t, f), refused, "{what}: remove_flow at {t}");
+            assert_eq!(s.add_request(t, read4k(3, f, 8)), refused, "{what}");
+            assert_eq!(s.complete(t, first), refused, "{what}: complete at {t}");
+            assert_eq!(s.dispatch(t), Dispatch::Wait, "{what}: dispatch at {t}");
+            // Read-only, and safe at any time.
+            let _ = s.internals(t);
+            assert_eq!(
+                (s.queued(), s.in_flight()),
+                (1, 1),
+                "{what}: changed at {t}"
+            );
+        }
+        assert!(
+            SchedError::TimeOutOfRange(u64::MAX)
+                .to_string()
+                .contains("past the end of a scheduler's clock"),
+            "{what}"
+        );
+        // The clock's last instant is still valid: serve what is held.
+        s.complete(MAX_TIME, first).unwrap();
+        match s.dispatch(MAX_TIME) {
+            Dispatch::Request(r) => s.complete(MAX_TIME, r.id).unwrap(),
+            other => panic!("{what}: {other:?} at MAX_TIME with a request queued"),
+        }
+        s.remove_flow(MAX_TIME, f).unwrap();
+        assert_eq!((s.queued(), s.in_flight()), (0, 0), "{what}");
+    }
+}

@@ -8,7 +8,7 @@
 //!   in the `bfq-scenario` crate, shared with real runs, and is re-exported
 //!   here with its units, replay files, fio job files and results.
 //! - [`device`]: the rotational disk and flash models and the papers'
-//!   presets (reference/device-models.md).
+//!   presets (figures from the papers and the drives' datasheets).
 //! - [`sim`]: the event loop and the workloads.
 //!
 //! ```

@@ -1,5 +1,5 @@
 //! Device models against the papers' and datasheets' figures
-//! (reference/device-models.md; issue 4): each preset's sequential rate at
+//! (drive datasheets): each preset's sequential rate at
 //! the outer and inner edge, its mean random 4 KiB read time, and the SSD's
 //! three figures. Deterministic: no wall clock.
 

@@ -1,4 +1,4 @@
-//! "Anticipatory scheduler with I/O priorities" (../shared/papers/), its
+//! "Anticipatory scheduler with I/O priorities" (cited in the README), its
 //! Section 4 experiments 1-4 (Figs. 1-6): the latency of a main job alone,
 //! beside an antagonist at the same priority, and beside an antagonist of
 //! lower priority, under `as-prio`. The paper's SATA drive (8 MB cache,

@@ -1,6 +1,6 @@
 //! The papers' own numbers, to print beside ours. Each entry names the
 //! paper, the table or figure, and quotes the text it came from
-//! (../shared/papers/). Units are the papers' (MB/s as printed; we report
+//! (the papers, listed in the README). Units are the papers' (MB/s as printed; we report
 //! MiB/s). Keys (`experiment`, `variant`, `config`, `metric`) match the
 //! suite's experiments so the report can put them in the same cell.
 //!

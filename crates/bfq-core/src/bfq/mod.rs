@@ -45,7 +45,7 @@ pub mod wf2q;
 use crate::error::SchedError;
 use crate::scheduler::{FlowInternals, Internals, Scheduler};
 use crate::settings::Settings;
-use crate::table::{RequestTable, SlotIdx, Topology};
+use crate::table::{check_time, dispatch_past_end, RequestTable, SlotIdx, Topology};
 use crate::types::*;
 use budget::{BudgetConfig, ExpireReason, Feedback, FeedbackCtx};
 use charging::{ChargeConfig, ChargeRule, DeviceSlots, TurnInfo};
@@ -169,6 +169,8 @@ impl BfqConfig {
             },
             charge: ChargeConfig {
                 overcharge_asymmetric: true,
+                new_flow_service: true,
+                async_charge_factor: 10,
                 ..k.charge
             },
             ..k
@@ -194,6 +196,7 @@ impl BfqConfig {
                 overcharge_asymmetric: false,
                 async_depth_pct: 50,
                 sync_write_depth_pct: 75,
+                new_flow_service: false,
             },
             wr: WrConfig::kernel(),
             guarantee: GuaranteeIdling {
@@ -262,6 +265,7 @@ impl BfqConfig {
                 overcharge_asymmetric: false,
                 async_depth_pct: 100,
                 sync_write_depth_pct: 100,
+                new_flow_service: false,
             },
             wr: WrConfig::plus_2014(),
             idle: IdleConfig {
@@ -366,6 +370,7 @@ impl BfqConfig {
             turn_samples: s.bool("peak_rate_turn_samples", d.peak_rate.turn_samples)?,
             large_seq: s.bool("peak_rate_large_seq", d.peak_rate.large_seq)?,
             min_turn: s.duration("peak_rate_min_turn", d.peak_rate.min_turn)?,
+            learned: s.u64_in("peak_rate_learned", d.peak_rate.learned, 0, 20_000_000)?,
             ..d.peak_rate
         };
         let idle = IdleConfig {
@@ -454,6 +459,7 @@ impl BfqConfig {
                 1,
                 100,
             )? as u32,
+            new_flow_service: s.bool("new_flow_charge_service", d.charge.new_flow_service)?,
         };
         let w = d.wr;
         let wr = WrConfig {
@@ -543,6 +549,9 @@ pub struct FlowState {
     last_sync_at: Option<Time>,
     /// Total sectors dispatched (for statistics and tests).
     served_total: u64,
+    /// `served_total` when the flow began doing I/O, or came back after
+    /// idling longer than `wr_min_idle_time` (`new_flow_charge_service`).
+    served_at_start: u64,
     /// Turns granted, the sum of their budgets, requests injected
     /// ([`Scheduler::flow_internals`]).
     turns: u64,
@@ -676,7 +685,7 @@ pub struct Bfq {
 impl Bfq {
     /// BFQ with the given configuration.
     pub fn new(cfg: BfqConfig) -> Self {
-        Bfq {
+        let mut b = Bfq {
             name: "bfq",
             cfg,
             device: DeviceInfo::default(),
@@ -686,12 +695,14 @@ impl Bfq {
             turn: None,
             census: Census::default(),
             lingering: Lingering::default(),
-            peak: PeakRate::new(true),
+            peak: PeakRate::new(true, cfg.peak_rate.learned),
             burst: Burst::default(),
             last_completion: None,
             slots: DeviceSlots::default(),
             stats: BfqStats::default(),
-        }
+        };
+        b.retune_max_budget();
+        b
     }
 
     /// BFQ (profile `bfq`) built from `key=value` settings; unknown keys
@@ -995,6 +1006,8 @@ impl Bfq {
         let fs = &self.topo.any_flow(turn.flow).data;
         let seeky = fs.seek.is_seeky();
         let raised = fs.raise.on();
+        let starting = self.cfg.charge.new_flow_service
+            && fs.served_total - fs.served_at_start <= self.cfg.budget.max_budget / 8;
         // Heuristics 3 and 7: a turn into which other flows' requests were
         // injected did not hold the device idle for the flow (the injected
         // requests ran alongside its own, and their flows pay for them): it
@@ -1030,6 +1043,7 @@ impl Bfq {
             elapsed: held,
             seeky,
             raised,
+            starting,
             max_budget: self.cfg.budget.max_budget,
             timeout: timeout_sync,
             min_time: if held == 0 {
@@ -1354,7 +1368,7 @@ impl Scheduler for Bfq {
 
     fn set_device(&mut self, device: DeviceInfo) {
         if device.rotational != self.device.rotational && self.peak.accepted == 0 {
-            self.peak = PeakRate::new(device.rotational);
+            self.peak = PeakRate::new(device.rotational, self.cfg.peak_rate.learned);
         }
         self.device = DeviceInfo {
             queue_depth: device.depth(),
@@ -1386,7 +1400,8 @@ impl Scheduler for Bfq {
         Ok(())
     }
 
-    fn add_flow(&mut self, _now: Time, spec: FlowSpec) -> Result<FlowId, SchedError> {
+    fn add_flow(&mut self, now: Time, spec: FlowSpec) -> Result<FlowId, SchedError> {
+        check_time(now)?;
         let weight = self.topo.check_spec(&spec)?;
         let budget = self.cfg.budget.initial_budget;
         let next = self.topo.next_flow_id();
@@ -1411,6 +1426,7 @@ impl Scheduler for Bfq {
             sync: true,
             last_sync_at: None,
             served_total: 0,
+            served_at_start: 0,
             turns: 0,
             budget_sum: 0,
             charged: 0,
@@ -1442,6 +1458,7 @@ impl Scheduler for Bfq {
     }
 
     fn remove_flow(&mut self, now: Time, flow: FlowId) -> Result<(), SchedError> {
+        check_time(now)?;
         let f = self.topo.flow(flow)?;
         let entity = f.data.entity;
         if f.held == 0 {
@@ -1457,6 +1474,7 @@ impl Scheduler for Bfq {
     }
 
     fn add_request(&mut self, now: Time, req: Request) -> Result<(), SchedError> {
+        check_time(now)?;
         self.topo.check_flow(req.flow)?;
         // Validates (zero length, duplicate id) before anything changes.
         let slot = self.table.insert(now, req, req.flow.0)?;
@@ -1477,6 +1495,7 @@ impl Scheduler for Bfq {
         let slice_idle = self.cfg.idle.slice_idle;
         let seek_threshold = self.cfg.idle.seek_threshold;
         let preempt = self.cfg.preempt;
+        let min_idle_time = self.cfg.wr.min_idle_time;
         let large_nonrot = !self.device.rotational && req.sectors >= idling::NONROT_SEQ_SECTORS;
         let fs = &mut self.topo.any_flow_mut(owner).data;
         let was_empty = fs.queue.is_empty();
@@ -1503,6 +1522,9 @@ impl Scheduler for Bfq {
         if was_idle && !first {
             fs.think
                 .record(now.saturating_sub(fs.last_completion), slice_idle);
+        }
+        if woke && !lingered && (first || now.saturating_sub(fs.idle_since) > min_idle_time) {
+            fs.served_at_start = fs.served_total;
         }
         let (entity, group) = (fs.entity, fs.group);
         self.recount_seq(owner);
@@ -1611,6 +1633,9 @@ impl Scheduler for Bfq {
     }
 
     fn dispatch(&mut self, now: Time) -> Dispatch {
+        if let Some(d) = dispatch_past_end(now, self.queued()) {
+            return d;
+        }
         self.end_lingering(now);
         loop {
             let Some(turn) = self.turn else {
@@ -1736,6 +1761,7 @@ impl Scheduler for Bfq {
     }
 
     fn complete(&mut self, now: Time, id: ReqId) -> Result<(), SchedError> {
+        check_time(now)?;
         let slot = self.table.complete(id)?;
         let flow = slot.req.flow;
         let owner = FlowId(slot.extra);

@@ -82,6 +82,15 @@ pub struct PeakRateConfig {
     /// [`NONROT_SEQ_SECTORS`] counts as sequential wherever it lands
     /// (kernel `BFQ_RQ_SEEKY`; `peak_rate_large_seq`).
     pub large_seq: bool,
+    /// The estimate the device's scheduler had learned before this run, in
+    /// sectors/s (`peak_rate_learned`, 0..=20 000 000; 0, the default:
+    /// none, start from 2/3 of the reference rate). The kernel keeps its
+    /// estimate for as long as the device keeps its scheduler, so a bfq
+    /// that has served sequential I/O on the device (creating the test
+    /// files, earlier tests) starts a test with that estimate and its B_max
+    /// (T_max x the estimate); the estimator then goes on as after an
+    /// accepted sample.
+    pub learned: u64,
 }
 
 impl Default for PeakRateConfig {
@@ -96,6 +105,7 @@ impl Default for PeakRateConfig {
             seq_distance: 800,
             turn_samples: false,
             large_seq: true,
+            learned: 0,
         }
     }
 }
@@ -117,16 +127,17 @@ pub struct PeakRate {
 }
 
 impl PeakRate {
-    /// A fresh estimator for a rotational or non-rotational device.
-    pub fn new(rotational: bool) -> Self {
+    /// An estimator for a rotational or non-rotational device: fresh, or
+    /// starting from a `learned` estimate (sectors/s; 0: none).
+    pub fn new(rotational: bool, learned: u64) -> Self {
         let r = if rotational {
             REF_RATE_ROTATIONAL
         } else {
             REF_RATE_NONROT
         };
         PeakRate {
-            rate: r * 2 / 3,
-            accepted: 0,
+            rate: if learned > 0 { learned } else { r * 2 / 3 },
+            accepted: u32::from(learned > 0),
             win_start: None,
             win_sectors: 0,
             win_done: 0,
@@ -279,7 +290,7 @@ mod tests {
 
     #[test]
     fn converges_to_a_steady_sequential_rate() {
-        let mut p = PeakRate::new(true);
+        let mut p = PeakRate::new(true, 0);
         // 256 sectors every 1.28 ms: 200 000 sectors/s.
         feed(&mut p, false, 20_000, 256, 1280 * US, |i| i * 256);
         assert!((p.rate as i64 - 200_000).abs() < 4_000, "rate {}", p.rate);
@@ -293,7 +304,7 @@ mod tests {
         // are sequential samples (kernel), on a disk they are seeks, and
         // slower than the estimate, so rejected.
         let at = |i: u64| (i % 4) * (1 << 30) + (i / 4) * 256;
-        let mut ssd = PeakRate::new(false);
+        let mut ssd = PeakRate::new(false, 0);
         feed(&mut ssd, true, 20_000, 256, 256 * US, at);
         assert!(ssd.accepted > 0);
         assert!(
@@ -301,7 +312,7 @@ mod tests {
             "rate {}",
             ssd.rate
         );
-        let mut ssd_small = PeakRate::new(false);
+        let mut ssd_small = PeakRate::new(false, 0);
         feed(&mut ssd_small, true, 20_000, 8, 256 * US, at);
         assert_eq!(ssd_small.accepted, 0);
     }

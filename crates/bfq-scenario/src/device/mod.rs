@@ -1,5 +1,5 @@
 //! The modelled devices' parameters ([`DeviceParams`]: a scenario's
-//! `[device]` table) and presets for the papers' devices (figures: reference/device-models.md;
+//! `[device]` table) and presets for the papers' devices (figures: drive datasheets;
 //! the 2010 BFQ paper Section V-B; the 2014 BFQ+ report Table 1; the 2018
 //! throttling article's test bed). Sequential rates, capacities and NCQ are
 //! the papers' figures; seek times, heads, caches and bus rates are

@@ -1,5 +1,5 @@
-//! Rotational disk model (facts and formulas: reference/device-models.md,
-//! "Rotational disks").
+//! Rotational disk model (datasheet figures; Lee's seek curve as
+//! DiskSim uses it).
 //!
 //! - **Geometry, zoned bit recording**: `zones` zones of equal cylinder
 //!   count; sectors per track fall linearly from the outer zone (sector 0)

@@ -1,4 +1,4 @@
-//! Flash (SSD) model (reference/device-models.md, "Flash"): what a
+//! Flash (SSD) model: what a
 //! scheduler study needs — parallel units, an internal queue, read/program
 //! latency asymmetry — and no FTL.
 //!
