@@ -47,6 +47,10 @@ fn configs() -> Vec<Config> {
     low.settings = limits("low_bps", "10000000", "10000000", "20000000");
     let mut max = cfg("max-none", "throttle-max", &[]);
     max.settings = limits("max_bps", "10000000", "15000000", "25000000");
+    // The article's kernel has low limits built in (it runs low-none), and
+    // such a kernel throttles on an SSD in slices of 20 ms
+    // (`DFL_THROTL_SLICE_SSD`), max limits included.
+    max.settings.push(("slice".into(), "20ms".into()));
     vec![
         cfg(NONE, "fifo", &[]),
         cfg(TARGET_ALONE, "fifo", &[]),
