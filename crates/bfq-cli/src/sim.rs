@@ -13,7 +13,7 @@ pub struct Args {
     /// Scenario file (TOML, docs/scenarios.md) or fio job file (`.fio`,
     /// docs/fio.md).
     pub scenario: PathBuf,
-    /// Scheduler name (overrides the scenario's [scheduler] name).
+    /// Scheduler name (overrides the scenario's `[scheduler]` name).
     #[arg(long)]
     pub scheduler: Option<String>,
     /// Scheduler setting key=value (repeatable; overrides the scenario's).

@@ -273,7 +273,7 @@ const REUSE_AFTER: usize = 256;
 const GENERATIONS: u32 = 1 << (32 - ID_INDEX_BITS);
 
 /// Entries by id whose indexes are reused with a new generation once freed
-/// (oldest freed first, and only while at least [`REUSE_AFTER`] are free),
+/// (oldest freed first, and only while at least `REUSE_AFTER` are free),
 /// so that its size follows the most entries held at once, not how many
 /// were ever created. Ids are `generation << ID_INDEX_BITS | index`.
 #[derive(Clone, Debug)]
@@ -375,7 +375,7 @@ impl<T> Slab<T> {
 
     /// Indexes in use or free: the size of any table indexed by this
     /// slab's indexes (at most the most entries held at once plus
-    /// [`REUSE_AFTER`]).
+    /// `REUSE_AFTER`).
     pub fn capacity(&self) -> usize {
         self.slots.len()
     }

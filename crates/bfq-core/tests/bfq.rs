@@ -6,7 +6,8 @@ use bfq_core::*;
 use common::*;
 use proptest::prelude::*;
 
-/// The 2010 algorithm (these tests check the core of issue 2).
+/// The 2010 algorithm (these tests check its core: B-WF2Q+, budgets,
+/// idling).
 fn bfq() -> Bfq {
     Bfq::new(BfqConfig::paper_2010())
 }

@@ -385,8 +385,8 @@ fn h3_injected_time_is_not_charged_to_the_idling_flow() {
 /// few sectors for such turns (the rule for other flows and devices), the
 /// random reader got 80% of the disk time (weight share 33%) and the
 /// sequential reader 100480 sectors over 10 s; time-charged as a seeky
-/// flow on a disk, 45% and 405888 sectors (injection off: 45% and 932736;
-/// before this session's injection changes 44% and 262400).
+/// flow on a disk, 45% and 405888 sectors (injection off: 45% and
+/// 932736).
 #[test]
 fn h3_injection_does_not_let_a_random_reader_escape_time_charging_on_a_disk() {
     let hdd = Dev {

@@ -5,7 +5,7 @@
 //! own io_uring ring deeper), with its I/O priority set and placed in a
 //! cgroup carrying its weight: as a thread on cgroup v1 blkio, as a
 //! process of its own on cgroup v2 ([`crate::flowproc`]). **This is where
-//! a real run puts flows into cgroups** ([`run_kernel`]).
+//! a real run puts flows into cgroups** (`run_kernel`).
 
 use crate::desc::{parents_first, Dir, FlowDesc, KernelGroups, RunConfig};
 use crate::pace::{cursor, gates, Acc, Cursor, Gate, Pacer};

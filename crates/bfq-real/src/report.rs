@@ -11,7 +11,7 @@ pub struct FlowReport {
     pub group: Option<String>,
     /// Its share of the device by the weights: its weight among the flows
     /// of its group, times each enclosing group's weight among the groups
-    /// and flows beside it that ran ([`RunReport::of`]).
+    /// and flows beside it that ran (`RunReport::of`).
     pub due_share: f64,
     /// Requests completed.
     pub ios: u64,

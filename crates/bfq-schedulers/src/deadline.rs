@@ -7,7 +7,7 @@
 //! batch ends). A new batch prefers reads, but goes to writes when writes
 //! have been passed over `writes_starved` times; it starts from the FIFO
 //! head if that has expired (or the elevator has nothing ahead), else
-//! continues the sweep. Back merges as in [`crate::util::Merger`] (a merged
+//! continues the sweep. Back merges as in `util::Merger` (a merged
 //! unit counts as one request of the batch).
 
 use crate::util::{

@@ -1,7 +1,7 @@
 //! `noop`: first come, first served with back merging (Linux
 //! `noop-iosched`, 2.6.x). No sorting, no idling.
 //!
-//! Merging follows [`crate::util::Merger`]: a request starting where a
+//! Merging follows `util::Merger`: a request starting where a
 //! queued request (or merged unit) of the same direction ends joins it and
 //! is dispatched right after it, whatever flow issued it; units are capped
 //! at `max_sectors`.

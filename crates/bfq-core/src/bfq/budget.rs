@@ -11,8 +11,8 @@
 //!   doubles the budget proactively, without requests in flight decreases
 //!   it by B_max/8; budget timeout doubles it; exhaustion multiplies it by
 //!   four. Initial budget B_max/2.
-//! - `kernel` (today's Linux BFQ, the default; reference
-//!   linux-bfq-mechanisms.md "Budgets"): too idle with requests in flight
+//! - `kernel` (today's Linux BFQ, the default; Linux's
+//!   `__bfq_bfqq_recalc_budget`): too idle with requests in flight
 //!   min(2b, B_max), else b - 4*B_min when b > 5*B_min, otherwise B_min;
 //!   timeout min(2b, B_max); exhaustion min(4b, B_max); no more requests
 //!   (a flow that does not idle) max(service, B_min). Weight-raised flows

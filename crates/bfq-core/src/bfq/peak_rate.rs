@@ -7,8 +7,8 @@
 //!
 //! Two estimators (`peak_rate_estimator`):
 //!
-//! - `kernel` (default; reference linux-bfq-mechanisms.md "Peak-rate
-//!   estimation"): the device's completed sectors are sampled over windows
+//! - `kernel` (default; Linux's `bfq_update_peak_rate` and
+//!   `bfq_update_rate_reset`): the device's completed sectors are sampled over windows
 //!   of at least 300 ms and 32 completions (closed at 1 s, or when the
 //!   device went idle); a sample above 20 sectors/us is rejected, and so is
 //!   one with under 3/4 sequential requests unless it is higher than the

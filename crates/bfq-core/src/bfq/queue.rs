@@ -5,7 +5,7 @@
 //! defaults: fifo_expire_sync 125 ms, fifo_expire_async 250 ms,
 //! back_seek_max 16 MiB (32768 sectors), back_seek_penalty 2.
 //!
-//! Sorted order ([`Sorted`]) is a `VecDeque` of (sector, slot) kept sorted
+//! Sorted order (`Sorted`) is a `VecDeque` of (sector, slot) kept sorted
 //! while the queue is shallow — binary search, and sequential streams
 //! insert at the back and leave from the front, so shifts are O(1) and
 //! nothing is allocated in steady state — and a `BTreeSet`, like the

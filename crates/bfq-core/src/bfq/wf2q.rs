@@ -1,6 +1,6 @@
 //! B-WF2Q+: the budget-based WF2Q+ that picks which flow (or group) gets the
-//! next budget. 2010 paper, Sec. II-D and II-E, Fig. 4; kernel `bfq-wf2q.c`
-//! semantics as summarised in reference/linux-bfq-mechanisms.md.
+//! next budget. 2010 paper, Sec. II-D and II-E, Fig. 4; the semantics of
+//! Linux's `bfq-wf2q.c`.
 //!
 //! Every entity (a flow, or a group as one entity among its siblings) has a
 //! virtual start time S and finish time F = S + budget / weight. Each group

@@ -1,5 +1,5 @@
 //! Device models: the rotational disk ([`disk`]), flash ([`flash`]) and
-//! the papers' presets ([`presets`]).
+//! the papers' presets ([`PRESETS`], [`preset`]).
 //!
 //! A device is a deterministic state machine driven by the simulator's
 //! clock: [`Device::submit`] hands it a command at `now`;
