@@ -804,6 +804,71 @@ fn h9_preemption_needs_a_smaller_finish_time() {
 }
 
 #[test]
+fn h9_a_flow_of_a_heavier_group_preempts_another_group() {
+    // 2018 article layout: a random reader in a group of weight 300, a
+    // sequential reader in a group of weight 100. The random reader had a
+    // long turn (its F is far ahead) and wakes while the sequential reader
+    // is in service: the kernel preempts it anyway
+    // (`bfq_bfqq_higher_class_or_weight` compares the groups' weights and
+    // `next_queue_may_preempt` passes); `preempt_group_weight=0` does not.
+    let go = |profile_name: &str, kv: &[(&str, &str)]| {
+        let mut s = profile(profile_name, kv);
+        let mut flow_in_group = |weight: u32| {
+            let group = s.add_group(GroupId::ROOT, weight).unwrap();
+            let spec = FlowSpec {
+                group,
+                ..FlowSpec::default()
+            };
+            s.add_flow(0, spec).unwrap()
+        };
+        let (t, q) = (flow_in_group(300), flow_in_group(100));
+        let mut now: Time = 0;
+        // The random reader is served alone for 100 requests.
+        for k in 0..100 {
+            s.add_request(now, sync_read(k, t, k * 100_000, 8)).unwrap();
+            let Dispatch::Request(r) = s.dispatch(now) else {
+                panic!()
+            };
+            assert_eq!(r.flow, t);
+            now += MS / 10;
+            s.complete(now, r.id).unwrap();
+        }
+        // It stops; once it has been expired, the sequential reader runs.
+        for k in 0..64 {
+            s.add_request(now, sync_read(1000 + k, q, 50_000_000 + k * 256, 256))
+                .unwrap();
+        }
+        let mut served_q = 0;
+        loop {
+            match s.dispatch(now) {
+                Dispatch::Request(r) if r.flow == q => {
+                    served_q += 1;
+                    now += MS;
+                    s.complete(now, r.id).unwrap();
+                    if served_q == 2 {
+                        break;
+                    }
+                }
+                Dispatch::Idle { until } => now = until,
+                d => panic!("{d:?}"),
+            }
+        }
+        // The random reader wakes.
+        let before = s.stats().preemptions;
+        s.add_request(now, sync_read(500, t, 7_000_000, 8)).unwrap();
+        let Dispatch::Request(r) = s.dispatch(now) else {
+            panic!()
+        };
+        (s.stats().preemptions - before, r.flow == t)
+    };
+    let kv = [("max_budget", "16384"), ("low_latency", "0")];
+    assert_eq!(go("bfq-kernel", &kv).0, 1);
+    assert_eq!(go("bfq", &kv).0, 1);
+    let off = [kv[0], kv[1], ("preempt_group_weight", "0")];
+    assert_eq!(go("bfq-kernel", &off), (0, false));
+}
+
+#[test]
 fn h9_in_time_wakeup_keeps_budget_and_timestamps() {
     // A reads one request and goes idle; B is served for a while; A wakes
     // 14 ms after its completion (within 3 x slice_idle = 24 ms).

@@ -52,7 +52,7 @@ use charging::{ChargeConfig, ChargeRule, DeviceSlots, TurnInfo};
 use idling::{Census, FlowIdle, GuaranteeIdling, IdleConfig, Lingering, SeekHistory, ThinkTime};
 use injection::{InjectConfig, InjectState};
 use peak_rate::{Estimator, PeakRate, PeakRateConfig};
-use preemption::PreemptConfig;
+use preemption::{Preempt, PreemptConfig};
 use queue::{FlowQueue, QueueConfig};
 use queue_merge::{MergeConfig, MergeState};
 use weight_raising::{Burst, BurstVerdict, Raise, RaiseKind, WrConfig};
@@ -140,6 +140,7 @@ impl BfqConfig {
             preempt: PreemptConfig {
                 enabled: false,
                 in_time: 24 * MS,
+                group_weight: false,
             },
             timeout_grace: false,
         }
@@ -218,6 +219,7 @@ impl BfqConfig {
             preempt: PreemptConfig {
                 enabled: true,
                 in_time: 3 * p.idle.slice_idle,
+                group_weight: true,
             },
             timeout_grace: true,
             ..p
@@ -512,6 +514,7 @@ impl BfqConfig {
         let preempt = PreemptConfig {
             enabled: s.bool("preemption", d.preempt.enabled)?,
             in_time: s.duration("preempt_in_time", 3 * idle.slice_idle)?,
+            group_weight: s.bool("preempt_group_weight", d.preempt.group_weight)?,
         };
         Ok(BfqConfig {
             budget,
@@ -1846,17 +1849,37 @@ impl Bfq {
         if turn.flow == x {
             return;
         }
-        let xs = self.flow_state(x);
-        let cs = self.flow_state(turn.flow);
-        let xc = if xs.raise.on() { xs.raise.coeff } else { 1 };
-        let cc = if cs.raise.on() { cs.raise.coeff } else { 1 };
-        let xe = *self.wf2q.entity(xs.entity);
-        let ce = *self.wf2q.entity(turn.entity);
-        if preemption::wants_to_preempt(&xe, xc, in_time, &ce, cc)
-            && self.wf2q.peek_next_flow(now) == Some(x.0)
-        {
+        let new = self.preempt_rank(x);
+        let cur = self.preempt_rank(turn.flow);
+        let go = match preemption::wants_to_preempt(
+            &new,
+            in_time,
+            &cur,
+            self.cfg.preempt.group_weight,
+        ) {
+            Preempt::No => false,
+            Preempt::IfNext => self.wf2q.peek_next_flow(now) == Some(x.0),
+            Preempt::Now => true,
+        };
+        if go {
             self.stats.preemptions += 1;
             self.expire(now, ExpireReason::Preempted);
+        }
+    }
+
+    /// What preemption compares of flow `f`: its entity, its group's weight
+    /// and its raising coefficient.
+    fn preempt_rank(&self, f: FlowId) -> preemption::Rank {
+        let fs = self.flow_state(f);
+        let entity = *self.wf2q.entity(fs.entity);
+        let group_weight = self
+            .wf2q
+            .group_entity(entity.parent)
+            .map(|g| self.wf2q.entity(g).weight);
+        preemption::Rank {
+            entity,
+            group_weight,
+            coeff: if fs.raise.on() { fs.raise.coeff } else { 1 },
         }
     }
 }
