@@ -30,6 +30,15 @@ pub fn kernel_groups(s: &str) -> Result<bfq_real::KernelGroups, String> {
         .ok_or_else(|| format!("'{s}' is not per-flow, per-process or one"))
 }
 
+/// `local` or `dispatcher` (engine submit mode, docs/engine.md).
+pub fn submit_mode(s: &str) -> Result<bfq_engine::SubmitMode, String> {
+    match s {
+        "local" => Ok(bfq_engine::SubmitMode::Local),
+        "dispatcher" => Ok(bfq_engine::SubmitMode::Dispatcher),
+        _ => Err(format!("'{s}' is not local or dispatcher")),
+    }
+}
+
 pub fn duration(s: &str) -> Result<std::time::Duration, String> {
     bfq_core::settings::parse_duration(s)
         .map(std::time::Duration::from_nanos)
@@ -61,6 +70,12 @@ mod tests {
         assert_eq!(size("1.5M"), Ok(3 << 19));
         assert!(size("0").is_err());
         assert_eq!(duration("250ms"), Ok(std::time::Duration::from_millis(250)));
+        assert_eq!(submit_mode("local"), Ok(bfq_engine::SubmitMode::Local));
+        assert_eq!(
+            submit_mode("dispatcher"),
+            Ok(bfq_engine::SubmitMode::Dispatcher)
+        );
+        assert!(submit_mode("Local").is_err());
     }
 
     /// Scenario files, `--flow` and `--set` read sizes and durations with

@@ -73,6 +73,19 @@ pub struct Args {
     /// table goes to stderr).
     #[arg(long)]
     pub trace: Option<PathBuf>,
+    /// Who submits the engine's requests and reaps their completions:
+    /// `local` (default: each flow's thread on its own ring; the scheduler
+    /// learns of a completion when that thread reaps it, just before it
+    /// issues its next request) or `dispatcher` (one service thread
+    /// submits and reaps everything: the scheduler learns of a
+    /// completion before the flow's thread wakes, as the kernel's
+    /// schedulers do). docs/engine.md.
+    #[arg(long, default_value = "local", value_parser = crate::args::submit_mode)]
+    pub submit: bfq_engine::SubmitMode,
+    /// kernel:* flows of depth 1 submit through their own io_uring ring
+    /// (as the engine's flows do) instead of `pread`/`pwrite`.
+    #[arg(long)]
+    pub kernel_uring: bool,
 }
 
 pub fn run(a: Args) -> anyhow::Result<()> {
@@ -165,6 +178,8 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     cfg.series_interval = interval;
     cfg.trace = a.trace.clone();
     cfg.kernel_groups = a.kernel_groups;
+    cfg.submit_mode = a.submit;
+    cfg.kernel_uring = a.kernel_uring;
     bfq_real::flowspec::check_names(&flows).map_err(|e| anyhow::anyhow!(e))?;
     // The output file is opened before the run, so that a bad path fails
     // at once, not after it.

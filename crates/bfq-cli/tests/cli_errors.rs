@@ -88,6 +88,10 @@ fn bad_values_are_refused_naming_what_is_wrong() {
         args.extend(["--kernel-groups", "some"]);
         refused(&args, "'some' is not per-flow, per-process or one");
     }
+    refused(
+        &["run", "--target", t, "--flow", "name=a", "--submit", "both"],
+        "'both' is not local or dispatcher",
+    );
     refused(&["loop", "create", t, "0"], "above zero");
     refused(
         &["loop", "create", "/nonexistent/x.img", "16M"],

@@ -275,6 +275,10 @@ pub struct RunConfig {
     pub groups: Vec<GroupDesc>,
     /// How `kernel:*` runs place flows in cgroups.
     pub kernel_groups: KernelGroups,
+    /// `kernel:*` flows of depth 1 submit through their own io_uring ring,
+    /// as the engine's flows do, instead of `pread`/`pwrite` (default
+    /// false; deeper flows always use a ring).
+    pub kernel_uring: bool,
     /// Nice value of the engine's dispatcher thread.
     pub dispatcher_nice: i32,
     /// Who submits (each flow's thread on its own ring, or one
@@ -305,6 +309,7 @@ impl RunConfig {
             create_size: None,
             groups: Vec::new(),
             kernel_groups: KernelGroups::PerFlow,
+            kernel_uring: false,
             dispatcher_nice: 0,
             submit_mode: bfq_engine::SubmitMode::default(),
             async_submit: false,

@@ -231,6 +231,7 @@ mod tests {
             writable: false,
             duration: Duration::from_secs(5),
             interval: Duration::from_millis(100),
+            uring: true,
         };
         let back: KernelJob = serde_json::from_str(&serde_json::to_string(&job).unwrap()).unwrap();
         assert_eq!(back.desc, job.desc);

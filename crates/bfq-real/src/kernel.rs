@@ -1,8 +1,8 @@
 //! Real runs under the kernel's schedulers (`kernel:bfq`,
 //! `kernel:mq-deadline`, `kernel:kyber`, `kernel:none`): the device's
 //! scheduler is switched for the run, and each flow ([`KernelJob`])
-//! submits directly to the block device (`pread`/`pwrite` at depth 1, its
-//! own io_uring ring deeper), with its I/O priority set and placed in a
+//! submits directly to the block device (`pread`/`pwrite` at depth 1
+//! unless [`RunConfig::kernel_uring`], its own io_uring ring deeper), with its I/O priority set and placed in a
 //! cgroup carrying its weight: as a thread on cgroup v1 blkio, as a
 //! process of its own on cgroup v2 ([`crate::flowproc`]). **This is where
 //! a real run puts flows into cgroups** (`run_kernel`).
@@ -150,6 +150,10 @@ pub struct KernelJob {
     pub duration: Duration,
     /// Interval of the throughput series.
     pub interval: Duration,
+    /// Depth 1 through an io_uring ring too, not `pread`/`pwrite`
+    /// ([`RunConfig::kernel_uring`]).
+    #[serde(default)]
+    pub uring: bool,
 }
 
 impl KernelJob {
@@ -166,7 +170,8 @@ impl KernelJob {
     }
 
     /// Submits the flow's requests from the run's `start` until its end
-    /// (or `stop`): `pread`/`pwrite` at depth 1, its own ring deeper.
+    /// (or `stop`): `pread`/`pwrite` at depth 1 (unless `uring`), its own
+    /// ring deeper.
     pub(crate) fn submit(
         &self,
         file: &std::fs::File,
@@ -179,7 +184,7 @@ impl KernelJob {
         let mut pacer = Pacer::new(d, start, i as u64, gate);
         let mut cur = cursor(d, self.region, i as u64);
         let mut acc = Acc::new(self.interval);
-        if d.depth <= 1 {
+        if d.depth <= 1 && !self.uring {
             let mut b = AlignedBuf::new(d.block as usize);
             b.fill(i as u8 | 1);
             while pacer.before(stop, end) {
@@ -219,6 +224,7 @@ fn jobs(cfg: &RunConfig, flows: &[FlowDesc], regions: &[(u64, u64)]) -> Vec<Kern
             writable: cfg.allow_writes,
             duration: cfg.duration,
             interval: cfg.series_interval,
+            uring: cfg.kernel_uring,
         })
         .collect()
 }
