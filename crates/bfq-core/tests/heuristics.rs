@@ -1654,6 +1654,7 @@ fn bfq_kernel_is_the_kernel_without_this_projects_rules() {
         (b.charge.async_charge_factor, k.charge.async_charge_factor),
         (10, 3)
     );
+    assert!(k.inject.waker_kernel_detection && !b.inject.waker_kernel_detection);
     let back = BfqConfig::from_settings_on(
         b,
         &mut Settings::from_pairs([
@@ -1666,6 +1667,7 @@ fn bfq_kernel_is_the_kernel_without_this_projects_rules() {
             ("async_charge_asymmetric", "0"),
             ("new_flow_charge_service", "0"),
             ("async_charge_factor", "3"),
+            ("waker_kernel_detection", "1"),
         ]),
     )
     .unwrap();

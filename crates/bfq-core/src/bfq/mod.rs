@@ -157,6 +157,7 @@ impl BfqConfig {
                 charge_service: true,
                 share_cap: true,
                 read_floor: true,
+                waker_kernel_detection: false,
                 ..k.inject
             },
             peak_rate: PeakRateConfig {
@@ -210,6 +211,7 @@ impl BfqConfig {
                 charge_service: false,
                 share_cap: false,
                 read_floor: false,
+                waker_kernel_detection: true,
                 ..InjectConfig::default()
             },
             merge: MergeConfig {
@@ -505,6 +507,8 @@ impl BfqConfig {
             charge_service: s.bool("inject_charge_service", d.inject.charge_service)?,
             share_cap: s.bool("inject_share_cap", d.inject.share_cap)?,
             read_floor: s.bool("inject_read_floor", d.inject.read_floor)?,
+            waker_kernel_detection: s
+                .bool("waker_kernel_detection", d.inject.waker_kernel_detection)?,
             ..d.inject
         };
         let merge = MergeConfig {
@@ -1556,11 +1560,16 @@ impl Scheduler for Bfq {
             // Waker detection (heuristic 7).
             if self.cfg.inject.enabled {
                 let last = self.last_completion;
-                if let Some(w) = self.topo.any_flow_mut(owner).data.inj.on_wake(
+                let slice_idle = self.cfg.idle.slice_idle;
+                let fs = &mut self.topo.any_flow_mut(owner).data;
+                let short_think = fs.think.short(slice_idle);
+                if let Some(w) = fs.inj.on_wake(
                     &self.cfg.inject,
                     owner.0,
                     last,
                     now,
+                    short_think,
+                    128 * slice_idle,
                 ) {
                     if self.topo.flow(FlowId(w)).is_ok() {
                         self.flow_state_mut(FlowId(w)).inj.woken = Some(owner.0);
