@@ -512,26 +512,30 @@ fn nop(
             })
             .collect::<anyhow::Result<_>>()?;
         let t0 = Instant::now();
+        let cpu0 = bfq_real::process_cpu_seconds();
         std::thread::sleep(Duration::from_secs_f64(seconds));
         stop.store(true, Ordering::Relaxed);
         let total: u64 = handles.into_iter().map(|h| h.join().unwrap_or(0)).sum();
         let secs = t0.elapsed().as_secs_f64();
         let stats = engine.shutdown(ShutdownMode::Drain)?;
-        out.push((s.clone(), total as f64 / secs, stats));
+        // Process CPU per request (all threads, the service thread's too):
+        // what a loaded machine changes least.
+        let cpu_ns = (bfq_real::process_cpu_seconds() - cpu0) * 1e9 / total.max(1) as f64;
+        out.push((s.clone(), total as f64 / secs, cpu_ns, stats));
     }
     if json_out {
         println!(
             "{}",
             serde_json::to_string_pretty(&json!({
                 "bench": "nop", "flows": flows, "depth": depth, "window": window, "seconds": seconds,
-                "results": out.iter().map(|(s, r, st)| json!({"scheduler": s, "req_per_s": r, "service_parks": st.parks, "service_submits": st.service_submits})).collect::<Vec<_>>()
+                "results": out.iter().map(|(s, r, cpu, st)| json!({"scheduler": s, "req_per_s": r, "cpu_ns_per_req": cpu, "service_parks": st.parks, "service_submits": st.service_submits})).collect::<Vec<_>>()
             }))?
         );
     } else {
         println!("io_uring NOP requests through the engine: {flows} flow(s), window {window}, device depth {depth}, {seconds} s");
-        for (s, r, st) in &out {
+        for (s, r, cpu, st) in &out {
             println!(
-                "{s:>16}: {:>8.0} K req/s  (service thread: parked {} times, submitted {})",
+                "{s:>16}: {:>8.0} K req/s  {cpu:>5.0} ns CPU/req  (service thread: parked {} times, submitted {})",
                 r / 1e3,
                 st.parks,
                 st.service_submits

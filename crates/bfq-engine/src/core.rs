@@ -282,24 +282,24 @@ impl Core {
         self.stopping
     }
 
-    /// Hands a request to the scheduler; returns the waiter to wake if it
-    /// failed at once.
-    pub(crate) fn add(&mut self, mut op: Op, now: Time) -> Waiter {
+    /// Hands a request to the scheduler; if it failed at once, returns
+    /// the waiter to wake (its result is in).
+    pub(crate) fn add(&mut self, mut op: Op, now: Time) -> Option<Waiter> {
         if self.closed || self.failed {
-            return op.finish_deferred(Err(if self.failed {
+            return Some(op.finish_deferred(Err(if self.failed {
                 scheduler_failed()
             } else {
                 engine_gone()
-            }));
+            })));
         }
         if self.stopping.is_some() {
             self.stats.cancelled += 1;
-            return op.finish_deferred(Err(cancelled()));
+            return Some(op.finish_deferred(Err(cancelled())));
         }
         let Some(end) = op.offset.checked_add(u64::from(op.len)) else {
             self.stats.errors += 1;
             let e = io::Error::new(io::ErrorKind::InvalidInput, "request ends past 2^64 bytes");
-            return op.finish_deferred(Err(e));
+            return Some(op.finish_deferred(Err(e)));
         };
         let idx = match self.free.pop() {
             Some(i) => i,
@@ -334,16 +334,17 @@ impl Core {
                     req,
                 });
                 self.trace(now, 'Q', idx);
-                Waiter::None
+                None
             }
             Some(Err(e)) => {
                 self.free.push(idx);
                 self.stats.errors += 1;
-                op.finish_deferred(Err(io::Error::new(io::ErrorKind::InvalidInput, e)))
+                let e = io::Error::new(io::ErrorKind::InvalidInput, e);
+                Some(op.finish_deferred(Err(e)))
             }
             None => {
                 self.free.push(idx);
-                op.finish_deferred(Err(scheduler_failed()))
+                Some(op.finish_deferred(Err(scheduler_failed())))
             }
         }
     }
@@ -351,16 +352,13 @@ impl Core {
     /// Dispatches while the device has room, appending the SQEs to `out`
     /// (to be submitted on ring `ring`). Arms the idle timer when the
     /// scheduler idles. `now` is read again after a stale idle answer.
-    /// Returns whether a request of a flow other than `own` went out.
     pub(crate) fn dispatch(
         &mut self,
         mut now: Time,
         clock: impl Fn() -> Time,
         ring: u32,
         out: &mut Vec<squeue::Entry>,
-        own: Option<FlowId>,
-    ) -> bool {
-        let mut others = false;
+    ) {
         let mut past_idles = 0;
         while self.in_flight < self.cfg.depth && self.stopping != Some(ShutdownMode::Cancel) {
             match self.sched(|s| s.dispatch(now)) {
@@ -373,7 +371,6 @@ impl Core {
                     self.trace(now, 'D', idx);
                     out.push(self.sqe_for(idx));
                     self.in_flight += 1;
-                    others |= own.is_some_and(|f| f != r.flow);
                 }
                 Some(Dispatch::Idle { until }) => {
                     if until <= now && past_idles < 3 {
@@ -387,7 +384,6 @@ impl Core {
                 Some(Dispatch::Wait | Dispatch::Empty) | None => break,
             }
         }
-        others
     }
 
     /// Arms the idle timer (an absolute CLOCK_MONOTONIC timerfd) that
@@ -619,7 +615,7 @@ mod tests {
         let mut out = Vec::new();
         let mut idle = |core: &mut Core, now: Time, deadline: Time| {
             until.store(deadline, Ordering::Relaxed);
-            core.dispatch(now, || now, 0, &mut out, None);
+            core.dispatch(now, || now, 0, &mut out);
             core.stats.timers_armed
         };
         // A lone flow idled for again and again, 2 ms each time.

@@ -1,11 +1,12 @@
 //! Where the engine submits: decide centrally, submit locally.
 //!
 //! Every thread that submits gets its own io_uring ring ([`Ring`], one per
-//! thread and engine, made on first use). A request is handed to the
-//! scheduler under the [`Core`] lock, which then dispatches as many
-//! requests as the device queue has room for; the thread submits them on
-//! its own ring, other flows' requests included (their buffers already
-//! live in their slots). Completions are reaped by the ring's owner while
+//! thread and engine, made on first use). A request waits in the thread's
+//! plug until the thread waits, polls, leaves or has [`PLUG_MAX`] of
+//! them; the plug is then handed to the scheduler under one hold of the
+//! [`Core`] lock, which then dispatches as many requests as the device
+//! queue has room for; the thread submits them on its own ring, other
+//! flows' requests included (their buffers already live in their slots). Completions are reaped by the ring's owner while
 //! it is inside the engine (a blocking wait sleeps in its own ring, so
 //! submitting and waiting take one `io_uring_enter`), reported to the
 //! scheduler, and the waiter is woken only when it is another thread.
@@ -23,12 +24,12 @@
 
 use crate::completion::{Driver, EventFd, Hold, Waiter, WakeRelay, RELAY_FANOUT};
 use crate::core::{Core, Op, ShutdownMode};
-use bfq_core::Time;
+use bfq_core::{FlowId, Time};
 use io_uring::{opcode, squeue, types, IoUring};
 use std::cell::RefCell;
 use std::io;
 use std::os::fd::{OwnedFd, RawFd};
-use std::sync::atomic::{fence, AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{fence, AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::time::Instant;
 
@@ -98,12 +99,23 @@ pub(crate) struct Shared {
     pub parks: AtomicU64,
     /// Requests the service thread submitted.
     pub service_submits: AtomicU64,
+    /// Closed flows waiting for plugs to be flushed before they leave
+    /// the scheduler ([`Shared::close_flow`]), and their number.
+    closing: Mutex<Vec<Closing>>,
+    closing_len: AtomicUsize,
     /// Entries of each ring's submission queue.
     pub entries: u32,
     pub origin: Instant,
     next_ring: AtomicU32,
     /// This engine, for the per-thread ring table.
     me: Weak<Shared>,
+}
+
+/// A closed flow, and the plugs (with their flush counts when it
+/// closed) that may still hold its requests.
+struct Closing {
+    flow: FlowId,
+    waits: Vec<(Arc<Ring>, u64)>,
 }
 
 /// One thread's io_uring ring for one engine.
@@ -124,6 +136,11 @@ pub(crate) struct Ring {
     /// The owner left the engine keeping the ring (eventfd notification
     /// off, its plug maybe unsubmitted): it is coming back.
     pub lingering: AtomicBool,
+    /// Requests in the owner's plug, not yet handed to the scheduler.
+    pub plugged: AtomicU32,
+    /// Times the plug was flushed (a closing flow waits for the plugs
+    /// that held requests when it closed, see [`Shared::close_flow`]).
+    pub flushes: AtomicU64,
     /// Times the owner came into the engine.
     pub visits: AtomicU64,
     /// `visits` when the service thread last looked (it takes over a
@@ -137,6 +154,9 @@ pub(crate) struct RingState {
     pub uring: IoUring,
     wake_armed: bool,
     wake_buf: Box<u64>,
+    /// The plug: requests submitted by the owner, not yet handed to the
+    /// scheduler (see [`Shared::flush_plug`]).
+    plug: Vec<Op>,
     /// Dispatched SQEs waiting to be pushed.
     pub sqes: Vec<squeue::Entry>,
     /// Completions reaped and not yet reported.
@@ -174,6 +194,7 @@ impl Drop for LocalRings {
             if let Ok(mut st) = ring.st.lock() {
                 enter_again(&ring, &mut st);
                 s.unlinger(&ring);
+                s.flush_plug(&ring, &mut st);
                 let until = monotonic_ns().saturating_add(EXIT_WAIT_NS);
                 while ring.in_flight.load(Ordering::SeqCst) > 0 {
                     let now = monotonic_ns();
@@ -252,6 +273,8 @@ impl Shared {
             relay: WakeRelay::default(),
             parks: AtomicU64::new(0),
             service_submits: AtomicU64::new(0),
+            closing: Mutex::new(Vec::new()),
+            closing_len: AtomicUsize::new(0),
             entries: (depth * 2 + 8).next_power_of_two(),
             origin,
             next_ring: AtomicU32::new(0),
@@ -290,6 +313,7 @@ impl Shared {
                 uring,
                 wake_armed: false,
                 wake_buf: Box::new(0),
+                plug: Vec::with_capacity(PLUG_MAX),
                 sqes: Vec::new(),
                 cqes: Vec::new(),
                 wakes: Vec::new(),
@@ -305,6 +329,8 @@ impl Shared {
             dead: AtomicBool::new(false),
             mine: Arc::new(AtomicU32::new(0)),
             lingering: AtomicBool::new(false),
+            plugged: AtomicU32::new(0),
+            flushes: AtomicU64::new(0),
             visits: AtomicU64::new(0),
             seen: AtomicU64::new(0),
         }))
@@ -355,26 +381,137 @@ impl Shared {
             return None;
         };
         let mut st = self.enter_own(&ring);
-        let flow = op.flow;
-        let others = {
-            let mut core = self.core();
-            let now = self.now();
-            let w = core.add(op, now);
-            push_waiter(&mut st.wakes, w, &ring);
-            core.dispatch(now, || self.now(), ring.id, &mut st.sqes, Some(flow))
-        };
-        self.push_sqes(&ring, &mut st);
+        st.plug.push(op);
+        ring.plugged.store(st.plug.len() as u32, Ordering::SeqCst);
         ring.mine.fetch_add(1, Ordering::Relaxed);
         let hold = Some(Hold(ring.mine.clone()));
-        if then_wait {
-            wake_all(&mut st.wakes);
-        } else {
-            if others || st.uring.submission().len() >= PLUG_MAX {
+        if !then_wait {
+            if st.plug.len() >= PLUG_MAX {
                 self.work(&ring, &mut st);
             }
             self.linger_or_leave(&ring, &mut st, true);
         }
         hold
+    }
+
+    /// Flushes the plug (the block layer's plug, `blk_finish_plug`): the
+    /// thread's requests go to the scheduler together, under one lock,
+    /// and what the scheduler then dispatches goes on this ring (pushed,
+    /// submitted by the caller's next enter). One lock per batch instead
+    /// of one per request: with several submitting threads the core's
+    /// lock and its cache lines change hands once per batch. Returns
+    /// whether a request failed at once (its result is in).
+    fn flush_plug(&self, ring: &Ring, st: &mut RingState) -> bool {
+        if st.plug.is_empty() {
+            return false;
+        }
+        let mut failed = false;
+        // A ring whose owner is exiting takes no new requests: the
+        // service thread dispatches them.
+        let exiting = ring.dead.load(Ordering::Relaxed);
+        let stopping = {
+            let mut core = self.core();
+            let now = self.now();
+            for op in st.plug.drain(..) {
+                if let Some(w) = core.add(op, now) {
+                    failed = true;
+                    push_waiter(&mut st.wakes, w, ring);
+                }
+            }
+            if !exiting {
+                core.dispatch(now, || self.now(), ring.id, &mut st.sqes);
+            }
+            core.stopping().is_some()
+        };
+        ring.plugged.store(0, Ordering::SeqCst);
+        ring.flushes.fetch_add(1, Ordering::SeqCst);
+        // The service thread may be waiting for this plug to end a
+        // shutdown.
+        if exiting || stopping {
+            self.notify.signal();
+        }
+        self.push_sqes(ring, st);
+        self.remove_closed_flows();
+        failed
+    }
+
+    /// Removes a flow from the scheduler (its `Flow` was dropped) once no
+    /// plug holds a request of it: at once if every plug is empty, else
+    /// when each plug that held requests then has been flushed (requests
+    /// submitted before a flow closes still complete, and the scheduler
+    /// must know the flow when they reach it). This thread's own plug is
+    /// flushed first.
+    pub(crate) fn close_flow(&self, flow: FlowId) {
+        if let Some(ring) = self
+            .local_ring(false)
+            .filter(|_| self.mode == SubmitMode::Local)
+        {
+            let mut st = self.enter_own(&ring);
+            self.work(&ring, &mut st);
+            self.linger_or_leave(&ring, &mut st, true);
+        }
+        let mut closing = self.closing.lock().unwrap_or_else(|p| p.into_inner());
+        // Announced before the plugs are looked at: a flush that does not
+        // see it has emptied its plug before the look below.
+        self.closing_len.fetch_add(1, Ordering::SeqCst);
+        let waits: Vec<(Arc<Ring>, u64)> = self
+            .rings
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .iter()
+            .filter(|r| r.plugged.load(Ordering::SeqCst) > 0)
+            .map(|r| (r.clone(), r.flushes.load(Ordering::SeqCst)))
+            .collect();
+        if waits.is_empty() {
+            self.closing_len.fetch_sub(1, Ordering::SeqCst);
+            drop(closing);
+            let now = self.now();
+            self.core().remove_flow(now, flow);
+        } else {
+            closing.push(Closing { flow, waits });
+        }
+    }
+
+    /// Removes the closed flows whose requests have all left the plugs
+    /// (see [`Shared::close_flow`]).
+    fn remove_closed_flows(&self) {
+        if self.closing_len.load(Ordering::SeqCst) == 0 {
+            return;
+        }
+        let mut gone = Vec::new();
+        {
+            let mut closing = self.closing.lock().unwrap_or_else(|p| p.into_inner());
+            closing.retain_mut(|c| {
+                c.waits.retain(|(r, n)| {
+                    r.flushes.load(Ordering::SeqCst) == *n && r.plugged.load(Ordering::SeqCst) > 0
+                });
+                if c.waits.is_empty() {
+                    gone.push(c.flow);
+                }
+                !c.waits.is_empty()
+            });
+            self.closing_len.store(closing.len(), Ordering::SeqCst);
+        }
+        if !gone.is_empty() {
+            let mut core = self.core();
+            let now = self.now();
+            for f in gone {
+                core.remove_flow(now, f);
+            }
+        }
+    }
+
+    /// Whether a shutdown has finished its work: the core's, and no plug
+    /// holds a request.
+    pub(crate) fn done(&self) -> bool {
+        let core_done = self.core().done();
+        core_done
+            && self
+                .rings
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .iter()
+                .all(|r| r.plugged.load(Ordering::SeqCst) == 0)
     }
 
     /// Locks this thread's ring for its owner's work, ending a linger.
@@ -414,6 +551,7 @@ impl Shared {
             self.lingerers.fetch_sub(1, Ordering::SeqCst);
         }
         // Its plug is the service thread's to submit now.
+        self.flush_plug(ring, st);
         let plugged = st.uring.submission().len() as u64;
         self.service_submits.fetch_add(plugged, Ordering::Relaxed);
         leave_ring(ring, st);
@@ -441,7 +579,9 @@ impl Shared {
             let now = self.now();
             core.add(op, now)
         };
-        w.wake();
+        if let Some(w) = w {
+            w.wake();
+        }
         self.added.fetch_add(1, Ordering::SeqCst);
         // In local mode the service thread does not announce its sleeps:
         // always wake it.
@@ -493,6 +633,7 @@ impl Shared {
 
     /// The owner's loop: submit, reap, report, until the ring is quiet.
     pub(crate) fn work(&self, ring: &Ring, st: &mut RingState) {
+        self.flush_plug(ring, st);
         for _ in 0..WORK_ROUNDS {
             submit_pending(st);
             reap(ring, st);
@@ -520,7 +661,7 @@ impl Shared {
         // service thread dispatches them.
         let exiting = ring.dead.load(Ordering::Relaxed);
         if core.stopping() != Some(ShutdownMode::Cancel) && !exiting {
-            core.dispatch(now, || self.now(), ring.id, &mut st.sqes, None);
+            core.dispatch(now, || self.now(), ring.id, &mut st.sqes);
         }
         let done = core.done();
         drop(core);
@@ -540,6 +681,7 @@ impl Shared {
     /// The owner leaves the engine: completions from now on notify the
     /// service thread. Anything already there is reaped first.
     pub(crate) fn leave(&self, ring: &Ring, st: &mut RingState) {
+        self.flush_plug(ring, st);
         for _ in 0..LEAVE_ROUNDS {
             self.cancel_if_stopping(ring, st);
             if !leave_ring(ring, st) {
@@ -595,7 +737,9 @@ impl Shared {
     fn block_in_ring(&self, ring: &Ring) {
         let mut st = self.enter_own(ring);
         self.cancel_if_stopping(ring, &mut st);
-        if !std::mem::take(&mut st.woken) {
+        // A request that failed at once may be the one waited for.
+        let failed = self.flush_plug(ring, &mut st);
+        if !failed && !std::mem::take(&mut st.woken) {
             arm_reads(ring, &mut st, None);
             enter_and_wait(&mut st, None);
         }
@@ -784,7 +928,10 @@ impl Driver for Shared {
         let Ok(mut st) = ring.st.try_lock() else {
             return;
         };
-        if ring.in_flight.load(Ordering::Relaxed) == 0 && st.uring.completion().is_empty() {
+        if ring.in_flight.load(Ordering::Relaxed) == 0
+            && st.uring.completion().is_empty()
+            && st.plug.is_empty()
+        {
             return;
         }
         enter_again(&ring, &mut st);

@@ -666,7 +666,6 @@ impl Flow {
 
 impl Drop for Flow {
     fn drop(&mut self) {
-        let now = self.shared.now();
-        self.shared.core().remove_flow(now, self.id);
+        self.shared.close_flow(self.id);
     }
 }

@@ -89,7 +89,7 @@ fn run(shared: &Shared, ring: &Ring) {
         arm_reads(ring, &mut st, Some(timerfd));
         seen = shared.added.load(Ordering::SeqCst);
         let (busy, timeout) = turn(shared, ring, &mut st, &mut rings);
-        if shared.core().done() {
+        if shared.done() {
             break;
         }
         if busy {

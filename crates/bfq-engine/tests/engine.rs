@@ -444,6 +444,73 @@ fn scheduler_panic_fails_requests_without_hanging() {
     engine.shutdown(ShutdownMode::Drain).unwrap();
 }
 
+/// FIFO that notes how many requests are queued at each dispatch call.
+struct QueuedAtDispatch {
+    inner: Fifo,
+    seen: Arc<std::sync::Mutex<Vec<usize>>>,
+}
+fifo_wrapper!(QueuedAtDispatch, "queued-at-dispatch");
+
+impl QueuedAtDispatch {
+    fn dispatch_with(&mut self, now: Time) -> Dispatch {
+        self.seen.lock().unwrap().push(self.inner.queued());
+        self.inner.dispatch(now)
+    }
+}
+
+/// The plug: a thread's asynchronous requests reach the scheduler
+/// together (one lock for the batch), not one add and dispatch each.
+#[test]
+fn requests_of_one_plug_reach_the_scheduler_together() {
+    let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let engine = Engine::nop()
+        .queue_depth(64)
+        .scheduler_instance(Box::new(QueuedAtDispatch {
+            inner: Fifo::new(),
+            seen: seen.clone(),
+        }))
+        .open()
+        .unwrap();
+    let flow = engine.flow(FlowOptions::default()).unwrap();
+    let pend: Vec<_> = (0..32u64).map(|i| flow.nop_async(i * 8, 8)).collect();
+    for p in pend {
+        assert_eq!(p.wait().0.unwrap(), 4096);
+    }
+    // The first dispatch that found anything queued (the service thread
+    // may ask before any request arrives).
+    let first = seen.lock().unwrap().iter().copied().find(|&q| q > 0);
+    assert_eq!(first, Some(32), "the scheduler saw the 32 requests at once");
+}
+
+/// A flow closed on one thread while another thread's plug still holds
+/// its requests: they reach the scheduler (the flow leaves it after) and
+/// complete.
+#[test]
+fn a_flow_closed_while_another_thread_plugs_its_requests_still_serves_them() {
+    let engine = Engine::nop().queue_depth(8).open().unwrap();
+    let flow = Arc::new(engine.flow(FlowOptions::default()).unwrap());
+    let (plugged_tx, plugged_rx) = std::sync::mpsc::channel();
+    let (closed_tx, closed_rx) = std::sync::mpsc::channel::<()>();
+    let f = flow.clone();
+    let t = std::thread::spawn(move || {
+        let pend: Vec<_> = (0..5u64).map(|i| f.nop_async(i * 8, 8)).collect();
+        drop(f);
+        plugged_tx.send(()).unwrap();
+        closed_rx.recv().unwrap();
+        pend.into_iter().map(|p| p.wait().0).collect::<Vec<_>>()
+    });
+    plugged_rx.recv().unwrap();
+    // The last handle: the flow closes while the other thread's plug may
+    // still hold its requests.
+    drop(flow);
+    closed_tx.send(()).unwrap();
+    for r in t.join().unwrap() {
+        assert_eq!(r.unwrap(), 4096);
+    }
+    let s = engine.shutdown(ShutdownMode::Drain).unwrap();
+    assert_eq!((s.completed, s.errors), (5, 0));
+}
+
 #[test]
 fn nop_engine_serves_many_requests() {
     let engine = Engine::nop().queue_depth(64).open().unwrap();
