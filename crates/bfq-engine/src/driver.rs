@@ -380,18 +380,40 @@ impl Shared {
             self.submit_to_service(op);
             return None;
         };
-        let mut st = self.enter_own(&ring);
+        let mut st = ring.st.lock().unwrap_or_else(|p| p.into_inner());
+        let stay = self.enter_to_plug(&ring, &mut st, then_wait);
         st.plug.push(op);
-        ring.plugged.store(st.plug.len() as u32, Ordering::SeqCst);
+        ring.plugged.store(st.plug.len() as u32, Ordering::Release);
         ring.mine.fetch_add(1, Ordering::Relaxed);
         let hold = Some(Hold(ring.mine.clone()));
-        if !then_wait {
+        if !then_wait && !stay {
             if st.plug.len() >= PLUG_MAX {
                 self.work(&ring, &mut st);
             }
             self.linger_or_leave(&ring, &mut st, true);
         }
         hold
+    }
+
+    /// The owner is back to plug a request (under its ring's lock).
+    /// Returns whether the ring stays lingering: a thread that lingers
+    /// (it left the engine keeping its ring, eventfd notification off)
+    /// and comes back only to plug one more request, the plug not full and
+    /// no wait to follow, stays lingering. Its `visits` count tells the
+    /// service thread it came back; the engine-wide `lingerers` count,
+    /// which every submitting thread would otherwise update twice per
+    /// request (one cache line bouncing between their CPUs), is left
+    /// alone. Otherwise the ring is entered as for any other work.
+    fn enter_to_plug(&self, ring: &Ring, st: &mut RingState, then_wait: bool) -> bool {
+        let stay =
+            ring.lingering.load(Ordering::Relaxed) && !then_wait && st.plug.len() + 1 < PLUG_MAX;
+        if stay {
+            ring.visits.fetch_add(1, Ordering::Relaxed);
+        } else {
+            enter_again(ring, st);
+            self.unlinger(ring);
+        }
+        stay
     }
 
     /// Flushes the plug (the block layer's plug, `blk_finish_plug`): the
