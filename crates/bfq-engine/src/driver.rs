@@ -462,15 +462,19 @@ impl Shared {
     /// when each plug that held requests then has been flushed (requests
     /// submitted before a flow closes still complete, and the scheduler
     /// must know the flow when they reach it). This thread's own plug is
-    /// flushed first.
+    /// flushed first, unless its ring is busy (a `Flow` dropped by a
+    /// waker this thread runs while it works on its ring).
     pub(crate) fn close_flow(&self, flow: FlowId) {
         if let Some(ring) = self
             .local_ring(false)
             .filter(|_| self.mode == SubmitMode::Local)
         {
-            let mut st = self.enter_own(&ring);
-            self.work(&ring, &mut st);
-            self.linger_or_leave(&ring, &mut st, true);
+            if let Ok(mut st) = ring.st.try_lock() {
+                enter_again(&ring, &mut st);
+                self.unlinger(&ring);
+                self.work(&ring, &mut st);
+                self.linger_or_leave(&ring, &mut st, true);
+            }
         }
         let mut closing = self.closing.lock().unwrap_or_else(|p| p.into_inner());
         // Announced before the plugs are looked at: a flush that does not

@@ -906,3 +906,51 @@ fn plugged_requests_of_a_thread_that_goes_away_still_complete() {
         "the service thread submitted: {s:?}"
     );
 }
+
+/// A waker owning the last handle of a flow, which it drops when woken.
+struct DropFlowOnWake(std::sync::Mutex<Option<bfq_engine::Flow>>);
+
+impl std::task::Wake for DropFlowOnWake {
+    fn wake(self: Arc<Self>) {
+        self.0.lock().unwrap().take();
+    }
+}
+
+/// A `Flow` dropped by a waker that the engine runs on a thread working
+/// on its own ring (reaping another request's completion) does not
+/// deadlock on that ring.
+#[test]
+fn a_flow_dropped_by_a_waker_the_engine_runs_does_not_deadlock() {
+    use std::io::Write;
+    use std::os::unix::net::UnixStream;
+    let engine = Engine::nop().open().unwrap();
+    let a = engine.flow(FlowOptions::default()).unwrap();
+    let b = engine.flow(FlowOptions::default()).unwrap();
+    let (r1, mut w1) = UnixStream::pair().unwrap();
+    let (r2, mut w2) = UnixStream::pair().unwrap();
+    let t1 = bfq_engine::FileTarget::new(std::fs::File::from(std::os::fd::OwnedFd::from(r1)), 0);
+    let t2 =
+        bfq_engine::FileTarget::new(std::fs::File::from(std::os::fd::OwnedFd::from(r2)), 1 << 20);
+    // The first read waits for data with a waker that drops `b`.
+    let dropper = Arc::new(DropFlowOnWake(std::sync::Mutex::new(Some(b))));
+    let waker = std::task::Waker::from(dropper.clone());
+    let mut first = Box::pin(a.read_file_async(&t1, 0, vec![0u8; 1]));
+    let polled =
+        std::future::Future::poll(first.as_mut(), &mut std::task::Context::from_waker(&waker));
+    assert!(polled.is_pending());
+    // Data for both reads comes while this thread sleeps in its ring on
+    // the second one (it reaps the first one's completion there).
+    let writer = std::thread::spawn(move || {
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        w1.write_all(&[1]).unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        w2.write_all(&[2]).unwrap();
+    });
+    let (r, buf) = a.read_file_async(&t2, 0, vec![0u8; 1]).wait();
+    assert_eq!((r.unwrap(), buf[0]), (1, 2));
+    writer.join().unwrap();
+    let (r, buf) = block_on(first);
+    assert_eq!((r.unwrap(), buf[0]), (1, 1));
+    assert!(dropper.0.lock().unwrap().is_none(), "the waker ran");
+    engine.shutdown(ShutdownMode::Drain).unwrap();
+}
