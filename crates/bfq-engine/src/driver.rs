@@ -988,3 +988,28 @@ impl Driver for Shared {
         self.linger_or_leave(&ring, &mut st, true);
     }
 }
+
+/// A flow's handle on the engine, held by its requests' `Pending`s: each
+/// request clones this (one per flow) rather than the engine's
+/// [`Shared`], so the reference count every request updates belongs to
+/// its flow, not to one cache line that every submitting thread writes
+/// (the line that also holds the core lock's word).
+pub(crate) struct FlowDriver(pub(crate) Arc<Shared>);
+
+impl Driver for FlowDriver {
+    fn waiter(&self) -> Waiter {
+        self.0.waiter()
+    }
+    fn block(&self) {
+        self.0.block()
+    }
+    fn poll_work(&self, linger: bool) {
+        self.0.poll_work(linger)
+    }
+    fn taken(&self) {
+        self.0.taken()
+    }
+    fn finish_wait(&self) {
+        self.0.finish_wait()
+    }
+}

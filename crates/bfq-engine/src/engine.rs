@@ -4,7 +4,7 @@ use crate::buf::{IoBuf, IoBufMut};
 use crate::completion::{IoResult, Pending, Sink, Slot};
 use crate::core::{engine_gone, Core, CoreConfig, Op, OpKind, TraceSink};
 pub use crate::core::{EngineStats, FileTarget, ShutdownMode, TraceEvent};
-use crate::driver::{monotonic_ns, Shared, SubmitMode};
+use crate::driver::{monotonic_ns, FlowDriver, Shared, SubmitMode};
 use bfq_core::{
     DeviceInfo, FlowId, FlowSpec, GroupId, IoClass, IoPrio, SchedError, Scheduler, Settings,
     SECTOR_BYTES,
@@ -432,6 +432,7 @@ impl Engine {
         let id = r.map_err(|e| self.refused(e))?;
         Ok(Flow {
             shared: self.shared.clone(),
+            driver: Arc::new(FlowDriver(self.shared.clone())),
             id,
             sync: opts.sync,
         })
@@ -512,6 +513,8 @@ impl Drop for Engine {
 /// submitted still complete.
 pub struct Flow {
     shared: Arc<Shared>,
+    /// What this flow's `Pending`s hold (see [`FlowDriver`]).
+    driver: Arc<FlowDriver>,
     id: FlowId,
     sync: bool,
 }
@@ -548,7 +551,7 @@ impl Flow {
             len,
         } = r;
         let slot = Slot::new(buf);
-        let mut pending = Pending::new(slot.clone(), self.shared.clone());
+        let mut pending = Pending::new(slot.clone(), self.driver.clone());
         let sink: Arc<dyn Sink> = slot;
         let mut op = Op {
             kind,
