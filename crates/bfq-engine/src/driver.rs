@@ -6,10 +6,11 @@
 //! them; the plug is then handed to the scheduler under one hold of the
 //! [`Core`] lock, which then dispatches as many requests as the device
 //! queue has room for; the thread submits them on its own ring, other
-//! flows' requests included (their buffers already live in their slots). Completions are reaped by the ring's owner while
-//! it is inside the engine (a blocking wait sleeps in its own ring, so
-//! submitting and waiting take one `io_uring_enter`), reported to the
-//! scheduler, and the waiter is woken only when it is another thread.
+//! flows' requests included (their buffers already live in their slots).
+//! Completions are reaped by the ring's owner while it is inside the
+//! engine (a blocking wait sleeps in its own ring, so submitting and
+//! waiting take one `io_uring_enter`), reported to the scheduler, and the
+//! waiter is woken only when it is another thread.
 //!
 //! When the owner leaves the engine with requests still on its ring it
 //! turns on the ring's eventfd notification (`IORING_CQ_EVENTFD_DISABLED`
@@ -18,9 +19,11 @@
 //! timer, and in [`SubmitMode::Dispatcher`] it does all the submitting
 //! (the single-dispatcher design, kept as an option).
 //!
-//! Lock order: a ring's state, then the service ring's state, then the
-//! core. No lock is held while waiting for I/O except a ring's own state
-//! by its owner (the service thread only `try_lock`s busy rings).
+//! Lock order: the service ring's state, then a client ring's state,
+//! then the list of closing flows, then the core (the ring list is only held to
+//! copy or scan it). No lock is held while waiting for I/O except a
+//! ring's own state by its owner (the service thread only `try_lock`s
+//! busy rings).
 
 use crate::completion::{Driver, EventFd, Hold, Waiter, WakeRelay, RELAY_FANOUT};
 use crate::core::{Core, Op, ShutdownMode};
