@@ -44,6 +44,9 @@ pub(crate) struct Op {
     /// The request's own file ([`FileTarget`]), else the engine's target.
     pub file: Option<FileTarget>,
     pub sink: Option<Arc<dyn Sink>>,
+    /// Submitted before a shutdown began: a `Drain` shutdown serves it
+    /// even if it reaches the scheduler later (from a thread's plug).
+    pub before_stop: bool,
 }
 
 // SAFETY: `ptr` points into the buffer owned by `sink`'s slot, which lives
@@ -292,7 +295,8 @@ impl Core {
                 engine_gone()
             })));
         }
-        if self.stopping.is_some() {
+        let drained = self.stopping == Some(ShutdownMode::Drain) && op.before_stop;
+        if self.stopping.is_some() && !drained {
             self.stats.cancelled += 1;
             return Some(op.finish_deferred(Err(cancelled())));
         }

@@ -85,6 +85,8 @@ pub(crate) struct Shared {
     pub parked: AtomicBool,
     /// A `Cancel` shutdown has begun.
     pub cancelling: AtomicBool,
+    /// A shutdown has begun (requests plugged after it are refused).
+    pub stop_begun: AtomicBool,
     /// Some ring whose owner is away may hold requests (the service
     /// thread then bounds its sleeps).
     pub away_in_flight: AtomicBool,
@@ -268,6 +270,7 @@ impl Shared {
             notify,
             parked: AtomicBool::new(false),
             cancelling: AtomicBool::new(false),
+            stop_begun: AtomicBool::new(false),
             away_in_flight: AtomicBool::new(false),
             lingerers: AtomicU32::new(0),
             service_idle: AtomicBool::new(false),
@@ -374,7 +377,7 @@ impl Shared {
     /// flow's, or by the service thread if the thread has not been back
     /// within [`crate::service::LINGER_NS`]. `then_wait`: the caller waits
     /// at once.
-    pub(crate) fn submit(&self, op: Op, then_wait: bool) -> Option<Hold> {
+    pub(crate) fn submit(&self, mut op: Op, then_wait: bool) -> Option<Hold> {
         let ring = match self.mode {
             SubmitMode::Local => self.local_ring(true),
             SubmitMode::Dispatcher => None,
@@ -383,6 +386,7 @@ impl Shared {
             self.submit_to_service(op);
             return None;
         };
+        op.before_stop = !self.stop_begun.load(Ordering::SeqCst);
         let mut st = ring.st.lock().unwrap_or_else(|p| p.into_inner());
         let stay = self.enter_to_plug(&ring, &mut st, then_wait);
         st.plug.push(op);

@@ -478,6 +478,9 @@ impl Engine {
         let Some(thread) = self.thread.take() else {
             return self.stats();
         };
+        // Requests submitted from now on are not served by a `Drain`
+        // (those still in plugs before this are).
+        self.shared.stop_begun.store(true, Ordering::SeqCst);
         self.shared.core().begin_shutdown(mode);
         if mode == ShutdownMode::Cancel {
             self.shared.cancelling.store(true, Ordering::SeqCst);
@@ -562,6 +565,7 @@ impl Flow {
             sync: self.sync,
             file: file.cloned(),
             sink: Some(sink),
+            before_stop: false,
         };
         let why = match u32::try_from(len) {
             Err(_) => Some("a request is at most 4 GiB - 1"),

@@ -220,6 +220,21 @@ fn drain_shutdown_serves_everything() {
     }
 }
 
+/// Requests still in the submitting thread's plug when a `Drain`
+/// shutdown begins are served, not cancelled.
+#[test]
+fn drain_serves_requests_still_in_the_plug() {
+    let engine = Engine::nop().open().unwrap();
+    let flow = engine.flow(FlowOptions::default()).unwrap();
+    // Fewer than a plug's worth: they wait in this thread's plug.
+    let pend: Vec<_> = (0..5u64).map(|i| flow.nop_async(i * 8, 8)).collect();
+    let stats = engine.shutdown(ShutdownMode::Drain).unwrap();
+    assert_eq!((stats.completed, stats.cancelled), (5, 0));
+    for p in pend {
+        assert_eq!(p.wait().0.unwrap(), 4096);
+    }
+}
+
 #[test]
 fn many_flows_many_threads() {
     let f = tmpfile(8 << 20);
