@@ -465,8 +465,8 @@ impl Shared {
     }
 
     /// Removes a flow from the scheduler (its `Flow` was dropped) once no
-    /// plug holds a request of it: at once if every plug is empty, else
-    /// when each plug that held requests then has been flushed (requests
+    /// plug holds a request of it: at once if none does, else when each
+    /// plug that held its requests then has been flushed (requests
     /// submitted before a flow closes still complete, and the scheduler
     /// must know the flow when they reach it). This thread's own plug is
     /// flushed first, unless its ring is busy (a `Flow` dropped by a
@@ -487,13 +487,24 @@ impl Shared {
         // Announced before the plugs are looked at: a flush that does not
         // see it has emptied its plug before the look below.
         self.closing_len.fetch_add(1, Ordering::SeqCst);
-        let waits: Vec<(Arc<Ring>, u64)> = self
+        let plugging: Vec<(Arc<Ring>, u64)> = self
             .rings
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .iter()
             .filter(|r| r.plugged.load(Ordering::SeqCst) > 0)
             .map(|r| (r.clone(), r.flushes.load(Ordering::SeqCst)))
+            .collect();
+        // Only plugs that hold a request of the flow (or whose owner is
+        // busy with it, to be asked again at its flush) are waited for:
+        // a plug is looked into only if its lock is free (never waited
+        // for), so the lock order is not at stake.
+        let waits: Vec<(Arc<Ring>, u64)> = plugging
+            .into_iter()
+            .filter(|(r, _)| match r.st.try_lock() {
+                Ok(st) => st.plug.iter().any(|op| op.flow == flow),
+                Err(_) => true,
+            })
             .collect();
         if waits.is_empty() {
             self.closing_len.fetch_sub(1, Ordering::SeqCst);

@@ -922,6 +922,34 @@ fn plugged_requests_of_a_thread_that_goes_away_still_complete() {
     );
 }
 
+/// A flow closed while another thread's plug holds only other flows'
+/// requests leaves the scheduler at once: its group can be removed
+/// right after.
+#[test]
+fn a_flow_closed_beside_other_flows_plugs_leaves_at_once() {
+    let engine = Arc::new(Engine::nop().open().unwrap());
+    let g = engine.add_group(GroupId::ROOT, 100).unwrap();
+    let f = engine.flow(FlowOptions::weight(100).group(g)).unwrap();
+    let other = Arc::new(engine.flow(FlowOptions::default()).unwrap());
+    let (plugged_tx, plugged_rx) = std::sync::mpsc::channel();
+    let (done_tx, done_rx) = std::sync::mpsc::channel::<()>();
+    let o = other.clone();
+    let t = std::thread::spawn(move || {
+        let pend: Vec<_> = (0..3u64).map(|i| o.nop_async(i * 8, 8)).collect();
+        plugged_tx.send(()).unwrap();
+        done_rx.recv().unwrap();
+        pend.into_iter().map(|p| p.wait().0).collect::<Vec<_>>()
+    });
+    plugged_rx.recv().unwrap();
+    drop(f);
+    let removed = engine.remove_group(g);
+    done_tx.send(()).unwrap();
+    for r in t.join().unwrap() {
+        assert_eq!(r.unwrap(), 4096);
+    }
+    removed.unwrap();
+}
+
 /// A waker owning the last handle of a flow, which it drops when woken.
 struct DropFlowOnWake(std::sync::Mutex<Option<bfq_engine::Flow>>);
 
