@@ -497,6 +497,29 @@ fn requests_of_one_plug_reach_the_scheduler_together() {
     assert_eq!(first, Some(32), "the scheduler saw the 32 requests at once");
 }
 
+/// Starts a thread that plugs `n` NOPs of `flow` (dropping its handle),
+/// then waits for them once the returned sender says so. Returns once
+/// the requests are plugged.
+fn plug_on_another_thread(
+    flow: Arc<bfq_engine::Flow>,
+    n: u64,
+) -> (
+    std::thread::JoinHandle<Vec<io::Result<usize>>>,
+    std::sync::mpsc::Sender<()>,
+) {
+    let (plugged_tx, plugged_rx) = std::sync::mpsc::channel();
+    let (go_tx, go_rx) = std::sync::mpsc::channel::<()>();
+    let t = std::thread::spawn(move || {
+        let pend: Vec<_> = (0..n).map(|i| flow.nop_async(i * 8, 8)).collect();
+        drop(flow);
+        plugged_tx.send(()).unwrap();
+        go_rx.recv().unwrap();
+        pend.into_iter().map(|p| p.wait().0).collect::<Vec<_>>()
+    });
+    plugged_rx.recv().unwrap();
+    (t, go_tx)
+}
+
 /// A flow closed on one thread while another thread's plug still holds
 /// its requests: they reach the scheduler (the flow leaves it after) and
 /// complete.
@@ -504,21 +527,11 @@ fn requests_of_one_plug_reach_the_scheduler_together() {
 fn a_flow_closed_while_another_thread_plugs_its_requests_still_serves_them() {
     let engine = Engine::nop().queue_depth(8).open().unwrap();
     let flow = Arc::new(engine.flow(FlowOptions::default()).unwrap());
-    let (plugged_tx, plugged_rx) = std::sync::mpsc::channel();
-    let (closed_tx, closed_rx) = std::sync::mpsc::channel::<()>();
-    let f = flow.clone();
-    let t = std::thread::spawn(move || {
-        let pend: Vec<_> = (0..5u64).map(|i| f.nop_async(i * 8, 8)).collect();
-        drop(f);
-        plugged_tx.send(()).unwrap();
-        closed_rx.recv().unwrap();
-        pend.into_iter().map(|p| p.wait().0).collect::<Vec<_>>()
-    });
-    plugged_rx.recv().unwrap();
+    let (t, go) = plug_on_another_thread(flow.clone(), 5);
     // The last handle: the flow closes while the other thread's plug may
     // still hold its requests.
     drop(flow);
-    closed_tx.send(()).unwrap();
+    go.send(()).unwrap();
     for r in t.join().unwrap() {
         assert_eq!(r.unwrap(), 4096);
     }
@@ -931,19 +944,11 @@ fn a_flow_closed_beside_other_flows_plugs_leaves_at_once() {
     let g = engine.add_group(GroupId::ROOT, 100).unwrap();
     let f = engine.flow(FlowOptions::weight(100).group(g)).unwrap();
     let other = Arc::new(engine.flow(FlowOptions::default()).unwrap());
-    let (plugged_tx, plugged_rx) = std::sync::mpsc::channel();
-    let (done_tx, done_rx) = std::sync::mpsc::channel::<()>();
-    let o = other.clone();
-    let t = std::thread::spawn(move || {
-        let pend: Vec<_> = (0..3u64).map(|i| o.nop_async(i * 8, 8)).collect();
-        plugged_tx.send(()).unwrap();
-        done_rx.recv().unwrap();
-        pend.into_iter().map(|p| p.wait().0).collect::<Vec<_>>()
-    });
-    plugged_rx.recv().unwrap();
+    // `other` stays open here: the thread's plug keeps its requests.
+    let (t, go) = plug_on_another_thread(other.clone(), 3);
     drop(f);
     let removed = engine.remove_group(g);
-    done_tx.send(()).unwrap();
+    go.send(()).unwrap();
     for r in t.join().unwrap() {
         assert_eq!(r.unwrap(), 4096);
     }
