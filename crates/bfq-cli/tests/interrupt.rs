@@ -206,12 +206,15 @@ fn alive(pid: u32) -> bool {
         .unwrap_or(false)
 }
 
-/// The pids in a cgroup.
+/// The user processes in a cgroup: a kernel thread (no command line),
+/// such as the loop device's worker for the cgroup, is not one of the
+/// run's.
 fn procs_in(cg: &Path) -> Vec<u32> {
     std::fs::read_to_string(cg.join("cgroup.procs"))
         .unwrap_or_default()
         .split_whitespace()
         .filter_map(|p| p.parse().ok())
+        .filter(|p| std::fs::read(format!("/proc/{p}/cmdline")).is_ok_and(|c| !c.is_empty()))
         .collect()
 }
 

@@ -638,13 +638,17 @@ pub fn cleanup_dead_runs() -> io::Result<Vec<String>> {
             if pid_alive(pid) {
                 continue;
             }
-            let previous = fs::read_to_string(e.path())?;
+            // Another cleaner may have taken this run meanwhile.
+            let previous = match fs::read_to_string(e.path()) {
+                Err(err) if err.kind() == io::ErrorKind::NotFound => continue,
+                r => r?,
+            };
             let file = format!("/sys/block/{dev}/queue/scheduler");
             match fs::write(&file, previous.trim()) {
                 Ok(()) => done.push(format!("{dev}: scheduler {} restored", previous.trim())),
                 Err(err) => done.push(format!("{dev}: cannot restore {}: {err}", previous.trim())),
             }
-            fs::remove_file(e.path())?;
+            gone_ok(fs::remove_file(e.path()))?;
         }
     }
     let root = Path::new(BLKIO_V1);
@@ -661,13 +665,22 @@ pub fn cleanup_dead_runs() -> io::Result<Vec<String>> {
             if pid_alive(pid) {
                 continue;
             }
-            remove_cgroup_tree(&e.path(), root).map_err(|err| {
+            gone_ok(remove_cgroup_tree(&e.path(), root)).map_err(|err| {
                 io::Error::new(err.kind(), format!("{}: {err}", e.path().display()))
             })?;
             done.push(format!("cgroup {} removed", e.path().display()));
         }
     }
     Ok(done)
+}
+
+/// `r`, with "not found" as success: what was to be removed is gone
+/// (another `bfq cleanup`, or the run itself, removed it meanwhile).
+fn gone_ok(r: io::Result<()>) -> io::Result<()> {
+    match r {
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
+        r => r,
+    }
 }
 
 #[cfg(test)]

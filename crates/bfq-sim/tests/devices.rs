@@ -219,3 +219,29 @@ fn ssd_reads_go_before_buffered_programs() {
     // (8 ms for 31 x 128 KiB), one program (0.9 ms) and the read.
     assert!(max < 12 * bfq_core::MS, "{max}");
 }
+
+#[test]
+fn ssd_random_small_writes_fill_whole_pages() {
+    // A page-mapping FTL appends 4 KiB random writes to open pages: four
+    // of them cost one 16 KiB program, so sustained they run at the
+    // program rate in bytes (145.6 MB/s) like sequential writes. Programmed
+    // where their addresses map, each cost a whole page: a quarter of it.
+    let run = |coalesce: bool| {
+        let mut p = preset("ssd-plextor-m5s").unwrap();
+        if let DeviceParams::Flash(f) = &mut p {
+            f.coalesce_writes = coalesce;
+        }
+        let mut d = device::build(&p);
+        let cap = d.capacity_sectors();
+        let mut reqs = rand_reqs(cap, 65_536, 8, 7);
+        for r in &mut reqs {
+            r.op = Op::Write;
+        }
+        let (t, _) = run_closed_loop(d.as_mut(), reqs, 32);
+        mbs(65_536 * 4096, t)
+    };
+    let (on, off) = (run(true), run(false));
+    eprintln!("4 KiB random writes: {on:.1} MB/s coalesced, {off:.1} page by page");
+    assert!(on > 3.0 * off, "{on} vs {off}");
+    assert!(on < 8.0 * 16384.0 / 900e-6 / 1e6 * 1.3, "{on}");
+}

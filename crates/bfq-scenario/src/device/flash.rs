@@ -29,6 +29,12 @@ pub struct FlashParams {
     /// (a write completes once buffered; when the buffer is full, once
     /// enough of it has been programmed). At least one page per unit.
     pub write_buffer: u64,
+    /// The flash translation layer appends written data to open pages in
+    /// arrival order and programs each full page on the next unit in turn,
+    /// whatever the data's addresses (a page-mapping FTL's log), so four
+    /// random 4 KiB writes cost one 16 KiB program. `false`: each write
+    /// programs the pages its addresses map to, a page per 4 KiB write.
+    pub coalesce_writes: bool,
 }
 
 impl FlashParams {

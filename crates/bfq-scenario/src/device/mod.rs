@@ -154,6 +154,8 @@ pub fn preset(name: &str) -> Option<DeviceParams> {
             // holds the mapping tables too): a write buffer of a few tens
             // of MiB, as SATA SSDs of its generation have.
             write_buffer: 32 << 20,
+            // A page-mapping FTL, as SATA SSDs of its generation have.
+            coalesce_writes: true,
         }),
         _ => return None,
     })
@@ -235,6 +237,7 @@ impl DeviceParams {
                 "bus_rate" => p.bus_rate = as_f64(v)?,
                 "queue_depth" => p.queue_depth = as_u32(v)?,
                 "write_buffer" => p.write_buffer = as_size(v)?,
+                "coalesce_writes" => p.coalesce_writes = as_bool(v)?,
                 _ => return Err(format!("unknown flash field '{key}'")),
             },
         }

@@ -11,7 +11,10 @@
 //! - Read data then crosses the host interface (`bus_rate`, shared), which
 //!   bounds sequential throughput. Writes cross the interface first and
 //!   complete when buffered in the device's `write_buffer`; their programs
-//!   then occupy the units, back to back. With the buffer full, a write
+//!   then occupy the units, back to back (`coalesce_writes`, the default:
+//!   appended to open pages in arrival order, each full page programmed
+//!   on the next unit in turn, as a page-mapping FTL does; otherwise each
+//!   write programs the pages its addresses map to). With the buffer full, a write
 //!   completes once enough of the buffer has been programmed, so sustained
 //!   writes run at the units' program rate.
 //! - Reads go before buffered programs (the controller schedules host reads
@@ -45,6 +48,10 @@ pub struct Flash {
     bus_free: Time,
     done: BinaryHeap<Reverse<(Time, u64, ReqId)>>,
     seq: u64,
+    /// Written bytes in the open page (`coalesce_writes`).
+    open_bytes: u64,
+    /// The unit the open page will be programmed on.
+    next_unit: usize,
 }
 
 /// One flash unit (a die): its reads, then its programs.
@@ -104,6 +111,8 @@ impl Flash {
             bus_free: 0,
             done: BinaryHeap::new(),
             seq: 0,
+            open_bytes: 0,
+            next_unit: 0,
             p,
         }
     }
@@ -111,6 +120,26 @@ impl Flash {
     /// The parameters.
     pub fn params(&self) -> &FlashParams {
         &self.p
+    }
+
+    /// A buffered write of `bytes` at `arrived`, appended to the open page
+    /// (`coalesce_writes`): each page it fills is programmed on the next
+    /// unit in turn. Returns when the write is buffered: at most
+    /// `buffer_pages` programs, its own included, left on each unit it
+    /// filled a page on, or on the unit of the page it is still in.
+    fn write_coalesced(&mut self, arrived: Time, bytes: u64, ahead: Time) -> Time {
+        let page = self.p.page_size.max(SECTOR_BYTES);
+        let program = self.p.program_latency;
+        let total = self.open_bytes + bytes;
+        self.open_bytes = total % page;
+        let mut buffered = arrived;
+        for _ in 0..total / page {
+            let done = self.units[self.next_unit].program(arrived, program);
+            buffered = buffered.max(done.saturating_sub(ahead));
+            self.next_unit = (self.next_unit + 1) % self.units.len();
+        }
+        let open = self.units[self.next_unit].prog_end;
+        buffered.max(open.saturating_sub(ahead))
     }
 
     fn bus_time(&self, bytes: u64) -> Time {
@@ -156,13 +185,17 @@ impl Device for Flash {
                 // Buffered once at most `buffer_pages` programs, its own
                 // included, are left on each of its units.
                 let ahead = self.buffer_pages * program;
-                let mut buffered = arrived;
-                for lpn in first..=last {
-                    let u = &mut self.units[(lpn % units) as usize];
-                    let done = u.program(arrived, program);
-                    buffered = buffered.max(done.saturating_sub(ahead));
+                if self.p.coalesce_writes {
+                    self.write_coalesced(arrived, bytes, ahead)
+                } else {
+                    let mut buffered = arrived;
+                    for lpn in first..=last {
+                        let u = &mut self.units[(lpn % units) as usize];
+                        let done = u.program(arrived, program);
+                        buffered = buffered.max(done.saturating_sub(ahead));
+                    }
+                    buffered
                 }
-                buffered
             }
         };
         self.seq += 1;
