@@ -1646,6 +1646,7 @@ fn bfq_kernel_is_the_kernel_without_this_projects_rules() {
     assert!(!k.charge.overcharge_asymmetric && !k.charge.new_flow_service);
     // `bfq` = the kernel plus the rules listed in docs/bfq-settings.md.
     assert!(b.inject.charge_service && b.inject.share_cap && b.inject.read_floor);
+    assert!(b.inject.protect_seeky && !k.inject.protect_seeky);
     assert!(!b.peak_rate.large_seq);
     assert!(b.peak_rate.turn_samples && b.budget.raised_feedback);
     assert!(k.peak_rate.large_seq);
@@ -1661,6 +1662,7 @@ fn bfq_kernel_is_the_kernel_without_this_projects_rules() {
             ("inject_charge_service", "0"),
             ("inject_share_cap", "0"),
             ("inject_read_floor", "0"),
+            ("inject_protect_seeky", "0"),
             ("peak_rate_large_seq", "1"),
             ("peak_rate_turn_samples", "0"),
             ("wr_budget_feedback", "0"),

@@ -34,19 +34,36 @@ fn run(kv: &[(&str, &str)]) -> SimResult {
 fn a_read_is_always_injected_into_a_seeky_flows_idle_time() {
     // Injecting the target's 128 KiB reads makes the idling random
     // reader's next 4 KiB read wait on the host interface, so the learned
-    // limit falls to 0 and the target is served in its own turns only
-    // (3/7 of the time). With the floor one of its reads is always in
-    // flight beside the random readers'.
+    // limit falls to 0 and the target is served in its own turns and as
+    // the other readers' reads allow. With the floor one read is always in
+    // flight beside the random readers': 278.8 MiB/s in all against 256.6
+    // without (when injection took only B-WF2Q+'s next flow, the floor
+    // made more of the difference: 260.6 against 219.6).
     let on = steady_total(&run(&[]));
     let off = steady_total(&run(&[("inject_read_floor", "0")]));
     eprintln!("total {on:.1} MiB/s with the read floor, {off:.1} without");
-    assert!(on > 1.15 * off, "{on} vs {off}");
+    assert!(on > 1.05 * off, "{on} vs {off}");
 }
 
 /// The 2018 article's random target (weight 300) against four async
 /// writers (weight 100 each), each in its own group; `kinds` gives each
 /// writer's pattern and block size.
 fn writers(kinds: [(&str, &str); 4]) -> Scenario {
+    interferers("write", kinds)
+}
+
+/// The 2018 article's random target (weight 300) against four sync
+/// readers (weight 100 each), each in its own group.
+fn readers(kinds: [(&str, &str); 4]) -> Scenario {
+    interferers("read", kinds)
+}
+
+fn interferers(op: &str, kinds: [(&str, &str); 4]) -> Scenario {
+    let io = if op == "write" {
+        "sync = false\ndepth = 32\n"
+    } else {
+        ""
+    };
     let mut s = String::from(
         "name = \"random reader vs writers\"\nduration = \"15s\"\n\
          [device]\npreset = \"ssd-plextor-m5s\"\n\
@@ -57,12 +74,12 @@ fn writers(kinds: [(&str, &str); 4]) -> Scenario {
     for (i, (pattern, block)) in (1..=4).zip(kinds) {
         s.push_str(&format!(
             "[[group]]\npath = \"/i{i}\"\n\
-             [[flow]]\nname = \"w{i}\"\ngroup = \"/i{i}\"\nop = \"write\"\npattern = \"{pattern}\"\n\
-             block = \"{block}\"\nsync = false\ndepth = 32\nregion = {{ start = \"{}G\", size = \"8G\" }}\n",
+             [[flow]]\nname = \"i{i}\"\ngroup = \"/i{i}\"\nop = \"{op}\"\npattern = \"{pattern}\"\n\
+             block = \"{block}\"\n{io}region = {{ start = \"{}G\", size = \"8G\" }}\n",
             8 * i
         ));
     }
-    Scenario::from_toml_str(&s, "writers.toml").unwrap()
+    Scenario::from_toml_str(&s, "interferers.toml").unwrap()
 }
 
 /// The target's MB/s after the first 5 s under `bfq` with `kv`.
@@ -116,7 +133,7 @@ fn a_warm_b_max_needs_the_linux_4_write_over_charge() {
     // rate, so each async writer's turn may dispatch a whole write buffer
     // whose programs then slow the target's reads in its own turns.
     // Charged x3 (today's kernel), four sequential writers leave the
-    // random target 3.7 MB/s of its 10; charged x10 (Linux 4.x, the 2018
+    // random target 3.6 MB/s of its 10; charged x10 (Linux 4.x, the 2018
     // article's bfq), 14.7.
     let s = writers([("seq", "128k"); 4]);
     let warm = ("peak_rate_learned", "976000");
@@ -125,4 +142,51 @@ fn a_warm_b_max_needs_the_linux_4_write_over_charge() {
     eprintln!("target {x10:.2} MB/s charged x10, {x3:.2} charged x3");
     assert!(x10 >= 10.0, "{x10}");
     assert!(x3 < 10.0, "{x3}");
+}
+
+/// Total MB/s after the first 5 s under `bfq` with `kv`.
+fn total_mb_s(s: &Scenario, kv: &[(&str, &str)]) -> f64 {
+    let bfq = Bfq::from_profile("bfq", &Settings::from_pairs(kv.iter().copied())).unwrap();
+    steady_total(&simulate(s, Box::new(bfq), 1, SimOptions::default()).unwrap()) * 1.048576
+}
+
+#[test]
+fn several_flows_are_injected_each_within_its_share() {
+    // The 2018 article's static random workload (a random target of
+    // weight 300, four random readers of 100, each in its own group), on
+    // a bfq that learned the device's rate. Offered only B-WF2Q+'s next
+    // flow, injection fills a turn's idle time from one reader, within
+    // that reader's share: 46.8 MB/s in all. Offered the next eight,
+    // each within its own share: 62.1 (max-none, the article's
+    // throttling, gets 70.0; the article's improved bfq "recovers most of
+    // the throughput loss").
+    let s = readers([("rand", "4k"); 4]);
+    let warm = ("peak_rate_learned", "976000");
+    let eight = total_mb_s(&s, &[warm]);
+    let one = total_mb_s(&s, &[warm, ("inject_candidates", "1")]);
+    eprintln!("total {eight:.1} MB/s with 8 candidates, {one:.1} with 1");
+    assert!(eight > 1.2 * one, "{eight} vs {one}");
+    let target = target_mb_s(&s, &[warm]);
+    assert!(target >= 10.0, "target {target}");
+}
+
+#[test]
+fn a_lighter_sequential_flow_is_not_injected_into_a_heavier_random_readers_turn() {
+    // The 2018 article's "varying randomness" readers (one sequential,
+    // three random of 4 KiB, 128 KiB and 1 MiB: all but the 4 KiB one
+    // non-seeky on flash) beside the random target of weight 300. Their
+    // large reads injected into the target's idle time slow each of its
+    // 4 KiB reads, in turns charged their time.
+    let s = readers([
+        ("seq", "128k"),
+        ("rand", "4k"),
+        ("rand", "128k"),
+        ("rand", "1M"),
+    ]);
+    let warm = ("peak_rate_learned", "976000");
+    let on = target_mb_s(&s, &[warm]);
+    let off = target_mb_s(&s, &[warm, ("inject_protect_seeky", "0")]);
+    eprintln!("target {on:.2} MB/s protected, {off:.2} not");
+    assert!(on >= 10.0, "{on}");
+    assert!(off < 9.5, "{off}");
 }

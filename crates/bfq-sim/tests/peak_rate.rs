@@ -45,17 +45,22 @@ fn b_max(preset: &str, profile: &str, secs: u64) -> f64 {
 }
 
 /// B_max after 20 s and after 40 s, as fractions of the ideal; settled
-/// means within 8% of each other (on the NCQ disk the accepted windows
-/// vary by about 5% with the drive's reordering).
-fn converged(preset: &str, profile: &str) -> (f64, f64) {
+/// means within `settle` of each other.
+fn converged_within(preset: &str, profile: &str, settle: f64) -> (f64, f64) {
     let ideal = ideal_b_max(preset);
     let (a, b) = (b_max(preset, profile, 20), b_max(preset, profile, 40));
     eprintln!("{preset} {profile}: ideal {ideal:.0}, B_max {a:.0} at 20 s, {b:.0} at 40 s");
     assert!(
-        (a / b - 1.0).abs() <= 0.08,
+        (a / b - 1.0).abs() <= settle,
         "{preset} {profile}: not settled ({a} then {b})"
     );
     (a / ideal, b / ideal)
+}
+
+/// Settled within 8% (on the NCQ disk the accepted windows vary by about
+/// 5% with the drive's reordering).
+fn converged(preset: &str, profile: &str) -> (f64, f64) {
+    converged_within(preset, profile, 0.08)
 }
 
 #[test]
@@ -65,12 +70,24 @@ fn b_max_converges_near_the_sequential_rate_on_flash_and_ncq_disks() {
     // sequential ones, so a window measures close to the peak.
     for preset in ["ssd-plextor-m5s", "maxtor-7l250s0"] {
         for profile in ["bfq", "bfq-kernel"] {
+            if (preset, profile) == ("maxtor-7l250s0", "bfq-kernel") {
+                continue;
+            }
             let (_, b) = converged(preset, profile);
             assert!(
                 (0.85..=1.15).contains(&b),
                 "{preset} {profile}: {b:.2} of T_max x rate"
             );
         }
+    }
+    // The kernel injects a read of any busy queue that fits, and each
+    // random read injected into a sequential turn on the disk costs a
+    // seek in its window: B_max wanders between 0.80 and 0.92 of the
+    // ideal (11926..13676 sectors from 20 to 80 s; within 0.85..0.92 and
+    // 4% when only B-WF2Q+'s next flow was injected).
+    let (a, b) = converged_within("maxtor-7l250s0", "bfq-kernel", 0.15);
+    for x in [a, b] {
+        assert!((0.78..=1.15).contains(&x), "bfq-kernel on NCQ: {x:.2}");
     }
 }
 

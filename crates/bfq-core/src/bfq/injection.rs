@@ -115,6 +115,16 @@ pub struct InjectConfig {
     /// project keeps the learned limit for writes, whose programs slow the
     /// flash long after the write completed).
     pub read_floor: bool,
+    /// A sequential flow whose weight is below an idling seeky flow's is
+    /// not injected into its idle time (`inject_protect_seeky`; this
+    /// project's rule): its large requests beside the seeky flow's small
+    /// ones slow each of them, in a turn charged its time.
+    pub protect_seeky: bool,
+    /// How many flows B-WF2Q+ offers for injection, besides the waker and
+    /// the woken flow (`inject_candidates`, 1..=8, default 8): the first
+    /// flows under the tops of the root's service tree, each within its
+    /// own share ([`super::INJECT_CANDIDATES`]).
+    pub candidates: usize,
 }
 
 impl Default for InjectConfig {
@@ -128,6 +138,8 @@ impl Default for InjectConfig {
             charge_service: true,
             share_cap: true,
             read_floor: true,
+            protect_seeky: true,
+            candidates: super::INJECT_CANDIDATES,
         }
     }
 }
@@ -162,6 +174,10 @@ pub struct InjectState {
     /// injection, or its turn ended while they were out): it keeps its
     /// place if its next request comes in time.
     pub returning: bool,
+    /// Serial number of the turn `turn_injected` counts in.
+    pub turn_serial: u64,
+    /// Sectors of this flow injected into that turn (`inject_share_cap`).
+    pub turn_injected: u64,
 }
 
 impl Default for InjectState {
@@ -179,11 +195,22 @@ impl Default for InjectState {
             waker_since: 0,
             woken: None,
             returning: false,
+            turn_serial: u64::MAX,
+            turn_injected: 0,
         }
     }
 }
 
 impl InjectState {
+    /// Sectors of this flow injected into the turn numbered `serial`.
+    pub fn injected_in(&self, serial: u64) -> u64 {
+        if self.turn_serial == serial {
+            self.turn_injected
+        } else {
+            0
+        }
+    }
+
     /// The sampled request completed at `now`: adapt the limit (kernel
     /// rules). With injected requests in flight beside it, a service time
     /// of at least 1.5x the baseline lowers the limit (down to 0: no

@@ -56,7 +56,7 @@ use preemption::{Preempt, PreemptConfig};
 use queue::{FlowQueue, QueueConfig};
 use queue_merge::{MergeConfig, MergeState};
 use weight_raising::{Burst, BurstVerdict, Raise, RaiseKind, WrConfig};
-use wf2q::{EState, EntityId, Kind, Wf2q};
+use wf2q::{EState, Entity, EntityId, Kind, Wf2q};
 
 /// Default B_max before the peak rate is known, and of the 2010 profile.
 pub const DEFAULT_MAX_BUDGET: u64 = 16384;
@@ -157,6 +157,7 @@ impl BfqConfig {
                 charge_service: true,
                 share_cap: true,
                 read_floor: true,
+                protect_seeky: true,
                 waker_kernel_detection: false,
                 ..k.inject
             },
@@ -211,6 +212,7 @@ impl BfqConfig {
                 charge_service: false,
                 share_cap: false,
                 read_floor: false,
+                protect_seeky: false,
                 waker_kernel_detection: true,
                 ..InjectConfig::default()
             },
@@ -507,6 +509,13 @@ impl BfqConfig {
             charge_service: s.bool("inject_charge_service", d.inject.charge_service)?,
             share_cap: s.bool("inject_share_cap", d.inject.share_cap)?,
             read_floor: s.bool("inject_read_floor", d.inject.read_floor)?,
+            protect_seeky: s.bool("inject_protect_seeky", d.inject.protect_seeky)?,
+            candidates: s.u64_in(
+                "inject_candidates",
+                d.inject.candidates as u64,
+                1,
+                INJECT_CANDIDATES as u64,
+            )? as usize,
             waker_kernel_detection: s
                 .bool("waker_kernel_detection", d.inject.waker_kernel_detection)?,
             ..d.inject
@@ -641,6 +650,8 @@ struct Turn {
     injected: u64,
     /// Of those, sectors of non-seeky flows.
     injected_seq: u64,
+    /// Serial number of the turn (the per-flow injection counts name it).
+    serial: u64,
 }
 
 /// Group-level data.
@@ -667,6 +678,24 @@ pub struct BfqStats {
     /// Turns started (flows selected by B-WF2Q+).
     pub turns: u64,
 }
+
+/// Which requests an injection may take from a candidate.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Take {
+    /// Any: the idling flow's waker, the flow it woke, B-WF2Q+'s next.
+    Any,
+    /// Reads only: the other candidates, and every candidate under
+    /// `inject_read_floor` beyond the learned limit. Writes complete once
+    /// buffered and their programs slow the idling flow's reads later,
+    /// where the learned limit cannot see them.
+    Reads,
+}
+
+/// Most flows B-WF2Q+ may offer for injection at one dispatch, besides
+/// the idling flow's waker and woken flow: the upper end of
+/// `inject_candidates` (the kernel tries every busy queue; a bound keeps
+/// the dispatch O(1) in the number of flows).
+pub const INJECT_CANDIDATES: usize = 8;
 
 /// The BFQ scheduler.
 #[derive(Debug)]
@@ -1187,6 +1216,7 @@ impl Bfq {
             idle_since: now,
             injected: 0,
             injected_seq: 0,
+            serial: self.stats.turns,
         });
         true
     }
@@ -1244,6 +1274,8 @@ impl Bfq {
     }
 
     /// Heuristic 7: a request of another flow while the active one idles.
+    /// Candidates: the idling flow's waker, the flow it woke, then up to
+    /// [`INJECT_CANDIDATES`] flows B-WF2Q+ would serve next.
     fn try_inject(&mut self, now: Time) -> Option<Request> {
         if !self.cfg.inject.enabled || !self.device.queues_internally || self.cfg.guarantee.strict {
             return None;
@@ -1264,14 +1296,26 @@ impl Bfq {
         if others >= limit.max(floor) {
             return None;
         }
-        let reads_only = others >= limit;
-        let cands = [a.inj.waker, a.inj.woken, self.wf2q.peek_next_flow(now)];
-        for c in cands.into_iter().flatten() {
+        let floor_only = others >= limit;
+        let (waker, woken) = (a.inj.waker, a.inj.woken);
+        let mut next = [0u32; INJECT_CANDIDATES];
+        let n = self
+            .wf2q
+            .peek_flows(now, &mut next[..self.cfg.inject.candidates]);
+        let first = next[..n].first().copied();
+        self.least_injected_first(&turn, &mut next[..n]);
+        let firsts = waker.into_iter().chain(woken).chain(first);
+        let rest = next[..n].iter().copied().filter(|&c| Some(c) != first);
+        let cands = firsts
+            .map(|c| (c, Take::Any))
+            .chain(rest.map(|c| (c, Take::Reads)));
+        for (c, take) in cands {
             let cf = FlowId(c);
             if cf == turn.flow {
                 continue;
             }
-            if let Some(r) = self.dispatch_injected(cf, now, reads_only) {
+            let take = if floor_only { Take::Reads } else { take };
+            if let Some(r) = self.dispatch_injected(cf, now, take) {
                 self.stats.injected += 1;
                 self.topo.any_flow_mut(cf).data.injected += 1;
                 return Some(r);
@@ -1280,14 +1324,53 @@ impl Bfq {
         None
     }
 
-    fn dispatch_injected(&mut self, f: FlowId, now: Time, reads_only: bool) -> Option<Request> {
+    /// Orders injection candidates by the service injected into this turn
+    /// per unit of weight, least first (ties: B-WF2Q+'s order), so that
+    /// the injection slots go to the flows by weight.
+    fn least_injected_first(&self, turn: &Turn, flows: &mut [u32]) {
+        let key = |&c: &u32| {
+            let (_, wc) = self.inject_weights(turn.flow, FlowId(c));
+            let mine = self.flow_state(FlowId(c)).inj.injected_in(turn.serial);
+            (mine << 16) / wc.max(1)
+        };
+        // Stable and allocation-free for the few candidates (insertion sort).
+        for i in 1..flows.len() {
+            let mut j = i;
+            while j > 0 && key(&flows[j - 1]) > key(&flows[j]) {
+                flows.swap(j - 1, j);
+                j -= 1;
+            }
+        }
+    }
+
+    /// Weights that compare the active flow `a` with flow `c` for
+    /// injection: their own within one group, else their groups' (the
+    /// weights preemption compares across groups).
+    fn inject_weights(&self, a: FlowId, c: FlowId) -> (u64, u64) {
+        let (ea, ec) = (
+            self.wf2q.entity(self.flow_state(a).entity),
+            self.wf2q.entity(self.flow_state(c).entity),
+        );
+        if ea.parent == ec.parent {
+            return (u64::from(ea.weight), u64::from(ec.weight));
+        }
+        let w = |e: &Entity| {
+            let g = self.wf2q.group_entity(e.parent);
+            u64::from(g.map_or(e.weight, |g| self.wf2q.entity(g).weight))
+        };
+        (w(ea), w(ec))
+    }
+
+    fn dispatch_injected(&mut self, f: FlowId, now: Time, take: Take) -> Option<Request> {
         let qcfg = self.cfg.queue;
         let asym = self.census.asymmetric();
         let turn = self.turn?;
         // The candidate (the idling flow's waker or woken flow) may have
         // been removed and freed since it was recorded.
         let active_seeky = self.flow_state(turn.flow).seek.is_seeky();
-        let fs = &mut self.topo.existing_flow_mut(f)?.data;
+        self.topo.existing_flow_mut(f)?;
+        let (wa, wc) = self.inject_weights(turn.flow, f);
+        let fs = &mut self.topo.any_flow_mut(f).data;
         if fs.queue.is_empty() || self.wf2q.entity(fs.entity).state != EState::Queued {
             return None;
         }
@@ -1295,18 +1378,23 @@ impl Bfq {
         // the active flow got in this turn (weights decide, not timing);
         // not for a sequential flow injected into a seeky flow's turn,
         // which is then charged its time ([`Bfq::expire`]).
-        let (wa, wc) = (
-            u64::from(self.wf2q.entity(turn.entity).weight),
-            u64::from(self.wf2q.entity(fs.entity).weight),
-        );
         let seq_into_seeky = active_seeky && !fs.seek.is_seeky();
         let capped = self.cfg.inject.share_cap && !seq_into_seeky;
-        if capped && turn.injected * wa >= turn.real * wc {
+        let mine = fs.inj.injected_in(turn.serial);
+        if capped && mine * wa >= turn.real * wc {
+            return None;
+        }
+        // Rule switch `inject_protect_seeky`.
+        if self.cfg.inject.protect_seeky && seq_into_seeky && wc < wa {
             return None;
         }
         let slot = fs.queue.peek(&self.table, fs.head, now, &qcfg)?;
         let r = self.table.slot(slot).req;
-        if reads_only && r.op == Op::Write {
+        let allowed = match take {
+            Take::Any => true,
+            Take::Reads => r.op == Op::Read,
+        };
+        if !allowed {
             return None;
         }
         let charge = charging::request_charge(
@@ -1327,6 +1415,8 @@ impl Bfq {
         }
         let req = fs.take(&mut self.table, slot, now);
         fs.inj.debt += charge;
+        fs.inj.turn_injected = mine + u64::from(req.sectors);
+        fs.inj.turn_serial = turn.serial;
         let empty = fs.queue.is_empty();
         let seq = !fs.seek.is_seeky();
         if let Some(t) = self.turn.as_mut() {

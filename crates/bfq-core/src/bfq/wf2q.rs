@@ -584,7 +584,11 @@ impl Wf2q {
     /// (ignoring the in-service path), without changing anything:
     /// O(depth). Used by injection and preemption.
     pub fn peek_next_flow(&self, now: Time) -> Option<u32> {
-        let mut g = GroupId::ROOT;
+        self.peek_in(GroupId::ROOT, now)
+    }
+
+    /// The flow [`Wf2q::select`] would pick within group `g`.
+    fn peek_in(&self, mut g: GroupId, now: Time) -> Option<u32> {
         loop {
             let class = self.pick_class(g, now)?;
             let t = &self.sd(g).trees[class as usize];
@@ -603,6 +607,31 @@ impl Wf2q {
                 Kind::Group(child) => g = child,
             }
         }
+    }
+
+    /// Injection candidates, without changing anything: below each of the
+    /// first queued entities of the root's tree for the class
+    /// [`Wf2q::select`] would serve (the tops of its eligible heap, then
+    /// of its not-yet-eligible heap), the flow `select` would pick there.
+    /// Fills `out` and returns how many; O(`out.len()` x depth), no scan.
+    pub fn peek_flows(&self, now: Time, out: &mut [u32]) -> usize {
+        let Some(class) = self.pick_class(GroupId::ROOT, now) else {
+            return 0;
+        };
+        let t = &self.sd(GroupId::ROOT).trees[class as usize];
+        let tops = t.elig.iter().chain(t.inelig.iter()).take(out.len());
+        let mut n = 0;
+        for &(_, id) in tops {
+            let flow = match self.entities[id as usize].kind {
+                Kind::Flow(f) => Some(f),
+                Kind::Group(g) => self.peek_in(g, now),
+            };
+            if let Some(f) = flow {
+                out[n] = f;
+                n += 1;
+            }
+        }
+        n
     }
 
     /// Selects the next flow to serve (Fig. 4 `get_next_application`),
