@@ -77,10 +77,11 @@ fn a_starting_application_is_charged_its_service_without_low_latency() {
     // under 0.55 s with any workload (the mean of its start-ups). Charged
     // its time like the random readers (the kernel's rule), bash's first
     // turn times out after T_max with a few reads left, and the rest
-    // waits a full round of the six other flows' T_max turns: 1.00 s.
+    // waits a full round of the six other flows' T_max turns: 1.09 s.
     // Charged its service while within its first B_max/8 sectors
     // (`new_flow_charge_service`), it is served again after a few turns:
-    // 0.48 s.
+    // 0.55 s (0.48 s while B-WF2Q+ left V behind the time-charged turns,
+    // which favoured every flow that started or came back).
     let s = bash_5r5w_rand();
     let on = bash_mean(&s, &[("low_latency", "0")]);
     let off = bash_mean(
@@ -88,6 +89,43 @@ fn a_starting_application_is_charged_its_service_without_low_latency() {
         &[("low_latency", "0"), ("new_flow_charge_service", "0")],
     );
     eprintln!("bash {on:.3} s with the rule, {off:.3} without");
-    assert!(on < 0.55, "{on}");
-    assert!(off > 0.55, "{off}");
+    // The report's 0.55 s with the suite's tolerance (+10%).
+    assert!(on < 0.605, "{on}");
+    assert!(off > 1.8 * on, "{off} vs {on}");
+}
+
+/// The shipped bash start-up scenario (BFQ+, `bfq-plus-2014`) with its ten
+/// readers made random (10r-rand) or removed (idle): bash's mean
+/// start-up time.
+fn bash_bfq_plus(readers: bool) -> f64 {
+    let p = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../scenarios/2014-startup-bash-10r-seq.toml");
+    let mut s = Scenario::from_file(p).unwrap();
+    if readers {
+        for f in s.flows.iter_mut().filter(|f| f.name != "bash") {
+            f.pattern = Pattern::Rand;
+        }
+    } else {
+        s.flows.retain(|f| f.name == "bash");
+    }
+    s.duration = bfq_sim::units::Dur(40 * bfq_core::SEC);
+    let bfq = Bfq::from_profile("bfq-plus-2014", &Settings::default()).unwrap();
+    let r = simulate(&s, Box::new(bfq), 1, SimOptions::default()).unwrap();
+    let b = r.flows.iter().find(|f| f.name == "bash").unwrap();
+    assert_eq!(b.run_times_s.len(), 10);
+    b.run_times_s.iter().sum::<f64>() / 10.0
+}
+
+#[test]
+fn a_raised_start_up_is_not_held_back_by_time_charged_turns() {
+    // 2014 report Sec. 7.3.1, Fig. 5(a): under BFQ+ bash starts close to
+    // its idle-disk time. The ten random readers' turns are charged their
+    // time (a full budget each); when those charges did not advance V, a
+    // raised bash whose turn ended on budget exhaustion came back with
+    // S = F above V and waited up to six readers' T_max turns for V to
+    // reach it: mean 0.428 s (max 0.984) against 0.189 s.
+    let idle = bash_bfq_plus(false);
+    let loaded = bash_bfq_plus(true);
+    eprintln!("bash {loaded:.3} s under 10r-rand, idle {idle:.3} s");
+    assert!(loaded <= 2.0 * idle, "{loaded} vs idle {idle}");
 }

@@ -483,6 +483,17 @@ impl Wf2q {
     /// keeping F.
     pub fn expire(&mut self, id: EntityId, charge: u64, flow_busy: bool, next_budget: u64) {
         let extra = charge.saturating_sub(self.entities[id as usize].service);
+        // The charge beyond the service dispatched advances V as service
+        // does (every BFQ since the first release: `bfq_bfqq_served` from
+        // `bfq_bfqq_charge_full_budget` / `bfq_bfqq_charge_time`): a flow
+        // charged its time took the device for that long, and a flow that
+        // was charged only its service must not find its next S ahead of a
+        // V that the time-charged turns left behind (2014 start-up under
+        // random readers: bash, back-shifted to S = F after a budget
+        // exhaustion, waited six readers' T_max turns for V to reach it).
+        if extra > 0 {
+            self.charge_path(id, extra, false);
+        }
         let mut id = id;
         let mut budget = next_budget;
         loop {
@@ -708,5 +719,30 @@ impl Wf2q {
             busy += usize::from(sd.in_service.is_some());
             assert_eq!(busy as u32, sd.busy, "busy children of group {gi}");
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A turn charged more than it was served (time charging) advances V
+    /// by the whole charge, as dispatched service does: V moves by
+    /// charge / wsum, whatever part of it was dispatched.
+    #[test]
+    fn a_charge_beyond_the_service_advances_v() {
+        let mut w = Wf2q::new(0);
+        let root = GroupId::ROOT;
+        let a = w.new_entity(Kind::Flow(0), root, IoClass::Be, 100, 1000);
+        let b = w.new_entity(Kind::Flow(1), root, IoClass::Be, 100, 1000);
+        w.activate(a, 1000);
+        w.activate(b, 1000);
+        let (_, first) = w.select(0).expect("a flow");
+        let v0 = w.vtime(root, IoClass::Be);
+        w.served(first, 10);
+        w.expire(first, 1000, true, 1000);
+        let v1 = w.vtime(root, IoClass::Be);
+        // (10 dispatched and 990 charged at expiry: one unit of rounding.)
+        assert!(vdelta(1000, 200).abs_diff(v1 - v0) <= 1, "{}", v1 - v0);
     }
 }
