@@ -37,7 +37,7 @@ use crate::util::{ensure, node_settings, parse_rate, Node};
 use bfq_core::table::{check_time, dispatch_past_end, RequestTable, SlotIdx, Topology};
 use bfq_core::{
     DeviceInfo, Dispatch, FlowId, FlowSpec, GroupId, Internals, Op, ReqId, Request, SchedError,
-    Scheduler, Settings, Time, MS, SEC, SECTOR_BYTES, US,
+    Scheduler, Settings, Time, MS, SEC, SECTOR_BYTES,
 };
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap, VecDeque};
@@ -212,6 +212,9 @@ struct NodeState {
     /// Mean think time, from a completion to the next arrival, weighted
     /// 7/8 old, 1/8 new (`avg_idletime`).
     avg_idle: Time,
+    /// Its idle threshold and latency target; `None` when it has no low
+    /// limit or sits below a group without one (see [`low::Targets`]).
+    targets: Option<low::Targets>,
     /// Requests counted for the latency target, and those above it
     /// (`bio_cnt`, `bad_bio_cnt`), halved every slice.
     bio_cnt: u32,
@@ -277,8 +280,8 @@ pub struct Throttle {
     tick: Time,
     /// `slice` was given: the device does not choose it.
     slice_set: bool,
-    idle_time: Time,
-    latency: Time,
+    /// Idle thresholds and latency targets as configured (`low` only).
+    targets: low::TargetCfg,
     min_bps: u64,
     min_iops: u64,
     rotational: bool,
@@ -336,8 +339,8 @@ impl Throttle {
     /// Settings: `max_bps.fN|gN`, `max_iops.fN|gN` (bytes or requests per
     /// second, each direction; 0 = no limit), `slice` (100 ms; with `low`,
     /// 100 ms on a rotational device and 20 ms on others, as the kernel);
-    /// with `low`: `low_bps.fN|gN`, `low_iops.fN|gN`, `idle_time` (1 ms)
-    /// and `latency` (100 us), the article's settings for every group,
+    /// with `low`: `low_bps.fN|gN`, `low_iops.fN|gN`, `idle_time` and
+    /// `idle_time.fN|gN` (1 ms), `latency` and `latency.fN|gN` (100 us),
     /// `min_bps` (327680), `min_iops` (10).
     pub fn new(s: &mut Settings, low: bool) -> Result<Self, SchedError> {
         let cfg_max = read_limits(s, "max")?;
@@ -349,16 +352,14 @@ impl Throttle {
         let slice_set = s.pairs().any(|(k, _)| k == "slice");
         let slice = s.duration_in("slice", SLICE_HD, 1, bfq_core::settings::MAX_DURATION)?;
         let tick = s.duration_in("tick", 4 * MS, 0, SEC)?;
-        let (idle_time, latency, min_bps, min_iops) = if low {
-            let max = bfq_core::settings::MAX_DURATION;
+        let (targets, min_bps, min_iops) = if low {
             (
-                s.duration_in("idle_time", MS, US, max)?,
-                s.duration_in("latency", 100 * US, US, max)?,
+                low::TargetCfg::read(s)?,
                 s.u64_in("min_bps", 320 * 1024, 1, crate::util::MAX_RATE)?,
                 s.u64_in("min_iops", 10, 1, crate::util::MAX_RATE)?,
             )
         } else {
-            (0, 0, 0, 0)
+            (low::TargetCfg::default(), 0, 0)
         };
         let mode = if cfg_low.values().flatten().any(|&l| l != (0, 0)) {
             Mode::Low
@@ -387,8 +388,7 @@ impl Throttle {
             slice,
             tick,
             slice_set,
-            idle_time,
-            latency,
+            targets,
             min_bps,
             min_iops,
             rotational: true,
@@ -411,6 +411,9 @@ impl Throttle {
         }
         if n.has_low() {
             self.low_nodes.push(node);
+            n.targets = self
+                .targets
+                .of(node, self.parent(node).map(|p| self.state(p)));
         } else if clamp && self.low_policy {
             n.clamp = true;
             n.tnode = true;

@@ -38,12 +38,13 @@
 //! low-limit mechanism limits the max bandwidth of every active group to
 //! its low limit" (Sec. 9, Fig. 1).
 //!
-//! *Idle* (`throtl_tg_is_idle`): a group without a low limit; or the last
-//! completion is more than `4 x idle_time` ago (at most 5 s); or the mean
-//! think time (completion to next arrival, 7/8 old + 1/8 new) exceeds
-//! `idle_time`; or fewer than 1 in 5 of its recent requests took longer
-//! than the device's latency for their size plus `latency` (the counts
-//! are halved every slice). Latency is measured from the dispatch to the
+//! *Idle* (`throtl_tg_is_idle`), by the group's own idle threshold and
+//! latency target ([`Targets`]): a group without a low limit; or its last
+//! completion is more than 4 x its idle threshold ago (at most 5 s); or
+//! its mean think time (completion to its next arrival, 7/8 old + 1/8 new)
+//! exceeds its idle threshold; or fewer than 1 in 5 of its recent requests
+//! took longer than the device's latency for their size plus its latency
+//! target (the counts are halved every slice). Latency is measured from the dispatch to the
 //! completion; on a rotational device requests under 1 ms are not counted
 //! and the device's latency is 4 ms for every size; on others it is the
 //! mean measured in LOW per size class (4 KiB, 8 KiB, ... 1 MiB), updated
@@ -52,7 +53,10 @@
 //! then.
 
 use super::{dir_of, Mode, Node, NodeState, Throttle, DIRS};
-use bfq_core::{Request, Time, MS, SEC, SECTOR_BYTES};
+use crate::util::{node_settings, parse_dur};
+use bfq_core::settings::{format_duration, MAX_DURATION};
+use bfq_core::{GroupId, Request, SchedError, Settings, Time, MS, SEC, SECTOR_BYTES, US};
+use std::collections::HashMap;
 
 /// Size classes of the device latency (`LATENCY_BUCKET_SIZE`).
 const CLASSES: usize = 9;
@@ -65,6 +69,91 @@ const HD_FILTERED: Time = MS;
 const MAX_IDLE: Time = 5 * SEC;
 /// The largest scale (`throtl_adjusted_limit`).
 const MAX_SCALE: u64 = 4096;
+
+/// A node's idle threshold and latency target, io.low's `idle=` and
+/// `latency=` (`idletime_threshold`, `latency_target`), which
+/// [`Throttle::is_idle`] uses.
+///
+/// The kernel has no default: a group's io.low takes effect only when it
+/// gives a low limit, `idle=` and `latency=` (`tg_set_limit`); here a node
+/// with a low limit has the `idle_time` and `latency` settings unless it
+/// sets `idle_time.fN|gN` or `latency.fN|gN` of its own (the 2018 article
+/// set 1000 us and 100 us for every group). Below a group under the root,
+/// a node's idle threshold is at most its parent's and its latency target
+/// at least its parent's (`tg_conf_updated`); below a group without a low
+/// limit (the kernel's unset values), the node has none and is always
+/// idle.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) struct Targets {
+    pub(super) idle: Time,
+    pub(super) latency: Time,
+}
+
+/// The configured [`Targets`]: for every node, and each node's own.
+#[derive(Debug, Default)]
+pub(super) struct TargetCfg {
+    all: Option<Targets>,
+    idle: HashMap<Node, Time>,
+    latency: HashMap<Node, Time>,
+}
+
+/// Reads `{key}.fN|gN` durations in `US..=MAX_DURATION` (not the root).
+fn node_durations(s: &mut Settings, key: &str) -> Result<HashMap<Node, Time>, SchedError> {
+    let mut m = HashMap::new();
+    for (node, v) in node_settings(s, key)? {
+        let who = match node {
+            Node::Flow(f) => format!("f{}", f.0),
+            Node::Group(g) => format!("g{}", g.0),
+        };
+        let bad = |why: String| SchedError::InvalidSetting {
+            key: format!("{key}.{who}"),
+            value: v.clone(),
+            why,
+        };
+        if node == Node::Group(GroupId::ROOT) {
+            return Err(bad("the root group is never throttled".into()));
+        }
+        let t = parse_dur(key, &v)?;
+        if t < US {
+            let max = format_duration(MAX_DURATION);
+            return Err(bad(format!("must be a duration in 1us..={max}")));
+        }
+        m.insert(node, t);
+    }
+    Ok(m)
+}
+
+impl TargetCfg {
+    /// `idle_time` (1 ms) and `latency` (100 us) for every node, and
+    /// `idle_time.fN|gN`, `latency.fN|gN` for one; each in 1 us..=1 h.
+    pub(super) fn read(s: &mut Settings) -> Result<Self, SchedError> {
+        Ok(TargetCfg {
+            all: Some(Targets {
+                idle: s.duration_in("idle_time", MS, US, MAX_DURATION)?,
+                latency: s.duration_in("latency", 100 * US, US, MAX_DURATION)?,
+            }),
+            idle: node_durations(s, "idle_time")?,
+            latency: node_durations(s, "latency")?,
+        })
+    }
+
+    /// The targets of `node`, which has a low limit, below `parent` (a
+    /// group other than the root, if any).
+    pub(super) fn of(&self, node: Node, parent: Option<&NodeState>) -> Option<Targets> {
+        let all = self.all?;
+        let own = Targets {
+            idle: self.idle.get(&node).copied().unwrap_or(all.idle),
+            latency: self.latency.get(&node).copied().unwrap_or(all.latency),
+        };
+        match parent {
+            None => Some(own),
+            Some(p) => p.targets.map(|p| Targets {
+                idle: own.idle.min(p.idle),
+                latency: own.latency.max(p.latency),
+            }),
+        }
+    }
+}
 
 /// The device's latency per direction and size class.
 #[derive(Clone, Debug, Default)]
@@ -180,23 +269,24 @@ impl Throttle {
 
     /// A request completes (`blk_throtl_bio_endio`, `blk_throtl_stat_add`):
     /// its group's last completion and latency count, and in LOW the
-    /// device's latency sample.
+    /// device's latency sample (from the dispatch to the device).
     pub(super) fn on_completion(&mut self, req: &Request, dispatched: Time, now: Time) {
-        let lat = now.saturating_sub(dispatched);
         let d = dir_of(req.op);
         if self.mode == Mode::Low {
-            self.base.sample(d, req.sectors, lat);
+            self.base
+                .sample(d, req.sectors, now.saturating_sub(dispatched));
         }
         let Some(h) = self.home(req.flow.index() as u32) else {
             return;
         };
+        let lat = now.saturating_sub(dispatched);
         let filtered = if self.rotational { HD_FILTERED } else { 0 };
-        let threshold = self.base.latency(d, req.sectors) + self.latency;
+        let base = self.base.latency(d, req.sectors);
         let slice = self.slice;
         let n = self.node(h);
         n.last_finish = now;
-        if lat >= filtered {
-            n.bad_cnt += u32::from(lat > threshold);
+        if let Some(t) = n.targets.filter(|_| lat >= filtered) {
+            n.bad_cnt += u32::from(lat > base + t.latency);
             n.bio_cnt += 1;
         }
         if now > n.cnt_reset_at || n.bio_cnt > 1024 {
@@ -210,10 +300,13 @@ impl Throttle {
         matches!(node, Node::Flow(_)) || self.state(node).children == 0
     }
 
+    /// `throtl_tg_is_idle`, with the node's own [`Targets`] (none: idle).
     pub(super) fn is_idle(&self, n: &NodeState, now: Time) -> bool {
-        !n.has_low()
-            || now.saturating_sub(n.last_finish) > (4 * self.idle_time).min(MAX_IDLE)
-            || n.avg_idle > self.idle_time
+        let Some(t) = n.targets else {
+            return true;
+        };
+        now.saturating_sub(n.last_finish) > (4 * t.idle).min(MAX_IDLE)
+            || n.avg_idle > t.idle
             || (n.bio_cnt > 0 && n.bad_cnt * 5 < n.bio_cnt)
     }
 

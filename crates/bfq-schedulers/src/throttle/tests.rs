@@ -3,6 +3,7 @@
 
 use super::low::class;
 use super::*;
+use bfq_core::US;
 
 const SLICE: Time = 20 * MS;
 
@@ -184,4 +185,52 @@ fn size_classes_run_from_4_kib_to_1_mib() {
     assert_eq!(class(256), 5);
     assert_eq!(class(2048), 8);
     assert_eq!(class(1 << 20), 8);
+}
+
+#[test]
+fn below_a_group_the_idle_time_is_at_most_and_the_latency_at_least_the_parents() {
+    let mut th = low(&[
+        ("low_bps.g1", "1M"),
+        ("idle_time.g1", "2ms"),
+        ("latency.g1", "200us"),
+        ("low_bps.g2", "1M"),
+        ("idle_time.g2", "10ms"),
+        ("latency.g2", "50us"),
+        ("low_bps.g3", "1M"),
+        ("idle_time.g3", "1ms"),
+        ("latency.g3", "300us"),
+        ("low_bps.g5", "1M"),
+    ]);
+    let g2 = th.add_group(GroupId(1), 100).unwrap();
+    let g3 = th.add_group(GroupId(1), 100).unwrap();
+    let targets = |th: &Throttle, g: GroupId| th.state(Node::Group(g)).targets;
+    let t = |idle, latency| Some(low::Targets { idle, latency });
+    assert_eq!(targets(&th, GroupId(1)), t(2 * MS, 200 * US), "its own");
+    assert_eq!(targets(&th, g2), t(2 * MS, 200 * US), "the parent's");
+    assert_eq!(targets(&th, g3), t(MS, 300 * US), "its own");
+    // g5 below g4, which has no low limit: none, always idle
+    let g4 = th.add_group(GroupId::ROOT, 100).unwrap();
+    let g5 = th.add_group(g4, 100).unwrap();
+    assert_eq!(targets(&th, g5), None);
+    busy(&mut th, Node::Group(g5), SEC);
+    assert!(th.is_idle(th.state(Node::Group(g5)), SEC));
+    // the others take `idle_time` and `latency`
+    let th = low(&[("low_bps.g1", "1M"), ("idle_time", "3ms")]);
+    assert_eq!(targets(&th, GroupId(1)), t(3 * MS, 100 * US));
+}
+
+#[test]
+fn idle_time_and_latency_of_a_node_are_checked() {
+    for (k, v) in [
+        ("idle_time.g1", "0"),
+        ("latency.g1", "500ns"),
+        ("idle_time.f0", "2h"),
+        ("latency.g0", "1ms"),
+        ("latency.x1", "1ms"),
+    ] {
+        let mut s = Settings::new();
+        s.set(k, v);
+        let e = Throttle::new(&mut s, true).unwrap_err();
+        assert!(matches!(e, SchedError::InvalidSetting { .. }), "{k}={v}");
+    }
 }
