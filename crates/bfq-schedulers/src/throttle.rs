@@ -765,7 +765,7 @@ impl Scheduler for Throttle {
         check_time(now)?;
         let slot = self.table.complete(id)?;
         if self.low_policy {
-            self.on_completion(&slot.req, slot.dispatched_at, now);
+            self.on_completion(&slot.req, slot.arrival, slot.dispatched_at, now);
         }
         if self.topo.release(slot.req.flow) {
             self.forget_flow(slot.req.flow);

@@ -44,8 +44,10 @@
 //! its mean think time (completion to its next arrival, 7/8 old + 1/8 new)
 //! exceeds its idle threshold; or fewer than 1 in 5 of its recent requests
 //! took longer than the device's latency for their size plus its latency
-//! target (the counts are halved every slice). Latency is measured from the dispatch to the
-//! completion; on a rotational device requests under 1 ms are not counted
+//! target (the counts are halved every slice). A request's latency runs
+//! from its arrival at the throttle to its completion, time held by a
+//! limit included (4.18, [`Throttle::on_completion`]); the device's
+//! latency from its dispatch to its completion. On a rotational device requests under 1 ms are not counted
 //! and the device's latency is 4 ms for every size; on others it is the
 //! mean measured in LOW per size class (4 KiB, 8 KiB, ... 1 MiB), updated
 //! at most once a second from at least 32 requests (7/8 old + 1/8 new,
@@ -270,7 +272,20 @@ impl Throttle {
     /// A request completes (`blk_throtl_bio_endio`, `blk_throtl_stat_add`):
     /// its group's last completion and latency count, and in LOW the
     /// device's latency sample (from the dispatch to the device).
-    pub(super) fn on_completion(&mut self, req: &Request, dispatched: Time, now: Time) {
+    ///
+    /// The group's latency runs from the request's `arrival` at the
+    /// throttle: 4.18 stamps a bio when it first enters blk-throttle
+    /// (`blk_throtl_assoc_bio`) and a held bio keeps that stamp when it is
+    /// released (it skips blk-throttle then, `BIO_THROTTLED`), so the time
+    /// held by a limit counts. (From 4.20 the stamp is renewed at the
+    /// release.)
+    pub(super) fn on_completion(
+        &mut self,
+        req: &Request,
+        arrival: Time,
+        dispatched: Time,
+        now: Time,
+    ) {
         let d = dir_of(req.op);
         if self.mode == Mode::Low {
             self.base
@@ -279,7 +294,7 @@ impl Throttle {
         let Some(h) = self.home(req.flow.index() as u32) else {
             return;
         };
-        let lat = now.saturating_sub(dispatched);
+        let lat = now.saturating_sub(arrival);
         let filtered = if self.rotational { HD_FILTERED } else { 0 };
         let base = self.base.latency(d, req.sectors);
         let slice = self.slice;
