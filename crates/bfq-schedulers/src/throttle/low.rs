@@ -47,8 +47,9 @@
 //! target (the counts are halved every slice). A request's latency runs
 //! from its arrival at the throttle to its completion, time held by a
 //! limit included (4.18, [`Throttle::on_completion`]); the device's
-//! latency from its dispatch to its completion. On a rotational device requests under 1 ms are not counted
-//! and the device's latency is 4 ms for every size; on others it is the
+//! latency from its dispatch to its completion. On a rotational device
+//! requests under 1 ms are not counted and the device's latency is 4 ms
+//! for every size; on others it is the
 //! mean measured in LOW per size class (4 KiB, 8 KiB, ... 1 MiB), updated
 //! at most once a second from at least 32 requests (7/8 old + 1/8 new,
 //! never below a smaller class; `throtl_update_latency_buckets`), 0 until
@@ -277,8 +278,8 @@ impl Throttle {
     /// throttle: 4.18 stamps a bio when it first enters blk-throttle
     /// (`blk_throtl_assoc_bio`) and a held bio keeps that stamp when it is
     /// released (it skips blk-throttle then, `BIO_THROTTLED`), so the time
-    /// held by a limit counts. (From 4.20 the stamp is renewed at the
-    /// release.)
+    /// held by a limit counts. (Later kernels, where blk-cgroup stamps the
+    /// bio, stamp it again at the release.)
     pub(super) fn on_completion(
         &mut self,
         req: &Request,
