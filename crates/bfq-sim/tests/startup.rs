@@ -49,11 +49,24 @@ fn konsole_starts_near_its_idle_time_under_random_readers() {
 }
 
 /// The shipped bash start-up scenario under 5r5w-rand: five random 4 KiB
-/// readers and five random buffered writers (2014 report, Sec. 7.2).
+/// readers and five random buffered writers (2014 report, Sec. 7.2), on a
+/// drive that defers writing its cache until it has been idle for 2 ms,
+/// cutting its read-ahead short (`destage_delay = 2ms`,
+/// `read_ahead_first = false`): there the writers' cached data slows
+/// bash's reads enough for its first turn to time out, the case the rule
+/// below is for. (The presets' drives read ahead first and destage at
+/// once; there bash's turn does not time out, and it starts in 0.19 s
+/// with or without the rule.)
 fn bash_5r5w_rand() -> Scenario {
-    let p = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../scenarios/2014-startup-bash-5r5w-seq.toml");
-    let mut s = Scenario::from_file(p).unwrap();
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scenarios");
+    let text = std::fs::read_to_string(dir.join("2014-startup-bash-5r5w-seq.toml")).unwrap();
+    let preset = "preset = \"maxtor-stm332061\"\n";
+    assert!(text.contains(preset));
+    let text = text.replace(
+        preset,
+        &format!("{preset}destage_delay = \"2ms\"\nread_ahead_first = false\n"),
+    );
+    let mut s = Scenario::from_toml_str_in(&text, "bash-5r5w-rand", &dir).unwrap();
     for f in s.flows.iter_mut().filter(|f| f.name != "bash") {
         f.pattern = Pattern::Rand;
         f.block = Some(bfq_sim::units::Size(4096));

@@ -724,7 +724,7 @@ fn destage_txt(e: &ExpResult, apps: &[&str]) -> (bool, String) {
         return (false, "no slow cell under writers".into());
     }
     let txt = format!(
-        "the drive destages its write cache (the writers' data) when it has been idle for 2 ms, as while bfq idles for the application, and a read that arrives then waits for the destage; with the drive's write cache off: {}",
+        "the drive writes its cached data (the writers') to the media whenever no command waits, as while bfq idles for the application, and a read that arrives then waits for the write in progress; with the drive's write cache off: {}",
         cells.join(", ")
     );
     (explained, txt)

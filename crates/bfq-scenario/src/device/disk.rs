@@ -48,8 +48,16 @@ pub struct DiskParams {
     pub min_prefetch: u64,
     /// Write-back caching (writes complete on arrival).
     pub write_cache: bool,
-    /// Delay before destaging dirty data once the drive idles, ns.
+    /// Idle time before the drive starts writing cached data to the
+    /// media, ns, 0..=1 s. 0 (the presets): at once, as the drives'
+    /// manuals describe write-back caching; a positive delay models a
+    /// drive that defers it (a power-saving "delayed write").
     pub destage_delay: Time,
+    /// After a read the drive finishes its read-ahead (up to `read_ahead`)
+    /// before it writes cached data to the media; a host command still
+    /// stops the read-ahead at once. `false`: destaging cuts the
+    /// read-ahead short.
+    pub read_ahead_first: bool,
     /// Internal queue depth; 1 means no NCQ.
     pub ncq_depth: u32,
     /// NCQ aging: a command waiting longer than this is served first, ns
@@ -86,6 +94,9 @@ impl DiskParams {
                 "seek_avg",
                 "need seek_single <= seek_avg <= seek_full".into(),
             ));
+        }
+        if self.destage_delay > bfq_core::SEC {
+            return Err(("destage_delay", "must be in 0..=1s".into()));
         }
         if self.ncq_depth == 0 || self.ncq_depth > 32 {
             return Err(("ncq_depth", "must be in 1..=32 (1 = no NCQ)".into()));

@@ -89,7 +89,14 @@ fn disk(
         read_ahead: 512 << 10,
         min_prefetch: 0,
         write_cache: true,
-        destage_delay: ms(2.0),
+        // The drives write cached data to the media at once (Maxtor's
+        // "write cache stacking": "a disk write task begins to store the
+        // host data to disk"); deferring it is a vendor-specific power
+        // saving option (IBM/Hitachi "Delayed Write"), off at power-on.
+        destage_delay: 0,
+        // Maxtor's read-ahead mode: after a read, read-ahead "continues
+        // sequentially until the allocated buffer is full".
+        read_ahead_first: true,
         ncq_depth,
         ncq_max_wait: if ncq_depth > 1 { 500 * MS } else { 0 },
     }
@@ -222,6 +229,7 @@ impl DeviceParams {
                 "min_prefetch" => p.min_prefetch = as_size(v)?,
                 "write_cache" => p.write_cache = as_bool(v)?,
                 "destage_delay" => p.destage_delay = as_dur(v)?,
+                "read_ahead_first" => p.read_ahead_first = as_bool(v)?,
                 "ncq_depth" => p.ncq_depth = as_u32(v)?,
                 "ncq_max_wait" => p.ncq_max_wait = as_dur(v)?,
                 _ => return Err(format!("unknown disk field '{key}'")),

@@ -24,11 +24,20 @@
 //!   `cache_segments` segments, LRU.
 //! - **Write-back cache**: writes complete on arrival (bus transfer) while
 //!   dirty data fits in half of `cache_size`; a write that does not fit
-//!   waits in the queue and goes to the media like a read. Host commands
-//!   are served ahead of destaging, as drives do; the dirty data is
-//!   destaged when no command waits (after `destage_delay`), the extent
-//!   with the shortest positioning time (seek and rotation) among the
-//!   oldest 64 first. So writes cannot hold a read behind a full cache.
+//!   waits in the queue and goes to the media like a read. The drive
+//!   writes dirty data to the media whenever no host command waits, at
+//!   once (`destage_delay` 0, the presets: drive manuals describe a disk
+//!   write task that starts as soon as the data is in the buffer) but,
+//!   after a read, not before the read-ahead has filled its segment
+//!   (`read_ahead_first`: read-ahead "continues until the allocated buffer
+//!   is full" unless a host command arrives), the
+//!   extent with the shortest positioning time (seek and rotation) among
+//!   the oldest 64 first (the drive "may reorder write commands to
+//!   optimize throughput"); contiguous writes are merged into one extent
+//!   of at most 1 MiB. A host command that arrives meanwhile waits for the
+//!   extent being written (the write in progress finishes first), then
+//!   goes ahead of the rest of the dirty data. So writes cannot hold a
+//!   read behind a full cache.
 //! - **NCQ**: with `ncq_depth > 1` the drive holds up to that many
 //!   commands and serves the one with the shortest positioning time
 //!   (seek + rotational wait), except that a command older than
@@ -424,9 +433,9 @@ impl Disk {
     fn start_next(&mut self, t: Time) {
         debug_assert!(self.busy.is_none());
         if !self.dirty.is_empty() && self.queue.is_empty() {
-            // idle: destage after a short delay unless something arrives
+            // idle: destage unless something arrives first
             if self.destage_at.is_none() {
-                self.destage_at = Some(t + self.p.destage_delay);
+                self.destage_at = Some(self.destage_start(t));
             }
             return;
         }
@@ -440,6 +449,19 @@ impl Disk {
         };
         let c = self.queue.remove(i);
         self.start_cmd(t, c);
+    }
+
+    /// When the drive, idle from `t` with dirty data, starts writing it to
+    /// the media: after `destage_delay`, and (`read_ahead_first`) not
+    /// before the read-ahead in progress has filled its segment, since
+    /// after a read the drive reads ahead "until the allocated buffer is
+    /// full" unless a host command arrives (Maxtor's read-ahead mode).
+    fn destage_start(&self, t: Time) -> Time {
+        let ra_end = match &self.prefetch {
+            Some(pf) if self.p.read_ahead_first => pf.time_of(pf.limit),
+            _ => t,
+        };
+        (t + self.p.destage_delay).max(ra_end)
     }
 
     /// Shortest positioning time first, with aging.
