@@ -55,7 +55,7 @@ fn konsole_starts_near_its_idle_time_under_random_readers() {
 /// `read_ahead_first = false`): there the writers' cached data slows
 /// bash's reads enough for its first turn to time out, the case the rule
 /// below is for. (The presets' drives read ahead first and destage at
-/// once; there bash's turn does not time out, and it starts in 0.19 s
+/// once; there bash's turn does not time out, and it starts in 0.19-0.20 s
 /// with or without the rule.)
 fn bash_5r5w_rand() -> Scenario {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scenarios");

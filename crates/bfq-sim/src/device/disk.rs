@@ -37,7 +37,13 @@
 //!   of at most 1 MiB. A host command that arrives meanwhile waits for the
 //!   extent being written (the write in progress finishes first), then
 //!   goes ahead of the rest of the dirty data. So writes cannot hold a
-//!   read behind a full cache.
+//!   read behind a full cache. A write that finds the cache full waits
+//!   for space (the drive destages in its place) and completes once taken
+//!   in.
+//! - **Sequential writes**: a write (host or destage) that starts where
+//!   the previous write ended, as it ended, continues the transfer with no
+//!   positioning, so sustained sequential writes run at the media rate;
+//!   the write settle time follows a seek only.
 //! - **NCQ**: with `ncq_depth > 1` the drive holds up to that many
 //!   commands and serves the one with the shortest positioning time
 //!   (seek + rotational wait), except that a command older than
@@ -80,8 +86,8 @@ impl Cmd {
 enum Busy {
     /// A host command, finishing at the time stored with it.
     Cmd(Cmd),
-    /// Destaging `n` dirty sectors.
-    Destage(u64),
+    /// Destaging `n` dirty sectors ending before sector `end`.
+    Destage { end: u64, n: u64 },
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -140,6 +146,9 @@ pub struct Disk {
     dirty_sectors: u64,
     dirty_limit: u64,
     destage_at: Option<Time>,
+    /// The sector after the last write to the media and when it ended: a
+    /// write that starts there at that moment continues the transfer.
+    write_end: Option<(u64, Time)>,
     in_flight: usize,
     /// Angular position of the platters at time 0, in revolutions. Real
     /// disks start each run at an arbitrary angle; drawing it from the
@@ -227,6 +236,7 @@ impl Disk {
             dirty_sectors: 0,
             dirty_limit,
             destage_at: None,
+            write_end: None,
             in_flight: 0,
             spindle_phase: 0.0,
         }
@@ -292,10 +302,19 @@ impl Disk {
 
     /// Time to position for `sector` starting at `t` (overhead + seek +
     /// settle + rotational wait), and the transfer time per sector there.
+    /// A write that starts where the previous write ended, as it ended,
+    /// continues the transfer: no positioning (the drive holds the next
+    /// write already, queued or cached, and writes on, as sustained
+    /// sequential writes run at the media rate). The write settle time
+    /// follows a seek only.
     fn position(&self, t: Time, sector: u64, op: Op) -> (f64, f64, u64) {
         let (cyl, phase, t_sec) = self.locate(sector);
-        let mut dt = self.p.overhead as f64 + self.seek_time(cyl.abs_diff(self.head_cyl));
-        if op == Op::Write {
+        if op == Op::Write && self.write_end == Some((sector, t)) {
+            return (0.0, t_sec, cyl);
+        }
+        let d = cyl.abs_diff(self.head_cyl);
+        let mut dt = self.p.overhead as f64 + self.seek_time(d);
+        if op == Op::Write && d > 0 {
             dt += self.p.write_settle as f64;
         }
         let rot = frac((t as f64 + dt) / self.period + self.spindle_phase);
@@ -373,6 +392,34 @@ impl Disk {
         t
     }
 
+    /// Takes write `c` into the write-back cache at `t`: it completes once
+    /// its data has crossed the interface; contiguous writes merge into
+    /// one dirty extent of at most 1 MiB.
+    fn cache_write(&mut self, t: Time, c: Cmd) {
+        let n = u64::from(c.sectors);
+        self.invalidate(c.sector, c.end());
+        self.dirty_sectors += n;
+        match self.dirty.back_mut() {
+            Some(last) if last.0 + last.1 == c.sector && last.1 + n <= 2048 => last.1 += n,
+            _ => self.dirty.push_back((c.sector, n)),
+        }
+        let done = t + self.p.hit_overhead + self.bus_time(n);
+        self.push_instant(done, c.id);
+    }
+
+    /// After a destage at `t`, takes the writes waiting for cache space
+    /// in, oldest first, while they fit.
+    fn admit_waiting_writes(&mut self, t: Time) {
+        while let Some(k) = self.queue.iter().position(|c| c.op == Op::Write) {
+            let c = self.queue[k];
+            if self.dirty_sectors + u64::from(c.sectors) > self.dirty_limit {
+                return;
+            }
+            self.queue.remove(k);
+            self.cache_write(t, c);
+        }
+    }
+
     fn invalidate(&mut self, lo: u64, hi: u64) {
         self.segs.retain(|s| s.hi <= lo || s.lo >= hi);
     }
@@ -426,7 +473,8 @@ impl Disk {
         let (sector, n) = self.dirty.remove(best).expect("dirty");
         let (dt, t_sec, _) = self.position(t, sector, Op::Write);
         let fin = t as f64 + dt + n as f64 * t_sec;
-        self.busy = Some((fin.ceil() as Time, Busy::Destage(n)));
+        let end = sector + n;
+        self.busy = Some((fin.ceil() as Time, Busy::Destage { end, n }));
     }
 
     /// The actuator is free at `t`: choose what to do next.
@@ -447,6 +495,12 @@ impl Disk {
         } else {
             self.pick(t)
         };
+        if self.p.write_cache && self.queue[i].op == Op::Write && !self.dirty.is_empty() {
+            // a write waiting for cache space: the drive writes cached
+            // data and takes the write in once it fits
+            self.start_destage(t);
+            return;
+        }
         let c = self.queue.remove(i);
         self.start_cmd(t, c);
     }
@@ -525,10 +579,14 @@ impl Disk {
                     }
                 } else if c.op == Op::Write {
                     self.invalidate(c.sector, c.end());
+                    self.write_end = Some((c.end(), t));
                 }
             }
-            Busy::Destage(n) => {
+            Busy::Destage { end, n } => {
                 self.dirty_sectors -= n;
+                self.head_cyl = self.locate(end.min(self.capacity) - 1).0;
+                self.write_end = Some((end, t));
+                self.admit_waiting_writes(t);
             }
         }
     }
@@ -564,14 +622,7 @@ impl Device for Disk {
                 return;
             }
             Op::Write if self.p.write_cache && self.dirty_sectors + n <= self.dirty_limit => {
-                self.invalidate(c.sector, c.end());
-                self.dirty_sectors += n;
-                match self.dirty.back_mut() {
-                    Some(last) if last.0 + last.1 == c.sector && last.1 + n <= 2048 => last.1 += n,
-                    _ => self.dirty.push_back((c.sector, n)),
-                }
-                let t = now + self.p.hit_overhead + self.bus_time(n);
-                self.push_instant(t, c.id);
+                self.cache_write(now, c);
                 if self.busy.is_none() && self.queue.is_empty() && self.destage_at.is_none() {
                     self.start_next(now);
                 }
