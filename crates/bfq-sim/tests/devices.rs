@@ -298,9 +298,9 @@ fn read_after_cached_write_ms(p: &DeviceParams, write_first: bool) -> f64 {
 fn disk_writes_cached_data_to_the_media_at_once() {
     // Drives start writing cached data to the media as soon as it is in
     // the buffer, and a read that arrives meanwhile waits for that write
-    // to finish: 128 KiB at 89 MB/s (1.5 ms) after the write's overhead,
-    // settle and rotational wait (0.7 + 4.2 ms on average), less the 1 ms
-    // the read came later. A drive that waited for an idle period (2 ms
+    // to finish: 128 KiB at 89 MB/s (1.5 ms) after the write's overhead
+    // and rotational wait (0.2 + 4.2 ms on average; the head is on its
+    // cylinder), less the 1 ms the read came later. A drive that waited for an idle period (2 ms
     // before, an assumption) would serve the read at once.
     let p = preset("maxtor-stm332061").unwrap();
     let after = read_after_cached_write_ms(&p, true);
