@@ -748,7 +748,7 @@ fn startup_best_noll(e: &ExpResult) -> Finding {
             })
             .collect();
         c.evidence = format!(
-            "bash's turns time out after T_max with reads left, and its next turn waits behind the readers' turns; a starting flow is charged its service (new_flow_charge_service), and with the kernel's time charging instead (B_max for a T_max turn) bash takes {}; {}",
+            "without raising, bash enters B-WF2Q+ at S = V with F = V + its budget (2/3 B_max) / w, and every reader backlogged before it waits with S below V and a smaller F (a random reader's budget stays near 0.6 B_max: its too-idle turns lower it), so bash's requests wait behind those readers' T_max turns, as B-WF2Q+ orders them (under 10r-rand each start-up's first request waited 0.7-1.5 s, seven reader turns; BFQ+'s different budgets, charging and idling of random readers put bash first there, which of them does it is not isolated); a starting flow is charged its service (new_flow_charge_service), and with the kernel's time charging instead (B_max for a T_max turn) bash takes {}; {}",
             with_kernel.join(", "),
             c.evidence
         );
