@@ -275,6 +275,14 @@ pub struct PeriodicDef {
     pub bytes: Size,
     /// Relative deadline (default: the period).
     pub deadline: Option<Dur>,
+    /// Batches released within this long of the start of the flow's run
+    /// are read but left out of its batch latency and deadline misses
+    /// (default: none): a new flow starts with the budget a scheduler gives
+    /// any new flow, not yet the one its periodic pattern earns, so its
+    /// first batches measure the start, not the steady state that bounds
+    /// such as the 2010 paper's Eq. (3) describe. At most 7 days.
+    #[serde(default)]
+    pub warm_up: Option<Dur>,
 }
 
 /// The 2010 paper's web-server process (Section V-E): reads files one
@@ -911,6 +919,9 @@ impl Scenario {
             if let Some(p) = &f.periodic {
                 if p.deadline.is_some_and(|d| d.0 == 0) {
                     return Err(fe("periodic.deadline", "must be positive".into()));
+                }
+                if p.warm_up.is_some_and(|d| d.0 > MAX_SIM_DURATION) {
+                    return Err(fe("periodic.warm_up", "must be at most 7 days".into()));
                 }
                 if p.every.0 < 100 * bfq_core::US || p.bytes.0 == 0 {
                     return Err(fe(

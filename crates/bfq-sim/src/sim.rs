@@ -952,12 +952,16 @@ impl<'p> Sim<'p> {
             return;
         };
         let deadline = p.deadline.map(|d| d.0).unwrap_or(p.every.0);
+        let measured_from = f.run_start + p.warm_up.map_or(0, |d| d.0);
         let ready = if f.plan.ra { f.ra.done_to } else { f.run_done };
         while let Some(&(rel, end)) = f.batches.front() {
             if ready < end {
                 break;
             }
             f.batches.pop_front();
+            if rel < measured_from {
+                continue;
+            }
             let l = now - rel;
             f.stats.batch_lat.add(l);
             if l > deadline {
@@ -1297,7 +1301,9 @@ impl<'p> Sim<'p> {
             // periodic batches past deadline but unfinished
             if let Some(p) = f.plan.periodic {
                 let dl = p.deadline.map(|d| d.0).unwrap_or(p.every.0);
-                f.stats.misses += f.batches.iter().filter(|(rel, _)| end > rel + dl).count() as u64;
+                let from = f.run_start + p.warm_up.map_or(0, |d| d.0);
+                let late = |&&(rel, _): &&(Time, u64)| rel >= from && end > rel + dl;
+                f.stats.misses += f.batches.iter().filter(late).count() as u64;
             }
             if let Some(id) = f.sched {
                 f.stats.internals = f.stats.internals.plus(self.sched.flow_internals(id));

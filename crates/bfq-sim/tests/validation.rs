@@ -37,6 +37,10 @@ fn nonsense_is_refused_naming_the_field() {
             "deadline",
         ),
         (
+            "[[flow]]\nname = \"p\"\nperiodic = { every = \"40ms\", bytes = \"64k\", warm_up = \"700000s\" }\n".into(),
+            "periodic.warm_up",
+        ),
+        (
             "[[flow]]\nname = \"o\"\nblock = \"4k\"\non_off = { on = \"1\", off = \"10ms\" }\n".into(),
             "on_off.on",
         ),

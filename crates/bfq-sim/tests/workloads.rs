@@ -126,6 +126,32 @@ fn periodic_flow_counts_deadline_misses() {
 }
 
 #[test]
+fn a_periodic_flows_warm_up_batches_are_not_measured() {
+    // Beside ten deep async readers the frames miss their deadlines all
+    // along; with `warm_up` the frames released in the first 2 s of 10 are
+    // read but neither timed nor counted as misses.
+    let video = |warm: &str| {
+        let mut s = format!("name = \"t\"\nduration = \"10s\"\n{STM}[[flow]]\nname = \"video\"\nregion = {{ start = \"30G\", size = \"1G\" }}\nblock = \"64k\"\nreadahead = \"0\"\nperiodic = {{ every = \"40ms\", bytes = \"128k\", deadline = \"30ms\"{warm} }}\n");
+        for i in 0..10 {
+            s += &format!("[[flow]]\nname = \"r{i}\"\nregion = {{ start = \"{}G\", size = \"5G\" }}\nsync = false\ndepth = 8\n", 5 * i + 40);
+        }
+        run(&s).flows[0].clone()
+    };
+    let all = video("");
+    let steady = video(", warm_up = \"2s\"");
+    assert_eq!((all.batches, steady.batches), (250, 250));
+    assert_eq!(all.bytes, steady.bytes);
+    assert!(all.deadline_misses > 10, "{}", all.deadline_misses);
+    assert!(
+        steady.deadline_misses < all.deadline_misses,
+        "{} vs {}",
+        steady.deadline_misses,
+        all.deadline_misses
+    );
+    assert!(steady.batch_latency_ms.mean != all.batch_latency_ms.mean);
+}
+
+#[test]
 fn single_style_reader_with_blocks_larger_than_its_window_keeps_reading() {
     // 1 MiB reads through 128 KiB windows, one window in flight: the read
     // misses past the window and is read synchronously, window by window
