@@ -1647,6 +1647,10 @@ fn bfq_kernel_is_the_kernel_without_this_projects_rules() {
     // `bfq` = the kernel plus the rules listed in docs/bfq-settings.md.
     assert!(b.inject.charge_service && b.inject.share_cap && b.inject.read_floor);
     assert!(b.inject.protect_seeky && !k.inject.protect_seeky);
+    assert_eq!(
+        (b.peak_rate.lower_min_request, k.peak_rate.lower_min_request),
+        (128, 0)
+    );
     assert!(!b.peak_rate.large_seq);
     assert!(b.peak_rate.turn_samples && b.budget.raised_feedback);
     assert!(k.peak_rate.large_seq);
@@ -1663,6 +1667,7 @@ fn bfq_kernel_is_the_kernel_without_this_projects_rules() {
             ("inject_share_cap", "0"),
             ("inject_read_floor", "0"),
             ("inject_protect_seeky", "0"),
+            ("peak_rate_lower_min_request", "0"),
             ("peak_rate_large_seq", "1"),
             ("peak_rate_turn_samples", "0"),
             ("wr_budget_feedback", "0"),

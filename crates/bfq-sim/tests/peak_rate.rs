@@ -112,3 +112,31 @@ fn b_max_converges_on_a_disk_without_ncq() {
         "bfq-plus-2014: {b:.2} of T_max x rate"
     );
 }
+
+/// B_max after konsole's start-ups among ten random readers on the 2014
+/// report's disk (the shipped scenario, readers made random), under `bfq`
+/// with `kv`.
+fn b_max_after_startups(kv: &str) -> f64 {
+    let p = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../scenarios/2014-startup-konsole-10r-seq.toml");
+    let mut s = Scenario::from_file(p).unwrap();
+    for f in s.flows.iter_mut().filter(|f| f.name != "konsole") {
+        f.pattern = bfq_sim::Pattern::Rand;
+    }
+    s.duration = bfq_sim::units::Dur(30 * bfq_core::SEC);
+    run(&s, &format!("bfq {kv}")).internals.max_budget.unwrap() as f64
+}
+
+#[test]
+fn small_requests_do_not_lower_b_max() {
+    // konsole's start-up reads 24 sectors at a time with think time
+    // between: the kernel's windows see mostly sequential requests at a
+    // few MB/s and lower the estimate, and B_max fell from 16384 to ~1400
+    // sectors in 20 s (5.6 MB/s on a 36 MB/s disk). With
+    // `peak_rate_lower_min_request` such windows cannot lower it.
+    let kept = b_max_after_startups("");
+    let fallen = b_max_after_startups("peak_rate_lower_min_request=0");
+    eprintln!("B_max {kept:.0} with the rule, {fallen:.0} without");
+    assert!(kept >= 8000.0, "{kept}");
+    assert!(fallen < 3000.0, "{fallen}");
+}

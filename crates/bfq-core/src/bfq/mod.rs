@@ -164,6 +164,7 @@ impl BfqConfig {
             peak_rate: PeakRateConfig {
                 large_seq: false,
                 turn_samples: true,
+                lower_min_request: 128,
                 ..k.peak_rate
             },
             budget: BudgetConfig {
@@ -377,6 +378,12 @@ impl BfqConfig {
             large_seq: s.bool("peak_rate_large_seq", d.peak_rate.large_seq)?,
             min_turn: s.duration("peak_rate_min_turn", d.peak_rate.min_turn)?,
             learned: s.u64_in("peak_rate_learned", d.peak_rate.learned, 0, 20_000_000)?,
+            lower_min_request: s.u64_in(
+                "peak_rate_lower_min_request",
+                d.peak_rate.lower_min_request,
+                0,
+                2048,
+            )?,
             ..d.peak_rate
         };
         let idle = IdleConfig {
