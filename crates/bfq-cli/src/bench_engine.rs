@@ -48,10 +48,14 @@ pub enum BenchCmd {
         /// Requests outstanding in total (split among the flows).
         #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u32).range(1..=65536))]
         depth: u32,
-        /// Size of the backing file in /dev/shm.
-        #[arg(long, default_value = "1G")]
-        size: String,
-        /// Use this block device instead of making a loop device.
+        /// Size of the backing file in /dev/shm (default 1G); with
+        /// `--device`, how much of the device, from its start, every column
+        /// reads (engine, kernel:* and fio alike; default: all of it).
+        #[arg(long)]
+        size: Option<String>,
+        /// Use this block device instead of making a loop device. Every
+        /// column reads the same region of it (see `--size`), and the
+        /// engine's columns run with the device on the kernel's `none`.
         #[arg(long)]
         device: Option<PathBuf>,
         /// Nice value of the engine's dispatcher thread.
@@ -183,6 +187,21 @@ fn report_json(r: &RunReport) -> Value {
     })
 }
 
+/// The bytes every column of `randread` reads, from the start of a target
+/// of `len` bytes: `requested` (all of the target if `None`), whole 4 KiB
+/// blocks, at least one block and no more than the target.
+fn read_region(len: u64, requested: Option<u64>) -> anyhow::Result<u64> {
+    let want = requested.unwrap_or(len);
+    if want > len {
+        anyhow::bail!("--size {want} is larger than the device ({len} bytes)");
+    }
+    let region = want / 4096 * 4096;
+    if region == 0 {
+        anyhow::bail!("the region read ({want} bytes) holds no 4 KiB block");
+    }
+    Ok(region)
+}
+
 /// A loop device over a fresh file, removed (with the file) on drop.
 struct TempLoop {
     dev: Option<LoopDevice>,
@@ -244,7 +263,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
                 schedulers,
                 seconds,
                 depth,
-                &size,
+                size.as_deref(),
                 device,
                 (nice, async_submit, repeat.max(1), sqpoll),
                 (kernel_groups, if no_fio { Vec::new() } else { fio_on }),
@@ -284,14 +303,14 @@ fn randread(
     schedulers: Vec<String>,
     seconds: f64,
     depth: u32,
-    size: &str,
+    size: Option<&str>,
     device: Option<PathBuf>,
     (nice, async_submit, repeat, sqpoll): (i32, bool, u32, u32),
     (kernel_groups, fio_on): (bfq_real::KernelGroups, Vec<String>),
     json_out: bool,
 ) -> anyhow::Result<()> {
     sys::require_root("bench-engine randread (loop device, kernel schedulers)")?;
-    let size = crate::loopdev::parse_size(size)?;
+    let size = size.map(crate::loopdev::parse_size).transpose()?;
     let mut scheds = schedulers;
     if scheds.is_empty() {
         scheds = default_engine_scheds(true);
@@ -314,12 +333,17 @@ fn randread(
         );
     }
     let _tmp;
-    let dev = match device {
-        Some(d) => d,
+    let (dev, size) = match device {
+        Some(d) => {
+            let len = bfq_real::target_len(&d).map_err(|e| anyhow::anyhow!("{}: {e}", d.display()))?;
+            let region = read_region(len, size).map_err(|e| anyhow::anyhow!("{}: {e}", d.display()))?;
+            (d, region)
+        }
         None => {
+            let size = read_region(u64::MAX, Some(size.unwrap_or(1 << 30)))?;
             let file = PathBuf::from(format!("/dev/shm/bfq-randread-{}.img", std::process::id()));
             _tmp = TempLoop::new(file, size, true)?;
-            _tmp.path()
+            (_tmp.path(), size)
         }
     };
     let mut rows = Vec::new();
@@ -330,8 +354,8 @@ fn randread(
             .map(|i| {
                 let mut f = FlowDesc::reader(&format!("r{i}"), Pattern::Rand, 4096);
                 f.depth = per;
-                // Every flow reads the whole device.
-                f.region = Some((0, size / 4096 * 4096));
+                // Every flow reads the same region (fio's jobs too).
+                f.region = Some((0, size));
                 f.weight = Some(100);
                 f
             })
@@ -341,7 +365,7 @@ fn randread(
             for (k, s) in scheds.iter().enumerate() {
                 if let Some(ks) = s.strip_prefix(crate::fio_ref::PREFIX) {
                     let secs = Duration::from_secs_f64(seconds);
-                    runs[k].push(crate::fio_ref::randread(&dev, ks, (n, per), secs)?);
+                    runs[k].push(crate::fio_ref::randread(&dev, ks, (n, per), size, secs)?);
                     continue;
                 }
                 let (name, mode) = split_mode(s);
@@ -356,6 +380,13 @@ fn randread(
                 cfg.async_submit = async_submit;
                 cfg.sqpoll_idle_ms = sqpoll;
                 cfg.kernel_groups = kernel_groups;
+                // The engine submits to the device's own queue: run it on
+                // `none`, as kernel:none and fio:none are (a device given
+                // with --device may have another scheduler).
+                let _none = match &cfg.backend {
+                    Backend::Engine { .. } => Some(sys::SchedulerGuard::set(&dev, "none")?),
+                    Backend::Kernel { .. } => None,
+                };
                 let mut r = bfq_real::run(&cfg, &descs).map_err(|e| anyhow::anyhow!("{s}: {e}"))?;
                 r.backend = s.clone();
                 let errs: u64 = r.flows.iter().map(|f| f.errors).sum();
@@ -403,7 +434,7 @@ fn randread(
         return Ok(());
     }
     println!(
-        "4 KiB random reads on {} ({} MiB), {} requests outstanding in total, {seconds} s each, \
+        "4 KiB random reads on {} (the first {} MiB), {} requests outstanding in total, {seconds} s each, \
          threads on CPUs {cpus:?}; kernel:* flows {}{}",
         dev.display(),
         size >> 20,
@@ -629,4 +660,20 @@ fn fairness(
         );
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::read_region;
+
+    #[test]
+    fn every_column_reads_the_whole_device_unless_told() {
+        // A given device is read whole by default (it used to be only its
+        // first 1 GiB for the engine and kernel:* while fio read it all).
+        assert_eq!(read_region(24 << 30, None).unwrap(), 24 << 30);
+        assert_eq!(read_region(8 << 30, Some(1 << 30)).unwrap(), 1 << 30);
+        assert_eq!(read_region((1 << 20) + 100, None).unwrap(), 1 << 20);
+        assert!(read_region(1 << 30, Some(2 << 30)).is_err());
+        assert!(read_region(4095, None).is_err());
+    }
 }
