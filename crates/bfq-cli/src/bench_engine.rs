@@ -335,8 +335,10 @@ fn randread(
     let _tmp;
     let (dev, size) = match device {
         Some(d) => {
-            let len = bfq_real::target_len(&d).map_err(|e| anyhow::anyhow!("{}: {e}", d.display()))?;
-            let region = read_region(len, size).map_err(|e| anyhow::anyhow!("{}: {e}", d.display()))?;
+            let len =
+                bfq_real::target_len(&d).map_err(|e| anyhow::anyhow!("{}: {e}", d.display()))?;
+            let region =
+                read_region(len, size).map_err(|e| anyhow::anyhow!("{}: {e}", d.display()))?;
             (d, region)
         }
         None => {
