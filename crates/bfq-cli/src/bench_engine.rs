@@ -429,14 +429,20 @@ fn randread(
         println!(
             "{}",
             serde_json::to_string_pretty(&json!({
-            "bench": "randread", "device": dev, "block": 4096, "total_depth": depth,
+            "bench": "randread", "device": dev, "loop_direct_io": sys::loop_direct_io(&dev),
+            "region_bytes": size, "block": 4096, "total_depth": depth,
             "seconds": seconds, "cpus": cpus, "kernel_groups": kernel_groups.name(),
             "fio": fio, "rows": v}))?
         );
         return Ok(());
     }
+    let dio = match sys::loop_direct_io(&dev) {
+        Some(true) => ", a loop device with direct I/O",
+        Some(false) => ", a BUFFERED loop device (reads may come from the page cache)",
+        None => "",
+    };
     println!(
-        "4 KiB random reads on {} (the first {} MiB), {} requests outstanding in total, {seconds} s each, \
+        "4 KiB random reads on {}{dio} (the first {} MiB), {} requests outstanding in total, {seconds} s each, \
          threads on CPUs {cpus:?}; kernel:* flows {}{}",
         dev.display(),
         size >> 20,

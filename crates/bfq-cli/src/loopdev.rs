@@ -57,7 +57,14 @@ pub fn run(a: Args) -> anyhow::Result<()> {
                     if buffered {
                         Err(e)
                     } else {
-                        // Backing filesystems without O_DIRECT: buffered.
+                        // Backing filesystems without O_DIRECT: buffered,
+                        // said aloud, as reads may then be served from the
+                        // page cache rather than the device.
+                        eprintln!(
+                            "loop create {}: no direct I/O ({e}); buffered: reads may come \
+                             from the page cache",
+                            file.display()
+                        );
                         sys::LoopDevice::create(&file, size, false)
                     }
                 })

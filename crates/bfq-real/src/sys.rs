@@ -97,7 +97,21 @@ impl LoopDevice {
             )));
         }
         let path = PathBuf::from(String::from_utf8_lossy(&out.stdout).trim());
-        Ok(LoopDevice { path, keep: false })
+        let dev = LoopDevice { path, keep: false };
+        // losetup leaves the device buffered, with a warning only, when
+        // the kernel refuses direct I/O (e.g. a backing filesystem
+        // without O_DIRECT): reads would then come from the page cache.
+        if direct_io && loop_direct_io(dev.path()) == Some(false) {
+            return Err(io::Error::new(
+                io::ErrorKind::Unsupported,
+                format!(
+                    "{}: the kernel did not enable direct I/O over {}",
+                    dev.path().display(),
+                    file.display()
+                ),
+            ));
+        }
+        Ok(dev)
     }
 
     /// Adopts an existing device (detached on drop unless kept).
@@ -174,6 +188,15 @@ pub fn dev_name(dev: &Path) -> io::Result<String> {
     real.file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "not a device path"))
+}
+
+/// Whether a loop device reads and writes its backing file with direct
+/// I/O, bypassing the page cache (`/sys/block/loopN/loop/dio`); `None`
+/// for a device that is not a loop device (or has no such file).
+pub fn loop_direct_io(dev: &Path) -> Option<bool> {
+    let name = dev_name(dev).ok()?;
+    let dio = fs::read_to_string(format!("/sys/block/{name}/loop/dio")).ok()?;
+    Some(dio.trim() == "1")
 }
 
 /// Whether `path` is a block device.

@@ -316,3 +316,27 @@ fn flows_stop_at_their_own_end_and_start_after_others() {
         "{e}"
     );
 }
+
+#[test]
+fn a_loop_device_says_whether_it_bypasses_the_page_cache() {
+    if !sys::is_root() || !std::path::Path::new("/dev/loop-control").exists() {
+        eprintln!("SKIPPED a_loop_device_says_whether_it_bypasses_the_page_cache: needs root and loop devices");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let img = dir.path().join("dio.img");
+    bfq_real::create_filled(&img, 4 << 20).unwrap();
+    for direct in [true, false] {
+        let dev = match LoopDevice::create(&img, 4 << 20, direct) {
+            Ok(d) => d,
+            Err(e) => {
+                eprintln!("SKIPPED a_loop_device_says_whether_it_bypasses_the_page_cache: {e}");
+                return;
+            }
+        };
+        assert_eq!(sys::loop_direct_io(dev.path()), Some(direct));
+    }
+    // Anything but a loop device: no answer.
+    assert_eq!(sys::loop_direct_io(&img), None);
+    assert_eq!(sys::loop_direct_io(std::path::Path::new("/dev/null")), None);
+}
