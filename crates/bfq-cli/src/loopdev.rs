@@ -57,18 +57,22 @@ pub fn run(a: Args) -> anyhow::Result<()> {
                     if buffered {
                         Err(e)
                     } else {
-                        // Backing filesystems without O_DIRECT: buffered,
-                        // said aloud, as reads may then be served from the
-                        // page cache rather than the device.
-                        eprintln!(
-                            "loop create {}: no direct I/O ({e}); buffered: reads may come \
-                             from the page cache",
-                            file.display()
-                        );
+                        // Backing filesystems without O_DIRECT: buffered
+                        // (said below).
                         sys::LoopDevice::create(&file, size, false)
                     }
                 })
                 .with_context(|| format!("loop create {}", file.display()))?;
+            // losetup may also leave the device buffered, with a warning
+            // only, when the kernel refuses direct I/O.
+            if !buffered && sys::loop_direct_io(dev.path()) == Some(false) {
+                eprintln!(
+                    "loop create {}: no direct I/O here, {} is buffered: reads may come \
+                     from the page cache",
+                    file.display(),
+                    dev.path().display()
+                );
+            }
             println!("{}", dev.keep().display());
             Ok(())
         }
