@@ -2157,6 +2157,36 @@ mod tests {
         assert!((a - l).abs() <= 0.05 * l, "AS {a}, C-LOOK {l} MB/s");
     }
 
+    /// Table VII's mean number of movies over the last 5 s: every movie
+    /// after 15 s of the last, and the part of the 5 s each streamed.
+    #[test]
+    fn movies_are_counted_over_the_last_five_seconds() {
+        assert_eq!(movies_in_tail(450, 15), 30.0);
+        // movie 24 (the 25th) started at 360 s: 2 of the last 5 s
+        assert!((movies_in_tail(362, 15) - 24.4).abs() < 1e-9);
+        assert_eq!(movies_in_tail(3, 15), 1.0);
+    }
+
+    /// The experiment cut at t is the whole experiment's prefix: the
+    /// bisection on the end measures one experiment, not a different one
+    /// per cut (the readers come before the movies in the scenario, so
+    /// each flow keeps its place).
+    #[test]
+    fn a_cut_experiment_is_the_prefix_of_the_whole() {
+        let c = Ctx {
+            quick: false,
+            ..ctx(3)
+        };
+        let cfg = st::bfq2010(4096);
+        let (_, cut) = video_at(200, &cfg, &c).expect("run");
+        let (_, all) = video_at(450, &cfg, &c).expect("run");
+        assert_eq!(cut.flows.len(), 5 + 14);
+        for (a, b) in cut.flows.iter().zip(&all.flows) {
+            assert_eq!(a.name, b.name);
+            assert_eq!(a.series_mib_s[..199], b.series_mib_s[..199], "{}", a.name);
+        }
+    }
+
     /// Streams read at their own phases, not all on one 250 ms grid: with
     /// aligned releases SCAN-EDF (Delta = 20 ms) swept all 30 streams'
     /// slices in one pass and missed no batch; at random phases it cannot
