@@ -82,6 +82,26 @@ fn interferers(op: &str, kinds: [(&str, &str); 4]) -> Scenario {
     Scenario::from_toml_str(&s, "interferers.toml").unwrap()
 }
 
+/// The 2018 article's "varying randomness" interferers: one sequential,
+/// three random of 4 KiB, 128 KiB and 1 MiB.
+const VARYING: [(&str, &str); 4] = [
+    ("seq", "128k"),
+    ("rand", "4k"),
+    ("rand", "128k"),
+    ("rand", "1M"),
+];
+
+/// A bfq that has learned the device's rate (B_max = T_max x 500 MB/s).
+const WARM: (&str, &str) = ("peak_rate_learned", "976000");
+
+/// The target's MB/s on a warm bfq with the rule `switch` on and off.
+fn with_and_without(s: &Scenario, switch: &str) -> (f64, f64) {
+    (
+        target_mb_s(s, &[WARM]),
+        target_mb_s(s, &[WARM, (switch, "0")]),
+    )
+}
+
 /// The target's MB/s after the first 5 s under `bfq` with `kv`.
 fn target_mb_s(s: &Scenario, kv: &[(&str, &str)]) -> f64 {
     let bfq = Bfq::from_profile("bfq", &Settings::from_pairs(kv.iter().copied())).unwrap();
@@ -112,15 +132,7 @@ fn buffered_writers_in_other_groups_pay_their_over_charge() {
     // kernel exempts asymmetric scenarios from the async over-charge), the
     // writers leave the target 2.4 MB/s of its 10; over-charged in every
     // scenario, as Linux 4.x did, 14.
-    let s = writers([
-        ("seq", "128k"),
-        ("rand", "4k"),
-        ("rand", "128k"),
-        ("rand", "1M"),
-    ]);
-    let warm = ("peak_rate_learned", "976000");
-    let on = target_mb_s(&s, &[warm]);
-    let off = target_mb_s(&s, &[warm, ("async_charge_asymmetric", "0")]);
+    let (on, off) = with_and_without(&writers(VARYING), "async_charge_asymmetric");
     eprintln!("target {on:.2} MB/s with the over-charge, {off:.2} without");
     assert!(on >= 10.0, "{on}");
     assert!(off < 10.0, "{off}");
@@ -136,7 +148,7 @@ fn a_warm_b_max_needs_the_linux_4_write_over_charge() {
     // random target 3.6 MB/s of its 10; charged x10 (Linux 4.x, the 2018
     // article's bfq), 14.7.
     let s = writers([("seq", "128k"); 4]);
-    let warm = ("peak_rate_learned", "976000");
+    let warm = WARM;
     let x10 = target_mb_s(&s, &[warm]);
     let x3 = target_mb_s(&s, &[warm, ("async_charge_factor", "3")]);
     eprintln!("target {x10:.2} MB/s charged x10, {x3:.2} charged x3");
@@ -161,7 +173,7 @@ fn several_flows_are_injected_each_within_its_share() {
     // throttling, gets 70.0; the article's improved bfq "recovers most of
     // the throughput loss").
     let s = readers([("rand", "4k"); 4]);
-    let warm = ("peak_rate_learned", "976000");
+    let warm = WARM;
     let eight = total_mb_s(&s, &[warm]);
     let one = total_mb_s(&s, &[warm, ("inject_candidates", "1")]);
     eprintln!("total {eight:.1} MB/s with 8 candidates, {one:.1} with 1");
@@ -177,15 +189,7 @@ fn a_lighter_sequential_flow_is_not_injected_into_a_heavier_random_readers_turn(
     // non-seeky on flash) beside the random target of weight 300. Their
     // large reads injected into the target's idle time slow each of its
     // 4 KiB reads, in turns charged their time.
-    let s = readers([
-        ("seq", "128k"),
-        ("rand", "4k"),
-        ("rand", "128k"),
-        ("rand", "1M"),
-    ]);
-    let warm = ("peak_rate_learned", "976000");
-    let on = target_mb_s(&s, &[warm]);
-    let off = target_mb_s(&s, &[warm, ("inject_protect_seeky", "0")]);
+    let (on, off) = with_and_without(&readers(VARYING), "inject_protect_seeky");
     eprintln!("target {on:.2} MB/s protected, {off:.2} not");
     assert!(on >= 10.0, "{on}");
     assert!(off < 9.5, "{off}");
