@@ -1335,18 +1335,17 @@ impl Bfq {
     /// per unit of weight, least first (ties: B-WF2Q+'s order), so that
     /// the injection slots go to the flows by weight.
     fn least_injected_first(&self, turn: &Turn, flows: &mut [u32]) {
-        let key = |&c: &u32| {
+        let mut keyed = [(0u64, 0u32); INJECT_CANDIDATES];
+        for (k, &c) in keyed.iter_mut().zip(flows.iter()) {
             let (_, wc) = self.inject_weights(turn.flow, FlowId(c));
             let mine = self.flow_state(FlowId(c)).inj.injected_in(turn.serial);
-            (mine << 16) / wc.max(1)
-        };
-        // Stable and allocation-free for the few candidates (insertion sort).
-        for i in 1..flows.len() {
-            let mut j = i;
-            while j > 0 && key(&flows[j - 1]) > key(&flows[j]) {
-                flows.swap(j - 1, j);
-                j -= 1;
-            }
+            *k = ((mine << 16) / wc.max(1), c);
+        }
+        let keyed = &mut keyed[..flows.len()];
+        // Stable and allocation-free for the few candidates.
+        keyed.sort_by_key(|k| k.0);
+        for (f, k) in flows.iter_mut().zip(keyed.iter()) {
+            *f = k.1;
         }
     }
 
