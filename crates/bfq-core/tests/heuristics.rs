@@ -626,8 +626,11 @@ fn h7_uneven_weights_keep_their_shares_with_injection() {
         let injected = s.stats().injected;
         eprintln!("{weights:?}: {shares:.3?} ({injected} injected)");
         // Injection slows the idling reader's next request on this device,
-        // so its limit falls to 0 and is tried again once a second.
-        assert!(injected > 100, "{injected}");
+        // so its limit falls to 0 and is tried again once a second, after
+        // a new baseline (kernel): 92 and 106 injected (175 and 350 when
+        // every new flow's limit started at 1). The shares must hold while
+        // injection runs.
+        assert!(injected > 50, "{injected}");
         for (i, x) in shares.iter().enumerate() {
             assert!(
                 (x - 1.0).abs() <= 0.05,
@@ -1339,7 +1342,17 @@ fn h7_waker_is_injected_first() {
             drain(&mut s, &mut now, true);
             now += 50 * MS;
         }
-        // X in service and idled for; W and Z have a request each.
+        // X in service: its next request, arriving while it is idled for
+        // with nothing else in flight, gives the baseline service time
+        // that starts injection into its idle time (kernel: a queue has
+        // nothing injected until then).
+        s.add_request(now, req(x, 590_000)).unwrap();
+        let Dispatch::Request(r0) = s.dispatch(now) else {
+            panic!()
+        };
+        now += 100 * US;
+        s.complete(now, r0.id).unwrap();
+        // X idled for; W and Z have a request each.
         s.add_request(now, req(x, 600_000)).unwrap();
         let Dispatch::Request(r) = s.dispatch(now) else {
             panic!()

@@ -30,6 +30,20 @@ fn req(d: Dispatch) -> Request {
     }
 }
 
+/// Puts `y` in service with the baseline service time that starts
+/// injection into its idle time: nothing is injected into a flow's idle
+/// time until a request of its own, arriving while it is idled for, was
+/// served with nothing else in flight (kernel). Request ids 101 and 102,
+/// times 0 to 3 ns.
+fn in_service_with_baseline(s: &mut Bfq, y: FlowId) {
+    s.add_request(0, read(101, y, 0)).unwrap();
+    assert_eq!(req(s.dispatch(0)).flow, y);
+    s.complete(1, 101).unwrap();
+    s.add_request(2, read(102, y, 0)).unwrap();
+    assert_eq!(req(s.dispatch(2)).flow, y);
+    s.complete(3, 102).unwrap();
+}
+
 const SSD: DeviceInfo = DeviceInfo {
     queue_depth: 8,
     queues_internally: true,
@@ -59,8 +73,9 @@ fn removed_flow_lingering_at_its_last_completion_leaks_in_the_census() {
         s.set_device(SSD);
         let y = s.add_flow(0, FlowSpec::with_weight(200)).unwrap();
         let x = s.add_flow(0, FlowSpec::with_weight(100)).unwrap();
-        s.add_request(0, read(1, y, 0)).unwrap();
-        let r1 = req(s.dispatch(0));
+        in_service_with_baseline(&mut s, y);
+        s.add_request(4, read(1, y, 0)).unwrap();
+        let r1 = req(s.dispatch(4));
         assert_eq!(r1.flow, y);
         // X's request arrives while Y (heavier: no preemption) idles for
         // its own request; it is injected.
@@ -116,8 +131,9 @@ fn merged_flow_removed_while_queued_with_an_empty_queue_frees_a_queued_entity() 
     s.set_device(NCQ_DISK);
     let y = s.add_flow(0, FlowSpec::with_weight(200)).unwrap();
     let x = s.add_flow(0, FlowSpec::with_weight(100)).unwrap();
-    s.add_request(0, read(1, y, 0)).unwrap();
-    assert_eq!(req(s.dispatch(0)).flow, y);
+    in_service_with_baseline(&mut s, y);
+    s.add_request(4, read(1, y, 0)).unwrap();
+    assert_eq!(req(s.dispatch(4)).flow, y);
     // X's far request is injected while Y waits for its own.
     s.add_request(10, read(2, x, 50_000_000)).unwrap();
     let r2 = req(s.dispatch(10));

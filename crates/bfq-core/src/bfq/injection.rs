@@ -83,9 +83,13 @@
 //! flight it sets the baseline; with injected requests in flight, a time
 //! at least 1.5x the baseline lowers the limit (down to 0, no injection),
 //! otherwise the limit grows (up to the device's queue depth) if it was
-//! reached. The limit starts at 1; the baseline is forgotten 1000 ms after
-//! the last decrease (or re-learning), and the next baseline restarts
-//! injection at a limit of at least 1 (kernel). With a limit that could
+//! reached. The limit starts at 0: a new flow has nothing injected into
+//! its idle time until its baseline is known, and the first baseline
+//! starts injection at 1. The baseline is forgotten 1000 ms after the last
+//! decrease (or re-learning), and a flow with a short think time then
+//! goes back to no injection until its next baseline (kernel
+//! `bfq_reset_inject_limit`: a queue's memory is zeroed at creation, and
+//! the reset gives a short-think queue 0). With a limit that could
 //! not go below 1, injected writes kept slowing a random reader's turns on
 //! an SSD programming buffered writes: `bfq-kernel` gave it 8.1 MiB/s
 //! instead of 11.0 (2018 article, static sequential with writers, where
@@ -197,7 +201,7 @@ pub struct InjectState {
 impl Default for InjectState {
     fn default() -> Self {
         InjectState {
-            limit: 1,
+            limit: 0,
             baseline: 0,
             decreased_at: 0,
             sample: None,
@@ -234,7 +238,7 @@ impl InjectState {
     /// since the last decrease (or re-learning) the baseline is forgotten,
     /// so a limit lowered to 0 is tried again at 1 once a new baseline is
     /// taken.
-    pub fn sample_done(&mut self, cfg: &InjectConfig, now: Time, depth: u32) {
+    pub fn sample_done(&mut self, cfg: &InjectConfig, now: Time, depth: u32, short_think: bool) {
         let Some((_, at, others)) = self.sample.take() else {
             return;
         };
@@ -255,6 +259,9 @@ impl InjectState {
         if now.saturating_sub(self.decreased_at) > cfg.relearn {
             self.baseline = 0;
             self.decreased_at = now;
+            if short_think {
+                self.limit = 0;
+            }
         }
     }
 
@@ -302,15 +309,15 @@ mod tests {
             sample: Some((1, 0, 0)),
             ..InjectState::default()
         };
-        s.sample_done(&c, 100_000, 32);
+        s.sample_done(&c, 100_000, 32, false);
         assert_eq!(s.baseline, 100_000);
         for k in 1..=4u32 {
             s.sample = Some((1, 0, s.limit));
-            s.sample_done(&c, 110_000 + u64::from(k), 32);
+            s.sample_done(&c, 110_000 + u64::from(k), 32, false);
         }
         assert_eq!(s.limit, 5);
         s.sample = Some((1, 0, 5));
-        s.sample_done(&c, 200_000, 32);
+        s.sample_done(&c, 200_000, 32, false);
         assert_eq!(s.limit, 4);
     }
 
@@ -321,26 +328,43 @@ mod tests {
             sample: Some((1, 0, 0)),
             ..InjectState::default()
         };
-        s.sample_done(&c, 100_000, 32);
+        s.sample_done(&c, 100_000, 32, false);
         assert_eq!(s.limit, 1);
         // Injection doubles the service time: no more injection ...
         s.sample = Some((1, 1_000_000, 1));
-        s.sample_done(&c, 1_200_000, 32);
+        s.sample_done(&c, 1_200_000, 32, false);
         assert_eq!(s.limit, 0);
         // ... and clean samples only update the baseline ...
         for k in 1..=5u64 {
             s.sample = Some((1, k * 100 * MS, 0));
-            s.sample_done(&c, k * 100 * MS + 100_000, 32);
+            s.sample_done(&c, k * 100 * MS + 100_000, 32, false);
             assert_eq!(s.limit, 0, "sample {k}");
         }
         // ... until the baseline is forgotten, 1 s after the decrease: the
         // next baseline tries injection again.
         s.sample = Some((1, 1100 * MS, 0));
-        s.sample_done(&c, 1100 * MS + 100_000, 32);
+        s.sample_done(&c, 1100 * MS + 100_000, 32, false);
         assert_eq!((s.limit, s.baseline), (0, 0));
         s.sample = Some((1, 1200 * MS, 0));
-        s.sample_done(&c, 1200 * MS + 100_000, 32);
+        s.sample_done(&c, 1200 * MS + 100_000, 32, false);
         assert_eq!((s.limit, s.baseline), (1, 100_000));
+    }
+
+    /// Kernel `bfq_reset_inject_limit`: a new flow has nothing injected
+    /// until its baseline is known, and a flow with a short think time
+    /// goes back to none when the baseline is forgotten.
+    #[test]
+    fn a_short_think_flow_injects_only_after_its_baseline() {
+        let c = InjectConfig::default();
+        let mut s = InjectState::default();
+        assert_eq!(s.limit, 0);
+        s.sample = Some((1, 0, 0));
+        s.sample_done(&c, 100_000, 32, true);
+        assert_eq!((s.limit, s.baseline), (1, 100_000));
+        // 1.1 s later the baseline is forgotten: back to no injection.
+        s.sample = Some((1, 1100 * MS, 1));
+        s.sample_done(&c, 1100 * MS + 100_000, 32, true);
+        assert_eq!((s.limit, s.baseline), (0, 0));
     }
 
     #[test]

@@ -1878,11 +1878,13 @@ impl Scheduler for Bfq {
             self.peak.on_complete(now, u64::from(slot.req.sectors));
         }
         let depth = self.device.queue_depth;
+        let slice_idle = self.cfg.idle.slice_idle;
         let fs = &mut self.topo.any_flow_mut(owner).data;
         fs.in_flight -= 1;
         fs.last_completion = now;
         if fs.inj.sample.is_some_and(|s| s.0 == id) {
-            fs.inj.sample_done(&self.cfg.inject, now, depth);
+            let short = fs.think.short(slice_idle);
+            fs.inj.sample_done(&self.cfg.inject, now, depth, short);
         }
         let idle_now = fs.in_flight == 0 && fs.queue.is_empty();
         self.last_completion = Some((owner.0, now));
