@@ -285,6 +285,14 @@ pub struct PeriodicDef {
     pub warm_up: Option<Dur>,
 }
 
+impl PeriodicDef {
+    /// The first release time measured in a run that started at `start`
+    /// (`warm_up` after it).
+    pub fn measured_from(&self, start: Time) -> Time {
+        start + self.warm_up.map_or(0, |d| d.0)
+    }
+}
+
 /// The 2010 paper's web-server process (Section V-E): reads files one
 /// after another; with probability `small_prob` a small file of `small`
 /// bytes at a random place in the first `split` of the region, otherwise a

@@ -952,7 +952,7 @@ impl<'p> Sim<'p> {
             return;
         };
         let deadline = p.deadline.map(|d| d.0).unwrap_or(p.every.0);
-        let measured_from = f.run_start + p.warm_up.map_or(0, |d| d.0);
+        let measured_from = p.measured_from(f.run_start);
         let ready = if f.plan.ra { f.ra.done_to } else { f.run_done };
         while let Some(&(rel, end)) = f.batches.front() {
             if ready < end {
@@ -1301,7 +1301,7 @@ impl<'p> Sim<'p> {
             // periodic batches past deadline but unfinished
             if let Some(p) = f.plan.periodic {
                 let dl = p.deadline.map(|d| d.0).unwrap_or(p.every.0);
-                let from = f.run_start + p.warm_up.map_or(0, |d| d.0);
+                let from = p.measured_from(f.run_start);
                 let late = |&&(rel, _): &&(Time, u64)| rel >= from && end > rel + dl;
                 f.stats.misses += f.batches.iter().filter(late).count() as u64;
             }

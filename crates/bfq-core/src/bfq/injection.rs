@@ -302,51 +302,45 @@ impl InjectState {
 mod tests {
     use super::*;
 
+    /// The sampled request, dispatched at `at` with `others` of other
+    /// flows in flight, completes at `done`.
+    fn sample(s: &mut InjectState, at: Time, others: u32, done: Time, short_think: bool) {
+        s.sample = Some((1, at, others));
+        s.sample_done(&InjectConfig::default(), done, 32, short_think);
+    }
+
     #[test]
     fn limit_grows_until_service_time_suffers() {
-        let c = InjectConfig::default();
-        let mut s = InjectState {
-            sample: Some((1, 0, 0)),
-            ..InjectState::default()
-        };
-        s.sample_done(&c, 100_000, 32, false);
+        let mut s = InjectState::default();
+        sample(&mut s, 0, 0, 100_000, false);
         assert_eq!(s.baseline, 100_000);
         for k in 1..=4u32 {
-            s.sample = Some((1, 0, s.limit));
-            s.sample_done(&c, 110_000 + u64::from(k), 32, false);
+            let limit = s.limit;
+            sample(&mut s, 0, limit, 110_000 + u64::from(k), false);
         }
         assert_eq!(s.limit, 5);
-        s.sample = Some((1, 0, 5));
-        s.sample_done(&c, 200_000, 32, false);
+        sample(&mut s, 0, 5, 200_000, false);
         assert_eq!(s.limit, 4);
     }
 
     #[test]
     fn a_limit_lowered_to_zero_waits_for_relearning() {
-        let c = InjectConfig::default();
-        let mut s = InjectState {
-            sample: Some((1, 0, 0)),
-            ..InjectState::default()
-        };
-        s.sample_done(&c, 100_000, 32, false);
+        let mut s = InjectState::default();
+        sample(&mut s, 0, 0, 100_000, false);
         assert_eq!(s.limit, 1);
         // Injection doubles the service time: no more injection ...
-        s.sample = Some((1, 1_000_000, 1));
-        s.sample_done(&c, 1_200_000, 32, false);
+        sample(&mut s, 1_000_000, 1, 1_200_000, false);
         assert_eq!(s.limit, 0);
         // ... and clean samples only update the baseline ...
         for k in 1..=5u64 {
-            s.sample = Some((1, k * 100 * MS, 0));
-            s.sample_done(&c, k * 100 * MS + 100_000, 32, false);
+            sample(&mut s, k * 100 * MS, 0, k * 100 * MS + 100_000, false);
             assert_eq!(s.limit, 0, "sample {k}");
         }
         // ... until the baseline is forgotten, 1 s after the decrease: the
         // next baseline tries injection again.
-        s.sample = Some((1, 1100 * MS, 0));
-        s.sample_done(&c, 1100 * MS + 100_000, 32, false);
+        sample(&mut s, 1100 * MS, 0, 1100 * MS + 100_000, false);
         assert_eq!((s.limit, s.baseline), (0, 0));
-        s.sample = Some((1, 1200 * MS, 0));
-        s.sample_done(&c, 1200 * MS + 100_000, 32, false);
+        sample(&mut s, 1200 * MS, 0, 1200 * MS + 100_000, false);
         assert_eq!((s.limit, s.baseline), (1, 100_000));
     }
 
@@ -355,15 +349,12 @@ mod tests {
     /// goes back to none when the baseline is forgotten.
     #[test]
     fn a_short_think_flow_injects_only_after_its_baseline() {
-        let c = InjectConfig::default();
         let mut s = InjectState::default();
         assert_eq!(s.limit, 0);
-        s.sample = Some((1, 0, 0));
-        s.sample_done(&c, 100_000, 32, true);
+        sample(&mut s, 0, 0, 100_000, true);
         assert_eq!((s.limit, s.baseline), (1, 100_000));
         // 1.1 s later the baseline is forgotten: back to no injection.
-        s.sample = Some((1, 1100 * MS, 1));
-        s.sample_done(&c, 1100 * MS + 100_000, 32, true);
+        sample(&mut s, 1100 * MS, 1, 1100 * MS + 100_000, true);
         assert_eq!((s.limit, s.baseline), (0, 0));
     }
 

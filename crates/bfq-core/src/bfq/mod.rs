@@ -56,7 +56,7 @@ use preemption::{Preempt, PreemptConfig};
 use queue::{FlowQueue, QueueConfig};
 use queue_merge::{MergeConfig, MergeState};
 use weight_raising::{Burst, BurstVerdict, Raise, RaiseKind, WrConfig};
-use wf2q::{EState, Entity, EntityId, Kind, Wf2q};
+use wf2q::{EState, EntityId, Kind, Wf2q};
 
 /// Default B_max before the peak rate is known, and of the 2010 profile.
 pub const DEFAULT_MAX_BUDGET: u64 = 16384;
@@ -1353,18 +1353,13 @@ impl Bfq {
     /// injection: their own within one group, else their groups' (the
     /// weights preemption compares across groups).
     fn inject_weights(&self, a: FlowId, c: FlowId) -> (u64, u64) {
-        let (ea, ec) = (
-            self.wf2q.entity(self.flow_state(a).entity),
-            self.wf2q.entity(self.flow_state(c).entity),
-        );
-        if ea.parent == ec.parent {
-            return (u64::from(ea.weight), u64::from(ec.weight));
-        }
-        let w = |e: &Entity| {
-            let g = self.wf2q.group_entity(e.parent);
-            u64::from(g.map_or(e.weight, |g| self.wf2q.entity(g).weight))
+        let (ra, rc) = (self.preempt_rank(a), self.preempt_rank(c));
+        let (wa, wc) = if ra.entity.parent == rc.entity.parent {
+            (ra.entity.weight, rc.entity.weight)
+        } else {
+            (ra.cross_group_weight(), rc.cross_group_weight())
         };
-        (w(ea), w(ec))
+        (u64::from(wa), u64::from(wc))
     }
 
     fn dispatch_injected(&mut self, f: FlowId, now: Time, take: Take) -> Option<Request> {

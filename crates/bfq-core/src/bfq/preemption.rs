@@ -58,7 +58,9 @@ pub struct Rank {
 }
 
 impl Rank {
-    fn cross_group_weight(&self) -> u32 {
+    /// The weight compared across groups: the parent group's, or the
+    /// flow's own in the root group.
+    pub fn cross_group_weight(&self) -> u32 {
         self.group_weight.unwrap_or(self.entity.weight)
     }
 }
