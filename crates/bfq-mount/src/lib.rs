@@ -190,14 +190,21 @@ pub fn mount(cfg: &MountConfig) -> std::io::Result<Mounted> {
         config.mount_options.push(MountOption::Dev);
     }
     config.n_threads = Some(cfg.threads);
-    let session = fuser::spawn_mount(fs, &cfg.mountpoint, &config)?;
+    // The mountpoint is resolved before mounting, and the new mount's device
+    // number read from /proc/self/mountinfo, not by a stat of the mount: a
+    // server that accesses its own mount can never exit if it is killed while
+    // that request is with its FUSE threads (the accessing thread waits
+    // uninterruptibly for an answer, so the device stays open).
     let mountpoint = cfg.mountpoint.canonicalize()?;
+    let session = fuser::spawn_mount(fs, &mountpoint, &config)?;
     // The connection's device number is what a busy unmount aborts: a mount
     // whose number cannot be read is refused (dropping the session unmounts).
-    let dev = {
-        use std::os::unix::fs::MetadataExt;
-        std::fs::metadata(&mountpoint)?.dev()
-    };
+    let dev = bfq_mounts()
+        .into_iter()
+        .rev()
+        .find(|(p, _)| *p == mountpoint)
+        .map(|(_, dev)| dev)
+        .ok_or_else(|| std::io::Error::other("the new mount is not in /proc/self/mountinfo"))?;
     let stop = Arc::new(AtomicBool::new(false));
     let reaper = {
         let (t, s) = (table.clone(), stop.clone());
