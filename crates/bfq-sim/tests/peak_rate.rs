@@ -70,7 +70,7 @@ fn b_max_converges_near_the_sequential_rate_on_flash_and_ncq_disks() {
     // sequential ones, so a window measures close to the peak.
     for preset in ["ssd-plextor-m5s", "maxtor-7l250s0"] {
         for profile in ["bfq", "bfq-kernel"] {
-            if (preset, profile) == ("maxtor-7l250s0", "bfq-kernel") {
+            if preset == "maxtor-7l250s0" {
                 continue;
             }
             let (_, b) = converged(preset, profile);
@@ -80,14 +80,18 @@ fn b_max_converges_near_the_sequential_rate_on_flash_and_ncq_disks() {
             );
         }
     }
-    // The kernel injects a read of any busy queue that fits, and each
-    // random read injected into a sequential turn on the disk costs a
-    // seek in its window: B_max wanders between 0.80 and 0.92 of the
-    // ideal (11926..13676 sectors from 20 to 80 s; within 0.85..0.92 and
-    // 4% when only B-WF2Q+'s next flow was injected).
-    let (a, b) = converged_within("maxtor-7l250s0", "bfq-kernel", 0.15);
-    for x in [a, b] {
-        assert!((0.78..=1.15).contains(&x), "bfq-kernel on NCQ: {x:.2}");
+    // On the NCQ disk random reads are injected into the sequential turns
+    // (the kernel injects a read of any busy queue that fits; `bfq` the
+    // least injected of B-WF2Q+'s next eight, and its read floor once the
+    // idling flow's baseline is known), and each costs a seek in its
+    // window: B_max wanders between 0.84 and 0.92 of the ideal at 20, 30,
+    // ..., 80 s (`bfq` 0.84..0.91, `bfq-kernel` 0.87..0.92); within
+    // 0.85..0.92 and 4% when only B-WF2Q+'s next flow was injected.
+    for profile in ["bfq", "bfq-kernel"] {
+        let (a, b) = converged_within("maxtor-7l250s0", profile, 0.15);
+        for x in [a, b] {
+            assert!((0.78..=1.15).contains(&x), "{profile} on NCQ: {x:.2}");
+        }
     }
 }
 

@@ -1298,8 +1298,10 @@ impl Bfq {
         let limit = a.inj.limit.min(self.device.queue_depth) as usize;
         let others = self.table.in_flight().saturating_sub(a.in_flight as usize);
         // Rule switch `inject_read_floor`: one read may always be injected
-        // into a seeky flow's idle time.
-        let floor = usize::from(self.cfg.inject.read_floor && a.seek.is_seeky());
+        // into a seeky flow's idle time once its baseline is known (until
+        // then nothing is, so that the baseline can be measured).
+        let floor =
+            usize::from(self.cfg.inject.read_floor && a.seek.is_seeky() && a.inj.baseline > 0);
         if others >= limit.max(floor) {
             return None;
         }
