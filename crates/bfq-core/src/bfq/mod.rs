@@ -141,6 +141,7 @@ impl BfqConfig {
                 enabled: false,
                 in_time: 24 * MS,
                 group_weight: false,
+                after_timeout: false,
             },
             timeout_grace: false,
         }
@@ -176,6 +177,10 @@ impl BfqConfig {
                 new_flow_service: true,
                 async_charge_factor: 10,
                 ..k.charge
+            },
+            preempt: PreemptConfig {
+                after_timeout: true,
+                ..k.preempt
             },
             ..k
         }
@@ -225,6 +230,7 @@ impl BfqConfig {
                 enabled: true,
                 in_time: 3 * p.idle.slice_idle,
                 group_weight: true,
+                after_timeout: false,
             },
             timeout_grace: true,
             ..p
@@ -535,6 +541,7 @@ impl BfqConfig {
             enabled: s.bool("preemption", d.preempt.enabled)?,
             in_time: s.duration("preempt_in_time", 3 * idle.slice_idle)?,
             group_weight: s.bool("preempt_group_weight", d.preempt.group_weight)?,
+            after_timeout: s.bool("in_time_after_timeout", d.preempt.after_timeout)?,
         };
         Ok(BfqConfig {
             budget,
@@ -1150,7 +1157,8 @@ impl Bfq {
                 next = next.max(u64::from(self.table.slot(slot).req.sectors));
             }
         } else {
-            fs.budget_left = turn.budget.saturating_sub(turn.served);
+            fs.budget_left =
+                preemption::in_time_budget(&self.cfg.preempt, reason, turn.budget, turn.served);
         }
         // Heuristic 8: split a merged queue that turned seeky.
         if fs.merge.members > 0 && seeky {
