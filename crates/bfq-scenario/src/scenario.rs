@@ -405,6 +405,13 @@ pub struct FlowDef {
     /// (once the marked page was read: one request in flight, the readers
     /// the 2010 paper measured).
     pub readahead_style: Option<crate::readahead::Style>,
+    /// File-system block map of a read-ahead reader's file, as ext2/ext3
+    /// map data through indirect blocks (1024 pointers per 4 KiB block:
+    /// `"4M"`): before the first window that reaches each further
+    /// `indirect_every` of the file, the reader reads that range's 4 KiB
+    /// indirect block synchronously, and issues the window a `gap` after it
+    /// arrives (default `"0"`: none, as with ext4 extents; else 64k..=1G).
+    pub indirect_every: Option<Size>,
     /// The flow's start (and each repeated run's) is delayed by a
     /// uniform draw in [0, start_jitter] from the seed, as program starts
     /// vary on real machines (default `5ms`; at most 10 s).
@@ -497,6 +504,8 @@ pub struct FlowPlan {
     pub ra: bool,
     /// When the asynchronous read-ahead window is issued.
     pub ra_style: crate::readahead::Style,
+    /// File data mapped per indirect block, sectors (0: no block-map reads).
+    pub indirect_every: u64,
     /// Time from a completion to the next request, ns (drawn in [gap/2, 3 gap/2]).
     pub gap: Time,
     /// Largest random delay of each start, ns.
@@ -848,6 +857,18 @@ impl Scenario {
             if gap > SEC {
                 return Err(fe("gap", "must be at most 1s".into()));
             }
+            let indirect_every = f.indirect_every.map(|s| s.0).unwrap_or(0);
+            if indirect_every > 0 {
+                if !ra {
+                    return Err(fe(
+                        "indirect_every",
+                        "is for sequential sync readers under read-ahead (pattern = \"seq\", depth 1, readahead > 0)".into(),
+                    ));
+                }
+                if !(64 << 10..=1 << 30).contains(&indirect_every) {
+                    return Err(fe("indirect_every", "must be 0 or in 64k..=1G".into()));
+                }
+            }
             let start_jitter = f.start_jitter.map(|g| g.0).unwrap_or(5 * bfq_core::MS);
             if start_jitter > 10 * SEC {
                 return Err(fe("start_jitter", "must be at most 10s".into()));
@@ -982,6 +1003,7 @@ impl Scenario {
                     readahead,
                     ra,
                     ra_style: f.readahead_style.unwrap_or_default(),
+                    indirect_every: indirect_every / SECTOR_BYTES,
                     gap,
                     start_jitter,
                     buffered: f.buffered,
@@ -1178,6 +1200,20 @@ mod tests {
         assert!(e.contains("unknown variant `2.4`"), "{e}");
         let e = err("name = \"x\"\n[[flow]]\nname = \"a\"\nreadahead = \"65M\"\n");
         assert!(e.contains("'a'.readahead: must be at most 64M"), "{e}");
+        let e = err("name = \"x\"\n[[flow]]\nname = \"a\"\nindirect_every = \"32k\"\n");
+        assert!(
+            e.contains("'a'.indirect_every: must be 0 or in 64k..=1G"),
+            "{e}"
+        );
+        let e = err("name = \"x\"\n[[flow]]\nname = \"a\"\nindirect_every = \"2G\"\n");
+        assert!(
+            e.contains("'a'.indirect_every: must be 0 or in 64k..=1G"),
+            "{e}"
+        );
+        let e = err(
+            "name = \"x\"\n[[flow]]\nname = \"a\"\npattern = \"rand\"\nindirect_every = \"4M\"\n",
+        );
+        assert!(e.contains("'a'.indirect_every: is for sequential"), "{e}");
         // sync at any depth; defaults: a 128 KiB reader waits 20 us + 64 us
         let s = Scenario::from_toml_str(
             "name = \"x\"\n[[flow]]\nname = \"a\"\n[[flow]]\nname = \"b\"\npattern = \"rand\"\ndepth = 8\n[[flow]]\nname = \"w\"\nop = \"write\"\n",
@@ -1188,6 +1224,7 @@ mod tests {
         assert!(p.flows[0].ra && p.flows[0].sync);
         assert_eq!(p.flows[0].gap, 20_000 + 65_536);
         assert_eq!(p.flows[0].start_jitter, 5_000_000);
+        assert_eq!(p.flows[0].indirect_every, 0);
         assert!(p.flows[1].sync && !p.flows[1].ra);
         assert_eq!((p.flows[1].depth, p.flows[1].gap), (8, 20_000 + 2_048));
         assert_eq!(p.flows[2].gap, 0);

@@ -111,6 +111,8 @@ enum Tag {
     ReplayBlock,
     /// Written by the flusher on behalf of `owner`.
     Flush,
+    /// A read-ahead reader's indirect block (`indirect_every`).
+    Indirect,
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -198,6 +200,11 @@ struct Flow {
     delay_done: bool,
     /// Linux read-ahead (`plan.ra`).
     ra: ReadAhead,
+    /// Block map (`plan.indirect_every`): file offset mapped so far, the
+    /// window waiting for an indirect block, and whether one is in flight.
+    mapped_to: u64,
+    pending_window: Option<u64>,
+    indirect_inflight: bool,
     /// Web: current file (absolute start, sectors left to issue, total, small, started).
     web_file: Option<(u64, u64, u64, bool, Time)>,
     web_done_in_file: u64,
@@ -229,6 +236,8 @@ struct Flusher {
 
 /// Writeback chunk per source turn (Linux MAX_WRITEBACK_PAGES: 4 MiB).
 const FLUSH_QUANTUM: u64 = (4 << 20) / SECTOR_BYTES;
+/// An indirect block (4 KiB, ext2/ext3's usual block size).
+const INDIRECT_BLOCK_SECTORS: u64 = 8;
 /// Largest merged writeback request (512 KiB, a common max_sectors_kb).
 const FLUSH_MAX_REQ: u32 = 1024;
 
@@ -353,6 +362,9 @@ impl<'p> Sim<'p> {
                 blocked: false,
                 delay_done: false,
                 ra: ReadAhead::new(p.readahead, p.ra_style),
+                mapped_to: p.indirect_every,
+                pending_window: None,
+                indirect_inflight: false,
                 web_file: None,
                 web_done_in_file: 0,
                 files: 0,
@@ -666,6 +678,9 @@ impl<'p> Sim<'p> {
                 fl.outstanding -= 1;
             }
         }
+        if r.tag == Tag::Indirect {
+            return self.indirect_completed(r.owner as usize);
+        }
         if r.owner != NONE {
             let interval = self.interval;
             let f = &mut self.flows[r.owner as usize];
@@ -817,6 +832,8 @@ impl<'p> Sim<'p> {
         f.run_limit = f.plan.bytes.map(|b| b.div_ceil(SECTOR_BYTES));
         f.pos = 0;
         f.ra.reset();
+        f.mapped_to = f.plan.indirect_every;
+        f.pending_window = None;
         f.cursor = 0;
         f.blocked = false;
         f.delay_done = false;
@@ -1116,6 +1133,15 @@ impl<'p> Sim<'p> {
     /// page cache, sleeping `think` between reads; the kernel issues the
     /// windows; the program waits when it reaches data still in flight.
     fn pump_ra(&mut self, i: usize) -> Result<(), SimError> {
+        if let Some(end) = self.flows[i].pending_window {
+            if self.flows[i].indirect_inflight {
+                return Ok(());
+            }
+            self.flows[i].pending_window = None;
+            if !self.map_then_issue(i, end)? {
+                return Ok(());
+            }
+        }
         loop {
             let f = &mut self.flows[i];
             let limit = f.run_limit.unwrap_or(u64::MAX);
@@ -1138,7 +1164,9 @@ impl<'p> Sim<'p> {
                 .min(limit - f.ra.app_pos)
                 .min(credit - f.ra.app_pos);
             if let Some((start, size)) = f.ra.on_read(len) {
-                self.issue_window(i, start + size)?;
+                if !self.map_then_issue(i, start + size)? {
+                    return Ok(());
+                }
                 continue;
             }
             let f = &mut self.flows[i];
@@ -1154,6 +1182,67 @@ impl<'p> Sim<'p> {
                 return Ok(());
             }
         }
+    }
+
+    /// File-system block map of a read-ahead reader (`indirect_every`,
+    /// docs/scenarios.md), as ext2/ext3 read an indirect block in
+    /// `get_block` while the read-ahead path maps a window: if flow `i`'s
+    /// window up to `end` reaches past the mapped part of its file, the
+    /// next range's 4 KiB indirect block is read first (at the range's
+    /// start) and the window waits for it (returns false); else the window
+    /// is issued (true).
+    fn map_then_issue(&mut self, i: usize, end: u64) -> Result<bool, SimError> {
+        let f = &mut self.flows[i];
+        let every = f.plan.indirect_every;
+        let needed = end.min(f.run_limit.unwrap_or(u64::MAX));
+        if every == 0 || f.mapped_to >= needed {
+            self.issue_window(i, end)?;
+            return Ok(true);
+        }
+        let off = f.mapped_to;
+        let len = f.plan.region_len;
+        let n = INDIRECT_BLOCK_SECTORS.min(len - off % len);
+        let sector = f.plan.region_start + off % len;
+        f.pending_window = Some(end);
+        f.indirect_inflight = true;
+        f.outstanding += 1;
+        let sf = f.sched.expect("active flow has a scheduler flow");
+        self.issue(
+            i as u32,
+            sf,
+            sector,
+            n as u32,
+            Op::Read,
+            true,
+            Tag::Indirect,
+        )?;
+        Ok(false)
+    }
+
+    /// Flow `i`'s indirect block arrived: its range is mapped, and the
+    /// program goes on issuing its window a `gap` later.
+    fn indirect_completed(&mut self, i: usize) -> Result<(), SimError> {
+        let now = self.now;
+        let f = &mut self.flows[i];
+        f.outstanding -= 1;
+        f.indirect_inflight = false;
+        f.mapped_to += f.plan.indirect_every;
+        if f.stopped || !f.active {
+            return if f.active && f.outstanding == 0 {
+                self.end_run(i)
+            } else {
+                Ok(())
+            };
+        }
+        if f.wake_at.is_some() {
+            return Ok(());
+        }
+        let t = now + self.pause(i);
+        if t > now {
+            self.sleep(i, t);
+            return Ok(());
+        }
+        self.pump(i)
     }
 
     /// Issues a read-ahead window of flow `i` up to `end` (in its file),

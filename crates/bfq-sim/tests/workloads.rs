@@ -164,6 +164,52 @@ fn single_style_reader_with_blocks_larger_than_its_window_keeps_reading() {
 }
 
 #[test]
+fn a_reader_reads_an_indirect_block_before_each_mapped_range() {
+    // 32 MiB through a 4 MiB block map: the first range is mapped from the
+    // start, each of the other seven costs one 4 KiB read at its start,
+    // and the window that needs it is queued only after it completed
+    let f = "[[flow]]\nname = \"r\"\nbytes = \"32M\"\nindirect_every = \"4M\"\n";
+    let (r, trace) = run_traced(&format!("name = \"t\"\nduration = \"5s\"\n{STM}{f}"));
+    assert_eq!(
+        r.flows[0].bytes,
+        32 << 20,
+        "metadata is not counted as data"
+    );
+    let rows: Vec<Vec<&str>> = trace
+        .lines()
+        .skip(1)
+        .map(|l| l.split(',').collect())
+        .collect();
+    let ind: Vec<&Vec<&str>> = rows.iter().filter(|c| c[1] == "Q" && c[5] == "8").collect();
+    let starts: Vec<u64> = ind.iter().map(|c| c[4].parse().unwrap()).collect();
+    assert_eq!(starts, (1..8).map(|k| k * 8192).collect::<Vec<u64>>());
+    for c in ind {
+        let done: u64 = rows
+            .iter()
+            .find(|d| d[1] == "C" && d[3] == c[3])
+            .map(|d| d[0].parse().unwrap())
+            .unwrap();
+        let window = rows
+            .iter()
+            .find(|d| {
+                d[1] == "Q"
+                    && d[5] != "8"
+                    && d[4].parse::<u64>().unwrap() >= c[4].parse::<u64>().unwrap()
+            })
+            .unwrap();
+        assert!(
+            window[0].parse::<u64>().unwrap() > done,
+            "{window:?} before {done}"
+        );
+    }
+    // without the field: no 4 KiB reads
+    let (_, plain) = run_traced(&format!(
+        "name = \"t\"\nduration = \"5s\"\n{STM}[[flow]]\nname = \"r\"\nbytes = \"32M\"\n"
+    ));
+    assert!(!plain.lines().any(|l| l.ends_with(",8,R")));
+}
+
+#[test]
 fn periodic_reader_reads_ahead_of_its_batches() {
     // a 64 KiB frame every 40 ms read through 128 KiB read-ahead windows:
     // the data is read ahead of the releases, so frames are ready at once

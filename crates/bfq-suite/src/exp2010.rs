@@ -97,6 +97,14 @@ fn files_spec(v: &str) -> anyhow::Result<(Vec<u64>, Vec<u32>)> {
 /// the current one. The causes that rest on it name it from here.
 const FILE_READAHEAD: &str = "ondemand";
 
+/// Block map of the file experiments' files (`indirect_every`,
+/// docs/scenarios.md): the paper's files are on ext2 (Sec. V-B), which
+/// maps a file's data through indirect blocks of 1024 pointers, one per
+/// 4 MiB with the 4 KiB blocks mke2fs gives its 1 GB slices; a reader
+/// reads each one synchronously while its read-ahead maps the next window,
+/// so the device sees no request of that file for a moment every 4 MiB.
+const EXT2_INDIRECT: &str = "4M";
+
 /// A C-LOOK dispatch run (sectors) this long means C-LOOK kept to one file
 /// for at least 64 read-ahead windows of 256 sectors.
 const LONG_RUN_SECTORS: f64 = 64.0 * 256.0;
@@ -201,7 +209,7 @@ fn run_files(v: &Variant, c: &Config, ctx: &Ctx) -> anyhow::Result<RunOut> {
     for (i, (sl, (size, w))) in spread(n).iter().zip(sizes.iter().zip(&weights)).enumerate() {
         let _ = write!(
             s,
-            "\n[[flow]]\nname = \"file{}\"\npattern = \"seq\"\nblock = \"128k\"\nreadahead_style = \"{FILE_READAHEAD}\"\nbytes = \"{size}M\"\nweight = {w}\nregion = {}\n",
+            "\n[[flow]]\nname = \"file{}\"\npattern = \"seq\"\nblock = \"128k\"\nreadahead_style = \"{FILE_READAHEAD}\"\nindirect_every = \"{EXT2_INDIRECT}\"\nbytes = \"{size}M\"\nweight = {w}\nregion = {}\n",
             i + 1,
             region(slice(*sl), size << 20)
         );
@@ -2121,9 +2129,11 @@ mod tests {
 
     /// The two-file readers have their next window queued when one
     /// completes (Sec. V-C), so SCAN-EDF's T_wait barely matters (paper:
-    /// 21.18 vs 23.39 MB/s) and C-LOOK has no gap to switch files in.
+    /// 21.18 vs 23.39 MB/s); their only gaps are the ext2 indirect blocks,
+    /// where C-LOOK switches files: a run of about 4 MiB per visit, and
+    /// the two files get the same throughput (Table III: 11.52 / 10.57).
     #[test]
-    fn file_readers_keep_the_next_window_queued() {
+    fn file_readers_leave_a_gap_only_at_indirect_blocks() {
         let v = var("2files", "2 files x 128 MB");
         let agg = |c: &Config| {
             let out = run_files(&v, c, &ctx(1)).expect("run");
@@ -2135,11 +2145,14 @@ mod tests {
             "SCAN-EDF T_wait 0: {t0}, 4 ms: {t4}"
         );
         let out = run_files(&v, &st::clook(), &ctx(1)).expect("run");
+        let every = (4 << 20) as f64 / 512.0;
+        let run = out.metrics["run_sectors"];
         assert!(
-            out.metrics["run_sectors"] >= LONG_RUN_SECTORS,
+            run > 0.75 * every && run < 1.25 * every,
             "{:?}",
             out.metrics
         );
+        assert!(out.metrics["dev"] <= 10.0, "{:?}", out.metrics);
     }
 
     /// With random reads AS does not idle and gives C-LOOK's throughput
