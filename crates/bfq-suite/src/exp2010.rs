@@ -112,12 +112,13 @@ const LONG_RUN_SECTORS: f64 = 64.0 * 256.0;
 /// Why our C-LOOK serves one file at a time in variant `v`, when its mean
 /// dispatch run is at least [`LONG_RUN_SECTORS`] (None otherwise): the
 /// readers keep their next window queued, so strict C-LOOK always finds
-/// the next request of the file under the head ahead of it.
+/// the next request of the file under the head ahead of it unless a
+/// reader pauses at an indirect block ([`EXT2_INDIRECT`]).
 fn clook_one_file_txt(e: &ExpResult, v: &str) -> Option<String> {
     let run = e.mean(v, "clook", "run_sectors")?;
     (run >= LONG_RUN_SECTORS).then(|| {
         format!(
-            "our C-LOOK reads one file for {} sectors per dispatch run ({}/s): with Linux's read-ahead timing (readahead_style = \"{FILE_READAHEAD}\", the paper's own account in Sec. V-C) a reader's next window is queued before its current one completes, so strict C-LOOK always has the next request of the file under the head ahead of it and leaves only at the file's end; the paper's C-LOOK switched files often (Table III 11.52 / 10.57 MB/s, Sec. V-C 'frequently switches'), which needs the next request missing at some completions or an expiry that takes the head away, and the paper names neither (its C-LOOK's code is not given)",
+            "our C-LOOK reads one file for {} sectors per dispatch run ({}/s): with Linux's read-ahead timing (readahead_style = \"{FILE_READAHEAD}\", the paper's own account in Sec. V-C) a reader's next window is queued before its current one completes, so strict C-LOOK always has the next request of the file under the head ahead of it and leaves only where a reader pauses (ext2's indirect blocks, indirect_every = \"{EXT2_INDIRECT}\") or at the file's end; the paper's C-LOOK switched files often (Table III 11.52 / 10.57 MB/s, Sec. V-C 'frequently switches')",
             n(run),
             n(e.mean(v, "clook", "switch_s").unwrap_or(f64::NAN))
         )
