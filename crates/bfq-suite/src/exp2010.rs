@@ -50,7 +50,7 @@ pub fn throughput() -> Experiment {
         title: "Aggregate throughput of sequential readers vs B_max",
         source: "2010 paper, Section V-C, Table II and Fig. 5",
         device: DEV,
-        what: "Two to five greedy sync sequential readers of 128 MB files in slices at the maximum distance from each other (two: the outermost and innermost of 30 equal slices, the paper's worst case), run to completion; BFQ for B_max from 512 to 16384 sectors (T_wait = 4 ms), SCAN-EDF (Delta = 640 ms, T_wait 0/4 ms), YFQ (BT_size 16, T_wait 0/4 ms), CFQ (slice 100 ms), C-LOOK and AS.",
+        what: "Two to five greedy sync sequential readers of 128 MB files in slices at the maximum distance from each other (two: the outermost and innermost of 30 equal slices, the paper's worst case), run to completion; each reads through Linux read-ahead (the next 128 KiB window queued before the current one completes) and ext2's block map, a 4 KiB indirect block read synchronously per 4 MiB of file (the readers' only pause); BFQ for B_max from 512 to 16384 sectors (T_wait = 4 ms), SCAN-EDF (Delta = 640 ms, T_wait 0/4 ms), YFQ (BT_size 16, T_wait 0/4 ms), CFQ (slice 100 ms), C-LOOK and AS.",
         metrics: with_service(vec![metric("agg", "Aggregate throughput", "MB/s", true)]),
         variants: vec![
             var("2files", "2 files x 128 MB"),
@@ -646,7 +646,7 @@ pub fn fairness() -> Experiment {
         title: "Bandwidth distribution among sequential readers, equal weights",
         source: "2010 paper, Section V-D, Table III",
         device: DEV,
-        what: "Two and five greedy sync sequential readers of 128 MB files in slices at maximum distance, equal weights; per-file throughput and the largest deviation from the ideal (equal) share. BFQ B_max = 4096, SCAN-EDF Delta = 80 ms and YFQ BT_size = 4 with T_wait = 4 ms, CFQ slice 100 ms, C-LOOK, AS.",
+        what: "Two and five greedy sync sequential readers of 128 MB files in slices at maximum distance, equal weights, read as in 2010-throughput (read-ahead, an ext2 indirect block per 4 MiB); per-file throughput and the largest deviation from the ideal (equal) share. BFQ B_max = 4096, SCAN-EDF Delta = 80 ms and YFQ BT_size = 4 with T_wait = 4 ms, CFQ slice 100 ms, C-LOOK, AS.",
         metrics: with_service(vec![
             metric("dev", "Largest deviation from the ideal share", "%", true),
             metric("agg", "Aggregate throughput", "MB/s", false),
