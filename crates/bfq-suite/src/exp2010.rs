@@ -1829,7 +1829,8 @@ fn stream_mb_s() -> f64 {
 /// rate. The paper's 7.56 MB/s over 24 + 5 gave 0.26 MB/s, a stream's
 /// rate, so its 25th movie was one too many; and how the streams were
 /// served (turn lengths against the paper's budgets of at most 256
-/// sectors).
+/// sectors: a longer turn serves a lagging stream's next window without
+/// positioning or idling for it).
 fn video_load_txt(e: &ExpResult) -> String {
     let get = |c: &str, k: &str| e.mean("30movies", c, k).unwrap_or(f64::NAN);
     let (k, agg) = (get(BFQ4, "streams"), get(BFQ4, "agg"));
@@ -1838,7 +1839,7 @@ fn video_load_txt(e: &ExpResult) -> String {
         lookup_value(e, "30movies", BFQ4, "agg").unwrap_or(f64::NAN),
     );
     format!(
-        "a stream needs {} MB/s; BFQ (4096) moves {} MB/s over its last 5 s with {} movies + 5 readers, {} MB/s per equal-weight application, so every stream stays within its share; the paper's moved {} MB/s with {} + 5, {} MB/s each: our disk serves the same mix faster; the streams took {} sectors per turn on average (longest {}), the paper's a budget never above 256",
+        "a stream needs {} MB/s; BFQ (4096) moves {} MB/s over its last 5 s with {} movies + 5 readers, {} MB/s per equal-weight application, so every stream stays within its share; the paper's moved {} MB/s with {} + 5, {} MB/s each; the streams took {} sectors per turn on average (longest {}), the paper's a budget never above 256, one 128 KiB window per turn: a stream that fell behind has its next window queued when the one it waited for completes, and a turn that takes both spares that window a positioning and a T_wait; the rest is our disk serving the mix faster, as it serves the file tables",
         n(stream_mb_s()),
         n(agg),
         n(k),
