@@ -947,15 +947,23 @@ impl<'p> Sim<'p> {
         let f = &self.flows[i];
         let waits = f.plan.sync || f.plan.think > 0;
         if waits && f.active && f.plan.pattern != Pattern::Replay {
-            if f.wake_at.is_some() {
-                // already pausing after an earlier completion
-                return Ok(());
-            }
-            let t = now + self.pause(i);
-            if t > now {
-                self.sleep(i, t);
-                return Ok(());
-            }
+            return self.pause_then_pump(i);
+        }
+        self.pump(i)
+    }
+
+    /// Flow `i` goes on issuing after its pause (think time and the
+    /// completion-to-next-request gap), unless it is already pausing after
+    /// an earlier completion.
+    fn pause_then_pump(&mut self, i: usize) -> Result<(), SimError> {
+        if self.flows[i].wake_at.is_some() {
+            return Ok(());
+        }
+        let now = self.now;
+        let t = now + self.pause(i);
+        if t > now {
+            self.sleep(i, t);
+            return Ok(());
         }
         self.pump(i)
     }
@@ -1222,7 +1230,6 @@ impl<'p> Sim<'p> {
     /// Flow `i`'s indirect block arrived: its range is mapped, and the
     /// program goes on issuing its window a `gap` later.
     fn indirect_completed(&mut self, i: usize) -> Result<(), SimError> {
-        let now = self.now;
         let f = &mut self.flows[i];
         f.outstanding -= 1;
         f.indirect_inflight = false;
@@ -1234,15 +1241,7 @@ impl<'p> Sim<'p> {
                 Ok(())
             };
         }
-        if f.wake_at.is_some() {
-            return Ok(());
-        }
-        let t = now + self.pause(i);
-        if t > now {
-            self.sleep(i, t);
-            return Ok(());
-        }
-        self.pump(i)
+        self.pause_then_pump(i)
     }
 
     /// Issues a read-ahead window of flow `i` up to `end` (in its file),
