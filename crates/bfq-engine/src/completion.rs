@@ -2,22 +2,17 @@
 //! back to the submitter, as a blocking wait or as a `Future` (Waker-based,
 //! usable from any async runtime).
 
+use crate::slot::SlotRef;
 use std::collections::VecDeque;
 use std::future::Future;
 use std::io;
+use std::marker::PhantomData;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::pin::Pin;
 use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll, Waker};
 use std::thread::Thread;
-
-/// The dispatcher's view of a completion slot: it only delivers results.
-pub(crate) trait Sink: Send + Sync {
-    /// Stores the result; returns who to wake (the caller wakes it, maybe
-    /// later, in a batch).
-    fn complete(&self, res: io::Result<usize>) -> Waiter;
-}
 
 /// Someone waiting for a result.
 pub(crate) enum Waiter {
@@ -164,30 +159,6 @@ impl WakeRelay {
     }
 }
 
-struct Inner<B> {
-    result: Option<io::Result<usize>>,
-    buf: Option<B>,
-    waiter: Waiter,
-}
-
-/// One request's result and buffer, shared by the submitter and the
-/// dispatcher.
-pub(crate) struct Slot<B> {
-    inner: Mutex<Inner<B>>,
-}
-
-impl<B: Send + 'static> Slot<B> {
-    pub(crate) fn new(buf: B) -> Arc<Self> {
-        Arc::new(Slot {
-            inner: Mutex::new(Inner {
-                result: None,
-                buf: Some(buf),
-                waiter: Waiter::None,
-            }),
-        })
-    }
-}
-
 impl Waiter {
     /// Wakes the waiter, if any.
     pub(crate) fn wake(self) {
@@ -197,17 +168,6 @@ impl Waiter {
             Waiter::Thread(t) => t.unpark(),
             Waiter::Event(e) => e.signal(),
         }
-    }
-}
-
-impl<B: Send + 'static> Sink for Slot<B> {
-    fn complete(&self, res: io::Result<usize>) -> Waiter {
-        let mut g = self.inner.lock().unwrap_or_else(|p| p.into_inner());
-        if g.result.is_some() {
-            return Waiter::None;
-        }
-        g.result = Some(res);
-        std::mem::replace(&mut g.waiter, Waiter::None)
     }
 }
 
@@ -231,17 +191,22 @@ impl Drop for Hold {
 /// completion (or cancellation) and the engine frees the buffer.
 #[must_use = "a request's result is only seen through its Pending"]
 pub struct Pending<B: Send + 'static> {
-    slot: Arc<Slot<B>>,
+    /// The submitter's hold on the request's slot (`None` once the
+    /// result is taken).
+    slot: Option<SlotRef>,
     driver: Arc<dyn Driver>,
     hold: Option<Hold>,
+    _buf: PhantomData<fn() -> B>,
 }
 
 impl<B: Send + 'static> Pending<B> {
-    pub(crate) fn new(slot: Arc<Slot<B>>, driver: Arc<dyn Driver>) -> Self {
+    /// `slot` holds a buffer of type `B` (see [`crate::slot::acquire`]).
+    pub(crate) fn new(slot: SlotRef, driver: Arc<dyn Driver>) -> Self {
         Pending {
-            slot,
+            slot: Some(slot),
             driver,
             hold: None,
+            _buf: PhantomData,
         }
     }
 
@@ -249,27 +214,23 @@ impl<B: Send + 'static> Pending<B> {
         self.hold = hold;
     }
 
+    fn slot(&self) -> &SlotRef {
+        self.slot
+            .as_ref()
+            .expect("a Pending polled after it completed")
+    }
+
     /// Takes the result if it is in (and then wakes a few of the
     /// dispatcher's other waiters, see [`WakeRelay`]); otherwise leaves
     /// `waiter` to be woken.
-    fn try_take(&self, waiter: impl FnOnce() -> Waiter) -> Option<IoResult<B>> {
-        let r = {
-            let mut g = self.slot.inner.lock().unwrap_or_else(|p| p.into_inner());
-            match g.result.take() {
-                Some(r) => {
-                    let buf = g.buf.take().expect("buffer taken twice");
-                    Some((r, buf))
-                }
-                None => {
-                    g.waiter = waiter();
-                    None
-                }
-            }
-        };
-        if r.is_some() {
-            self.driver.taken();
-        }
-        r
+    fn try_take(&mut self, waiter: impl FnOnce() -> Waiter) -> Option<IoResult<B>> {
+        // SAFETY: the slot was made with a buffer of type `B` (`new`).
+        let r = unsafe { self.slot().take_or_wait::<B>(waiter) }?;
+        // The slot goes back to its pool (the request let go of it when
+        // it delivered the result).
+        self.slot = None;
+        self.driver.taken();
+        Some(r)
     }
 
     /// Whether the result is in (submitting what this thread's plug
@@ -284,15 +245,15 @@ impl<B: Send + 'static> Pending<B> {
     }
 
     fn has_result(&self) -> bool {
-        let g = self.slot.inner.lock().unwrap_or_else(|p| p.into_inner());
-        g.result.is_some()
+        self.slot.as_ref().is_none_or(|s| s.has_result())
     }
 
     /// Blocks the calling thread until the request completes (doing the
     /// engine's work that landed on this thread's ring meanwhile).
     pub fn wait(mut self) -> IoResult<B> {
         loop {
-            if let Some(r) = self.try_take(|| self.driver.waiter()) {
+            let driver = self.driver.clone();
+            if let Some(r) = self.try_take(|| driver.waiter()) {
                 drop(self.hold.take());
                 self.driver.finish_wait();
                 return r;
@@ -308,7 +269,9 @@ impl<B: Send + 'static> Future for Pending<B> {
         if !self.has_result() {
             self.driver.poll_work(false);
         }
-        match self.try_take(|| Waiter::Waker(cx.waker().clone())) {
+        // A `Pending` is `Unpin`.
+        let this = self.get_mut();
+        match this.try_take(|| Waiter::Waker(cx.waker().clone())) {
             Some(r) => Poll::Ready(r),
             None => Poll::Pending,
         }
@@ -416,11 +379,12 @@ mod tests {
             }
             fn finish_wait(&self) {}
         }
-        let slot = Slot::new(vec![0u8; 8]);
-        let pending = Pending::new(slot.clone(), Arc::new(Relay(relay.clone())));
+        let (mine, req) = crate::slot::acquire(vec![0u8; 8]);
+        let mut pending = Pending::<Vec<u8>>::new(mine, Arc::new(Relay(relay.clone())));
         assert!(pending.try_take(|| Waiter::None).is_none());
         assert_eq!(woken(&counts), 1, "no result, no help");
-        slot.complete(Ok(8)).wake();
+        req.complete(Ok(8)).wake();
+        drop(req);
         let (res, buf) = pending.wait();
         assert_eq!(res.unwrap(), 8);
         assert_eq!(buf.len(), 8);

@@ -6,7 +6,8 @@
 //! kernel) happens on the submitting threads, outside this lock. Nothing
 //! here blocks or does I/O; the only syscall is re-arming the idle timer.
 
-use crate::completion::{Sink, Waiter};
+use crate::completion::Waiter;
+use crate::slot::SlotRef;
 use bfq_core::{
     Dispatch, FlowId, FlowSpec, GroupId, Op as SOp, Request, SchedError, Scheduler, Time,
     SECTOR_BYTES,
@@ -43,14 +44,16 @@ pub(crate) struct Op {
     pub sync: bool,
     /// The request's own file ([`FileTarget`]), else the engine's target.
     pub file: Option<FileTarget>,
-    pub sink: Option<Arc<dyn Sink>>,
+    /// The request's hold on its completion slot (where its buffer
+    /// lives), until it delivers its result.
+    pub sink: Option<SlotRef>,
     /// Submitted before a shutdown began: a `Drain` shutdown serves it
     /// even if it reaches the scheduler later (from a thread's plug).
     pub before_stop: bool,
 }
 
-// SAFETY: `ptr` points into the buffer owned by `sink`'s slot, which lives
-// as long as the Op holds it; the Op only moves between threads.
+// SAFETY: `ptr` points into the buffer in `sink`'s slot, which stays there
+// as long as the Op holds the slot; the Op only moves between threads.
 unsafe impl Send for Op {}
 
 impl Op {

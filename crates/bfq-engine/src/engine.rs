@@ -1,7 +1,7 @@
 //! The engine's public API: [`EngineBuilder`], [`Engine`], [`Flow`].
 
 use crate::buf::{IoBuf, IoBufMut};
-use crate::completion::{IoResult, Pending, Sink, Slot};
+use crate::completion::{IoResult, Pending};
 use crate::core::{engine_gone, Core, CoreConfig, Op, OpKind, TraceSink};
 pub use crate::core::{EngineStats, FileTarget, ShutdownMode, TraceEvent};
 use crate::driver::{monotonic_ns, FlowDriver, Shared, SubmitMode};
@@ -553,9 +553,8 @@ impl Flow {
             ptr,
             len,
         } = r;
-        let slot = Slot::new(buf);
-        let mut pending = Pending::new(slot.clone(), self.driver.clone());
-        let sink: Arc<dyn Sink> = slot;
+        let (mine, sink) = crate::slot::acquire(buf);
+        let mut pending = Pending::new(mine, self.driver.clone());
         let mut op = Op {
             kind,
             flow: self.id,

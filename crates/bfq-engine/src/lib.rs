@@ -39,6 +39,7 @@ mod core;
 mod driver;
 mod engine;
 mod service;
+mod slot;
 pub mod sys;
 
 pub use crate::core::{EngineStats, FileTarget, ShutdownMode, TraceEvent};

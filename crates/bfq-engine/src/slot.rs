@@ -1,0 +1,506 @@
+//! Completion slots, preallocated: where a request's buffer, its result
+//! and its waiter live from submission until both the submitter (its
+//! [`Pending`](crate::Pending)) and the engine (the request) are done
+//! with it.
+//!
+//! Each submitting thread has a pool of slots ([`SlotPool`]), allocated
+//! in chunks (the first of [`FIRST_CHUNK`] slots, each next one twice the
+//! size, up to [`MAX_CHUNK`]) when the thread has more requests
+//! outstanding than ever before, and reused afterwards: no allocation per
+//! request. A request takes a free slot of its submitting thread's pool;
+//! the slot goes back to that pool when its last holder lets go, on
+//! whichever thread that is (a lock-free list the owner takes whole when
+//! its own free list is empty). The pool's memory stays until the thread
+//! has exited and its last slot is back, so a buffer stays in its slot
+//! until the kernel is done with it whatever the submitter does (drop the
+//! `Pending`, exit the thread).
+//!
+//! A buffer of up to [`INLINE_WORDS`] words (`Vec<u8>`, `Box<[u8]>`,
+//! `AlignedBuf`, `&'static [u8]`, `()`) is stored in the slot itself;
+//! larger buffer types are boxed (one allocation each).
+
+use crate::completion::Waiter;
+use std::cell::RefCell;
+use std::io;
+use std::mem::{align_of, size_of, MaybeUninit};
+use std::ptr::{self, NonNull};
+use std::sync::atomic::{AtomicIsize, AtomicPtr, AtomicU8, Ordering};
+use std::sync::{Mutex, MutexGuard};
+
+/// Slots in a thread's first chunk (64: a thread keeping up to 64
+/// requests outstanding never allocates another).
+pub(crate) const FIRST_CHUNK: usize = 64;
+/// The largest chunk (65 536 slots); chunks double up to it.
+pub(crate) const MAX_CHUNK: usize = 1 << 16;
+/// Machine words of buffer stored in the slot itself (4: 32 bytes on
+/// 64-bit targets).
+pub(crate) const INLINE_WORDS: usize = 4;
+
+/// A buffer of any type, stored in place when it fits (else boxed), with
+/// the function that drops it.
+struct ErasedBuf {
+    words: [MaybeUninit<usize>; INLINE_WORDS],
+    drop: Option<unsafe fn(*mut MaybeUninit<usize>)>,
+}
+
+// SAFETY: only `Send` buffers are stored (`put` requires it).
+unsafe impl Send for ErasedBuf {}
+
+/// Whether a `B` is stored in place.
+const fn fits<B>() -> bool {
+    size_of::<B>() <= size_of::<[usize; INLINE_WORDS]>() && align_of::<B>() <= align_of::<usize>()
+}
+
+/// Drops a `B` stored in place.
+unsafe fn drop_inline<B>(p: *mut MaybeUninit<usize>) {
+    // SAFETY (caller): `p` holds a live `B`, dropped once.
+    unsafe { ptr::drop_in_place(p.cast::<B>()) }
+}
+
+/// Drops a boxed `B` whose pointer is stored in place.
+unsafe fn drop_boxed<B>(p: *mut MaybeUninit<usize>) {
+    // SAFETY (caller): `p` holds a pointer from `Box::into_raw`, dropped once.
+    unsafe { drop(Box::from_raw(ptr::read(p.cast::<*mut B>()))) }
+}
+
+impl ErasedBuf {
+    const EMPTY: ErasedBuf = ErasedBuf {
+        words: [MaybeUninit::uninit(); INLINE_WORDS],
+        drop: None,
+    };
+
+    fn put<B: Send + 'static>(&mut self, b: B) {
+        self.clear();
+        let p = self.words.as_mut_ptr();
+        if fits::<B>() {
+            // SAFETY: `B` fits the words (size and alignment checked).
+            unsafe { ptr::write(p.cast::<B>(), b) };
+            self.drop = Some(drop_inline::<B>);
+        } else {
+            // SAFETY: a pointer fits the words.
+            unsafe { ptr::write(p.cast::<*mut B>(), Box::into_raw(Box::new(b))) };
+            self.drop = Some(drop_boxed::<B>);
+        }
+    }
+
+    /// Takes the buffer out.
+    ///
+    /// # Safety
+    /// The buffer stored is a `B`.
+    unsafe fn take<B>(&mut self) -> Option<B> {
+        self.drop.take()?;
+        let p = self.words.as_mut_ptr();
+        // SAFETY (caller): a `B` was stored the way `fits` says; `drop`
+        // was cleared, so it is read out once.
+        Some(unsafe {
+            if fits::<B>() {
+                ptr::read(p.cast::<B>())
+            } else {
+                *Box::from_raw(ptr::read(p.cast::<*mut B>()))
+            }
+        })
+    }
+
+    fn clear(&mut self) {
+        if let Some(d) = self.drop.take() {
+            // SAFETY: `drop` is set only while a buffer of its type is held.
+            unsafe { d(self.words.as_mut_ptr()) }
+        }
+    }
+}
+
+impl Drop for ErasedBuf {
+    fn drop(&mut self) {
+        self.clear();
+    }
+}
+
+struct Inner {
+    result: Option<io::Result<usize>>,
+    buf: ErasedBuf,
+    waiter: Waiter,
+}
+
+/// One request's result, buffer and waiter (see the module doc).
+pub(crate) struct Slot {
+    inner: Mutex<Inner>,
+    /// Holders still using the slot (2 when taken: the submitter's side
+    /// and the request's); the last to let go gives it back.
+    holders: AtomicU8,
+    /// The next slot in the pool's list of slots given back.
+    next: AtomicPtr<Slot>,
+    /// The slot's pool (it outlives every slot in use).
+    pool: *const SlotPool,
+}
+
+// SAFETY: the buffer is `Send` and behind the mutex (or used by the last
+// holder alone); `pool` is only used to give the slot back.
+unsafe impl Send for Slot {}
+// SAFETY: as above: shared access goes through the mutex and atomics.
+unsafe impl Sync for Slot {}
+
+/// The head of a pool's list of slots given back once its owner thread
+/// has exited (not a slot's address): slots are then counted off
+/// `remaining` instead, and the last one frees the pool.
+const ORPHANED: *mut Slot = 1 as *mut Slot;
+
+/// A thread's slots (see the module doc).
+pub(crate) struct SlotPool {
+    /// Every chunk allocated (only their owner adds one).
+    chunks: Mutex<Vec<Box<[Slot]>>>,
+    /// Slots given back by other threads and not yet taken by the owner
+    /// (a lock-free stack: any thread pushes, the owner takes it whole);
+    /// [`ORPHANED`] once the owner has exited.
+    freed: AtomicPtr<Slot>,
+    /// Once orphaned: slots still in use (may dip below 0 until the
+    /// exiting owner adds its count).
+    remaining: AtomicIsize,
+}
+
+impl SlotPool {
+    fn new() -> NonNull<SlotPool> {
+        NonNull::from(Box::leak(Box::new(SlotPool {
+            chunks: Mutex::new(Vec::new()),
+            freed: AtomicPtr::new(ptr::null_mut()),
+            remaining: AtomicIsize::new(0),
+        })))
+    }
+
+    /// Allocates the next chunk; appends its slots to `free`.
+    fn grow(&self, free: &mut Vec<NonNull<Slot>>) {
+        let mut chunks = self.chunks.lock().unwrap_or_else(|p| p.into_inner());
+        let n = (FIRST_CHUNK << chunks.len().min(16)).min(MAX_CHUNK);
+        let chunk: Box<[Slot]> = (0..n)
+            .map(|_| Slot {
+                inner: Mutex::new(Inner {
+                    result: None,
+                    buf: ErasedBuf::EMPTY,
+                    waiter: Waiter::None,
+                }),
+                holders: AtomicU8::new(0),
+                next: AtomicPtr::new(ptr::null_mut()),
+                pool: self,
+            })
+            .collect();
+        free.extend(chunk.iter().rev().map(NonNull::from));
+        // The chunk's memory does not move when its box does.
+        chunks.push(chunk);
+    }
+
+    /// Gives a slot back from a thread other than the owner; frees the
+    /// pool if it is the last slot of an orphaned pool.
+    ///
+    /// # Safety
+    /// `slot` is a slot of `pool`, reset, held by nobody.
+    unsafe fn push_freed(pool: *const SlotPool, slot: NonNull<Slot>) {
+        // SAFETY (caller): the pool outlives its slots in use.
+        let p = unsafe { &*pool };
+        let mut head = p.freed.load(Ordering::Relaxed);
+        loop {
+            if head == ORPHANED {
+                if p.remaining.fetch_sub(1, Ordering::AcqRel) == 1 {
+                    // SAFETY: the owner has exited and every slot is back.
+                    drop(unsafe { Box::from_raw(pool.cast_mut()) });
+                }
+                return;
+            }
+            // SAFETY: pool slots live as long as the pool.
+            unsafe { slot.as_ref() }.next.store(head, Ordering::Relaxed);
+            match p.freed.compare_exchange_weak(
+                head,
+                slot.as_ptr(),
+                Ordering::Release,
+                Ordering::Relaxed,
+            ) {
+                Ok(_) => return,
+                Err(h) => head = h,
+            }
+        }
+    }
+
+    /// Takes the slots given back (the owner), replacing the list with
+    /// `with`; returns how many.
+    fn take_freed(&self, free: Option<&mut Vec<NonNull<Slot>>>, with: *mut Slot) -> usize {
+        let mut p = self.freed.swap(with, Ordering::Acquire);
+        let mut n = 0;
+        let mut free = free;
+        while let Some(s) = NonNull::new(p) {
+            n += 1;
+            if let Some(f) = free.as_mut() {
+                f.push(s);
+            }
+            // SAFETY: pool slots live as long as the pool.
+            p = unsafe { s.as_ref() }.next.load(Ordering::Relaxed);
+        }
+        n
+    }
+}
+
+/// A thread's pool as its owner sees it: the slots free for its next
+/// requests, and how many it handed out that have not come back.
+struct LocalPool {
+    pool: NonNull<SlotPool>,
+    free: Vec<NonNull<Slot>>,
+    in_use: usize,
+}
+
+impl LocalPool {
+    fn new() -> Self {
+        LocalPool {
+            pool: SlotPool::new(),
+            free: Vec::new(),
+            in_use: 0,
+        }
+    }
+
+    fn pool(&self) -> &SlotPool {
+        // SAFETY: the pool lives at least as long as its owner's view.
+        unsafe { self.pool.as_ref() }
+    }
+
+    /// Takes a free slot, allocating a chunk if none is free.
+    fn take(&mut self) -> NonNull<Slot> {
+        if self.free.is_empty() {
+            let p = self.pool;
+            // SAFETY: as in `pool()`.
+            let n = unsafe { p.as_ref() }.take_freed(Some(&mut self.free), ptr::null_mut());
+            self.in_use -= n;
+            if self.free.is_empty() {
+                // SAFETY: as in `pool()`.
+                unsafe { p.as_ref() }.grow(&mut self.free);
+            }
+        }
+        self.in_use += 1;
+        self.free.pop().expect("a chunk has slots")
+    }
+}
+
+impl Drop for LocalPool {
+    /// The owner exits: the pool is freed now if every slot is back,
+    /// else by the last slot given back.
+    fn drop(&mut self) {
+        let back = self.pool().take_freed(None, ORPHANED);
+        let in_use = (self.in_use - back) as isize;
+        if self.pool().remaining.fetch_add(in_use, Ordering::AcqRel) + in_use == 0 {
+            // SAFETY: orphaned with no slot in use: nobody else frees it.
+            drop(unsafe { Box::from_raw(self.pool.as_ptr()) });
+        }
+    }
+}
+
+thread_local! {
+    static POOL: RefCell<Option<LocalPool>> = const { RefCell::new(None) };
+}
+
+/// A holder's reference to a slot: the submitter's (in its `Pending`) or
+/// the request's (in its `Op`). Dropping it lets go of the slot; the
+/// last holder gives it back to its pool (dropping a buffer nobody took).
+pub(crate) struct SlotRef(NonNull<Slot>);
+
+// SAFETY: the slot is Sync; a SlotRef only moves between threads.
+unsafe impl Send for SlotRef {}
+// SAFETY: shared use goes through the slot's mutex and atomics.
+unsafe impl Sync for SlotRef {}
+
+/// Takes a slot of this thread's pool for a request with buffer `buf`:
+/// returns the submitter's reference and the request's.
+pub(crate) fn acquire<B: Send + 'static>(buf: B) -> (SlotRef, SlotRef) {
+    let taken = POOL.try_with(|p| {
+        let mut p = p.try_borrow_mut().ok()?;
+        Some(p.get_or_insert_with(LocalPool::new).take())
+    });
+    // A thread whose pool is gone (it is exiting): a pool of its own,
+    // orphaned at once (freed when the slot comes back).
+    let slot = taken
+        .ok()
+        .flatten()
+        .unwrap_or_else(|| LocalPool::new().take());
+    // SAFETY: a free slot: nobody else holds or reads it.
+    let s = unsafe { &mut *slot.as_ptr() };
+    *s.holders.get_mut() = 2;
+    s.inner
+        .get_mut()
+        .unwrap_or_else(|p| p.into_inner())
+        .buf
+        .put(buf);
+    (SlotRef(slot), SlotRef(slot))
+}
+
+impl Slot {
+    fn lock(&self) -> MutexGuard<'_, Inner> {
+        self.inner.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+impl SlotRef {
+    fn slot(&self) -> &Slot {
+        // SAFETY: a held slot stays allocated (its pool outlives it).
+        unsafe { self.0.as_ref() }
+    }
+
+    /// Stores the result (once); returns who to wake (the caller wakes
+    /// it, maybe later, in a batch).
+    pub(crate) fn complete(&self, res: io::Result<usize>) -> Waiter {
+        let mut g = self.slot().lock();
+        if g.result.is_some() {
+            return Waiter::None;
+        }
+        g.result = Some(res);
+        std::mem::replace(&mut g.waiter, Waiter::None)
+    }
+
+    /// Whether the result is in.
+    pub(crate) fn has_result(&self) -> bool {
+        self.slot().lock().result.is_some()
+    }
+
+    /// Takes the result and the buffer if the result is in; else leaves
+    /// `waiter()` to be woken.
+    ///
+    /// # Safety
+    /// The slot's buffer is a `B`.
+    pub(crate) unsafe fn take_or_wait<B>(
+        &self,
+        waiter: impl FnOnce() -> Waiter,
+    ) -> Option<(io::Result<usize>, B)> {
+        let mut g = self.slot().lock();
+        match g.result.take() {
+            Some(r) => {
+                // SAFETY (caller): the buffer is a `B`.
+                let buf = unsafe { g.buf.take::<B>() }.expect("buffer taken twice");
+                Some((r, buf))
+            }
+            None => {
+                g.waiter = waiter();
+                None
+            }
+        }
+    }
+}
+
+impl Drop for SlotRef {
+    fn drop(&mut self) {
+        if self.slot().holders.fetch_sub(1, Ordering::AcqRel) != 1 {
+            return;
+        }
+        // The last holder: nobody else uses the slot from here on.
+        // SAFETY: as above; the other holder's last use happened before
+        // its decrement, which the AcqRel above synchronises with.
+        let s = unsafe { &mut *self.0.as_ptr() };
+        let g = s.inner.get_mut().unwrap_or_else(|p| p.into_inner());
+        g.result = None;
+        g.buf.clear();
+        g.waiter = Waiter::None;
+        let (pool, slot) = (s.pool, self.0);
+        let mine = POOL.try_with(|p| match p.try_borrow_mut() {
+            Ok(mut p) => match p.as_mut() {
+                Some(l) if l.pool.as_ptr().cast_const() == pool => {
+                    l.free.push(slot);
+                    l.in_use -= 1;
+                    true
+                }
+                _ => false,
+            },
+            Err(_) => false,
+        });
+        if mine != Ok(true) {
+            // SAFETY: a reset slot of `pool`, held by nobody.
+            unsafe { SlotPool::push_freed(pool, slot) };
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::AtomicU32;
+    use std::sync::Arc;
+
+    /// Counts its drops.
+    struct Counted(Arc<AtomicU32>, #[allow(dead_code)] [u64; 8]);
+    impl Drop for Counted {
+        fn drop(&mut self) {
+            self.0.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+
+    fn pool_len() -> usize {
+        POOL.with(|p| {
+            let p = p.borrow();
+            let l = p.as_ref().expect("pool");
+            let n: usize = l
+                .pool()
+                .chunks
+                .lock()
+                .unwrap()
+                .iter()
+                .map(|c| c.len())
+                .sum();
+            n
+        })
+    }
+
+    /// Slots are reused: a thread that keeps at most 64 requests
+    /// outstanding never grows its pool past the first chunk, wherever
+    /// the slots are given back.
+    #[test]
+    fn slots_are_reused_not_allocated_per_request() {
+        for round in 0..1000 {
+            let held: Vec<_> = (0..FIRST_CHUNK)
+                .map(|i| acquire(vec![i as u8; 3]))
+                .collect();
+            let mut back = Vec::new();
+            for (k, (mine, req)) in held.into_iter().enumerate() {
+                req.complete(Ok(3)).wake();
+                if (k + round) % 2 == 0 {
+                    drop(req);
+                    // SAFETY: the buffer is a Vec<u8>.
+                    let (r, buf) = unsafe { mine.take_or_wait::<Vec<u8>>(|| Waiter::None) }
+                        .expect("result in");
+                    assert_eq!(r.unwrap(), 3);
+                    assert_eq!(buf, vec![k as u8; 3]);
+                    drop(mine);
+                } else {
+                    // Given back on another thread.
+                    back.push((mine, req));
+                }
+            }
+            std::thread::spawn(move || drop(back)).join().unwrap();
+        }
+        assert_eq!(pool_len(), FIRST_CHUNK);
+        let more: Vec<_> = (0..FIRST_CHUNK + 1).map(|_| acquire(())).collect();
+        assert_eq!(
+            pool_len(),
+            3 * FIRST_CHUNK,
+            "the second chunk is twice the first"
+        );
+        drop(more);
+    }
+
+    /// A buffer nobody took is dropped once, when the last holder lets
+    /// go, in place or boxed; a slot outlives its thread's pool.
+    #[test]
+    fn an_untaken_buffer_is_dropped_once_by_the_last_holder() {
+        let drops = Arc::new(AtomicU32::new(0));
+        let d = drops.clone();
+        let (mine, req) = std::thread::spawn(move || acquire(Counted(d, [0; 8])))
+            .join()
+            .unwrap();
+        // The thread and its pool are gone; the slot still holds the buffer.
+        drop(mine);
+        assert_eq!(
+            drops.load(Ordering::SeqCst),
+            0,
+            "the request still holds it"
+        );
+        assert!(matches!(req.complete(Ok(1)), Waiter::None));
+        drop(req);
+        assert_eq!(drops.load(Ordering::SeqCst), 1);
+        let (mine, req) = acquire(Counted(drops.clone(), [0; 8]));
+        drop(req);
+        // SAFETY: the buffer is a Counted.
+        assert!(unsafe { mine.take_or_wait::<Counted>(|| Waiter::None) }.is_none());
+        drop(mine);
+        assert_eq!(drops.load(Ordering::SeqCst), 2);
+    }
+}
