@@ -214,18 +214,17 @@ impl<B: Send + 'static> Pending<B> {
         self.hold = hold;
     }
 
-    fn slot(&self) -> &SlotRef {
-        self.slot
-            .as_ref()
-            .expect("a Pending polled after it completed")
-    }
-
     /// Takes the result if it is in (and then wakes a few of the
     /// dispatcher's other waiters, see [`WakeRelay`]); otherwise leaves
     /// `waiter` to be woken.
-    fn try_take(&mut self, waiter: impl FnOnce() -> Waiter) -> Option<IoResult<B>> {
+    fn try_take(&mut self, waiter: impl FnOnce(&dyn Driver) -> Waiter) -> Option<IoResult<B>> {
+        let driver = &*self.driver;
+        let slot = self
+            .slot
+            .as_ref()
+            .expect("a Pending polled after it completed");
         // SAFETY: the slot was made with a buffer of type `B` (`new`).
-        let r = unsafe { self.slot().take_or_wait::<B>(waiter) }?;
+        let r = unsafe { slot.take_or_wait::<B>(|| waiter(driver)) }?;
         // The slot goes back to its pool (the request let go of it when
         // it delivered the result).
         self.slot = None;
@@ -252,8 +251,7 @@ impl<B: Send + 'static> Pending<B> {
     /// engine's work that landed on this thread's ring meanwhile).
     pub fn wait(mut self) -> IoResult<B> {
         loop {
-            let driver = self.driver.clone();
-            if let Some(r) = self.try_take(|| driver.waiter()) {
+            if let Some(r) = self.try_take(|d| d.waiter()) {
                 drop(self.hold.take());
                 self.driver.finish_wait();
                 return r;
@@ -271,7 +269,7 @@ impl<B: Send + 'static> Future for Pending<B> {
         }
         // A `Pending` is `Unpin`.
         let this = self.get_mut();
-        match this.try_take(|| Waiter::Waker(cx.waker().clone())) {
+        match this.try_take(|_| Waiter::Waker(cx.waker().clone())) {
             Some(r) => Poll::Ready(r),
             None => Poll::Pending,
         }
@@ -381,7 +379,7 @@ mod tests {
         }
         let (mine, req) = crate::slot::acquire(vec![0u8; 8]);
         let mut pending = Pending::<Vec<u8>>::new(mine, Arc::new(Relay(relay.clone())));
-        assert!(pending.try_take(|| Waiter::None).is_none());
+        assert!(pending.try_take(|_| Waiter::None).is_none());
         assert_eq!(woken(&counts), 1, "no result, no help");
         req.complete(Ok(8)).wake();
         drop(req);

@@ -440,6 +440,9 @@ impl Core {
     /// Calls the trace sink; a sink that panics is dropped (the engine's
     /// state must not be left half-updated by user code).
     fn trace(&mut self, now: Time, event: char, idx: u32) {
+        if self.cfg.trace.is_none() {
+            return;
+        }
         let Some(h) = self.held.get(idx as usize).and_then(|h| h.as_ref()) else {
             return;
         };
