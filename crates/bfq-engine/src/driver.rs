@@ -398,16 +398,16 @@ impl Shared {
         };
         op.before_stop = !self.stop_begun.load(Ordering::SeqCst);
         let mut st = ring.st.lock().unwrap_or_else(|p| p.into_inner());
-        let stay = self.enter_to_plug(&ring, &mut st, then_wait);
+        let stay = self.enter_to_plug(ring, &mut st, then_wait);
         st.plug.push(op);
         ring.plugged.store(st.plug.len() as u32, Ordering::Release);
         ring.mine.fetch_add(1, Ordering::Relaxed);
         let hold = Some(Hold(ring.mine.clone()));
         if !then_wait && !stay {
             if st.plug.len() >= PLUG_MAX {
-                self.work(&ring, &mut st);
+                self.work(ring, &mut st);
             }
-            self.linger_or_leave(&ring, &mut st, true);
+            self.linger_or_leave(ring, &mut st, true);
         }
         hold
     }
@@ -487,10 +487,10 @@ impl Shared {
             .filter(|_| self.mode == SubmitMode::Local)
         {
             if let Ok(mut st) = ring.st.try_lock() {
-                enter_again(&ring, &mut st);
-                self.unlinger(&ring);
-                self.work(&ring, &mut st);
-                self.linger_or_leave(&ring, &mut st, true);
+                enter_again(ring, &mut st);
+                self.unlinger(ring);
+                self.work(ring, &mut st);
+                self.linger_or_leave(ring, &mut st, true);
             }
         }
         let mut closing = self.closing.lock().unwrap_or_else(|p| p.into_inner());
@@ -978,7 +978,7 @@ impl Driver for Shared {
             .local_ring(false)
             .filter(|_| self.mode == SubmitMode::Local)
         {
-            Some(r) => self.block_in_ring(&r),
+            Some(r) => self.block_in_ring(r),
             None => std::thread::park(),
         }
     }
@@ -996,10 +996,10 @@ impl Driver for Shared {
         {
             return;
         }
-        enter_again(&ring, &mut st);
-        self.unlinger(&ring);
-        self.work(&ring, &mut st);
-        self.linger_or_leave(&ring, &mut st, linger);
+        enter_again(ring, &mut st);
+        self.unlinger(ring);
+        self.work(ring, &mut st);
+        self.linger_or_leave(ring, &mut st, linger);
     }
 
     fn taken(&self) {
@@ -1019,9 +1019,9 @@ impl Driver for Shared {
         if ring.away.load(Ordering::SeqCst) || (mine && ring.lingering.load(Ordering::SeqCst)) {
             return;
         }
-        let mut st = self.enter_own(&ring);
-        self.work(&ring, &mut st);
-        self.linger_or_leave(&ring, &mut st, true);
+        let mut st = self.enter_own(ring);
+        self.work(ring, &mut st);
+        self.linger_or_leave(ring, &mut st, true);
     }
 }
 

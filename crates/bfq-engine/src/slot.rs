@@ -142,7 +142,7 @@ unsafe impl Sync for Slot {}
 /// The head of a pool's list of slots given back once its owner thread
 /// has exited (not a slot's address): slots are then counted off
 /// `remaining` instead, and the last one frees the pool.
-const ORPHANED: *mut Slot = 1 as *mut Slot;
+const ORPHANED: *mut Slot = std::ptr::dangling_mut::<Slot>();
 
 /// A thread's slots (see the module doc).
 pub(crate) struct SlotPool {
