@@ -1,6 +1,8 @@
-//! Completion slots: how a result travels from the thread that reaped it
-//! back to the submitter, as a blocking wait or as a `Future` (Waker-based,
-//! usable from any async runtime).
+//! How a result travels from the thread that reaped it back to the
+//! submitter, as a blocking wait or as a `Future` (Waker-based, usable
+//! from any async runtime): [`Pending`], the waiters and the wake relay.
+//! The slot that holds a request's buffer, result and waiter is
+//! the engine's slot pool's (`src/slot.rs`).
 
 use crate::slot::SlotRef;
 use std::collections::VecDeque;
