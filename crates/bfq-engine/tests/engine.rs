@@ -1002,3 +1002,110 @@ fn a_flow_dropped_by_a_waker_the_engine_runs_does_not_deadlock() {
     assert!(dropper.0.lock().unwrap().is_none(), "the waker ran");
     engine.shutdown(ShutdownMode::Drain).unwrap();
 }
+
+/// A read buffer that counts its drops; `PAD` words of padding make it
+/// too large to live in a completion slot itself (it is then boxed).
+struct Counted<const PAD: usize> {
+    bytes: Vec<u8>,
+    drops: Arc<std::sync::atomic::AtomicUsize>,
+    _pad: [u64; PAD],
+}
+
+impl<const PAD: usize> Drop for Counted<PAD> {
+    fn drop(&mut self) {
+        self.drops.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+// SAFETY: the bytes are the Vec's heap memory, which does not move with
+// the value.
+unsafe impl<const PAD: usize> bfq_engine::IoBuf for Counted<PAD> {
+    fn stable_ptr(&self) -> *const u8 {
+        self.bytes.as_ptr()
+    }
+    fn bytes_len(&self) -> usize {
+        self.bytes.len()
+    }
+}
+
+// SAFETY: as above.
+unsafe impl<const PAD: usize> bfq_engine::IoBufMut for Counted<PAD> {
+    fn stable_mut_ptr(&mut self) -> *mut u8 {
+        self.bytes.as_mut_ptr()
+    }
+}
+
+/// Requests outlive the threads that submitted them: short-lived threads
+/// read into counted buffers (stored in their completion slot, or boxed),
+/// drop some `Pending`s at once, hand the others to the main thread and
+/// exit. Every result arrives with its data, and every buffer is dropped
+/// exactly once (by its taker, or by the engine when nobody took it).
+#[test]
+fn requests_and_their_buffers_outlive_their_threads() {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let tmp = tmpfile(1 << 20);
+    let data = pattern(7, 1 << 20);
+    std::fs::write(tmp.path(), &data).unwrap();
+    // Buffered: `Vec` buffers are not aligned for O_DIRECT.
+    let engine = Engine::builder(tmp.path()).direct(false).queue_depth(8);
+    let engine = Arc::new(engine.open().unwrap());
+    let drops = Arc::new(AtomicUsize::new(0));
+    let (threads, per) = (16, 40);
+    let handed: Vec<_> = (0..threads)
+        .map(|t| {
+            let (engine, drops) = (engine.clone(), drops.clone());
+            std::thread::spawn(move || {
+                let flow = engine.flow(FlowOptions::weight(100)).unwrap();
+                let mut keep = Vec::new();
+                for i in 0..per {
+                    let off = ((t * per + i) % 256) as u64 * 4096;
+                    let bytes = vec![0u8; 4096];
+                    let small = Counted::<0> {
+                        bytes: bytes.clone(),
+                        drops: drops.clone(),
+                        _pad: [],
+                    };
+                    let big = Counted::<8> {
+                        bytes,
+                        drops: drops.clone(),
+                        _pad: [0; 8],
+                    };
+                    let (a, b) = (flow.read_async(off, small), flow.read_async(off, big));
+                    if i % 3 == 0 {
+                        drop((a, b)); // the engine drops the buffers
+                    } else {
+                        keep.push((off, a, b));
+                    }
+                }
+                keep
+            })
+        })
+        .collect::<Vec<_>>()
+        .into_iter()
+        .flat_map(|h| h.join().unwrap())
+        .collect();
+    let kept = handed.len();
+    for (off, a, b) in handed {
+        let want = &data[off as usize..off as usize + 4096];
+        let (r, buf) = a.wait();
+        assert_eq!(r.unwrap(), 4096);
+        assert_eq!(&buf.bytes[..], want);
+        let (r, buf) = b.wait();
+        assert_eq!(r.unwrap(), 4096);
+        assert_eq!(&buf.bytes[..], want);
+    }
+    assert!(
+        drops.load(Ordering::SeqCst) >= 2 * kept,
+        "the taken buffers"
+    );
+    Arc::try_unwrap(engine)
+        .ok()
+        .unwrap()
+        .shutdown(ShutdownMode::Drain)
+        .unwrap();
+    assert_eq!(
+        drops.load(Ordering::SeqCst),
+        2 * threads * per,
+        "every buffer, once"
+    );
+}
