@@ -20,7 +20,7 @@
 //! larger buffer types are boxed (one allocation each).
 
 use crate::completion::Waiter;
-use std::cell::RefCell;
+use std::cell::{RefCell, UnsafeCell};
 use std::io;
 use std::mem::{align_of, size_of, MaybeUninit};
 use std::ptr::{self, NonNull};
@@ -115,15 +115,24 @@ impl Drop for ErasedBuf {
     }
 }
 
-struct Inner {
-    result: Option<io::Result<usize>>,
-    buf: ErasedBuf,
-    waiter: Waiter,
-}
+/// [`Slot::state`]: the result is in (set once, by the request).
+const DONE: u8 = 1;
+/// [`Slot::state`]: a waiter is registered (under the waiter's lock).
+const WAITING: u8 = 2;
 
 /// One request's result, buffer and waiter (see the module doc).
+///
+/// The result is published without a lock: the request writes it, then
+/// sets [`DONE`]; the submitter reads it only after seeing `DONE`. Only
+/// a submitter that has to wait takes the waiter's lock (and sets
+/// [`WAITING`]); the request takes the lock only if it sees `WAITING`.
+/// The buffer is written when the slot is taken and read only after
+/// `DONE` (the kernel is done with it) or by the last holder.
 pub(crate) struct Slot {
-    inner: Mutex<Inner>,
+    state: AtomicU8,
+    result: UnsafeCell<Option<io::Result<usize>>>,
+    buf: UnsafeCell<ErasedBuf>,
+    waiter: Mutex<Waiter>,
     /// Holders still using the slot (2 when taken: the submitter's side
     /// and the request's); the last to let go gives it back.
     holders: AtomicU8,
@@ -133,10 +142,11 @@ pub(crate) struct Slot {
     pool: *const SlotPool,
 }
 
-// SAFETY: the buffer is `Send` and behind the mutex (or used by the last
-// holder alone); `pool` is only used to give the slot back.
+// SAFETY: the buffer and the result are `Send`; `pool` is only used to
+// give the slot back.
 unsafe impl Send for Slot {}
-// SAFETY: as above: shared access goes through the mutex and atomics.
+// SAFETY: the result and the buffer are used by one side at a time, as
+// `state` orders them (see the type's doc); the waiter is behind its lock.
 unsafe impl Sync for Slot {}
 
 /// The head of a pool's list of slots given back once its owner thread
@@ -172,11 +182,10 @@ impl SlotPool {
         let n = (FIRST_CHUNK << chunks.len().min(16)).min(MAX_CHUNK);
         let chunk: Box<[Slot]> = (0..n)
             .map(|_| Slot {
-                inner: Mutex::new(Inner {
-                    result: None,
-                    buf: ErasedBuf::EMPTY,
-                    waiter: Waiter::None,
-                }),
+                state: AtomicU8::new(0),
+                result: UnsafeCell::new(None),
+                buf: UnsafeCell::new(ErasedBuf::EMPTY),
+                waiter: Mutex::new(Waiter::None),
                 holders: AtomicU8::new(0),
                 next: AtomicPtr::new(ptr::null_mut()),
                 pool: self,
@@ -318,17 +327,13 @@ pub(crate) fn acquire<B: Send + 'static>(buf: B) -> (SlotRef, SlotRef) {
     // SAFETY: a free slot: nobody else holds or reads it.
     let s = unsafe { &mut *slot.as_ptr() };
     *s.holders.get_mut() = 2;
-    s.inner
-        .get_mut()
-        .unwrap_or_else(|p| p.into_inner())
-        .buf
-        .put(buf);
+    s.buf.get_mut().put(buf);
     (SlotRef(slot), SlotRef(slot))
 }
 
 impl Slot {
-    fn lock(&self) -> MutexGuard<'_, Inner> {
-        self.inner.lock().unwrap_or_else(|p| p.into_inner())
+    fn waiter(&self) -> MutexGuard<'_, Waiter> {
+        self.waiter.lock().unwrap_or_else(|p| p.into_inner())
     }
 }
 
@@ -338,42 +343,52 @@ impl SlotRef {
         unsafe { self.0.as_ref() }
     }
 
-    /// Stores the result (once); returns who to wake (the caller wakes
-    /// it, maybe later, in a batch).
+    /// Stores the result (the request's side, once); returns who to wake
+    /// (the caller wakes it, maybe later, in a batch).
     pub(crate) fn complete(&self, res: io::Result<usize>) -> Waiter {
-        let mut g = self.slot().lock();
-        if g.result.is_some() {
+        let s = self.slot();
+        if s.state.load(Ordering::Relaxed) & DONE != 0 {
             return Waiter::None;
         }
-        g.result = Some(res);
-        std::mem::replace(&mut g.waiter, Waiter::None)
+        // SAFETY: only the request's side writes the result, before DONE;
+        // the submitter reads it only after seeing DONE.
+        unsafe { *s.result.get() = Some(res) };
+        if s.state.fetch_or(DONE, Ordering::AcqRel) & WAITING == 0 {
+            return Waiter::None;
+        }
+        std::mem::replace(&mut *s.waiter(), Waiter::None)
     }
 
     /// Whether the result is in.
     pub(crate) fn has_result(&self) -> bool {
-        self.slot().lock().result.is_some()
+        self.slot().state.load(Ordering::Acquire) & DONE != 0
     }
 
     /// Takes the result and the buffer if the result is in; else leaves
-    /// `waiter()` to be woken.
+    /// `waiter()` to be woken (the submitter's side).
     ///
     /// # Safety
-    /// The slot's buffer is a `B`.
+    /// The slot's buffer is a `B`; only the submitter's side calls this.
     pub(crate) unsafe fn take_or_wait<B>(
         &self,
         waiter: impl FnOnce() -> Waiter,
     ) -> Option<(io::Result<usize>, B)> {
-        let mut g = self.slot().lock();
-        match g.result.take() {
-            Some(r) => {
-                // SAFETY (caller): the buffer is a `B`.
-                let buf = unsafe { g.buf.take::<B>() }.expect("buffer taken twice");
-                Some((r, buf))
+        let s = self.slot();
+        if s.state.load(Ordering::Acquire) & DONE == 0 {
+            let mut w = s.waiter();
+            *w = waiter();
+            if s.state.fetch_or(WAITING, Ordering::AcqRel) & DONE == 0 {
+                return None;
             }
-            None => {
-                g.waiter = waiter();
-                None
-            }
+            // The result came in meanwhile: no need to wait (the request
+            // may still wake the waiter just stored: a spurious wake-up).
+        }
+        // SAFETY: DONE was seen (Acquire): the request wrote the result
+        // and no longer touches it or the buffer; only this side takes them.
+        unsafe {
+            let r = (*s.result.get()).take().expect("result taken twice");
+            let buf = (*s.buf.get()).take::<B>().expect("buffer taken twice");
+            Some((r, buf))
         }
     }
 }
@@ -387,10 +402,10 @@ impl Drop for SlotRef {
         // SAFETY: as above; the other holder's last use happened before
         // its decrement, which the AcqRel above synchronises with.
         let s = unsafe { &mut *self.0.as_ptr() };
-        let g = s.inner.get_mut().unwrap_or_else(|p| p.into_inner());
-        g.result = None;
-        g.buf.clear();
-        g.waiter = Waiter::None;
+        *s.state.get_mut() = 0;
+        *s.result.get_mut() = None;
+        s.buf.get_mut().clear();
+        *s.waiter.get_mut().unwrap_or_else(|p| p.into_inner()) = Waiter::None;
         let (pool, slot) = (s.pool, self.0);
         let mine = POOL.try_with(|p| match p.try_borrow_mut() {
             Ok(mut p) => match p.as_mut() {
@@ -502,5 +517,52 @@ mod tests {
         assert!(unsafe { mine.take_or_wait::<Counted>(|| Waiter::None) }.is_none());
         drop(mine);
         assert_eq!(drops.load(Ordering::SeqCst), 2);
+    }
+
+    /// The result is published without a lock: a submitter that
+    /// registers its waiter while the request completes on another
+    /// thread either sees the result at once or is woken (no lost
+    /// wake-up; a lost one fails after a generous bound), and takes the
+    /// result and buffer the request left.
+    #[test]
+    fn a_waiter_registered_while_the_result_comes_in_is_never_lost() {
+        use std::sync::atomic::AtomicBool;
+        use std::task::{Wake, Waker};
+        struct Flag(AtomicBool, std::thread::Thread);
+        impl Wake for Flag {
+            fn wake(self: Arc<Self>) {
+                self.0.store(true, Ordering::SeqCst);
+                self.1.unpark();
+            }
+        }
+        for i in 0..20_000u32 {
+            let (mine, req) = acquire(vec![i as u8; 2]);
+            let t = std::thread::spawn(move || {
+                for _ in 0..(i % 64) {
+                    std::hint::spin_loop();
+                }
+                req.complete(Ok(2)).wake();
+            });
+            let flag = Arc::new(Flag(AtomicBool::new(false), std::thread::current()));
+            let waker = Waker::from(flag.clone());
+            // SAFETY: the buffer is a Vec<u8>.
+            let took = unsafe { mine.take_or_wait::<Vec<u8>>(|| Waiter::Waker(waker)) };
+            let (r, buf) = match took {
+                Some(x) => x,
+                None => {
+                    // Registered before the result: a wake-up must come.
+                    let bound = std::time::Instant::now() + std::time::Duration::from_secs(30);
+                    while !flag.0.load(Ordering::SeqCst) {
+                        assert!(std::time::Instant::now() < bound, "lost wake-up");
+                        std::thread::park_timeout(std::time::Duration::from_millis(100));
+                    }
+                    // SAFETY: as above.
+                    unsafe { mine.take_or_wait::<Vec<u8>>(|| Waiter::None) }.expect("woken")
+                }
+            };
+            assert_eq!(r.unwrap(), 2);
+            assert_eq!(buf, vec![i as u8; 2]);
+            t.join().unwrap();
+        }
     }
 }
