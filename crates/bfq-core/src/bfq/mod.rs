@@ -1157,8 +1157,11 @@ impl Bfq {
                 next = next.max(u64::from(self.table.slot(slot).req.sectors));
             }
         } else {
-            fs.budget_left =
-                preemption::in_time_budget(&self.cfg.preempt, reason, turn.budget, turn.served);
+            fs.budget_left = if preemption::may_back_shift(&self.cfg.preempt, reason) {
+                turn.budget.saturating_sub(turn.served)
+            } else {
+                0
+            };
         }
         // Heuristic 8: split a merged queue that turned seeky.
         if fs.merge.members > 0 && seeky {
@@ -1174,8 +1177,9 @@ impl Bfq {
         // in flight keeps its place if it comes back in time.
         let out = !busy && fs.in_flight > 0;
         let keep = out && self.stays_backlogged(self.flow_state(turn.flow));
+        let shift = preemption::may_back_shift(&self.cfg.preempt, reason);
         let fs = &mut self.topo.any_flow_mut(turn.flow).data;
-        fs.inj.returning = out && !keep && fs.sync && self.cfg.inject.enabled;
+        fs.inj.returning = out && !keep && shift && fs.sync && self.cfg.inject.enabled;
         fs.charged += charge;
         self.wf2q.expire(turn.entity, charge, busy || keep, next);
         if gone_idle {

@@ -10,7 +10,8 @@
 //!   a turn that ran out of requests (no idling, or idling that timed
 //!   out): after a budget exhaustion or a T_max timeout the next turn
 //!   starts afresh (`bfq_bfqq_expire` sets `non_blocking_wait_rq` for no
-//!   other reason), as in `bfq-kernel`. `bfq` keeps the back-shift after a
+//!   other reason), as in `bfq-kernel`; the same rule holds for a flow
+//!   that left with requests in flight and returns in time (heuristic 7). `bfq` keeps the back-shift after a
 //!   timeout too (`in_time_after_timeout`): its turns into which others'
 //!   requests were injected end at T_max charged their service, and
 //!   without the back-shift the flows lose their places (3:1 random
@@ -91,14 +92,16 @@ pub enum Preempt {
     Now,
 }
 
-/// The budget a flow that leaves B-WF2Q+ after its turn keeps for an
-/// in-time wake-up: none after a budget exhaustion, nor after a timeout
-/// unless `after_timeout`.
-pub fn in_time_budget(cfg: &PreemptConfig, reason: ExpireReason, budget: u64, served: u64) -> u64 {
+/// Whether a flow whose turn ended for `reason` may come back with its
+/// old timestamps (in time, or returning with requests in flight): not
+/// after a budget exhaustion, nor after a timeout unless `after_timeout`
+/// (kernel: only a turn that ran out of requests leaves the queue a
+/// non-blocking wait).
+pub fn may_back_shift(cfg: &PreemptConfig, reason: ExpireReason) -> bool {
     match reason {
-        ExpireReason::BudgetExhausted => 0,
-        ExpireReason::Timeout if !cfg.after_timeout => 0,
-        _ => budget.saturating_sub(served),
+        ExpireReason::BudgetExhausted => false,
+        ExpireReason::Timeout => cfg.after_timeout,
+        _ => true,
     }
 }
 
