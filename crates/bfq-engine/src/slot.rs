@@ -157,7 +157,7 @@ const ORPHANED: *mut Slot = std::ptr::dangling_mut::<Slot>();
 /// A thread's slots (see the module doc).
 pub(crate) struct SlotPool {
     /// Every chunk allocated (only their owner adds one).
-    chunks: Mutex<Vec<Box<[Slot]>>>,
+    chunks: Mutex<Vec<NonNull<[Slot]>>>,
     /// Slots given back by other threads and not yet taken by the owner
     /// (a lock-free stack: any thread pushes, the owner takes it whole);
     /// [`ORPHANED`] once the owner has exited.
@@ -165,6 +165,14 @@ pub(crate) struct SlotPool {
     /// Once orphaned: slots still in use (may dip below 0 until the
     /// exiting owner adds its count).
     remaining: AtomicIsize,
+}
+
+impl Drop for SlotPool {
+    fn drop(&mut self) {
+        for c in self.chunks.get_mut().unwrap().drain(..) {
+            drop(unsafe { Box::from_raw(c.as_ptr()) });
+        }
+    }
 }
 
 impl SlotPool {
@@ -177,7 +185,7 @@ impl SlotPool {
     }
 
     /// Allocates the next chunk; appends its slots to `free`.
-    fn grow(&self, free: &mut Vec<NonNull<Slot>>) {
+    fn grow(&self, me: NonNull<SlotPool>, free: &mut Vec<NonNull<Slot>>) {
         let mut chunks = self.chunks.lock().unwrap_or_else(|p| p.into_inner());
         let n = (FIRST_CHUNK << chunks.len().min(16)).min(MAX_CHUNK);
         let chunk: Box<[Slot]> = (0..n)
@@ -188,12 +196,17 @@ impl SlotPool {
                 waiter: Mutex::new(Waiter::None),
                 holders: AtomicU8::new(0),
                 next: AtomicPtr::new(ptr::null_mut()),
-                pool: self,
+                pool: me.as_ptr(),
             })
             .collect();
-        free.extend(chunk.iter().rev().map(NonNull::from));
-        // The chunk's memory does not move when its box does.
-        chunks.push(chunk);
+        let raw = NonNull::from(Box::leak(chunk));
+        let base = raw.as_ptr() as *mut Slot;
+        free.extend(
+            (0..n)
+                .rev()
+                .map(|i| unsafe { NonNull::new_unchecked(base.add(i)) }),
+        );
+        chunks.push(raw);
     }
 
     /// Gives a slot back from a thread other than the owner; frees the
@@ -276,7 +289,7 @@ impl LocalPool {
             self.in_use -= n;
             if self.free.is_empty() {
                 // SAFETY: as in `pool()`.
-                unsafe { p.as_ref() }.grow(&mut self.free);
+                unsafe { p.as_ref() }.grow(p, &mut self.free);
             }
         }
         self.in_use += 1;
@@ -564,5 +577,175 @@ mod tests {
             assert_eq!(buf, vec![i as u8; 2]);
             t.join().unwrap();
         }
+    }
+}
+
+#[cfg(test)]
+mod rv_miri {
+    use super::*;
+    use std::sync::atomic::{AtomicBool, AtomicU32};
+    use std::sync::Arc;
+
+    struct Counted(Arc<AtomicU32>, #[allow(dead_code)] [u64; 8]);
+    impl Drop for Counted {
+        fn drop(&mut self) {
+            self.0.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+
+    #[test]
+    fn m1_same_thread() {
+        let (mine, req) = acquire(vec![1u8; 3]);
+        req.complete(Ok(3)).wake();
+        drop(req);
+        let (r, b) = unsafe { mine.take_or_wait::<Vec<u8>>(|| Waiter::None) }.unwrap();
+        assert_eq!(r.unwrap(), 3);
+        assert_eq!(b, vec![1u8; 3]);
+        drop(mine);
+        let (mine, req) = acquire(vec![2u8; 3]);
+        drop(mine);
+        drop(req);
+    }
+
+    #[test]
+    fn m2_orphan() {
+        let drops = Arc::new(AtomicU32::new(0));
+        let d = drops.clone();
+        let (mine, req) = std::thread::spawn(move || acquire(Counted(d, [0; 8])))
+            .join()
+            .unwrap();
+        drop(mine);
+        req.complete(Ok(1)).wake();
+        drop(req);
+        assert_eq!(drops.load(Ordering::SeqCst), 1);
+    }
+
+    #[test]
+    fn m3_race() {
+        for i in 0..6u32 {
+            let (mine, req) = acquire(vec![i as u8; 2]);
+            let t = std::thread::spawn(move || {
+                req.complete(Ok(2)).wake();
+            });
+            let flag = Arc::new(AtomicBool::new(false));
+            let th = std::thread::current();
+            struct F(Arc<AtomicBool>, std::thread::Thread);
+            impl std::task::Wake for F {
+                fn wake(self: Arc<Self>) {
+                    self.0.store(true, Ordering::SeqCst);
+                    self.1.unpark();
+                }
+            }
+            let w = std::task::Waker::from(Arc::new(F(flag.clone(), th)));
+            let took = unsafe { mine.take_or_wait::<Vec<u8>>(|| Waiter::Waker(w)) };
+            let (r, b) = match took {
+                Some(x) => x,
+                None => {
+                    while !flag.load(Ordering::SeqCst) {
+                        std::thread::park();
+                    }
+                    unsafe { mine.take_or_wait::<Vec<u8>>(|| Waiter::None) }.unwrap()
+                }
+            };
+            assert_eq!(r.unwrap(), 2);
+            assert_eq!(b, vec![i as u8; 2]);
+            drop(mine);
+            t.join().unwrap();
+        }
+    }
+
+    /// Slots given back by other threads while the owner keeps taking.
+    #[test]
+    fn m4_remote_return() {
+        let mut hs = Vec::new();
+        for round in 0..3 {
+            let batch: Vec<_> = (0..4).map(|i| acquire(vec![i as u8; 1])).collect();
+            hs.push(std::thread::spawn(move || {
+                for (m, r) in batch {
+                    r.complete(Ok(1)).wake();
+                    drop(r);
+                    drop(m);
+                }
+                round
+            }));
+        }
+        for _ in 0..8 {
+            let (m, r) = acquire(());
+            drop(r);
+            drop(m);
+        }
+        for h in hs {
+            h.join().unwrap();
+        }
+    }
+}
+
+#[cfg(test)]
+mod rv_miri2 {
+    use super::*;
+    use std::sync::atomic::AtomicU32;
+    use std::sync::{mpsc, Arc};
+
+    struct Counted(Arc<AtomicU32>);
+    impl Drop for Counted {
+        fn drop(&mut self) {
+            self.0.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+
+    /// The owner exits while two other threads give its slots back.
+    #[test]
+    fn m5_orphan_race() {
+        let drops = Arc::new(AtomicU32::new(0));
+        let (tx1, rx1) = mpsc::channel::<(SlotRef, SlotRef)>();
+        let (tx2, rx2) = mpsc::channel::<(SlotRef, SlotRef)>();
+        let a = std::thread::spawn(move || {
+            for (m, r) in rx1 {
+                r.complete(Ok(0)).wake();
+                drop(r);
+                drop(m);
+            }
+        });
+        let b = std::thread::spawn(move || {
+            for (m, r) in rx2 {
+                drop(m);
+                r.complete(Ok(0)).wake();
+                drop(r);
+            }
+        });
+        let d = drops.clone();
+        let owner = std::thread::spawn(move || {
+            for i in 0..6 {
+                let x = acquire(Counted(d.clone()));
+                if i % 2 == 0 {
+                    tx1.send(x).unwrap()
+                } else {
+                    tx2.send(x).unwrap()
+                }
+            }
+            // a slot returned locally, then the thread exits with others out
+            let (m, r) = acquire(Counted(d.clone()));
+            drop(r);
+            drop(m);
+        });
+        owner.join().unwrap();
+        a.join().unwrap();
+        b.join().unwrap();
+        assert_eq!(drops.load(Ordering::SeqCst), 7);
+    }
+
+    /// `complete` is a safe fn and SlotRef is Sync: two concurrent
+    /// calls race on `result`.
+    #[test]
+    fn m6_complete_twice_races() {
+        let (mine, req) = acquire(());
+        let req = Arc::new(req);
+        let r2 = req.clone();
+        let t = std::thread::spawn(move || {
+            r2.complete(Ok(1)).wake();
+        });
+        req.complete(Ok(2)).wake();
+        t.join().unwrap();
+        drop(mine);
     }
 }
