@@ -86,6 +86,13 @@ pub struct Args {
     /// (as the engine's flows do) instead of `pread`/`pwrite`.
     #[arg(long)]
     pub kernel_uring: bool,
+    /// Before the flows, one sequential 128 KiB reader reads alone for
+    /// this many seconds (more than 0, at most 60) through the same
+    /// scheduler, so that a bfq learning the device's peak rate (auto
+    /// B_max), the engine's or the kernel's, starts the flows with it.
+    /// Default: none (a cold start). docs/engine.md.
+    #[arg(long)]
+    pub warm_up: Option<f64>,
 }
 
 pub fn run(a: Args) -> anyhow::Result<()> {
@@ -180,6 +187,12 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     cfg.kernel_groups = a.kernel_groups;
     cfg.submit_mode = a.submit;
     cfg.kernel_uring = a.kernel_uring;
+    if let Some(w) = a.warm_up {
+        if !(w.is_finite() && w > 0.0 && w <= 60.0) {
+            anyhow::bail!("--warm-up {w}: must be more than 0 and at most 60 seconds");
+        }
+        cfg.warm_up = Some(Duration::from_secs_f64(w));
+    }
     bfq_real::flowspec::check_names(&flows).map_err(|e| anyhow::anyhow!(e))?;
     // The output file is opened before the run, so that a bad path fails
     // at once, not after it.

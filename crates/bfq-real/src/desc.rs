@@ -294,6 +294,11 @@ pub struct RunConfig {
     /// sectors,op`; engine backends only) to this file, or to standard
     /// output when the path is `-`.
     pub trace: Option<PathBuf>,
+    /// Before the flows, one sequential reader reads alone for this long
+    /// through the same scheduler, so that a scheduler that learns the
+    /// device's peak rate starts the flows with it ([`crate::warmup`];
+    /// more than 0 and at most 60 s; default None: a cold start).
+    pub warm_up: Option<Duration>,
 }
 
 impl RunConfig {
@@ -316,6 +321,7 @@ impl RunConfig {
             sqpoll_idle_ms: 0,
             series_interval: Duration::from_secs(1),
             trace: None,
+            warm_up: None,
         }
     }
 }

@@ -263,11 +263,15 @@ pub(crate) fn run_kernel(
     scheduler: &str,
     flows: &[FlowDesc],
     regions: &[(u64, u64)],
+    warm: Option<((u64, u64), Duration)>,
 ) -> io::Result<RunReport> {
     // SIGINT/SIGTERM stop the run; the guards below then put the device's
     // scheduler back and remove the cgroups before the process exits.
     let _signals = sys::catch_interrupts();
     let _sched = sys::SchedulerGuard::set(&cfg.target, scheduler)?;
+    if let Some((region, d)) = warm {
+        warm_up(cfg, region, d)?;
+    }
     let (mut group_cgs, cgroups, processes) = flow_cgroups(cfg, scheduler, flows)?;
     let gates = gates(flows)?;
     let stop = Arc::new(AtomicBool::new(false));
@@ -313,6 +317,36 @@ pub(crate) fn run_kernel(
         return Err(e);
     }
     Ok(RunReport::of(cfg, seconds, reports))
+}
+
+/// The warm-up reader ([`crate::warmup`]) under the device's scheduler:
+/// a sequential reader of the run's own thread, through its own ring.
+fn warm_up(cfg: &RunConfig, region: (u64, u64), d: Duration) -> io::Result<()> {
+    use crate::warmup::{WARM_UP_BLOCK, WARM_UP_DEPTH};
+    let mut desc = FlowDesc::reader("warm-up", crate::desc::Pattern::Seq, WARM_UP_BLOCK as u32);
+    desc.depth = WARM_UP_DEPTH;
+    let gate = gates(std::slice::from_ref(&desc))?.remove(0);
+    let mut o = OpenOptions::new();
+    o.read(true);
+    if cfg.direct {
+        o.custom_flags(libc::O_DIRECT);
+    }
+    let file = o.open(&cfg.target)?;
+    let stop = Arc::new(AtomicBool::new(false));
+    let _watch = sys::watch_interrupts(stop.clone());
+    let start = Instant::now();
+    let mut pacer = Pacer::new(&desc, start, 0, gate);
+    let mut cur = cursor(&desc, region, 0);
+    let mut acc = Acc::new(cfg.series_interval);
+    kernel_ring_loop(
+        &file,
+        &desc,
+        &mut cur,
+        &mut pacer,
+        &mut acc,
+        &stop,
+        start + d,
+    )
 }
 
 /// A flow's own io_uring ring with `depth` requests outstanding.

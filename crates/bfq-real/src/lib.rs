@@ -20,6 +20,8 @@
 //!   blkio cgroups, I/O priorities, mount checks, interrupt handling and
 //!   cleanup after dead runs. Every resource is a guard undone on drop.
 //! - [`report`]: what a run did.
+//! - [`warmup`]: a sequential reader alone before the measured flows, so
+//!   that a scheduler learning the device's peak rate starts warm.
 
 #![warn(missing_docs)]
 
@@ -32,6 +34,7 @@ pub mod report;
 mod run;
 pub mod scenario;
 pub mod sys;
+pub mod warmup;
 
 pub use desc::{
     prio, Backend, Dir, FlowDesc, GroupDesc, KernelGroups, OnOff, Pattern, Periodic, RunConfig,

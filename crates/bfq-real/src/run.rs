@@ -8,6 +8,7 @@ use crate::kernel::run_kernel;
 use crate::pace::{cursor, gates, Acc, Pacer};
 use crate::report::RunReport;
 use crate::sys;
+use crate::warmup;
 use bfq_core::{GroupId, Settings};
 use bfq_engine::{AlignedBuf, Engine, FlowOptions, Pending, ShutdownMode};
 use std::collections::HashMap;
@@ -18,7 +19,7 @@ use std::os::unix::fs::FileExt;
 use std::path::Path;
 use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Barrier};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 /// Lays out regions: explicit ones stay, the others share what is left
 /// of the target (after the highest explicit region end) equally.
@@ -141,12 +142,16 @@ pub fn run(cfg: &RunConfig, flows: &[FlowDesc]) -> io::Result<RunReport> {
             ));
         }
     }
+    if let Some(d) = cfg.warm_up {
+        warmup::check(d)?;
+    }
+    let warm = cfg.warm_up.map(|d| (warmup::region(&regions, len), d));
     let cpu0 = process_cpu_seconds();
     let mut r = match &cfg.backend {
         Backend::Engine {
             scheduler,
             settings,
-        } => run_engine(cfg, scheduler, settings, flows, &regions),
+        } => run_engine(cfg, scheduler, settings, flows, &regions, warm),
         Backend::Kernel { scheduler } => {
             if cfg.trace.is_some() {
                 return Err(io::Error::new(
@@ -165,7 +170,7 @@ pub fn run(cfg: &RunConfig, flows: &[FlowDesc]) -> io::Result<RunReport> {
                     ),
                 ));
             }
-            run_kernel(cfg, scheduler, flows, &regions)
+            run_kernel(cfg, scheduler, flows, &regions, warm)
         }
     }?;
     r.cpu_seconds = process_cpu_seconds() - cpu0;
@@ -197,6 +202,7 @@ fn run_engine(
     settings: &Settings,
     flows: &[FlowDesc],
     regions: &[(u64, u64)],
+    warm: Option<((u64, u64), Duration)>,
 ) -> io::Result<RunReport> {
     type Names = Arc<std::sync::Mutex<HashMap<u32, String>>>;
     let names: Names = Default::default();
@@ -247,6 +253,14 @@ fn run_engine(
         .async_submit(cfg.async_submit)
         .sqpoll(cfg.sqpoll_idle_ms)
         .open()?;
+    if let Some((region, d)) = warm {
+        let flow = engine.flow(FlowOptions::default())?;
+        names
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(flow.id().0, "warm-up".into());
+        warmup::through_engine(&flow, region, d)?;
+    }
     // Groups, parents first.
     let mut gids: HashMap<String, GroupId> = HashMap::new();
     for g in parents_first(&cfg.groups)? {

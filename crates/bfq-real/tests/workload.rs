@@ -67,6 +67,37 @@ fn runs_flows_through_the_engine_on_a_file() {
     assert!(bfq_real::run(&cfg, &flows()).is_err());
 }
 
+/// A warm-up reader reads through the run's engine before the flows, and
+/// is not in the report.
+#[test]
+fn a_warm_up_reads_before_the_flows_and_stays_out_of_the_report() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_, mut cfg) = fifo_on_file(&dir, 30);
+    let trace = dir.path().join("trace.csv");
+    cfg.trace = Some(trace.clone());
+    cfg.warm_up = Some(Duration::from_millis(100));
+    let r = bfq_real::run(&cfg, &flows()).unwrap();
+    assert_eq!(r.flows.len(), 3);
+    assert_eq!(r.flows[0].bytes, 2 << 20);
+    let text = std::fs::read_to_string(&trace).unwrap();
+    let order: Vec<&str> = text
+        .lines()
+        .skip(1)
+        .filter(|l| l.split(',').nth(1) == Some("D"))
+        .map(|l| l.split(',').nth(2).unwrap())
+        .collect();
+    let warm = order.iter().take_while(|&&f| f == "warm-up").count();
+    assert!(warm > 0, "the warm-up reader dispatched first");
+    assert!(
+        order[warm..].iter().all(|&f| f != "warm-up"),
+        "and was done before the flows started"
+    );
+    // Lengths outside (0, 60 s] are refused.
+    cfg.warm_up = Some(Duration::ZERO);
+    let e = bfq_real::run(&cfg, &flows()).unwrap_err();
+    assert_eq!(e.kind(), std::io::ErrorKind::InvalidInput);
+}
+
 #[test]
 fn kernel_side_by_side_on_a_loop_device() {
     if !sys::is_root() {
@@ -125,6 +156,37 @@ fn kernel_side_by_side_on_a_loop_device() {
     g[1].group = Some("/a".into());
     let r = bfq_real::run(&cfg, &g).unwrap();
     assert!(r.flows.iter().all(|f| f.errors == 0), "{:?}", r.flows);
+    // A warm-up reads through the device's scheduler before the flows:
+    // the device counts more sectors read than the flows' byte budgets.
+    let read_sectors = || -> u64 {
+        let name = dev.path().file_name().unwrap().to_str().unwrap().to_owned();
+        let stat = std::fs::read_to_string(format!("/sys/block/{name}/stat")).unwrap();
+        stat.split_whitespace().nth(2).unwrap().parse().unwrap()
+    };
+    let mut cfg = RunConfig::new(
+        dev.path(),
+        Backend::parse("kernel:bfq", Settings::new()),
+        Duration::from_secs(30),
+    );
+    let budgets: u64 = flows()
+        .iter()
+        .map(|f| f.bytes.unwrap() * f.repeat as u64)
+        .sum();
+    let without = read_sectors();
+    bfq_real::run(&cfg, &flows()).unwrap();
+    let flows_only = read_sectors() - without;
+    assert!(
+        flows_only * 512 <= budgets + (1 << 20),
+        "{flows_only} sectors"
+    );
+    cfg.warm_up = Some(Duration::from_millis(200));
+    let with = read_sectors();
+    let r = bfq_real::run(&cfg, &flows()).unwrap();
+    assert!(r.flows.iter().all(|f| f.errors == 0), "{:?}", r.flows);
+    assert!(
+        (read_sectors() - with) * 512 > budgets + (1 << 20),
+        "the warm-up read through kernel:bfq"
+    );
     let (_, after) = sys::block_schedulers(dev.path()).unwrap();
     assert_eq!(before, after, "the device's scheduler is restored");
     // No cgroup of ours is left.
