@@ -581,7 +581,7 @@ mod tests {
 }
 
 #[cfg(test)]
-mod rv_miri {
+mod pool_paths {
     use super::*;
     use std::sync::atomic::{AtomicBool, AtomicU32};
     use std::sync::Arc;
@@ -593,11 +593,13 @@ mod rv_miri {
         }
     }
 
+    /// A slot taken, completed and given back on one thread, then reused.
     #[test]
-    fn m1_same_thread() {
+    fn a_slot_is_reused_on_its_own_thread() {
         let (mine, req) = acquire(vec![1u8; 3]);
         req.complete(Ok(3)).wake();
         drop(req);
+        // SAFETY: the slot holds a Vec<u8>.
         let (r, b) = unsafe { mine.take_or_wait::<Vec<u8>>(|| Waiter::None) }.unwrap();
         assert_eq!(r.unwrap(), 3);
         assert_eq!(b, vec![1u8; 3]);
@@ -607,8 +609,10 @@ mod rv_miri {
         drop(req);
     }
 
+    /// A slot whose thread has exited is given back by another: its
+    /// buffer is dropped once and the orphaned pool freed.
     #[test]
-    fn m2_orphan() {
+    fn a_slot_outliving_its_thread_drops_its_buffer_once() {
         let drops = Arc::new(AtomicU32::new(0));
         let d = drops.clone();
         let (mine, req) = std::thread::spawn(move || acquire(Counted(d, [0; 8])))
@@ -620,8 +624,9 @@ mod rv_miri {
         assert_eq!(drops.load(Ordering::SeqCst), 1);
     }
 
+    /// The result arrives while the submitter registers its waker.
     #[test]
-    fn m3_race() {
+    fn a_result_racing_the_waker_is_delivered() {
         for i in 0..6u32 {
             let (mine, req) = acquire(vec![i as u8; 2]);
             let t = std::thread::spawn(move || {
@@ -637,6 +642,7 @@ mod rv_miri {
                 }
             }
             let w = std::task::Waker::from(Arc::new(F(flag.clone(), th)));
+            // SAFETY: the slot holds a Vec<u8>.
             let took = unsafe { mine.take_or_wait::<Vec<u8>>(|| Waiter::Waker(w)) };
             let (r, b) = match took {
                 Some(x) => x,
@@ -644,6 +650,7 @@ mod rv_miri {
                     while !flag.load(Ordering::SeqCst) {
                         std::thread::park();
                     }
+                    // SAFETY: as above.
                     unsafe { mine.take_or_wait::<Vec<u8>>(|| Waiter::None) }.unwrap()
                 }
             };
@@ -656,7 +663,7 @@ mod rv_miri {
 
     /// Slots given back by other threads while the owner keeps taking.
     #[test]
-    fn m4_remote_return() {
+    fn slots_come_back_from_other_threads() {
         let mut hs = Vec::new();
         for round in 0..3 {
             let batch: Vec<_> = (0..4).map(|i| acquire(vec![i as u8; 1])).collect();
@@ -681,7 +688,7 @@ mod rv_miri {
 }
 
 #[cfg(test)]
-mod rv_miri2 {
+mod pool_orphans {
     use super::*;
     use std::sync::atomic::AtomicU32;
     use std::sync::{mpsc, Arc};
@@ -695,7 +702,7 @@ mod rv_miri2 {
 
     /// The owner exits while two other threads give its slots back.
     #[test]
-    fn m5_orphan_race() {
+    fn an_exiting_owner_races_the_threads_giving_its_slots_back() {
         let drops = Arc::new(AtomicU32::new(0));
         let (tx1, rx1) = mpsc::channel::<(SlotRef, SlotRef)>();
         let (tx2, rx2) = mpsc::channel::<(SlotRef, SlotRef)>();
@@ -732,20 +739,5 @@ mod rv_miri2 {
         a.join().unwrap();
         b.join().unwrap();
         assert_eq!(drops.load(Ordering::SeqCst), 7);
-    }
-
-    /// `complete` is a safe fn and SlotRef is Sync: two concurrent
-    /// calls race on `result`.
-    #[test]
-    fn m6_complete_twice_races() {
-        let (mine, req) = acquire(());
-        let req = Arc::new(req);
-        let r2 = req.clone();
-        let t = std::thread::spawn(move || {
-            r2.complete(Ok(1)).wake();
-        });
-        req.complete(Ok(2)).wake();
-        t.join().unwrap();
-        drop(mine);
     }
 }
