@@ -1597,7 +1597,8 @@ fn h1_turn_samples_tune_b_max_under_a_mixed_workload_on_flash() {
     let kernel = mixed_workload_max_budget(&base);
     // (With `bfq`'s back-shift after a timeout, as `bfq` runs them: under
     // the kernel's rule the 5 s have 200 turns instead of 99, and none is
-    // sampled; why the turns are shorter is not isolated.)
+    // sampled, so turn samples tune B_max here only together with
+    // `in_time_after_timeout`.)
     let turns = mixed_workload_max_budget(&[
         base[0],
         base[1],

@@ -865,8 +865,11 @@ impl Scenario {
                         "is for sequential sync readers under read-ahead (pattern = \"seq\", depth 1, readahead > 0)".into(),
                     ));
                 }
-                if !(64 << 10..=1 << 30).contains(&indirect_every) {
-                    return Err(fe("indirect_every", "must be 0 or in 64k..=1G".into()));
+                if !(64 << 10..=1 << 30).contains(&indirect_every) || indirect_every % 4096 != 0 {
+                    return Err(fe(
+                        "indirect_every",
+                        "must be 0 or a multiple of 4k in 64k..=1G".into(),
+                    ));
                 }
             }
             let start_jitter = f.start_jitter.map(|g| g.0).unwrap_or(5 * bfq_core::MS);
@@ -1200,16 +1203,15 @@ mod tests {
         assert!(e.contains("unknown variant `2.4`"), "{e}");
         let e = err("name = \"x\"\n[[flow]]\nname = \"a\"\nreadahead = \"65M\"\n");
         assert!(e.contains("'a'.readahead: must be at most 64M"), "{e}");
-        let e = err("name = \"x\"\n[[flow]]\nname = \"a\"\nindirect_every = \"32k\"\n");
-        assert!(
-            e.contains("'a'.indirect_every: must be 0 or in 64k..=1G"),
-            "{e}"
-        );
-        let e = err("name = \"x\"\n[[flow]]\nname = \"a\"\nindirect_every = \"2G\"\n");
-        assert!(
-            e.contains("'a'.indirect_every: must be 0 or in 64k..=1G"),
-            "{e}"
-        );
+        for bad in ["32k", "2G", "100000"] {
+            let e = err(&format!(
+                "name = \"x\"\n[[flow]]\nname = \"a\"\nindirect_every = \"{bad}\"\n"
+            ));
+            assert!(
+                e.contains("'a'.indirect_every: must be 0 or a multiple of 4k in 64k..=1G"),
+                "{e}"
+            );
+        }
         let e = err(
             "name = \"x\"\n[[flow]]\nname = \"a\"\npattern = \"rand\"\nindirect_every = \"4M\"\n",
         );

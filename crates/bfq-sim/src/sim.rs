@@ -834,6 +834,7 @@ impl<'p> Sim<'p> {
         f.ra.reset();
         f.mapped_to = f.plan.indirect_every;
         f.pending_window = None;
+        f.indirect_inflight = false;
         f.cursor = 0;
         f.blocked = false;
         f.delay_done = false;

@@ -67,18 +67,15 @@ fn converged(preset: &str, profile: &str) -> (f64, f64) {
 fn b_max_converges_near_the_sequential_rate_on_flash_and_ncq_disks() {
     // The kernel's windows (>= 3/4 sequential dispatches) on a device
     // that queues internally: the random reader's requests overlap the
-    // sequential ones, so a window measures close to the peak.
-    for preset in ["ssd-plextor-m5s", "maxtor-7l250s0"] {
-        for profile in ["bfq", "bfq-kernel"] {
-            if preset == "maxtor-7l250s0" {
-                continue;
-            }
-            let (_, b) = converged(preset, profile);
-            assert!(
-                (0.85..=1.15).contains(&b),
-                "{preset} {profile}: {b:.2} of T_max x rate"
-            );
-        }
+    // sequential ones, so a window measures close to the peak (on the
+    // SSD; the NCQ disk below).
+    let preset = "ssd-plextor-m5s";
+    for profile in ["bfq", "bfq-kernel"] {
+        let (_, b) = converged(preset, profile);
+        assert!(
+            (0.85..=1.15).contains(&b),
+            "{preset} {profile}: {b:.2} of T_max x rate"
+        );
     }
     // On the NCQ disk random reads are injected into the sequential turns
     // (the kernel injects a read of any busy queue that fits; `bfq` the
@@ -88,9 +85,9 @@ fn b_max_converges_near_the_sequential_rate_on_flash_and_ncq_disks() {
     // ..., 80 s (`bfq` 0.84..0.91, `bfq-kernel` 0.87..0.92); within
     // 0.85..0.92 and 4% when only B-WF2Q+'s next flow was injected.
     for profile in ["bfq", "bfq-kernel"] {
-        let (a, b) = converged_within("maxtor-7l250s0", profile, 0.15);
+        let (a, b) = converged_within("maxtor-7l250s0", profile, 0.10);
         for x in [a, b] {
-            assert!((0.78..=1.15).contains(&x), "{profile} on NCQ: {x:.2}");
+            assert!((0.82..=0.95).contains(&x), "{profile} on NCQ: {x:.2}");
         }
     }
 }

@@ -202,6 +202,20 @@ fn a_reader_reads_an_indirect_block_before_each_mapped_range() {
             "{window:?} before {done}"
         );
     }
+    // a repeated run maps its file again from the start: the same seven
+    // indirect reads in each run
+    let f2 = "[[flow]]\nname = \"r\"\nbytes = \"32M\"\nindirect_every = \"4M\"\nruns = 2\nrepeat = \"100ms\"\n";
+    let (r2, trace2) = run_traced(&format!("name = \"t\"\nduration = \"10s\"\n{STM}{f2}"));
+    assert_eq!(r2.flows[0].run_times_s.len(), 2, "both runs end");
+    let starts2: Vec<u64> = trace2
+        .lines()
+        .skip(1)
+        .map(|l| l.split(',').collect::<Vec<_>>())
+        .filter(|c| c[1] == "Q" && c[5] == "8")
+        .map(|c| c[4].parse().unwrap())
+        .collect();
+    let once: Vec<u64> = (1..8).map(|k| k * 8192).collect();
+    assert_eq!(starts2, [once.clone(), once].concat());
     // without the field: no 4 KiB reads
     let (_, plain) = run_traced(&format!(
         "name = \"t\"\nduration = \"5s\"\n{STM}[[flow]]\nname = \"r\"\nbytes = \"32M\"\n"
