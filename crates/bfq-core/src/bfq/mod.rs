@@ -1136,6 +1136,7 @@ impl Bfq {
         }
         let bcfg = self.cfg.budget;
         let qcfg = self.cfg.queue;
+        let shift = preemption::may_back_shift(&self.cfg.preempt, reason);
         let fs = &mut self.topo.any_flow_mut(turn.flow).data;
         let ctx = FeedbackCtx {
             in_flight: fs.in_flight > 0,
@@ -1157,7 +1158,7 @@ impl Bfq {
                 next = next.max(u64::from(self.table.slot(slot).req.sectors));
             }
         } else {
-            fs.budget_left = if preemption::may_back_shift(&self.cfg.preempt, reason) {
+            fs.budget_left = if shift {
                 turn.budget.saturating_sub(turn.served)
             } else {
                 0
@@ -1177,7 +1178,6 @@ impl Bfq {
         // in flight keeps its place if it comes back in time.
         let out = !busy && fs.in_flight > 0;
         let keep = out && self.stays_backlogged(self.flow_state(turn.flow));
-        let shift = preemption::may_back_shift(&self.cfg.preempt, reason);
         let fs = &mut self.topo.any_flow_mut(turn.flow).data;
         fs.inj.returning = out && !keep && shift && fs.sync && self.cfg.inject.enabled;
         fs.charged += charge;

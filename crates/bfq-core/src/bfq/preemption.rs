@@ -11,8 +11,9 @@
 //!   out): after a budget exhaustion or a T_max timeout the next turn
 //!   starts afresh (`bfq_bfqq_expire` sets `non_blocking_wait_rq` for no
 //!   other reason), as in `bfq-kernel`; the same rule holds for a flow
-//!   that left with requests in flight and returns in time (heuristic 7). `bfq` keeps the back-shift after a
-//!   timeout too (`in_time_after_timeout`): its turns into which others'
+//!   that left with requests in flight and returns in time (heuristic 7).
+//!   `bfq` keeps the back-shift after a timeout too
+//!   (`in_time_after_timeout`): its turns into which others'
 //!   requests were injected end at T_max charged their service, and
 //!   without the back-shift the flows lose their places (3:1 random
 //!   readers with injection got 1.85:1; 300:100:100 readers on flash
