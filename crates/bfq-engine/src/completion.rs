@@ -4,7 +4,7 @@
 //! The slot that holds a request's buffer, result and waiter is
 //! the engine's slot pool's (`src/slot.rs`).
 
-use crate::slot::SlotRef;
+use crate::slot::Submitter;
 use std::collections::VecDeque;
 use std::future::Future;
 use std::io;
@@ -195,15 +195,16 @@ impl Drop for Hold {
 pub struct Pending<B: Send + 'static> {
     /// The submitter's hold on the request's slot (`None` once the
     /// result is taken).
-    slot: Option<SlotRef>,
+    slot: Option<Submitter<B>>,
     driver: Arc<dyn Driver>,
     hold: Option<Hold>,
     _buf: PhantomData<fn() -> B>,
 }
 
 impl<B: Send + 'static> Pending<B> {
-    /// `slot` holds a buffer of type `B` (see [`crate::slot::acquire`]).
-    pub(crate) fn new(slot: SlotRef, driver: Arc<dyn Driver>) -> Self {
+    /// `slot`: the submitter's side of the request's slot (see
+    /// [`crate::slot::acquire`]).
+    pub(crate) fn new(slot: Submitter<B>, driver: Arc<dyn Driver>) -> Self {
         Pending {
             slot: Some(slot),
             driver,
@@ -223,10 +224,9 @@ impl<B: Send + 'static> Pending<B> {
         let driver = &*self.driver;
         let slot = self
             .slot
-            .as_ref()
+            .as_mut()
             .expect("a Pending polled after it completed");
-        // SAFETY: the slot was made with a buffer of type `B` (`new`).
-        let r = unsafe { slot.take_or_wait::<B>(|| waiter(driver)) }?;
+        let r = slot.take_or_wait(|| waiter(driver))?;
         // The slot goes back to its pool (the request let go of it when
         // it delivered the result).
         self.slot = None;
@@ -384,7 +384,6 @@ mod tests {
         assert!(pending.try_take(|_| Waiter::None).is_none());
         assert_eq!(woken(&counts), 1, "no result, no help");
         req.complete(Ok(8)).wake();
-        drop(req);
         let (res, buf) = pending.wait();
         assert_eq!(res.unwrap(), 8);
         assert_eq!(buf.len(), 8);

@@ -6,8 +6,7 @@
 //! kernel) happens on the submitting threads, outside this lock. Nothing
 //! here blocks or does I/O; the only syscall is re-arming the idle timer.
 
-use crate::completion::Waiter;
-use crate::slot::SlotRef;
+use crate::slot::{Completer, Finished};
 use bfq_core::{
     Dispatch, FlowId, FlowSpec, GroupId, Op as SOp, Request, SchedError, Scheduler, Time,
     SECTOR_BYTES,
@@ -46,7 +45,7 @@ pub(crate) struct Op {
     pub file: Option<FileTarget>,
     /// The request's hold on its completion slot (where its buffer
     /// lives), until it delivers its result.
-    pub sink: Option<SlotRef>,
+    pub sink: Option<Completer>,
     /// Submitted before a shutdown began: a `Drain` shutdown serves it
     /// even if it reaches the scheduler later (from a thread's plug).
     pub before_stop: bool,
@@ -57,17 +56,18 @@ pub(crate) struct Op {
 unsafe impl Send for Op {}
 
 impl Op {
-    /// Delivers the result (once) and wakes the waiter.
+    /// Delivers the result (once), wakes the waiter and lets go of the
+    /// slot (not under a lock: see [`Finished`]).
     pub(crate) fn finish(&mut self, res: io::Result<usize>) {
-        self.finish_deferred(res).wake();
+        if let Some(f) = self.finish_deferred(res) {
+            f.wake();
+        }
     }
 
-    /// Delivers the result (once); the caller wakes the returned waiter.
-    pub(crate) fn finish_deferred(&mut self, res: io::Result<usize>) -> Waiter {
-        match self.sink.take() {
-            Some(s) => s.complete(res),
-            None => Waiter::None,
-        }
+    /// Delivers the result (once); the caller wakes the waiter and lets
+    /// go of the slot once it holds no lock (see [`Finished`]).
+    pub(crate) fn finish_deferred(&mut self, res: io::Result<usize>) -> Option<Finished> {
+        self.sink.take().map(|s| s.complete(res))
     }
 }
 
@@ -289,24 +289,25 @@ impl Core {
     }
 
     /// Hands a request to the scheduler; if it failed at once, returns
-    /// the waiter to wake (its result is in).
-    pub(crate) fn add(&mut self, mut op: Op, now: Time) -> Option<Waiter> {
+    /// it finished (its result is in), to wake and release outside the
+    /// lock.
+    pub(crate) fn add(&mut self, mut op: Op, now: Time) -> Option<Finished> {
         if self.closed || self.failed {
-            return Some(op.finish_deferred(Err(if self.failed {
+            return op.finish_deferred(Err(if self.failed {
                 scheduler_failed()
             } else {
                 engine_gone()
-            })));
+            }));
         }
         let drained = self.stopping == Some(ShutdownMode::Drain) && op.before_stop;
         if self.stopping.is_some() && !drained {
             self.stats.cancelled += 1;
-            return Some(op.finish_deferred(Err(cancelled())));
+            return op.finish_deferred(Err(cancelled()));
         }
         let Some(end) = op.offset.checked_add(u64::from(op.len)) else {
             self.stats.errors += 1;
             let e = io::Error::new(io::ErrorKind::InvalidInput, "request ends past 2^64 bytes");
-            return Some(op.finish_deferred(Err(e)));
+            return op.finish_deferred(Err(e));
         };
         let idx = match self.free.pop() {
             Some(i) => i,
@@ -347,11 +348,11 @@ impl Core {
                 self.free.push(idx);
                 self.stats.errors += 1;
                 let e = io::Error::new(io::ErrorKind::InvalidInput, e);
-                Some(op.finish_deferred(Err(e)))
+                op.finish_deferred(Err(e))
             }
             None => {
                 self.free.push(idx);
-                Some(op.finish_deferred(Err(scheduler_failed())))
+                op.finish_deferred(Err(scheduler_failed()))
             }
         }
     }
@@ -464,14 +465,11 @@ impl Core {
     }
 
     /// A request's completion from the kernel: tells the scheduler and
-    /// delivers the result; returns the waiter to wake.
-    pub(crate) fn complete(&mut self, idx: u32, res: i32, now: Time) -> Waiter {
+    /// delivers the result; returns the request finished, to wake and
+    /// release outside the lock.
+    pub(crate) fn complete(&mut self, idx: u32, res: i32, now: Time) -> Option<Finished> {
         self.trace(now, 'C', idx);
-        let Some(Held { mut op, ring, .. }) =
-            self.held.get_mut(idx as usize).and_then(|h| h.take())
-        else {
-            return Waiter::None;
-        };
+        let Held { mut op, ring, .. } = self.held.get_mut(idx as usize).and_then(|h| h.take())?;
         debug_assert!(ring.is_some(), "completion of a request never dispatched");
         self.free.push(idx);
         self.in_flight -= 1;

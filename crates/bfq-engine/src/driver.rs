@@ -27,6 +27,7 @@
 
 use crate::completion::{Driver, EventFd, Hold, Waiter, WakeRelay, RELAY_FANOUT};
 use crate::core::{Core, Op, ShutdownMode};
+use crate::slot::{Finished, Release};
 use bfq_core::{FlowId, Time};
 use io_uring::{opcode, squeue, types, IoUring};
 use std::cell::RefCell;
@@ -168,6 +169,9 @@ pub(crate) struct RingState {
     pub cqes: Vec<(u64, i32)>,
     /// Waiters to wake once the SQEs are submitted.
     pub wakes: Vec<Waiter>,
+    /// Finished requests' holds on their slots, let go of with the wakes,
+    /// outside the core's lock (see [`Finished`]).
+    pub released: Vec<Release>,
     cancel_sent: bool,
     /// The wake-up read completed (the service thread: look around).
     pub woken: bool,
@@ -210,7 +214,7 @@ impl Drop for LocalRings {
                     s.work(&ring, &mut st);
                 }
                 s.leave(&ring, &mut st);
-                wake_all(&mut st.wakes);
+                wake_all(&mut st);
             }
             s.notify.signal();
         }
@@ -323,6 +327,7 @@ impl Shared {
                 sqes: Vec::new(),
                 cqes: Vec::new(),
                 wakes: Vec::new(),
+                released: Vec::new(),
                 cancel_sent: false,
                 woken: false,
                 timer_armed: false,
@@ -452,9 +457,9 @@ impl Shared {
             let mut core = self.core();
             let now = self.now();
             for op in st.plug.drain(..) {
-                if let Some(w) = core.add(op, now) {
+                if let Some(f) = core.add(op, now) {
                     failed = true;
-                    push_waiter(&mut st.wakes, w, ring);
+                    push_finished(&mut st.wakes, &mut st.released, f, ring);
                 }
             }
             if !exiting {
@@ -622,7 +627,7 @@ impl Shared {
         } else {
             self.leave(ring, st);
         }
-        wake_all(&mut st.wakes);
+        wake_all(st);
     }
 
     /// Dispatcher mode (or a thread without a ring): the service thread
@@ -633,8 +638,8 @@ impl Shared {
             let now = self.now();
             core.add(op, now)
         };
-        if let Some(w) = w {
-            w.wake();
+        if let Some(f) = w {
+            f.wake();
         }
         self.added.fetch_add(1, Ordering::SeqCst);
         // In local mode the service thread does not announce its sleeps:
@@ -708,8 +713,9 @@ impl Shared {
         let mut core = self.core();
         let now = self.now();
         for &(ud, res) in cqes {
-            let w = core.complete(ud as u32, res, now);
-            push_waiter(&mut st.wakes, w, ring);
+            if let Some(f) = core.complete(ud as u32, res, now) {
+                push_finished(&mut st.wakes, &mut st.released, f, ring);
+            }
         }
         // A ring whose owner is exiting takes no new requests: the
         // service thread dispatches them.
@@ -725,11 +731,12 @@ impl Shared {
         self.push_sqes(ring, st);
         submit_pending(st);
         match self.mode {
-            SubmitMode::Local => wake_all(&mut st.wakes),
+            SubmitMode::Local => wake_all(st),
             SubmitMode::Dispatcher => {
                 self.relay.wake_or_publish(&mut st.wakes);
             }
         }
+        st.released.clear();
     }
 
     /// The owner leaves the engine: completions from now on notify the
@@ -801,7 +808,7 @@ impl Shared {
         // The caller looks at its result next: a wake-up reaped here has
         // done its job.
         st.woken = false;
-        wake_all(&mut st.wakes);
+        wake_all(&mut st);
     }
 }
 
@@ -943,9 +950,14 @@ pub(crate) fn reap(ring: &Ring, st: &mut RingState) {
     }
 }
 
-/// Keeps a waiter to wake, unless it is the owner of `ring` itself (it
-/// is awake: it is the one reaping).
-fn push_waiter(ws: &mut Vec<Waiter>, w: Waiter, ring: &Ring) {
+/// Keeps a finished request's waiter to wake, unless it is the owner of
+/// `ring` itself (it is awake: it is the one reaping), and its hold on
+/// its slot to let go of with the wakes (under the core's lock a
+/// request's slot is not let go of: that may run the user's code, see
+/// [`Finished`]).
+fn push_finished(ws: &mut Vec<Waiter>, released: &mut Vec<Release>, f: Finished, ring: &Ring) {
+    let (w, hold) = f.into_parts();
+    released.push(hold);
     match &w {
         Waiter::None => {}
         Waiter::Event(e) if Arc::ptr_eq(e, &ring.wake) => {}
@@ -953,11 +965,13 @@ fn push_waiter(ws: &mut Vec<Waiter>, w: Waiter, ring: &Ring) {
     }
 }
 
-/// Wakes every waiter (keeping the vector's memory for the next ones).
-fn wake_all(ws: &mut Vec<Waiter>) {
-    for w in ws.drain(..) {
+/// Wakes every waiter and lets go of the finished requests' slots
+/// (keeping the vectors' memory for the next ones).
+fn wake_all(st: &mut RingState) {
+    for w in st.wakes.drain(..) {
         w.wake();
     }
+    st.released.clear();
 }
 
 impl Driver for Shared {

@@ -684,3 +684,98 @@ impl Drop for Flow {
         self.shared.close_flow(self.id);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::AtomicU8;
+    use std::sync::TryLockError;
+
+    /// A buffer whose `Drop` (the user's code) records whether the
+    /// engine's core lock was free while it ran, and then maybe panics.
+    struct LockCheck {
+        byte: Box<[u8; 1]>,
+        shared: Arc<Shared>,
+        /// 0: not dropped yet; 1: dropped with the lock free; 2: held.
+        seen: Arc<AtomicU8>,
+        panic: bool,
+    }
+
+    // SAFETY: the byte is boxed: it stays put while the value moves.
+    unsafe impl IoBuf for LockCheck {
+        fn stable_ptr(&self) -> *const u8 {
+            self.byte.as_ptr()
+        }
+        fn bytes_len(&self) -> usize {
+            1
+        }
+    }
+    // SAFETY: as above, and the byte is writable.
+    unsafe impl IoBufMut for LockCheck {
+        fn stable_mut_ptr(&mut self) -> *mut u8 {
+            self.byte.as_mut_ptr()
+        }
+    }
+
+    impl Drop for LockCheck {
+        /// The lock is free unless this thread holds it: another thread
+        /// holds it for a moment only, so a bounded number of tries tells.
+        fn drop(&mut self) {
+            let free = (0..100_000).any(|_| match self.shared.core.try_lock() {
+                Ok(_) | Err(TryLockError::Poisoned(_)) => true,
+                Err(TryLockError::WouldBlock) => {
+                    std::thread::yield_now();
+                    false
+                }
+            });
+            self.seen.store(if free { 1 } else { 2 }, Ordering::SeqCst);
+            assert!(!self.panic, "a buffer whose drop panics");
+        }
+    }
+
+    /// A pipe: (read end as a file target, write end).
+    fn pipe() -> (FileTarget, File) {
+        let mut fds = [0; 2];
+        // SAFETY: plain syscall into a valid array; the result is checked.
+        assert_eq!(unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) }, 0);
+        // SAFETY: two fresh descriptors we own.
+        let (r, w) = unsafe { (File::from_raw_fd(fds[0]), File::from_raw_fd(fds[1])) };
+        (FileTarget::new(r, 0), w)
+    }
+
+    /// A request whose submitter dropped its `Pending` first: the engine
+    /// is the last holder of the buffer, and drops it when the request
+    /// completes (a read of a pipe, completed by writing to the pipe after
+    /// the drop). That drop is the user's code: it runs with the engine's
+    /// core lock released (a `Drop` calling into the engine does not
+    /// deadlock), and a panic there does not stop the engine (its
+    /// shutdown still returns).
+    #[test]
+    fn a_buffer_the_engine_drops_runs_its_drop_outside_the_core_lock() {
+        use std::io::Write;
+        for mode in [SubmitMode::Local, SubmitMode::Dispatcher] {
+            for panic in [false, true] {
+                let engine = Engine::nop().submit_mode(mode).open().unwrap();
+                let flow = engine.flow(FlowOptions::weight(100)).unwrap();
+                let (target, mut w) = pipe();
+                let seen = Arc::new(AtomicU8::new(0));
+                let buf = LockCheck {
+                    byte: Box::new([0]),
+                    shared: engine.shared.clone(),
+                    seen: seen.clone(),
+                    panic,
+                };
+                drop(flow.read_file_async(&target, 0, buf));
+                assert_eq!(seen.load(Ordering::SeqCst), 0, "the read is still waiting");
+                w.write_all(b"x").unwrap();
+                let stats = engine.shutdown(ShutdownMode::Drain);
+                assert!(stats.is_ok(), "{mode:?} panic={panic}: {stats:?}");
+                assert_eq!(
+                    seen.load(Ordering::SeqCst),
+                    1,
+                    "{mode:?} panic={panic}: the buffer was dropped under the core lock"
+                );
+            }
+        }
+    }
+}

@@ -22,7 +22,9 @@
 use crate::completion::Waiter;
 use std::cell::{RefCell, UnsafeCell};
 use std::io;
+use std::marker::PhantomData;
 use std::mem::{align_of, size_of, MaybeUninit};
+use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::ptr::{self, NonNull};
 use std::sync::atomic::{AtomicIsize, AtomicPtr, AtomicU8, Ordering};
 use std::sync::{Mutex, MutexGuard};
@@ -314,19 +316,46 @@ thread_local! {
     static POOL: RefCell<Option<LocalPool>> = const { RefCell::new(None) };
 }
 
-/// A holder's reference to a slot: the submitter's (in its `Pending`) or
-/// the request's (in its `Op`). Dropping it lets go of the slot; the
+/// A holder's reference to a slot. Dropping it lets go of the slot; the
 /// last holder gives it back to its pool (dropping a buffer nobody took).
-pub(crate) struct SlotRef(NonNull<Slot>);
+struct SlotHold(NonNull<Slot>);
 
-// SAFETY: the slot is Sync; a SlotRef only moves between threads.
-unsafe impl Send for SlotRef {}
-// SAFETY: shared use goes through the slot's mutex and atomics.
-unsafe impl Sync for SlotRef {}
+// SAFETY: the slot is Sync; a SlotHold only moves between threads.
+unsafe impl Send for SlotHold {}
+
+/// The submitter's side of a slot (in its [`Pending`](crate::Pending)):
+/// it reads the result and takes the buffer, a `B`.
+pub(crate) struct Submitter<B> {
+    hold: SlotHold,
+    _buf: PhantomData<fn() -> B>,
+}
+
+// SAFETY: through `&Submitter` only `has_result` (an atomic load) runs;
+// taking the result needs `&mut`.
+unsafe impl<B> Sync for Submitter<B> {}
+
+/// The request's side of a slot (in its `Op`): it writes the result,
+/// once ([`Completer::complete`] consumes it). Not `Sync`: one thread at a
+/// time completes it.
+pub(crate) struct Completer(SlotHold);
+
+/// A request whose result is in: who to wake, and the request's hold on
+/// its slot. Letting go of the hold may drop the buffer and the waiter
+/// (when the submitter let go first), which is the user's code (an
+/// [`IoBuf`](crate::IoBuf)'s `Drop`, a `Waker`'s): the engine wakes and
+/// releases a `Finished` only after it has released its locks.
+pub(crate) struct Finished {
+    waiter: Waiter,
+    hold: Release,
+}
+
+/// A finished request's hold on its slot, to let go of outside the
+/// engine's locks (see [`Finished`]).
+pub(crate) struct Release(#[allow(dead_code)] SlotHold);
 
 /// Takes a slot of this thread's pool for a request with buffer `buf`:
-/// returns the submitter's reference and the request's.
-pub(crate) fn acquire<B: Send + 'static>(buf: B) -> (SlotRef, SlotRef) {
+/// returns the submitter's side and the request's.
+pub(crate) fn acquire<B: Send + 'static>(buf: B) -> (Submitter<B>, Completer) {
     let taken = POOL.try_with(|p| {
         let mut p = p.try_borrow_mut().ok()?;
         Some(p.get_or_insert_with(LocalPool::new).take())
@@ -341,7 +370,11 @@ pub(crate) fn acquire<B: Send + 'static>(buf: B) -> (SlotRef, SlotRef) {
     let s = unsafe { &mut *slot.as_ptr() };
     *s.holders.get_mut() = 2;
     s.buf.get_mut().put(buf);
-    (SlotRef(slot), SlotRef(slot))
+    let mine = Submitter {
+        hold: SlotHold(slot),
+        _buf: PhantomData,
+    };
+    (mine, Completer(SlotHold(slot)))
 }
 
 impl Slot {
@@ -350,54 +383,74 @@ impl Slot {
     }
 }
 
-impl SlotRef {
+impl SlotHold {
     fn slot(&self) -> &Slot {
         // SAFETY: a held slot stays allocated (its pool outlives it).
         unsafe { self.0.as_ref() }
     }
+}
 
-    /// Stores the result (the request's side, once); returns who to wake
-    /// (the caller wakes it, maybe later, in a batch).
-    pub(crate) fn complete(&self, res: io::Result<usize>) -> Waiter {
-        let s = self.slot();
-        if s.state.load(Ordering::Relaxed) & DONE != 0 {
-            return Waiter::None;
-        }
-        // SAFETY: only the request's side writes the result, before DONE;
-        // the submitter reads it only after seeing DONE.
+impl Completer {
+    /// Stores the result; returns who to wake and the request's hold
+    /// (see [`Finished`]).
+    pub(crate) fn complete(self, res: io::Result<usize>) -> Finished {
+        let s = self.0.slot();
+        // SAFETY: only the request writes the result (this side, consumed
+        // here), before DONE; the submitter reads it only after DONE.
         unsafe { *s.result.get() = Some(res) };
-        if s.state.fetch_or(DONE, Ordering::AcqRel) & WAITING == 0 {
-            return Waiter::None;
+        let waiter = if s.state.fetch_or(DONE, Ordering::AcqRel) & WAITING == 0 {
+            Waiter::None
+        } else {
+            std::mem::replace(&mut *s.waiter(), Waiter::None)
+        };
+        Finished {
+            waiter,
+            hold: Release(self.0),
         }
-        std::mem::replace(&mut *s.waiter(), Waiter::None)
+    }
+}
+
+impl Finished {
+    /// Wakes the waiter, then lets go of the slot.
+    pub(crate) fn wake(self) {
+        self.waiter.wake();
     }
 
+    /// The waiter to wake and the hold to let go of.
+    pub(crate) fn into_parts(self) -> (Waiter, Release) {
+        (self.waiter, self.hold)
+    }
+}
+
+impl<B> Submitter<B> {
     /// Whether the result is in.
     pub(crate) fn has_result(&self) -> bool {
-        self.slot().state.load(Ordering::Acquire) & DONE != 0
+        self.hold.slot().state.load(Ordering::Acquire) & DONE != 0
     }
 
     /// Takes the result and the buffer if the result is in; else leaves
-    /// `waiter()` to be woken (the submitter's side).
-    ///
-    /// # Safety
-    /// The slot's buffer is a `B`; only the submitter's side calls this.
-    pub(crate) unsafe fn take_or_wait<B>(
-        &self,
+    /// `waiter()` to be woken.
+    pub(crate) fn take_or_wait(
+        &mut self,
         waiter: impl FnOnce() -> Waiter,
     ) -> Option<(io::Result<usize>, B)> {
-        let s = self.slot();
+        let s = self.hold.slot();
         if s.state.load(Ordering::Acquire) & DONE == 0 {
             let mut w = s.waiter();
             *w = waiter();
             if s.state.fetch_or(WAITING, Ordering::AcqRel) & DONE == 0 {
                 return None;
             }
-            // The result came in meanwhile: no need to wait (the request
-            // may still wake the waiter just stored: a spurious wake-up).
+            // The result came in meanwhile, and the request, which saw no
+            // WAITING, will not take the waiter: it is dropped here, on
+            // the submitter's thread, not left in the slot.
+            let mine = std::mem::replace(&mut *w, Waiter::None);
+            drop(w);
+            drop(mine);
         }
         // SAFETY: DONE was seen (Acquire): the request wrote the result
-        // and no longer touches it or the buffer; only this side takes them.
+        // and no longer touches it or the buffer; only this side takes
+        // them, and the slot was made with a `B` (`acquire`).
         unsafe {
             let r = (*s.result.get()).take().expect("result taken twice");
             let buf = (*s.buf.get()).take::<B>().expect("buffer taken twice");
@@ -406,7 +459,7 @@ impl SlotRef {
     }
 }
 
-impl Drop for SlotRef {
+impl Drop for SlotHold {
     fn drop(&mut self) {
         if self.slot().holders.fetch_sub(1, Ordering::AcqRel) != 1 {
             return;
@@ -417,8 +470,12 @@ impl Drop for SlotRef {
         let s = unsafe { &mut *self.0.as_ptr() };
         *s.state.get_mut() = 0;
         *s.result.get_mut() = None;
-        s.buf.get_mut().clear();
-        *s.waiter.get_mut().unwrap_or_else(|p| p.into_inner()) = Waiter::None;
+        // The buffer's and the waker's drops are the user's code: a panic
+        // there is reported (by the panic hook) and contained, and the
+        // slot still goes back to its pool.
+        let _ = catch_unwind(AssertUnwindSafe(|| s.buf.get_mut().clear()));
+        let waiter = s.waiter.get_mut().unwrap_or_else(|p| p.into_inner());
+        let _ = catch_unwind(AssertUnwindSafe(|| *waiter = Waiter::None));
         let (pool, slot) = (s.pool, self.0);
         let mine = POOL.try_with(|p| match p.try_borrow_mut() {
             Ok(mut p) => match p.as_mut() {
@@ -478,19 +535,17 @@ mod tests {
                 .map(|i| acquire(vec![i as u8; 3]))
                 .collect();
             let mut back = Vec::new();
-            for (k, (mine, req)) in held.into_iter().enumerate() {
-                req.complete(Ok(3)).wake();
+            for (k, (mut mine, req)) in held.into_iter().enumerate() {
+                let fin = req.complete(Ok(3));
                 if (k + round) % 2 == 0 {
-                    drop(req);
-                    // SAFETY: the buffer is a Vec<u8>.
-                    let (r, buf) = unsafe { mine.take_or_wait::<Vec<u8>>(|| Waiter::None) }
-                        .expect("result in");
+                    fin.wake();
+                    let (r, buf) = mine.take_or_wait(|| Waiter::None).expect("result in");
                     assert_eq!(r.unwrap(), 3);
                     assert_eq!(buf, vec![k as u8; 3]);
                     drop(mine);
                 } else {
                     // Given back on another thread.
-                    back.push((mine, req));
+                    back.push((mine, fin));
                 }
             }
             std::thread::spawn(move || drop(back)).join().unwrap();
@@ -521,13 +576,13 @@ mod tests {
             0,
             "the request still holds it"
         );
-        assert!(matches!(req.complete(Ok(1)), Waiter::None));
-        drop(req);
+        let (w, hold) = req.complete(Ok(1)).into_parts();
+        assert!(matches!(w, Waiter::None));
+        drop(hold);
         assert_eq!(drops.load(Ordering::SeqCst), 1);
-        let (mine, req) = acquire(Counted(drops.clone(), [0; 8]));
+        let (mut mine, req) = acquire(Counted(drops.clone(), [0; 8]));
         drop(req);
-        // SAFETY: the buffer is a Counted.
-        assert!(unsafe { mine.take_or_wait::<Counted>(|| Waiter::None) }.is_none());
+        assert!(mine.take_or_wait(|| Waiter::None).is_none());
         drop(mine);
         assert_eq!(drops.load(Ordering::SeqCst), 2);
     }
@@ -549,7 +604,7 @@ mod tests {
             }
         }
         for i in 0..20_000u32 {
-            let (mine, req) = acquire(vec![i as u8; 2]);
+            let (mut mine, req) = acquire(vec![i as u8; 2]);
             let t = std::thread::spawn(move || {
                 for _ in 0..(i % 64) {
                     std::hint::spin_loop();
@@ -558,8 +613,7 @@ mod tests {
             });
             let flag = Arc::new(Flag(AtomicBool::new(false), std::thread::current()));
             let waker = Waker::from(flag.clone());
-            // SAFETY: the buffer is a Vec<u8>.
-            let took = unsafe { mine.take_or_wait::<Vec<u8>>(|| Waiter::Waker(waker)) };
+            let took = mine.take_or_wait(|| Waiter::Waker(waker));
             let (r, buf) = match took {
                 Some(x) => x,
                 None => {
@@ -569,8 +623,7 @@ mod tests {
                         assert!(std::time::Instant::now() < bound, "lost wake-up");
                         std::thread::park_timeout(std::time::Duration::from_millis(100));
                     }
-                    // SAFETY: as above.
-                    unsafe { mine.take_or_wait::<Vec<u8>>(|| Waiter::None) }.expect("woken")
+                    mine.take_or_wait(|| Waiter::None).expect("woken")
                 }
             };
             assert_eq!(r.unwrap(), 2);
@@ -596,11 +649,9 @@ mod pool_paths {
     /// A slot taken, completed and given back on one thread, then reused.
     #[test]
     fn a_slot_is_reused_on_its_own_thread() {
-        let (mine, req) = acquire(vec![1u8; 3]);
+        let (mut mine, req) = acquire(vec![1u8; 3]);
         req.complete(Ok(3)).wake();
-        drop(req);
-        // SAFETY: the slot holds a Vec<u8>.
-        let (r, b) = unsafe { mine.take_or_wait::<Vec<u8>>(|| Waiter::None) }.unwrap();
+        let (r, b) = mine.take_or_wait(|| Waiter::None).unwrap();
         assert_eq!(r.unwrap(), 3);
         assert_eq!(b, vec![1u8; 3]);
         drop(mine);
@@ -620,7 +671,6 @@ mod pool_paths {
             .unwrap();
         drop(mine);
         req.complete(Ok(1)).wake();
-        drop(req);
         assert_eq!(drops.load(Ordering::SeqCst), 1);
     }
 
@@ -628,7 +678,7 @@ mod pool_paths {
     #[test]
     fn a_result_racing_the_waker_is_delivered() {
         for i in 0..6u32 {
-            let (mine, req) = acquire(vec![i as u8; 2]);
+            let (mut mine, req) = acquire(vec![i as u8; 2]);
             let t = std::thread::spawn(move || {
                 req.complete(Ok(2)).wake();
             });
@@ -642,16 +692,14 @@ mod pool_paths {
                 }
             }
             let w = std::task::Waker::from(Arc::new(F(flag.clone(), th)));
-            // SAFETY: the slot holds a Vec<u8>.
-            let took = unsafe { mine.take_or_wait::<Vec<u8>>(|| Waiter::Waker(w)) };
+            let took = mine.take_or_wait(|| Waiter::Waker(w));
             let (r, b) = match took {
                 Some(x) => x,
                 None => {
                     while !flag.load(Ordering::SeqCst) {
                         std::thread::park();
                     }
-                    // SAFETY: as above.
-                    unsafe { mine.take_or_wait::<Vec<u8>>(|| Waiter::None) }.unwrap()
+                    mine.take_or_wait(|| Waiter::None).unwrap()
                 }
             };
             assert_eq!(r.unwrap(), 2);
@@ -670,7 +718,6 @@ mod pool_paths {
             hs.push(std::thread::spawn(move || {
                 for (m, r) in batch {
                     r.complete(Ok(1)).wake();
-                    drop(r);
                     drop(m);
                 }
                 round
@@ -704,12 +751,11 @@ mod pool_orphans {
     #[test]
     fn an_exiting_owner_races_the_threads_giving_its_slots_back() {
         let drops = Arc::new(AtomicU32::new(0));
-        let (tx1, rx1) = mpsc::channel::<(SlotRef, SlotRef)>();
-        let (tx2, rx2) = mpsc::channel::<(SlotRef, SlotRef)>();
+        let (tx1, rx1) = mpsc::channel::<(Submitter<Counted>, Completer)>();
+        let (tx2, rx2) = mpsc::channel::<(Submitter<Counted>, Completer)>();
         let a = std::thread::spawn(move || {
             for (m, r) in rx1 {
                 r.complete(Ok(0)).wake();
-                drop(r);
                 drop(m);
             }
         });
@@ -717,7 +763,6 @@ mod pool_orphans {
             for (m, r) in rx2 {
                 drop(m);
                 r.complete(Ok(0)).wake();
-                drop(r);
             }
         });
         let d = drops.clone();
