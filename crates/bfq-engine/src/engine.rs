@@ -748,8 +748,8 @@ mod tests {
     /// completes (a read of a pipe, completed by writing to the pipe after
     /// the drop). That drop is the user's code: it runs with the engine's
     /// core lock released (a `Drop` calling into the engine does not
-    /// deadlock), and a panic there does not stop the engine (its
-    /// shutdown still returns).
+    /// deadlock), and a panic there does not stop the engine (it serves
+    /// the next request; its shutdown returns).
     #[test]
     fn a_buffer_the_engine_drops_runs_its_drop_outside_the_core_lock() {
         use std::io::Write;
@@ -768,6 +768,17 @@ mod tests {
                 drop(flow.read_file_async(&target, 0, buf));
                 assert_eq!(seen.load(Ordering::SeqCst), 0, "the read is still waiting");
                 w.write_all(b"x").unwrap();
+                // The engine serves requests until the read's completion
+                // has dropped the buffer, and after.
+                let served = |what: &str| {
+                    let (r, ()) = flow.nop_async(0, 1).wait();
+                    assert!(r.is_ok(), "{mode:?} panic={panic}: {what}: {r:?}");
+                };
+                while seen.load(Ordering::SeqCst) == 0 {
+                    served("before the buffer is dropped");
+                }
+                served("after the buffer is dropped");
+                drop(flow);
                 let stats = engine.shutdown(ShutdownMode::Drain);
                 assert!(stats.is_ok(), "{mode:?} panic={panic}: {stats:?}");
                 assert_eq!(
