@@ -214,6 +214,10 @@ pub(crate) struct Core {
     /// The idle timer's deadline, while armed.
     timer_at: Option<Time>,
     seq: u64,
+    /// Requests the core failed on its own (a `Cancel` shutdown, a
+    /// scheduler's panic), to wake and let go of once the lock is
+    /// released (see [`Finished`]; the driver's `CoreGuard` does).
+    finished: Vec<Finished>,
 }
 
 impl Core {
@@ -230,7 +234,14 @@ impl Core {
             stats: EngineStats::default(),
             timer_at: None,
             seq: 0,
+            finished: Vec::new(),
         }
+    }
+
+    /// The requests the core failed on its own since the last call (see
+    /// `finished`), to wake and let go of with the lock released.
+    pub(crate) fn take_finished(&mut self) -> Vec<Finished> {
+        std::mem::take(&mut self.finished)
     }
 
     /// Calls the scheduler; a panic marks the core failed (every queued
@@ -523,7 +534,7 @@ impl Core {
             if matches!(h, Some(x) if x.ring.is_none()) {
                 let mut x = h.take().expect("checked");
                 self.stats.cancelled += 1;
-                x.op.finish(Err(err()));
+                self.finished.extend(x.op.finish_deferred(Err(err())));
             }
         }
     }

@@ -300,8 +300,8 @@ impl Shared {
 
     /// The core, also after a panic elsewhere (the core catches its
     /// scheduler's panics; its own state stays consistent).
-    pub(crate) fn core(&self) -> MutexGuard<'_, Core> {
-        self.core.lock().unwrap_or_else(|p| p.into_inner())
+    pub(crate) fn core(&self) -> CoreGuard<'_> {
+        CoreGuard(Some(self.core.lock().unwrap_or_else(|p| p.into_inner())))
     }
 
     /// Makes a ring whose completions can notify the service thread;
@@ -947,6 +947,38 @@ pub(crate) fn reap(ring: &Ring, st: &mut RingState) {
     }
     if io > 0 {
         ring.in_flight.fetch_sub(io, Ordering::SeqCst);
+    }
+}
+
+/// The core, locked. Releasing it wakes and lets go of the requests the
+/// core failed on its own meanwhile ([`Core::take_finished`]), after the
+/// lock is released: letting go of a request's slot may run the user's
+/// code (see [`Finished`]).
+pub(crate) struct CoreGuard<'a>(Option<MutexGuard<'a, Core>>);
+
+impl std::ops::Deref for CoreGuard<'_> {
+    type Target = Core;
+    fn deref(&self) -> &Core {
+        self.0.as_ref().expect("held until dropped")
+    }
+}
+
+impl std::ops::DerefMut for CoreGuard<'_> {
+    fn deref_mut(&mut self) -> &mut Core {
+        self.0.as_mut().expect("held until dropped")
+    }
+}
+
+impl Drop for CoreGuard<'_> {
+    fn drop(&mut self) {
+        let Some(mut core) = self.0.take() else {
+            return;
+        };
+        let finished = core.take_finished();
+        drop(core);
+        for f in finished {
+            f.wake();
+        }
     }
 }
 

@@ -789,4 +789,41 @@ mod tests {
             }
         }
     }
+
+    /// A request the scheduler still queues when a `Cancel` shutdown
+    /// fails it, whose submitter dropped its `Pending` first: its buffer's
+    /// drop runs with the core lock released too.
+    #[test]
+    fn a_queued_request_cancelled_drops_its_buffer_outside_the_core_lock() {
+        let engine = Engine::nop()
+            .scheduler("fifo")
+            .queue_depth(1)
+            .open()
+            .unwrap();
+        let flow = engine.flow(FlowOptions::weight(100)).unwrap();
+        // The device's one slot: a read of a pipe nobody writes to.
+        let (first, _w1) = pipe();
+        let busy = flow.read_file_async(&first, 0, vec![0u8; 1]);
+        let (second, _w2) = pipe();
+        let seen = Arc::new(AtomicU8::new(0));
+        let buf = LockCheck {
+            byte: Box::new([0]),
+            shared: engine.shared.clone(),
+            seen: seen.clone(),
+            panic: false,
+        };
+        let queued = flow.read_file_async(&second, 0, buf);
+        // Hands this thread's plug to the scheduler: the read is queued.
+        assert!(!queued.is_done());
+        drop(queued);
+        assert_eq!(seen.load(Ordering::SeqCst), 0);
+        engine.shutdown(ShutdownMode::Cancel).unwrap();
+        assert_eq!(
+            seen.load(Ordering::SeqCst),
+            1,
+            "the buffer was dropped under the core lock"
+        );
+        let (r, _) = busy.wait();
+        assert_eq!(r.unwrap_err().raw_os_error(), Some(libc::ECANCELED));
+    }
 }
