@@ -244,6 +244,11 @@ impl Core {
         std::mem::take(&mut self.finished)
     }
 
+    /// Whether no request waits in `finished`.
+    pub(crate) fn finished_is_empty(&self) -> bool {
+        self.finished.is_empty()
+    }
+
     /// Calls the scheduler; a panic marks the core failed (every queued
     /// request fails, nothing is asked of the scheduler again).
     fn sched<R>(&mut self, f: impl FnOnce(&mut dyn Scheduler) -> R) -> Option<R> {

@@ -974,6 +974,9 @@ impl Drop for CoreGuard<'_> {
         let Some(mut core) = self.0.take() else {
             return;
         };
+        if core.finished_is_empty() {
+            return;
+        }
         let finished = core.take_finished();
         drop(core);
         for f in finished {
@@ -989,7 +992,7 @@ impl Drop for CoreGuard<'_> {
 /// [`Finished`]).
 fn push_finished(ws: &mut Vec<Waiter>, released: &mut Vec<Release>, f: Finished, ring: &Ring) {
     let (w, hold) = f.into_parts();
-    released.push(hold);
+    released.extend(hold);
     match &w {
         Waiter::None => {}
         Waiter::Event(e) if Arc::ptr_eq(e, &ring.wake) => {}
