@@ -32,6 +32,7 @@ use bfq_core::{FlowId, Time};
 use io_uring::{opcode, squeue, types, IoUring};
 use std::cell::RefCell;
 use std::io;
+use std::mem::ManuallyDrop;
 use std::os::fd::{OwnedFd, RawFd};
 use std::sync::atomic::{fence, AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
@@ -301,7 +302,9 @@ impl Shared {
     /// The core, also after a panic elsewhere (the core catches its
     /// scheduler's panics; its own state stays consistent).
     pub(crate) fn core(&self) -> CoreGuard<'_> {
-        CoreGuard(Some(self.core.lock().unwrap_or_else(|p| p.into_inner())))
+        CoreGuard(ManuallyDrop::new(
+            self.core.lock().unwrap_or_else(|p| p.into_inner()),
+        ))
     }
 
     /// Makes a ring whose completions can notify the service thread;
@@ -954,31 +957,32 @@ pub(crate) fn reap(ring: &Ring, st: &mut RingState) {
 /// core failed on its own meanwhile ([`Core::take_finished`]), after the
 /// lock is released: letting go of a request's slot may run the user's
 /// code (see [`Finished`]).
-pub(crate) struct CoreGuard<'a>(Option<MutexGuard<'a, Core>>);
+pub(crate) struct CoreGuard<'a>(ManuallyDrop<MutexGuard<'a, Core>>);
 
 impl std::ops::Deref for CoreGuard<'_> {
     type Target = Core;
+    #[inline]
     fn deref(&self) -> &Core {
-        self.0.as_ref().expect("held until dropped")
+        &self.0
     }
 }
 
 impl std::ops::DerefMut for CoreGuard<'_> {
+    #[inline]
     fn deref_mut(&mut self) -> &mut Core {
-        self.0.as_mut().expect("held until dropped")
+        &mut self.0
     }
 }
 
 impl Drop for CoreGuard<'_> {
     fn drop(&mut self) {
-        let Some(mut core) = self.0.take() else {
-            return;
+        let finished = if self.0.finished_is_empty() {
+            Vec::new()
+        } else {
+            self.0.take_finished()
         };
-        if core.finished_is_empty() {
-            return;
-        }
-        let finished = core.take_finished();
-        drop(core);
+        // SAFETY: the guard is dropped once, here, and not used after.
+        unsafe { ManuallyDrop::drop(&mut self.0) };
         for f in finished {
             f.wake();
         }
