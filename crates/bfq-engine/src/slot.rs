@@ -484,9 +484,16 @@ impl Drop for SlotHold {
         // The buffer's and the waker's drops are the user's code: a panic
         // there is reported (by the panic hook) and contained, and the
         // slot still goes back to its pool.
-        let _ = catch_unwind(AssertUnwindSafe(|| s.buf.get_mut().clear()));
+        // (Only when there is one to drop: the common case, a buffer the
+        // submitter took and no waiter left, pays no call.)
+        let buf = s.buf.get_mut();
+        if buf.drop.is_some() {
+            let _ = catch_unwind(AssertUnwindSafe(|| buf.clear()));
+        }
         let waiter = s.waiter.get_mut().unwrap_or_else(|p| p.into_inner());
-        let _ = catch_unwind(AssertUnwindSafe(|| *waiter = Waiter::None));
+        if !matches!(waiter, Waiter::None) {
+            let _ = catch_unwind(AssertUnwindSafe(|| *waiter = Waiter::None));
+        }
         let (pool, slot) = (s.pool, self.0);
         let mine = POOL.try_with(|p| match p.try_borrow_mut() {
             Ok(mut p) => match p.as_mut() {
