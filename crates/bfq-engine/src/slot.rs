@@ -516,8 +516,8 @@ impl Drop for SlotHold {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::sync::atomic::AtomicU32;
-    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, AtomicU32};
+    use std::sync::{mpsc, Arc};
 
     /// Counts its drops.
     struct Counted(Arc<AtomicU32>, #[allow(dead_code)] [u64; 8]);
@@ -658,20 +658,6 @@ mod tests {
             t.join().unwrap();
         }
     }
-}
-
-#[cfg(test)]
-mod pool_paths {
-    use super::*;
-    use std::sync::atomic::{AtomicBool, AtomicU32};
-    use std::sync::Arc;
-
-    struct Counted(Arc<AtomicU32>, #[allow(dead_code)] [u64; 8]);
-    impl Drop for Counted {
-        fn drop(&mut self) {
-            self.0.fetch_add(1, Ordering::SeqCst);
-        }
-    }
 
     /// A slot taken, completed and given back on one thread, then reused.
     #[test]
@@ -701,20 +687,6 @@ mod pool_paths {
         // The slot is back in this thread's pool and reused.
         let (mine, req) = acquire(());
         drop((mine, req));
-    }
-
-    /// A slot whose thread has exited is given back by another: its
-    /// buffer is dropped once and the orphaned pool freed.
-    #[test]
-    fn a_slot_outliving_its_thread_drops_its_buffer_once() {
-        let drops = Arc::new(AtomicU32::new(0));
-        let d = drops.clone();
-        let (mine, req) = std::thread::spawn(move || acquire(Counted(d, [0; 8])))
-            .join()
-            .unwrap();
-        drop(mine);
-        req.complete(Ok(1)).wake();
-        assert_eq!(drops.load(Ordering::SeqCst), 1);
     }
 
     /// The result arrives while the submitter registers its waker.
@@ -775,20 +747,6 @@ mod pool_paths {
             h.join().unwrap();
         }
     }
-}
-
-#[cfg(test)]
-mod pool_orphans {
-    use super::*;
-    use std::sync::atomic::AtomicU32;
-    use std::sync::{mpsc, Arc};
-
-    struct Counted(Arc<AtomicU32>);
-    impl Drop for Counted {
-        fn drop(&mut self) {
-            self.0.fetch_add(1, Ordering::SeqCst);
-        }
-    }
 
     /// The owner exits while two other threads give its slots back.
     #[test]
@@ -811,7 +769,7 @@ mod pool_orphans {
         let d = drops.clone();
         let owner = std::thread::spawn(move || {
             for i in 0..6 {
-                let x = acquire(Counted(d.clone()));
+                let x = acquire(Counted(d.clone(), [0; 8]));
                 if i % 2 == 0 {
                     tx1.send(x).unwrap()
                 } else {
@@ -819,7 +777,7 @@ mod pool_orphans {
                 }
             }
             // a slot returned locally, then the thread exits with others out
-            let (m, r) = acquire(Counted(d.clone()));
+            let (m, r) = acquire(Counted(d.clone(), [0; 8]));
             drop(r);
             drop(m);
         });
