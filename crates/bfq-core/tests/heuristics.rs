@@ -1595,16 +1595,7 @@ fn h1_turn_samples_tune_b_max_under_a_mixed_workload_on_flash() {
     // idle turns serves the readers, and their own turns stay short.)
     let base = [("low_latency", "0"), ("injection", "0")];
     let kernel = mixed_workload_max_budget(&base);
-    // (With `bfq`'s back-shift after a timeout, as `bfq` runs them: under
-    // the kernel's rule the 5 s have 200 turns instead of 99, and none is
-    // sampled, so turn samples tune B_max here only together with
-    // `in_time_after_timeout`.)
-    let turns = mixed_workload_max_budget(&[
-        base[0],
-        base[1],
-        ("peak_rate_turn_samples", "1"),
-        ("in_time_after_timeout", "1"),
-    ]);
+    let turns = mixed_workload_max_budget(&[base[0], base[1], ("peak_rate_turn_samples", "1")]);
     eprintln!("B_max: kernel windows {kernel}, with turn samples {turns}");
     assert_eq!(kernel, bfq_core::bfq::DEFAULT_MAX_BUDGET);
     // A reader alone: 128 sectors per 264 us = 484 848 sectors/s, so

@@ -759,7 +759,7 @@ fn startup_best_noll(e: &ExpResult) -> Finding {
                 .join(", ")
         };
         c.evidence = format!(
-            "without raising, bash enters B-WF2Q+ at S = V with F = V + its budget (2/3 B_max) / w; under 10r-rand each reader's turn ends at T_max, charged B_max by time, more than its budget, of which it served little (in a trace of seed 1: 16384 sectors charged against budgets near 9450, about 160 served), and, its next request arriving in time, it re-enters with S = its old F and the unserved budget (`in_time_after_timeout`, a departure that keeps weighted shares where injected turns end at T_max), so every reader keeps an F below bash's and bash waits for their T_max turns; with the kernel's rule (no back-shift after a timeout) bash takes {}; a starting flow is charged its service (new_flow_charge_service), and with the kernel's time charging instead (B_max for a T_max turn) bash takes {}; {}",
+            "without raising, bash enters B-WF2Q+ at S = V with F = V + its budget (2/3 B_max) / w and waits for the flows whose F is smaller; a reader's turn that ends at T_max charged its time starts afresh (as in the kernel), one charged its service is back-shifted with its unserved budget (`in_time_after_timeout`, which keeps weighted shares where injected turns end at T_max); with the kernel's rule for both bash takes {}; a starting flow is charged its service (new_flow_charge_service), and with the kernel's time charging instead (B_max for a T_max turn) bash takes {}; {}",
             with(KERNEL_IN_TIME),
             with(KERNEL_CHARGING),
             c.evidence

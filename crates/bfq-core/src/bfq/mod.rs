@@ -991,6 +991,21 @@ impl Bfq {
         }
     }
 
+    /// A sync flow with a short think time whose last request has
+    /// completed stays counted in the census for `slice_idle` (its next
+    /// request is due a moment later), so that the others do not look
+    /// symmetric in the gap; returns whether `f` lingers.
+    fn linger(&mut self, f: FlowId, now: Time) -> bool {
+        let (slice_idle, guarantee) = (self.cfg.idle.slice_idle, self.cfg.guarantee.enabled);
+        let fs = self.flow_state_mut(f);
+        if !(guarantee && fs.sync && slice_idle > 0 && fs.think.short(slice_idle)) {
+            return false;
+        }
+        fs.linger_at = Some(now);
+        self.lingering.push(f.0, now);
+        true
+    }
+
     /// Drops from the census (and B-WF2Q+) the flows whose lingering after
     /// their last completion is over at `now` without a new request.
     fn end_lingering(&mut self, now: Time) {
@@ -1104,7 +1119,11 @@ impl Bfq {
                 2 * MS
             },
         };
-        let charge = charging::turn_charge(rule, &info) + turn.debt;
+        let own_charge = charging::turn_charge(rule, &info);
+        // Charged its time (more than the sectors it was served), not its
+        // service.
+        let time_charged = own_charge > turn.served;
+        let charge = own_charge + turn.debt;
         // Heuristic 1, report estimator (or turn samples on top of the
         // kernel's windows): sample the turn.
         let pr = &self.cfg.peak_rate;
@@ -1136,7 +1155,7 @@ impl Bfq {
         }
         let bcfg = self.cfg.budget;
         let qcfg = self.cfg.queue;
-        let shift = preemption::may_back_shift(&self.cfg.preempt, reason);
+        let shift = preemption::may_back_shift(&self.cfg.preempt, reason, time_charged);
         let fs = &mut self.topo.any_flow_mut(turn.flow).data;
         let ctx = FeedbackCtx {
             in_flight: fs.in_flight > 0,
@@ -1182,7 +1201,12 @@ impl Bfq {
         fs.inj.returning = out && !keep && shift && fs.sync && self.cfg.inject.enabled;
         fs.charged += charge;
         self.wf2q.expire(turn.entity, charge, busy || keep, next);
-        if gone_idle {
+        // A flow that goes idle as its turn ends lingers as after any last
+        // completion: without it, 100-weight random readers beside one of
+        // 300 on flash were not idled for in the moment the heavier one,
+        // just expired, had nothing in flight, and got one request per turn
+        // (612:1 instead of 3:1 without the back-shift after a timeout).
+        if gone_idle && !self.linger(turn.flow, now) {
             self.set_busy(turn.flow, false, now);
         }
         if raise_over {
@@ -1899,16 +1923,9 @@ impl Scheduler for Bfq {
         self.last_completion = Some((owner.0, now));
         // The active flow stays busy until its turn ends (as the kernel's
         // in-service queue): the idling decision must see it.
-        if idle_now && self.turn.is_none_or(|t| t.flow != owner) {
-            let (slice_idle, guarantee) = (self.cfg.idle.slice_idle, self.cfg.guarantee.enabled);
-            let fs = self.flow_state_mut(owner);
-            if guarantee && fs.sync && slice_idle > 0 && fs.think.short(slice_idle) {
-                fs.linger_at = Some(now);
-                self.lingering.push(owner.0, now);
-            } else {
-                self.set_busy(owner, false, now);
-                self.leave_tree(owner);
-            }
+        if idle_now && self.turn.is_none_or(|t| t.flow != owner) && !self.linger(owner, now) {
+            self.set_busy(owner, false, now);
+            self.leave_tree(owner);
         }
         if let Some(turn) = self.turn {
             if turn.flow == owner && idle_now {
