@@ -236,6 +236,14 @@ struct Flusher {
 
 /// Writeback chunk per source turn (Linux MAX_WRITEBACK_PAGES: 4 MiB).
 const FLUSH_QUANTUM: u64 = (4 << 20) / SECTOR_BYTES;
+/// Where a read-ahead reader's file offset `off` (in sectors) lies: its
+/// sector on the device (the file wraps around the flow's region) and the
+/// sectors left before the wrap.
+fn file_sector(plan: &FlowPlan, off: u64) -> (u64, u64) {
+    let len = plan.region_len;
+    (plan.region_start + off % len, len - off % len)
+}
+
 /// An indirect block (4 KiB, ext2/ext3's usual block size).
 const INDIRECT_BLOCK_SECTORS: u64 = 8;
 /// Largest merged writeback request (512 KiB, a common max_sectors_kb).
@@ -1208,10 +1216,8 @@ impl<'p> Sim<'p> {
             self.issue_window(i, end)?;
             return Ok(true);
         }
-        let off = f.mapped_to;
-        let len = f.plan.region_len;
-        let n = INDIRECT_BLOCK_SECTORS.min(len - off % len);
-        let sector = f.plan.region_start + off % len;
+        let (sector, to_wrap) = file_sector(&f.plan, f.mapped_to);
+        let n = INDIRECT_BLOCK_SECTORS.min(to_wrap);
         f.pending_window = Some(end);
         f.indirect_inflight = true;
         f.outstanding += 1;
@@ -1258,10 +1264,8 @@ impl<'p> Sim<'p> {
         while self.flows[i].ra.issued_to < end {
             let f = &mut self.flows[i];
             let from = f.ra.issued_to;
-            let len = f.plan.region_len;
-            let to_wrap = len - from % len;
+            let (sector, to_wrap) = file_sector(&f.plan, from);
             let n = (end - from).min(u64::from(FLUSH_MAX_REQ)).min(to_wrap);
-            let sector = f.plan.region_start + from % len;
             f.ra.issued(from + n);
             f.run_issued += n;
             f.outstanding += 1;
