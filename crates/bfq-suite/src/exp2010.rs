@@ -1809,7 +1809,7 @@ fn video_turns(e: &ExpResult) -> Finding {
         Cause::new(
             CauseKind::Scheduler,
             format!(
-                "a new stream starts with the 2010 rules' initial budget, B_max/4 = 1024 sectors, and a stream that falls behind has its next read-ahead window queued as the one it waited for completes (Linux issues the next window when the program reaches the marker), so it exhausts a 256-sector budget, which then grows by B_max/8 = 512: longest turn {} sectors, mean {}; the paper's streams, within 1% loss, never got that far behind",
+                "a new stream starts with the 2010 rules' initial budget, B_max = 4096 sectors, and a stream that falls behind has its next read-ahead window queued as the one it waited for completes (Linux issues the next window when the program reaches the marker), so it exhausts a 256-sector budget, which then grows by B_max/8 = 512: longest turn {} sectors, mean {}; the paper's streams, within 1% loss, never got that far behind",
                 n(e.mean("30movies", BFQ4, "turn_max").unwrap_or(f64::NAN)),
                 n(e.mean("30movies", BFQ4, "turn").unwrap_or(f64::NAN))
             ),

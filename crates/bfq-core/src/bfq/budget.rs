@@ -5,7 +5,9 @@
 //!
 //! - `2010` (2010 paper, Fig. 3 lines 24-38 and 59-66): exhaustion grows the
 //!   budget linearly by `budget_inc_step`; no more requests sets it to the
-//!   service consumed; a budget timeout keeps it. Initial budget B_max/4.
+//!   service consumed; a budget timeout keeps it. Initial budget B_max:
+//!   "BFQ assigns the maximum possible budget B_max to a just-created
+//!   application" (2014 report, Sec. 4.3, of the BFQ it compares with).
 //! - `bfq-plus-2014` (2014 report, Sec. 4.3, multiplicative increase /
 //!   linear decrease): no more backlog with requests still in flight
 //!   doubles the budget proactively, without requests in flight decreases
@@ -117,11 +119,11 @@ impl BudgetConfig {
     pub fn paper_2010(max_budget: u64) -> Self {
         BudgetConfig {
             max_budget,
-            initial_budget: (max_budget / 4).max(1),
+            initial_budget: max_budget.max(1),
             inc_step: (max_budget / 8).max(1),
             min_budget: (max_budget / 32).max(1),
             feedback: Feedback::Paper2010,
-            initial_pct: 25,
+            initial_pct: 100,
             raised_feedback: false,
         }
     }
