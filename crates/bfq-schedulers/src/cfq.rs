@@ -29,7 +29,12 @@
 //!   busy sync queues of a class fit in `target_latency` (300 ms), never
 //!   below `2 * slice_idle` scaled by level; and async queues may keep only
 //!   as many requests in flight as whole `slice_sync`s have passed since
-//!   the last sync completion (at least one when none is in flight).
+//!   the last *delayed* sync completion, one that came at least
+//!   `fifo_expire_sync` after its request was queued (at least one when
+//!   none is in flight). That is 2.6.33's rule (`last_delayed_sync`, the
+//!   kernel the 2014 report ran was 2.6.34); 2.6.32 counted from any sync
+//!   completion, which keeps a stream of sync reads from ever letting more
+//!   than one async request through.
 //!
 //! Groups (the blkio controller of 2.6.33) are not modelled: all flows
 //! share one round robin.
@@ -39,7 +44,7 @@ use bfq_core::settings::MAX_DURATION;
 use bfq_core::table::{check_time, dispatch_past_end, RequestTable, SlotIdx, Topology};
 use bfq_core::{
     DeviceInfo, Dispatch, FlowId, FlowSpec, IoClass, Op, ReqId, Request, SchedError, Scheduler,
-    Settings, Time, MS,
+    Settings, Time, MS, SEC,
 };
 use std::collections::{BTreeSet, VecDeque};
 
@@ -116,7 +121,10 @@ pub struct Cfq {
     last_pos: u64,
     sync_flight: u32,
     last_end_nonidle: Time,
-    last_sync_end: Time,
+    /// Last sync completion that came `fifo_expire_sync` or more after its
+    /// request was queued (2.6.33 `last_delayed_sync`; none yet: the kernel
+    /// starts it 1 s before the queue was set up).
+    last_delayed_sync: Option<Time>,
     hw_tag: bool,
     // Tunables.
     quantum: u32,
@@ -196,7 +204,7 @@ impl Cfq {
             last_pos: 0,
             sync_flight: 0,
             last_end_nonidle: 0,
-            last_sync_end: 0,
+            last_delayed_sync: None,
             hw_tag: false,
             quantum: s.u64_in("quantum", 4, 1, 1 << 16)? as u32,
             fifo_expire: [
@@ -371,7 +379,10 @@ impl Cfq {
             return None;
         }
         if !sync && self.low_latency {
-            let mut depth = (now.saturating_sub(self.last_sync_end) / self.slice_sync) as u32;
+            let since = self
+                .last_delayed_sync
+                .map_or(now.saturating_add(SEC), |t| now.saturating_sub(t));
+            let mut depth = (since / self.slice_sync).min(u64::from(u32::MAX)) as u32;
             if depth == 0 && dispatched == 0 {
                 depth = 1;
             }
@@ -584,7 +595,10 @@ impl Scheduler for Cfq {
         qq.last_end_request = now;
         if qq.sync {
             self.sync_flight -= 1;
-            self.last_sync_end = now;
+            // `expire` is the request's arrival plus `fifo_expire_sync`.
+            if slot.extra.expire <= now {
+                self.last_delayed_sync = Some(now);
+            }
         }
         if qq.class != IoClass::Idle {
             self.last_end_nonidle = now;

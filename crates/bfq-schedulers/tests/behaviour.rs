@@ -430,3 +430,45 @@ fn every_scheduler_runs_a_mixed_workload() {
         }
     }
 }
+
+/// CFQ with `low_latency` (2.6.33+, the 2014 report's 2.6.34) holds async
+/// requests back only after a *delayed* sync completion, one that came
+/// `fifo_expire_sync` (125 ms) or more after its request was queued: the
+/// async queue may then keep one request in flight per whole `slice_sync`
+/// (100 ms) since that completion. A sync read served at once does not
+/// count (2.6.32 counted it, and kept every async queue at one request).
+#[test]
+fn cfq_throttles_async_requests_only_after_a_delayed_sync_completion() {
+    // In flight for the async flow at 250 ms, after a sync read queued at
+    // 0 and completed at `done`.
+    let async_in_flight_after = |done: u64| {
+        let mut s = bfq_schedulers::build("cfq", &Settings::new()).unwrap();
+        s.set_device(bfq_core::DeviceInfo {
+            queue_depth: 32,
+            queues_internally: true,
+            rotational: true,
+        });
+        let r = s.add_flow(0, FlowSpec::default()).unwrap();
+        let w = s.add_flow(0, FlowSpec::default()).unwrap();
+        s.add_request(0, read4k(1, r, 0)).unwrap();
+        let Dispatch::Request(_) = s.dispatch(0) else {
+            panic!("the read is dispatched")
+        };
+        s.complete(done, 1).unwrap();
+        let now = 250 * MS;
+        for id in 2..10 {
+            let mut req = read4k(id, w, 1_000_000 + 8 * id);
+            (req.op, req.sync) = (bfq_core::Op::Write, false);
+            s.add_request(now, req).unwrap();
+        }
+        let mut n = 0;
+        while let Dispatch::Request(_) = s.dispatch(now) {
+            n += 1;
+        }
+        n
+    };
+    // served at once: not delayed, the async queue goes to its quantum (4)
+    assert_eq!(async_in_flight_after(MS), 4);
+    // delayed (130 ms): 120 ms later, one whole slice_sync has passed
+    assert_eq!(async_in_flight_after(130 * MS), 1);
+}
