@@ -352,6 +352,46 @@ fn startup_replay_repeats_and_times_runs() {
     assert!(r.sim_time_s < 15.0);
 }
 
+/// Start-ups repeated at different phases (issue deliverable 7): each
+/// repeat starts `repeat` after the previous run ended plus its own draw
+/// in [0, `start_jitter`]; with no jitter every pause is exactly `repeat`.
+#[test]
+fn repeated_runs_start_at_drawn_phases() {
+    let pauses = |jitter: &str| {
+        let s = format!("name = \"t\"\nduration = \"60s\"\n[device]\npreset = \"maxtor-stm332061\"\n[[flow]]\nname = \"bash\"\npattern = \"replay\"\nreplay = \"traces/bash.csv\"\nregion = {{ start = \"60G\", size = \"20G\" }}\nrepeat = \"1s\"\nruns = 10\nstart_jitter = \"{jitter}\"\n");
+        let scen = Scenario::from_toml_str_in(
+            &s,
+            "t",
+            std::path::Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../../scenarios")),
+        )
+        .unwrap();
+        let r = simulate(&scen, Box::new(Fifo::new()), 1, SimOptions::default()).unwrap();
+        let f = &r.flows[0];
+        let starts: Vec<f64> = f
+            .completions_s
+            .iter()
+            .zip(&f.run_times_s)
+            .map(|(end, len)| end - len)
+            .collect();
+        f.completions_s
+            .iter()
+            .zip(&starts[1..])
+            .map(|(end, next)| next - end)
+            .collect::<Vec<f64>>()
+    };
+    let fixed = pauses("0s");
+    assert!(fixed.iter().all(|p| (p - 1.0).abs() < 1e-6), "{fixed:?}");
+    let drawn = pauses("500ms");
+    assert_eq!(drawn.len(), 9);
+    assert!(
+        drawn.iter().all(|p| (1.0 - 1e-6..=1.5 + 1e-6).contains(p)),
+        "{drawn:?}"
+    );
+    let spread = drawn.iter().cloned().fold(f64::MIN, f64::max)
+        - drawn.iter().cloned().fold(f64::MAX, f64::min);
+    assert!(spread > 0.2, "{drawn:?}");
+}
+
 #[test]
 fn msr_trace_replays_open_loop() {
     let dir = std::env::temp_dir().join(format!("bfq-sim-msr-{}", std::process::id()));
