@@ -82,7 +82,17 @@ pub fn run(text: &str, origin: &str, ctx: &Ctx) -> anyhow::Result<SimResult> {
 
 /// [`run`], measuring how the scheduler served the flows from the trace.
 pub fn run_traced(text: &str, origin: &str, ctx: &Ctx) -> anyhow::Result<(SimResult, Service)> {
-    let mut svc = Service::new();
+    run_traced_from(text, origin, ctx, 0)
+}
+
+/// [`run_traced`], with the service pattern counted from `from_ns` on.
+pub fn run_traced_from(
+    text: &str,
+    origin: &str,
+    ctx: &Ctx,
+    from_ns: u64,
+) -> anyhow::Result<(SimResult, Service)> {
+    let mut svc = Service::from(from_ns);
     let mut buf = std::io::BufWriter::with_capacity(1 << 16, &mut svc);
     let opts = SimOptions {
         trace: Some(&mut buf),

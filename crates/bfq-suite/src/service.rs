@@ -8,12 +8,14 @@
 use std::collections::HashMap;
 use std::io::{self, Write};
 
-/// Per flow: dispatched sectors and dispatch runs.
+/// Per flow: dispatched sectors, dispatch runs, and the time its runs
+/// held the device (from a run's first dispatch to the next run's).
 #[derive(Clone, Debug, Default)]
 struct FlowRuns {
     sectors: u64,
     runs: u64,
     longest: u64,
+    time_ns: u64,
 }
 
 /// Service pattern of one run, fed line by line by the simulator's trace
@@ -29,6 +31,10 @@ pub struct Service {
     depth_ns: f64,
     t0: Option<u64>,
     t_last: u64,
+    /// First dispatch of the current run.
+    run_start: u64,
+    /// Events before this time (ns) are not counted.
+    from_ns: u64,
 }
 
 impl Service {
@@ -37,12 +43,24 @@ impl Service {
         Service::default()
     }
 
+    /// A pattern that counts only the events from `from_ns` on (a window
+    /// at the end of a run).
+    pub fn from(from_ns: u64) -> Service {
+        Service {
+            from_ns,
+            ..Service::default()
+        }
+    }
+
     fn line(&mut self, l: &str) {
         let mut it = l.split(',');
         let (Some(t), Some(ev), Some(flow)) = (it.next(), it.next(), it.next()) else {
             return;
         };
         let Ok(t) = t.parse::<u64>() else { return };
+        if t < self.from_ns {
+            return;
+        }
         let sectors: u64 = it.nth(2).and_then(|s| s.parse().ok()).unwrap_or(0);
         if ev == "D" || ev == "C" {
             self.t0.get_or_insert(t);
@@ -53,7 +71,8 @@ impl Service {
             "D" => {
                 self.depth += 1;
                 if self.last.as_deref() != Some(flow) {
-                    self.close_run();
+                    self.close_run(t);
+                    self.run_start = t;
                     self.last = Some(flow.to_string());
                     self.flows.entry(flow.to_string()).or_default().runs += 1;
                 }
@@ -68,17 +87,55 @@ impl Service {
         }
     }
 
-    fn close_run(&mut self) {
+    /// Closes the current run at `t` (the next run's first dispatch, or
+    /// the last event).
+    fn close_run(&mut self, t: u64) {
         if let Some(f) = self.last.as_ref().and_then(|l| self.flows.get_mut(l)) {
             f.longest = f.longest.max(self.run);
+            f.time_ns += t.saturating_sub(self.run_start);
         }
         self.run = 0;
     }
 
     /// Ends the measurement (closes the current run).
     pub fn finish(mut self) -> Service {
-        self.close_run();
+        self.close_run(self.t_last);
         self
+    }
+
+    /// Share of the device time (from the first dispatch to the last
+    /// event) held by the dispatch runs of the flows matching `pred`: a
+    /// run holds the device from its first dispatch to the next run's
+    /// (its positioning, transfer and any idling for its flow). NaN when
+    /// nothing was dispatched.
+    pub fn time_share(&self, pred: impl Fn(&str) -> bool) -> f64 {
+        let all: u64 = self.flows.values().map(|f| f.time_ns).sum();
+        let mine: u64 = self
+            .flows
+            .iter()
+            .filter(|(n, _)| pred(n))
+            .map(|(_, f)| f.time_ns)
+            .sum();
+        if all == 0 {
+            f64::NAN
+        } else {
+            mine as f64 / all as f64
+        }
+    }
+
+    /// Mean time (ms) a dispatch run of the flows matching `pred` held the
+    /// device (NaN when none was dispatched).
+    pub fn mean_run_ms(&self, pred: impl Fn(&str) -> bool) -> f64 {
+        let (t, r) = self
+            .flows
+            .iter()
+            .filter(|(n, _)| pred(n))
+            .fold((0u64, 0u64), |(t, r), (_, f)| (t + f.time_ns, r + f.runs));
+        if r == 0 {
+            f64::NAN
+        } else {
+            t as f64 / r as f64 / 1e6
+        }
     }
 
     /// Mean sectors per dispatch run of the flows whose name matches
@@ -182,5 +239,23 @@ mod tests {
         // Depth: 2 for 1 us, 2 for 1 us, 2 for 1 us, 1 for 1 us: 7/4.
         assert!((s.mean_depth() - 1.75).abs() < 1e-9, "{}", s.mean_depth());
         assert!((s.runs_per_s() - 3.0 / 4e-6).abs() < 1e-3);
+        // Device time: a 0..1000 and 2000..4000 (the last event), b 1000..2000.
+        assert!((s.time_share(|f| f == "a") - 0.75).abs() < 1e-9);
+        assert!((s.mean_run_ms(|f| f == "a") - 0.0015).abs() < 1e-12);
+        assert!((s.mean_run_ms(|f| f == "b") - 0.001).abs() < 1e-12);
+        assert!(s.mean_run_ms(|f| f == "c").is_nan());
+    }
+
+    /// A pattern counted from a time on ignores what came before.
+    #[test]
+    fn a_window_counts_only_its_events() {
+        let t = "0,D,a,1,0,8,R\n1000,C,a,1,0,8,R\n1000,D,b,2,99,8,R\n\
+                 2000,C,b,2,99,8,R\n2000,D,a,3,8,8,R\n3000,C,a,3,8,8,R\n";
+        let mut s = Service::from(1000);
+        s.write_all(t.as_bytes()).unwrap();
+        let s = s.finish();
+        assert_eq!(s.mean_run_sectors(|f| f == "a"), 8.0);
+        assert!((s.time_share(|f| f == "b") - 0.5).abs() < 1e-9);
+        assert!((s.mean_run_ms(|f| f == "a") - 0.001).abs() < 1e-12);
     }
 }
