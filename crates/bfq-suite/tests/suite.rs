@@ -170,7 +170,9 @@ fn every_finding_of_the_full_suite_has_its_cause() {
 /// docs/suite.md and scenarios/2010-video.toml say what the code runs.
 #[test]
 fn the_video_stream_is_described_as_it_runs() {
-    use bfq_suite::exp2010::{STREAM_BYTES, STREAM_DEADLINE, STREAM_EVERY};
+    use bfq_suite::exp2010::{
+        STREAM_BYTES, STREAM_DEADLINE, STREAM_EVERY, STREAM_GAP, STREAM_READAHEAD,
+    };
     let kib = STREAM_BYTES.trim_end_matches('k');
     let ms = STREAM_EVERY.trim_end_matches("ms");
     let text = format!("{kib} KiB every {ms} ms");
@@ -196,4 +198,20 @@ fn the_video_stream_is_described_as_it_runs() {
         sc.contains(&text),
         "scenario description does not say {text}"
     );
+    // one window at a time, and the thread's time between reads
+    for want in [
+        format!("readahead_style = \"{STREAM_READAHEAD}\""),
+        format!("gap = \"{STREAM_GAP}\""),
+    ] {
+        assert_eq!(
+            sc.matches(&want).count(),
+            movies,
+            "scenario streams lack {want}"
+        );
+        assert!(e.what.contains(&want), "report: {}", e.what);
+        assert!(
+            doc.contains(&format!("`{want}`")),
+            "docs/suite.md does not say `{want}`"
+        );
+    }
 }
