@@ -12,8 +12,11 @@
 //! it, only after all its requests completed.
 //!
 //! `t_wait` (0 = off; the paper used 0 and 4 ms): after the last queued
-//! request of a flow completes, the next batch is not formed until that
-//! flow issues a new request or `t_wait` passes.
+//! request of a flow completes, the disk is kept idle (nothing more of the
+//! batch either) until that flow issues a new request or `t_wait` passes:
+//! the 2010 paper's SCAN-EDF and YFQ alike "keep the disk idle until either
+//! a new request of the just served application arrives, or a
+//! configurable T_wait time interval elapses" (Sec. V-A).
 //!
 //! Choices: the virtual time `V` is the start tag of the last request put
 //! in a batch (the request in service in the WFQ sense), never decreasing;
@@ -176,16 +179,16 @@ impl Scheduler for Yfq {
         if let Some(d) = dispatch_past_end(now, self.queued()) {
             return d;
         }
+        if self.table.queued() == 0 {
+            return Dispatch::Empty;
+        }
+        if let Some((_, until)) = self.wait_for {
+            if now < until {
+                return Dispatch::Idle { until };
+            }
+            self.wait_for = None;
+        }
         if self.batch.is_empty() {
-            if self.table.queued() == 0 {
-                return Dispatch::Empty;
-            }
-            if let Some((_, until)) = self.wait_for {
-                if now < until {
-                    return Dispatch::Idle { until };
-                }
-                self.wait_for = None;
-            }
             if !self.overlap && self.prev_in_flight + self.cur_in_flight > 0 {
                 return Dispatch::Wait;
             }

@@ -472,3 +472,36 @@ fn cfq_throttles_async_requests_only_after_a_delayed_sync_completion() {
     // delayed (130 ms): 120 ms later, one whole slice_sync has passed
     assert_eq!(async_in_flight_after(130 * MS), 1);
 }
+
+/// YFQ with `t_wait`, as the 2010 paper ran SCAN-EDF and YFQ (Sec. V-A):
+/// after the last request of an application completes, the disk is kept
+/// idle until that application issues again or `t_wait` passes, even
+/// with other requests of the current batch waiting; a new request of the
+/// application ends the wait.
+#[test]
+fn yfq_keeps_the_disk_idle_for_the_flow_just_served() {
+    let mut s = bfq_schedulers::build(
+        "yfq",
+        &Settings::from_pairs([("bt_size", "4"), ("t_wait", "4ms")]),
+    )
+    .unwrap();
+    let a = s.add_flow(0, FlowSpec::default()).unwrap();
+    let b = s.add_flow(0, FlowSpec::default()).unwrap();
+    s.add_request(0, read4k(1, a, 0)).unwrap();
+    s.add_request(0, read4k(2, b, 1000)).unwrap();
+    let Dispatch::Request(r) = s.dispatch(0) else {
+        panic!("a's read first (C-LOOK from sector 0)")
+    };
+    assert_eq!(r.id, 1);
+    s.complete(MS, 1).unwrap();
+    // b's read is in the batch, but the disk waits for a
+    match s.dispatch(MS) {
+        Dispatch::Idle { until } => assert_eq!(until, 5 * MS),
+        d => panic!("expected idling for a, got {d:?}"),
+    }
+    // a issues again within t_wait: the wait ends
+    s.add_request(2 * MS, read4k(3, a, 8)).unwrap();
+    let Dispatch::Request(_) = s.dispatch(2 * MS) else {
+        panic!("dispatches once a has issued")
+    };
+}

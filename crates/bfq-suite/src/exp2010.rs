@@ -1984,7 +1984,7 @@ fn video_cause(e: &ExpResult) -> Cause {
         Cause::new(
             CauseKind::Scheduler,
             format!(
-                "ours vs paper: {list}; with 24 movies (345-360 s) the streams' turns took {}: a scheduler whose stream turns cost less keeps more movies, and our YFQ's cost no idling (it waits T_wait only before forming its next batch, docs/schedulers.md), where the paper's kept the disk idle after each application's last request (Sec. V-A)",
+                "ours vs paper: {list}; with 24 movies (345-360 s) the streams' turns took {}: a scheduler whose stream turns cost less keeps more movies",
                 turns_at_24_txt(e)
             ),
         )
