@@ -23,8 +23,7 @@ pub fn size(s: &str) -> Result<u64, String> {
     }
 }
 
-/// A duration (`250ms`, `1.5s`, `500us`; a bare number is milliseconds).
-/// `--kernel-groups per-flow|one`.
+/// `--kernel-groups per-flow|per-process|one`.
 pub fn kernel_groups(s: &str) -> Result<bfq_real::KernelGroups, String> {
     bfq_real::KernelGroups::parse(s)
         .ok_or_else(|| format!("'{s}' is not per-flow, per-process or one"))
@@ -39,6 +38,12 @@ pub fn submit_mode(s: &str) -> Result<bfq_engine::SubmitMode, String> {
     }
 }
 
+/// `--kernel-client uring|pread`.
+pub fn kernel_client(s: &str) -> Result<bfq_real::KernelClient, String> {
+    bfq_real::KernelClient::parse(s).ok_or_else(|| format!("'{s}' is not uring or pread"))
+}
+
+/// A duration (`250ms`, `1.5s`, `500us`; a bare number is milliseconds).
 pub fn duration(s: &str) -> Result<std::time::Duration, String> {
     bfq_core::settings::parse_duration(s)
         .map(std::time::Duration::from_nanos)

@@ -86,6 +86,10 @@ pub enum BenchCmd {
         /// cgroup).
         #[arg(long, default_value = "one", value_parser = crate::args::kernel_groups)]
         kernel_groups: bfq_real::KernelGroups,
+        /// How kernel:* flows of one request each issue it: `uring`
+        /// (default, as the engine's flows) or `pread`.
+        #[arg(long, default_value = "uring", value_parser = crate::args::kernel_client)]
+        kernel_client: bfq_real::KernelClient,
         /// Do not run fio as a reference (by default it runs when installed:
         /// the same jobs x depth with io_uring, on the kernel's `none`,
         /// every job in the benchmark's own cgroup).
@@ -145,6 +149,10 @@ pub enum BenchCmd {
         /// (repeatable), e.g. idle_on_queueing_devices=1.
         #[arg(long = "set")]
         set: Vec<String>,
+        /// How the kernel:bfq readers issue requests: `uring` (default,
+        /// as the engine's flows) or `pread`.
+        #[arg(long, default_value = "uring", value_parser = crate::args::kernel_client)]
+        kernel_client: bfq_real::KernelClient,
     },
 }
 
@@ -252,6 +260,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
             sqpoll,
             cpus,
             kernel_groups,
+            kernel_client,
             no_fio,
             fio_on,
         } => {
@@ -266,7 +275,10 @@ pub fn run(a: Args) -> anyhow::Result<()> {
                 size.as_deref(),
                 device,
                 (nice, async_submit, repeat.max(1), sqpoll),
-                (kernel_groups, if no_fio { Vec::new() } else { fio_on }),
+                (
+                    (kernel_groups, kernel_client),
+                    if no_fio { Vec::new() } else { fio_on },
+                ),
                 a.json,
             )
         }
@@ -285,13 +297,14 @@ pub fn run(a: Args) -> anyhow::Result<()> {
             block,
             depth,
             set,
+            kernel_client,
         } => fairness(
             schedulers,
             seconds,
             file,
             &size,
             &block,
-            (depth, set),
+            (depth, set, kernel_client),
             a.json,
         ),
     }
@@ -306,7 +319,10 @@ fn randread(
     size: Option<&str>,
     device: Option<PathBuf>,
     (nice, async_submit, repeat, sqpoll): (i32, bool, u32, u32),
-    (kernel_groups, fio_on): (bfq_real::KernelGroups, Vec<String>),
+    ((kernel_groups, kernel_client), fio_on): (
+        (bfq_real::KernelGroups, bfq_real::KernelClient),
+        Vec<String>,
+    ),
     json_out: bool,
 ) -> anyhow::Result<()> {
     sys::require_root("bench-engine randread (loop device, kernel schedulers)")?;
@@ -382,6 +398,7 @@ fn randread(
                 cfg.async_submit = async_submit;
                 cfg.sqpoll_idle_ms = sqpoll;
                 cfg.kernel_groups = kernel_groups;
+                cfg.kernel_client = kernel_client;
                 // The engine submits to the device's own queue: run it on
                 // `none`, as kernel:none and fio:none are (a device given
                 // with --device may have another scheduler).
@@ -432,7 +449,7 @@ fn randread(
             "bench": "randread", "device": dev, "loop_direct_io": sys::loop_direct_io(&dev),
             "region_bytes": size, "block": 4096, "total_depth": depth,
             "seconds": seconds, "cpus": cpus, "kernel_groups": kernel_groups.name(),
-            "fio": fio, "rows": v}))?
+            "kernel_client": kernel_client.name(), "fio": fio, "rows": v}))?
         );
         return Ok(());
     }
@@ -443,7 +460,7 @@ fn randread(
     };
     println!(
         "4 KiB random reads on {}{dio} (the first {} MiB), {} requests outstanding in total, {seconds} s each, \
-         threads on CPUs {cpus:?}; kernel:* flows {}{}",
+         threads on CPUs {cpus:?}; kernel:* flows {}, {} at depth 1{}",
         dev.display(),
         size >> 20,
         depth,
@@ -452,6 +469,7 @@ fn randread(
             bfq_real::KernelGroups::PerFlow => "in a cgroup each",
             bfq_real::KernelGroups::PerProcess => "a process and a cgroup each",
         },
+        kernel_client.name(),
         fio.as_ref()
             .map(|v| format!("; {v}: jobs x depth = flows x qd/fl, io_uring, one cgroup"))
             .unwrap_or_default()
@@ -591,7 +609,7 @@ fn fairness(
     file: PathBuf,
     size: &str,
     block: &str,
-    (depth, set): (u32, Vec<String>),
+    (depth, set, kernel_client): (u32, Vec<String>, bfq_real::KernelClient),
     json_out: bool,
 ) -> anyhow::Result<()> {
     sys::require_root("bench-engine fairness (loop device, kernel:bfq)")?;
@@ -634,6 +652,7 @@ fn fairness(
             );
             cfg.submit_mode = mode;
             cfg.queue_depth = depth;
+            cfg.kernel_client = kernel_client;
             let r = bfq_real::run(&cfg, &descs).map_err(|e| anyhow::anyhow!("{s}: {e}"))?;
             results.push((weights.to_vec(), s.clone(), r));
         }

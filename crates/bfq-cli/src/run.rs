@@ -82,10 +82,12 @@ pub struct Args {
     /// schedulers do). docs/engine.md.
     #[arg(long, default_value = "local", value_parser = crate::args::submit_mode)]
     pub submit: bfq_engine::SubmitMode,
-    /// kernel:* flows of depth 1 submit through their own io_uring ring
-    /// (as the engine's flows do) instead of `pread`/`pwrite`.
-    #[arg(long)]
-    pub kernel_uring: bool,
+    /// How kernel:* flows of depth 1 issue requests: `uring` (default:
+    /// each flow thread through its own io_uring ring, waiting in
+    /// `io_uring_enter`, as the engine's flows do) or `pread` (blocking
+    /// `pread`/`pwrite` calls). Deeper flows always use a ring.
+    #[arg(long, default_value = "uring", value_parser = crate::args::kernel_client)]
+    pub kernel_client: bfq_real::KernelClient,
     /// Before the flows, one sequential 128 KiB reader reads alone for
     /// this many seconds (more than 0, at most 60) through the same
     /// scheduler, so that a bfq learning the device's peak rate (auto
@@ -186,7 +188,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     cfg.trace = a.trace.clone();
     cfg.kernel_groups = a.kernel_groups;
     cfg.submit_mode = a.submit;
-    cfg.kernel_uring = a.kernel_uring;
+    cfg.kernel_client = a.kernel_client;
     if let Some(w) = a.warm_up {
         if !(w.is_finite() && w > 0.0 && w <= 60.0) {
             anyhow::bail!("--warm-up {w}: must be more than 0 and at most 60 seconds");

@@ -253,6 +253,45 @@ impl KernelGroups {
     }
 }
 
+/// How a `kernel:*` flow of depth 1 issues its requests.
+///
+/// The engine's flows submit through io_uring: each flow thread pushes its
+/// request on its own ring and waits for the completion in
+/// `io_uring_enter`. [`KernelClient::Uring`] does the same on the kernel
+/// side, so that a comparison of a kernel scheduler with the engine's
+/// differs in the scheduler, not in the clients; [`KernelClient::Pread`]
+/// issues blocking `pread`/`pwrite` calls instead (the block layer's
+/// synchronous direct-I/O path, as `fio --ioengine=psync`). Flows deeper
+/// than 1 always use their own ring.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum KernelClient {
+    /// Each flow thread submits through its own io_uring ring and waits
+    /// in `io_uring_enter` (default: as the engine's flows).
+    #[default]
+    Uring,
+    /// Each flow thread issues blocking `pread`/`pwrite` calls.
+    Pread,
+}
+
+impl KernelClient {
+    /// Parses `uring` or `pread`.
+    pub fn parse(s: &str) -> Option<KernelClient> {
+        match s {
+            "uring" => Some(KernelClient::Uring),
+            "pread" => Some(KernelClient::Pread),
+            _ => None,
+        }
+    }
+
+    /// `uring` or `pread`.
+    pub fn name(self) -> &'static str {
+        match self {
+            KernelClient::Uring => "uring",
+            KernelClient::Pread => "pread",
+        }
+    }
+}
+
 /// A run of a workload.
 #[derive(Clone, Debug)]
 pub struct RunConfig {
@@ -275,10 +314,9 @@ pub struct RunConfig {
     pub groups: Vec<GroupDesc>,
     /// How `kernel:*` runs place flows in cgroups.
     pub kernel_groups: KernelGroups,
-    /// `kernel:*` flows of depth 1 submit through their own io_uring ring,
-    /// as the engine's flows do, instead of `pread`/`pwrite` (default
-    /// false; deeper flows always use a ring).
-    pub kernel_uring: bool,
+    /// How `kernel:*` flows of depth 1 issue requests (default
+    /// [`KernelClient::Uring`], as the engine's flows).
+    pub kernel_client: KernelClient,
     /// Nice value of the engine's dispatcher thread.
     pub dispatcher_nice: i32,
     /// Who submits (each flow's thread on its own ring, or one
@@ -314,7 +352,7 @@ impl RunConfig {
             create_size: None,
             groups: Vec::new(),
             kernel_groups: KernelGroups::PerFlow,
-            kernel_uring: false,
+            kernel_client: KernelClient::Uring,
             dispatcher_nice: 0,
             submit_mode: bfq_engine::SubmitMode::default(),
             async_submit: false,

@@ -231,10 +231,11 @@ mod tests {
             writable: false,
             duration: Duration::from_secs(5),
             interval: Duration::from_millis(100),
-            uring: true,
+            client: crate::desc::KernelClient::Pread,
         };
         let back: KernelJob = serde_json::from_str(&serde_json::to_string(&job).unwrap()).unwrap();
         assert_eq!(back.desc, job.desc);
+        assert_eq!(back.client, job.client);
         assert_eq!(
             (back.index, back.region, back.duration),
             (3, (4096, 1 << 20), job.duration)

@@ -1,13 +1,14 @@
 //! Real runs under the kernel's schedulers (`kernel:bfq`,
 //! `kernel:mq-deadline`, `kernel:kyber`, `kernel:none`): the device's
 //! scheduler is switched for the run, and each flow ([`KernelJob`])
-//! submits directly to the block device (`pread`/`pwrite` at depth 1
-//! unless [`RunConfig::kernel_uring`], its own io_uring ring deeper), with its I/O priority set and placed in a
+//! submits directly to the block device (through its own io_uring ring,
+//! or `pread`/`pwrite` at depth 1 with [`KernelClient::Pread`]), with its
+//! I/O priority set and placed in a
 //! cgroup carrying its weight: as a thread on cgroup v1 blkio, as a
 //! process of its own on cgroup v2 ([`crate::flowproc`]). **This is where
 //! a real run puts flows into cgroups** (`run_kernel`).
 
-use crate::desc::{parents_first, Dir, FlowDesc, KernelGroups, RunConfig};
+use crate::desc::{parents_first, Dir, FlowDesc, KernelClient, KernelGroups, RunConfig};
 use crate::pace::{cursor, gates, Acc, Cursor, Gate, Pacer};
 use crate::report::{FlowReport, RunReport};
 use crate::sys;
@@ -150,10 +151,25 @@ pub struct KernelJob {
     pub duration: Duration,
     /// Interval of the throughput series.
     pub interval: Duration,
-    /// Depth 1 through an io_uring ring too, not `pread`/`pwrite`
-    /// ([`RunConfig::kernel_uring`]).
-    #[serde(default)]
-    pub uring: bool,
+    /// How it issues requests at depth 1 ([`RunConfig::kernel_client`]).
+    #[serde(with = "client_wire")]
+    pub client: KernelClient,
+}
+
+/// A [`KernelClient`] on the pipe to a flow's process: its name.
+mod client_wire {
+    use crate::desc::KernelClient;
+    use serde::{de, Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(c: &KernelClient, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(c.name())
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<KernelClient, D::Error> {
+        let name = String::deserialize(d)?;
+        KernelClient::parse(&name)
+            .ok_or_else(|| de::Error::custom(format!("client {name} is not uring or pread")))
+    }
 }
 
 /// Opens the device for a kernel-side flow as the engine and fio open
@@ -185,8 +201,8 @@ impl KernelJob {
     }
 
     /// Submits the flow's requests from the run's `start` until its end
-    /// (or `stop`): `pread`/`pwrite` at depth 1 (unless `uring`), its own
-    /// ring deeper.
+    /// (or `stop`): through its own ring, or `pread`/`pwrite` at depth 1
+    /// with [`KernelClient::Pread`].
     pub(crate) fn submit(
         &self,
         file: &std::fs::File,
@@ -199,7 +215,7 @@ impl KernelJob {
         let mut pacer = Pacer::new(d, start, i as u64, gate);
         let mut cur = cursor(d, self.region, i as u64);
         let mut acc = Acc::new(self.interval);
-        if d.depth <= 1 && !self.uring {
+        if d.depth <= 1 && self.client == KernelClient::Pread {
             let mut b = AlignedBuf::new(d.block as usize);
             b.fill(i as u8 | 1);
             while pacer.before(stop, end) {
@@ -239,7 +255,7 @@ fn jobs(cfg: &RunConfig, flows: &[FlowDesc], regions: &[(u64, u64)]) -> Vec<Kern
             writable: cfg.allow_writes,
             duration: cfg.duration,
             interval: cfg.series_interval,
-            uring: cfg.kernel_uring,
+            client: cfg.kernel_client,
         })
         .collect()
 }
@@ -466,6 +482,22 @@ mod tests {
         assert!(!ok(&cfg, &[a.clone(), grouped]));
         cfg.groups.push(g("x", None));
         assert!(!ok(&cfg, &[a, b]));
+    }
+
+    #[test]
+    fn kernel_flows_submit_through_io_uring_unless_pread_is_asked_for() {
+        let backend = Backend::Kernel {
+            scheduler: "bfq".into(),
+        };
+        let mut cfg = RunConfig::new("/dev/null", backend, Duration::from_secs(1));
+        let f = [FlowDesc::reader("a", Pattern::Rand, 4096)];
+        let client = |cfg: &RunConfig| jobs(cfg, &f, &[(0, 1 << 20)])[0].client;
+        assert_eq!(client(&cfg), KernelClient::Uring, "the engine's flows' way");
+        cfg.kernel_client = KernelClient::Pread;
+        assert_eq!(client(&cfg), KernelClient::Pread);
+        assert_eq!(KernelClient::parse("pread"), Some(KernelClient::Pread));
+        assert_eq!(KernelClient::parse("uring"), Some(KernelClient::Uring));
+        assert_eq!(KernelClient::parse("aio"), None);
     }
 
     #[test]
