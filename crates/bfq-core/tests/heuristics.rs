@@ -1372,6 +1372,73 @@ fn h7_waker_is_injected_first() {
 }
 
 #[test]
+fn h7_a_waker_is_injected_beyond_the_limit() {
+    // Kernel `bfq_select_queue`: the idling queue's waker is tried before
+    // `bfq_choose_bfqq_for_injection`, the only place the inject limit is
+    // applied. X (weight 300) wakes up 1 ms after each of W's completions,
+    // so W becomes its waker; X's limit is still 0 (its baseline service
+    // time was never measured alone), so only the waker may go in.
+    let injected = |beyond: &str| {
+        let mut s = profile(
+            "bfq",
+            &[
+                ("low_latency", "0"),
+                ("preemption", "0"),
+                ("inject_waker_beyond_limit", beyond),
+            ],
+        );
+        s.set_device(DeviceInfo {
+            queue_depth: 8,
+            queues_internally: true,
+            rotational: false,
+        });
+        let x = s.add_flow(0, FlowSpec::with_weight(300)).unwrap();
+        let w = s.add_flow(0, FlowSpec::with_weight(100)).unwrap();
+        let mut id = 0;
+        let mut now: Time = 0;
+        let mut req = |flow: FlowId, sector: u64| {
+            id += 1;
+            sync_read(id, flow, sector, 8)
+        };
+        let drain = |s: &mut Bfq, now: &mut Time, wait: bool| loop {
+            match s.dispatch(*now) {
+                Dispatch::Request(r) => {
+                    *now += 100 * US;
+                    s.complete(*now, r.id).unwrap();
+                }
+                Dispatch::Idle { until } if wait => *now = until,
+                _ => break,
+            }
+        };
+        for k in 0..3u64 {
+            s.add_request(now, req(w, k * 1000)).unwrap();
+            drain(&mut s, &mut now, false);
+            now += MS;
+            s.add_request(now, req(x, 500_000 + k * 1000)).unwrap();
+            drain(&mut s, &mut now, true);
+            now += 50 * MS;
+        }
+        // X in service, W with a request queued: X's request completes
+        // and X is idled for.
+        s.add_request(now, req(x, 600_000)).unwrap();
+        let Dispatch::Request(r) = s.dispatch(now) else {
+            panic!()
+        };
+        assert_eq!(r.flow, x);
+        s.add_request(now, req(w, 700_000)).unwrap();
+        now += 100 * US;
+        s.complete(now, r.id).unwrap();
+        match s.dispatch(now) {
+            Dispatch::Request(r) => Some(r.flow),
+            Dispatch::Idle { .. } => None,
+            d => panic!("{d:?}"),
+        }
+    };
+    assert_eq!(injected("1"), Some(FlowId(1)), "the waker goes in");
+    assert_eq!(injected("0"), None, "limit 0: nothing injected");
+}
+
+#[test]
 fn h7_injection_engages_when_the_next_request_arrives_at_completion() {
     // Regression: two sync random readers (weights 300 and 100) on a
     // queueing flash device, each issuing its next request at the very
@@ -1672,6 +1739,7 @@ fn bfq_kernel_is_the_kernel_without_this_projects_rules() {
         (10, 3)
     );
     assert!(k.inject.waker_kernel_detection && !b.inject.waker_kernel_detection);
+    assert!(k.inject.waker_beyond_limit && !b.inject.waker_beyond_limit);
     assert!(b.preempt.after_timeout && !k.preempt.after_timeout);
     let back = BfqConfig::from_settings_on(
         b,
@@ -1688,6 +1756,7 @@ fn bfq_kernel_is_the_kernel_without_this_projects_rules() {
             ("new_flow_charge_service", "0"),
             ("async_charge_factor", "3"),
             ("waker_kernel_detection", "1"),
+            ("inject_waker_beyond_limit", "1"),
             ("in_time_after_timeout", "0"),
         ]),
     )

@@ -37,7 +37,8 @@ pub mod sys;
 pub mod warmup;
 
 pub use desc::{
-    prio, Backend, Dir, FlowDesc, GroupDesc, KernelClient, KernelGroups, OnOff, Pattern, Periodic, RunConfig,
+    prio, Backend, Dir, FlowDesc, GroupDesc, KernelClient, KernelGroups, OnOff, Pattern, Periodic,
+    RunConfig,
 };
 pub use report::{FlowReport, RunReport};
 pub use run::{children_cpu_seconds, create_filled, layout, process_cpu_seconds, run, target_len};

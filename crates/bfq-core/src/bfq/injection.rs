@@ -7,7 +7,9 @@
 //! While the in-service sync flow is empty and BFQ keeps the device for it
 //! (idling, or waiting for its in-flight requests), requests of other flows
 //! are dispatched as long as fewer than `inject_limit` requests are in
-//! flight. Candidates, in order:
+//! flight; with `inject_waker_beyond_limit` (kernel `bfq_select_queue`,
+//! on in `bfq-kernel`) the waker and the woken flow (2 and 3 below) also
+//! beyond the limit, within their budgets. Candidates, in order:
 //! 1. the flow's own asynchronous requests: a flow here is one process and
 //!    holds its sync and async requests in one queue, so they are simply
 //!    served in its turn (the kernel's separate async queue comes first
@@ -125,6 +127,13 @@ pub struct InjectConfig {
     /// short, the sightings within 128 x slice_idle
     /// (`waker_kernel_detection`; on in `bfq-kernel`).
     pub waker_kernel_detection: bool,
+    /// The idling flow's waker, and the flow it woke, are injected
+    /// whatever the learned limit, within their budgets
+    /// (`inject_waker_beyond_limit`; on in `bfq-kernel`: kernel
+    /// `bfq_select_queue` tries them before `bfq_choose_bfqq_for_injection`,
+    /// the only place the limit is applied; off in `bfq`, see
+    /// docs/bfq-settings.md).
+    pub waker_beyond_limit: bool,
     /// A turn into which others were injected is charged its service, not
     /// its time (`inject_charge_service`; this project's rule, not the
     /// kernel's).
@@ -159,6 +168,7 @@ impl Default for InjectConfig {
             waker_window: 4 * MS,
             waker_hits: 3,
             waker_kernel_detection: false,
+            waker_beyond_limit: true,
             charge_service: true,
             share_cap: true,
             read_floor: true,

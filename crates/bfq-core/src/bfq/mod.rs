@@ -160,6 +160,7 @@ impl BfqConfig {
                 read_floor: true,
                 protect_seeky: true,
                 waker_kernel_detection: false,
+                waker_beyond_limit: false,
                 ..k.inject
             },
             peak_rate: PeakRateConfig {
@@ -531,6 +532,7 @@ impl BfqConfig {
             )? as usize,
             waker_kernel_detection: s
                 .bool("waker_kernel_detection", d.inject.waker_kernel_detection)?,
+            waker_beyond_limit: s.bool("inject_waker_beyond_limit", d.inject.waker_beyond_limit)?,
             ..d.inject
         };
         let merge = MergeConfig {
@@ -1338,15 +1340,21 @@ impl Bfq {
         // then nothing is, so that the baseline can be measured).
         let floor =
             usize::from(self.cfg.inject.read_floor && a.seek.is_seeky() && a.inj.baseline > 0);
-        if others >= limit.max(floor) {
+        // Rule switch `inject_waker_beyond_limit`: past the limit only the
+        // waker and the woken flow may still be injected.
+        let over = others >= limit.max(floor);
+        if over && !self.cfg.inject.waker_beyond_limit {
             return None;
         }
         let floor_only = others >= limit;
         let (waker, woken) = (a.inj.waker, a.inj.woken);
         let mut next = [0u32; INJECT_CANDIDATES];
-        let n = self
-            .wf2q
-            .peek_flows(now, &mut next[..self.cfg.inject.candidates]);
+        let n = if over {
+            0
+        } else {
+            self.wf2q
+                .peek_flows(now, &mut next[..self.cfg.inject.candidates])
+        };
         let first = next[..n].first().copied();
         self.least_injected_first(&turn, &mut next[..n]);
         let firsts = waker.into_iter().chain(woken).chain(first);
@@ -1359,7 +1367,11 @@ impl Bfq {
             if cf == turn.flow {
                 continue;
             }
-            let take = if floor_only { Take::Reads } else { take };
+            let take = if floor_only && !over {
+                Take::Reads
+            } else {
+                take
+            };
             if let Some(r) = self.dispatch_injected(cf, now, take) {
                 self.stats.injected += 1;
                 self.topo.any_flow_mut(cf).data.injected += 1;
