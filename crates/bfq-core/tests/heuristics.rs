@@ -1446,9 +1446,18 @@ fn h7_injection_engages_when_the_next_request_arrives_at_completion() {
     // again (as bfq-sim does). The idling flow is never empty with nothing
     // in flight, so counting its own in-flight request against the inject
     // limit (which starts at 1) meant nothing was ever injected, the limit
-    // never grew, and injection changed nothing (2018-io-control).
-    let go = |inj: &str| {
-        let mut s = profile("bfq", &[("injection", inj), ("low_latency", "0")]);
+    // never grew, and injection changed nothing (2018-io-control). That is
+    // the kernel's count (`tot_rq_in_driver`), `inject_limit_counts_all`,
+    // on in `bfq-kernel`: with it nothing is injected here.
+    let go = |inj: &str, all: &str| {
+        let mut s = profile(
+            "bfq",
+            &[
+                ("injection", inj),
+                ("low_latency", "0"),
+                ("inject_limit_counts_all", all),
+            ],
+        );
         s.set_device(DeviceInfo {
             queue_depth: 32,
             queues_internally: true,
@@ -1512,11 +1521,14 @@ fn h7_injection_engages_when_the_next_request_arrives_at_completion() {
         }
         (done[0] + done[1], s.stats().injected)
     };
-    let (on, injected) = go("1");
-    let (off, _) = go("0");
-    eprintln!("with injection {on} requests ({injected} injected), without {off}");
+    let (on, injected) = go("1", "0");
+    let (off, _) = go("0", "0");
+    let (all, injected_all) = go("1", "1");
+    eprintln!("with injection {on} requests ({injected} injected), without {off}; counting the idling flow's own request {all} ({injected_all})");
     assert!(injected > 0);
     assert!(on as f64 > 1.3 * off as f64, "{on} vs {off}");
+    assert_eq!(injected_all, 0);
+    assert_eq!(all, off);
 }
 
 #[test]
@@ -1740,6 +1752,7 @@ fn bfq_kernel_is_the_kernel_without_this_projects_rules() {
     );
     assert!(k.inject.waker_kernel_detection && !b.inject.waker_kernel_detection);
     assert!(k.inject.waker_beyond_limit && !b.inject.waker_beyond_limit);
+    assert!(k.inject.limit_counts_all && !b.inject.limit_counts_all);
     assert!(b.preempt.after_timeout && !k.preempt.after_timeout);
     let back = BfqConfig::from_settings_on(
         b,
@@ -1757,6 +1770,7 @@ fn bfq_kernel_is_the_kernel_without_this_projects_rules() {
             ("async_charge_factor", "3"),
             ("waker_kernel_detection", "1"),
             ("inject_waker_beyond_limit", "1"),
+            ("inject_limit_counts_all", "1"),
             ("in_time_after_timeout", "0"),
         ]),
     )

@@ -134,6 +134,13 @@ pub struct InjectConfig {
     /// the only place the limit is applied; off in `bfq`, see
     /// docs/bfq-settings.md).
     pub waker_beyond_limit: bool,
+    /// The limit bounds every request in flight, the idling flow's own
+    /// included (`inject_limit_counts_all`; on in `bfq-kernel`: kernel
+    /// `bfq_choose_bfqq_for_injection` stops at `tot_rq_in_driver >=
+    /// inject_limit`). Off in `bfq`: only other flows' requests count, so
+    /// that a depth-1 flow whose next request follows its completion at
+    /// once can have one injected beside it (see docs/bfq-settings.md).
+    pub limit_counts_all: bool,
     /// A turn into which others were injected is charged its service, not
     /// its time (`inject_charge_service`; this project's rule, not the
     /// kernel's).
@@ -169,6 +176,7 @@ impl Default for InjectConfig {
             waker_hits: 3,
             waker_kernel_detection: false,
             waker_beyond_limit: true,
+            limit_counts_all: true,
             charge_service: true,
             share_cap: true,
             read_floor: true,

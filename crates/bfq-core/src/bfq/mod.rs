@@ -161,6 +161,7 @@ impl BfqConfig {
                 protect_seeky: true,
                 waker_kernel_detection: false,
                 waker_beyond_limit: false,
+                limit_counts_all: false,
                 ..k.inject
             },
             peak_rate: PeakRateConfig {
@@ -533,6 +534,7 @@ impl BfqConfig {
             waker_kernel_detection: s
                 .bool("waker_kernel_detection", d.inject.waker_kernel_detection)?,
             waker_beyond_limit: s.bool("inject_waker_beyond_limit", d.inject.waker_beyond_limit)?,
+            limit_counts_all: s.bool("inject_limit_counts_all", d.inject.limit_counts_all)?,
             ..d.inject
         };
         let merge = MergeConfig {
@@ -1327,14 +1329,19 @@ impl Bfq {
         }
         let turn = self.turn?;
         let a = self.flow_state(turn.flow);
-        // The limit bounds the *other* flows' requests in flight, as the
-        // samples that learn it count them (`others`): counting the idling
-        // flow's own request too would, with a depth-1 sync flow whose
-        // next request arrives at the instant the previous one completes,
-        // never let the first injection happen, so the limit could never
-        // grow from 1 and injection would do nothing.
+        // Rule switch `inject_limit_counts_all`: the kernel's limit bounds
+        // every request in flight; `bfq`'s only the other flows' (a
+        // depth-1 sync flow whose next request arrives at the instant the
+        // previous one completes would otherwise never have one injected
+        // beside it, and its limit, grown only by injected samples, would
+        // stay at 1).
         let limit = a.inj.limit.min(self.device.queue_depth) as usize;
         let others = self.table.in_flight().saturating_sub(a.in_flight as usize);
+        let counted = if self.cfg.inject.limit_counts_all {
+            self.table.in_flight()
+        } else {
+            others
+        };
         // Rule switch `inject_read_floor`: one read may always be injected
         // into a seeky flow's idle time once its baseline is known (until
         // then nothing is, so that the baseline can be measured).
@@ -1342,11 +1349,11 @@ impl Bfq {
             usize::from(self.cfg.inject.read_floor && a.seek.is_seeky() && a.inj.baseline > 0);
         // Rule switch `inject_waker_beyond_limit`: past the limit only the
         // waker and the woken flow may still be injected.
-        let over = others >= limit.max(floor);
+        let over = counted >= limit.max(floor);
         if over && !self.cfg.inject.waker_beyond_limit {
             return None;
         }
-        let floor_only = others >= limit;
+        let floor_only = counted >= limit;
         let (waker, woken) = (a.inj.waker, a.inj.woken);
         let mut next = [0u32; INJECT_CANDIDATES];
         let n = if over {
