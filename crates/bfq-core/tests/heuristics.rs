@@ -626,10 +626,12 @@ fn h7_uneven_weights_keep_their_shares_with_injection() {
         eprintln!("{weights:?}: {shares:.3?} ({injected} injected)");
         // Injection slows the idling reader's next request on this device,
         // so its limit falls to 0 and is tried again once a second, after
-        // a new baseline (kernel): 92 and 106 injected (175 and 350 when
-        // every new flow's limit started at 1). The shares must hold while
+        // a new baseline (kernel): 53 and 46 injected (175 and 350 when
+        // every new flow's limit started at 1; 92 and 106 before the
+        // readers' 128 KiB requests were injected only with nothing else
+        // in flight, `inject_large_once`). The shares must hold while
         // injection runs.
-        assert!(injected > 50, "{injected}");
+        assert!(injected > 30, "{injected}");
         for (i, x) in shares.iter().enumerate() {
             assert!(
                 (x - 1.0).abs() <= 0.05,

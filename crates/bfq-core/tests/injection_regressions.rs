@@ -6,8 +6,15 @@
 
 use bfq_core::*;
 
+/// `inject_large_once` off: these 64-sector reads are injected beside the
+/// idling flow's own request in flight, which is what reaches the paths
+/// under test.
 fn bfq(kv: &[(&str, &str)]) -> Bfq {
-    let mut pairs = vec![("max_budget", "16384"), ("low_latency", "0")];
+    let mut pairs = vec![
+        ("max_budget", "16384"),
+        ("low_latency", "0"),
+        ("inject_large_once", "0"),
+    ];
     pairs.extend_from_slice(kv);
     Bfq::from_profile("bfq", &Settings::from_pairs(pairs.iter().copied())).unwrap()
 }

@@ -33,7 +33,9 @@
 //!    busy queue). These, and any candidate once the learned limit is
 //!    reached (`inject_read_floor`), give reads only: writes complete once
 //!    buffered and their programs slow the idling flow's reads later,
-//!    where the limit cannot see them.
+//!    where the limit cannot see them. On a non-rotational device their
+//!    large requests go in only with nothing else in flight
+//!    (`inject_large_once`, kernel `bfq_choose_bfqq_for_injection`).
 //!
 //! Keeping the shares:
 //! - an injected flow is charged the service (it starts its next turn with
@@ -141,6 +143,14 @@ pub struct InjectConfig {
     /// that a depth-1 flow whose next request follows its completion at
     /// once can have one injected beside it (see docs/bfq-settings.md).
     pub limit_counts_all: bool,
+    /// On a non-rotational device a large request (at least
+    /// [`super::idling::NONROT_SEQ_SECTORS`]) of B-WF2Q+'s candidates is
+    /// injected only with nothing else in flight (`inject_large_once`, on
+    /// in both profiles: kernel `bfq_choose_bfqq_for_injection`, "allow for
+    /// only one large in-flight request": the drive prefers large
+    /// requests, and the idling flow's next small one would wait behind
+    /// them). The waker and the woken flow are not held to it.
+    pub large_once: bool,
     /// A turn into which others were injected is charged its service, not
     /// its time (`inject_charge_service`; this project's rule, not the
     /// kernel's).
@@ -177,6 +187,7 @@ impl Default for InjectConfig {
             waker_kernel_detection: false,
             waker_beyond_limit: true,
             limit_counts_all: true,
+            large_once: true,
             charge_service: true,
             share_cap: true,
             read_floor: true,

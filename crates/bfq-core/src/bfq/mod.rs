@@ -535,6 +535,7 @@ impl BfqConfig {
                 .bool("waker_kernel_detection", d.inject.waker_kernel_detection)?,
             waker_beyond_limit: s.bool("inject_waker_beyond_limit", d.inject.waker_beyond_limit)?,
             limit_counts_all: s.bool("inject_limit_counts_all", d.inject.limit_counts_all)?,
+            large_once: s.bool("inject_large_once", d.inject.large_once)?,
             ..d.inject
         };
         let merge = MergeConfig {
@@ -1369,7 +1370,7 @@ impl Bfq {
         let cands = firsts
             .map(|c| (c, Take::Any))
             .chain(rest.map(|c| (c, Take::Reads)));
-        for (c, take) in cands {
+        for (k, (c, take)) in cands.enumerate() {
             let cf = FlowId(c);
             if cf == turn.flow {
                 continue;
@@ -1379,7 +1380,9 @@ impl Bfq {
             } else {
                 take
             };
-            if let Some(r) = self.dispatch_injected(cf, now, take) {
+            // B-WF2Q+'s candidates come after the waker and the woken flow.
+            let listed = k >= usize::from(waker.is_some()) + usize::from(woken.is_some());
+            if let Some(r) = self.dispatch_injected(cf, now, take, listed) {
                 self.stats.injected += 1;
                 self.topo.any_flow_mut(cf).data.injected += 1;
                 return Some(r);
@@ -1419,7 +1422,13 @@ impl Bfq {
         (u64::from(wa), u64::from(wc))
     }
 
-    fn dispatch_injected(&mut self, f: FlowId, now: Time, take: Take) -> Option<Request> {
+    fn dispatch_injected(
+        &mut self,
+        f: FlowId,
+        now: Time,
+        take: Take,
+        listed: bool,
+    ) -> Option<Request> {
         let qcfg = self.cfg.queue;
         let asym = self.census.asymmetric();
         let turn = self.turn?;
@@ -1453,6 +1462,11 @@ impl Bfq {
             Take::Reads => r.op == Op::Read,
         };
         if !allowed {
+            return None;
+        }
+        // Rule switch `inject_large_once`.
+        let large = r.sectors >= idling::NONROT_SEQ_SECTORS && !self.device.rotational;
+        if listed && large && self.cfg.inject.large_once && self.table.in_flight() > 0 {
             return None;
         }
         let charge = charging::request_charge(
