@@ -1,7 +1,7 @@
 //! Five greedy sequential readers with weights 1:2:3:4:5 on the simulated
 //! SATA SSD (internal queueing): every BFQ profile must give each reader
-//! its weighted share, and injection must add throughput without skewing
-//! them. Before injected service was charged to the injected flow when its
+//! its weighted share, and injection must not skew them or cost
+//! throughput. Before injected service was charged to the injected flow when its
 //! queue emptied, `bfq` gave the weight-300 reader 8% of its share and the
 //! weight-100 reader three times its share; before a flow that left
 //! B-WF2Q+ with a request in flight kept its place on return, the
@@ -36,10 +36,16 @@ fn weighted_readers_on_an_ssd_get_their_shares() {
                 "{profile} {settings:?}: reader {i} got {x:.1} MiB/s, its share is {ideal:.1} ({t:.1?})"
             );
         }
-    } // Injection keeps the device's internal queue busy while a reader
-      // idles: more throughput than the same profile without it.
+    }
+    // Injection must not cost throughput. It adds none here: the readers'
+    // 64 KiB requests are large on a non-rotational device, and the kernel
+    // injects a large request only with nothing else in flight
+    // (`inject_large_once`), which an idling sequential reader rarely has
+    // (431.9 MiB/s with and without; with large requests injected freely,
+    // injection added more than 5%). Injection's gain is tested with small
+    // requests (bfq-core `h7_injection_engages_when_the_next_request_arrives_at_completion`).
     assert!(
-        aggregate[0] >= 1.05 * aggregate[1],
+        aggregate[0] >= 0.99 * aggregate[1],
         "injection on {:.1} MiB/s, off {:.1}",
         aggregate[0],
         aggregate[1]
