@@ -1,4 +1,4 @@
-//! `cfq`: Completely Fair Queueing, as in Linux 2.6.2x-2.6.33
+//! `cfq`: Completely Fair Queueing, as in Linux 2.6.2x-2.6.34
 //! (`block/cfq-iosched.c`), the CFQ the 2010 and 2014 papers measured.
 //!
 //! - One sync queue per flow (process); async requests go to queues shared
@@ -36,8 +36,13 @@
 //!   completion, which keeps a stream of sync reads from ever letting more
 //!   than one async request through.
 //!
+//! - Workload types (2.6.33+, `workloads`, on in `cfq`): see
+//!   [`Workload`]. Within a class the busy queues wait on three service
+//!   trees (ASYNC, SYNC_NOIDLE, SYNC) and one of them, the serving
+//!   workload, is served for a workload slice before the next is chosen.
+//!
 //! Groups (the blkio controller of 2.6.33) are not modelled: all flows
-//! share one round robin.
+//! share the root group.
 
 use crate::util::{choose_req, topology_methods, IoStats, SortList};
 use bfq_core::settings::MAX_DURATION;
@@ -47,6 +52,63 @@ use bfq_core::{
     Settings, Time, MS, SEC,
 };
 use std::collections::{BTreeSet, VecDeque};
+
+/// CFQ's workload types (Linux 2.6.33+, `wl_type_t`; the 2014 report ran
+/// 2.6.34). A queue's type is fixed when it joins a service tree: async
+/// queues are ASYNC, sync queues with an idle window ([`Cfq`]'s
+/// `idle_window`) SYNC, other sync queues SYNC_NOIDLE.
+///
+/// - Choice (`cfq_choose_wl`): when the serving workload's slice has
+///   passed or its tree is empty, the tree whose first queue has the
+///   lowest key is served next (ties: ASYNC, SYNC_NOIDLE, SYNC; none busy:
+///   SYNC_NOIDLE).
+/// - Slice (`choose_service_tree`): `target_latency * n / max(busy_avg,
+///   busy)`, `n` the queues of that type, `busy` those of the class
+///   (`busy_avg` the decayed mean that `low_latency` keeps). ASYNC: at
+///   most `target_latency * async queues / all busy queues`, then scaled by
+///   `slice_async / slice_sync`; sync types: at least `2 * slice_idle`;
+///   every slice at least [`MIN_WORKLOAD_SLICE`].
+/// - The workload outlives its queues' slices: a queue that expires or is
+///   preempted (a sync request preempts an async queue as before) leaves
+///   the workload in service, and the next queue comes from the same tree
+///   while it has queues and the workload slice lasts (2.6.34 saves and
+///   restores the remaining workload slice at every queue expiry).
+/// - Idling: a sync queue without an idle window is still idled for when
+///   it is the last queue of its tree (`cfq_should_idle`), and a request
+///   of a SYNC_NOIDLE queue preempts the SYNC_NOIDLE queue idling at the
+///   end of that tree when the two are its only queues.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Workload {
+    /// Async queues (writes through the page cache).
+    Async = 0,
+    /// Sync queues that are not idled for (seeky or thinking too long).
+    SyncNoidle = 1,
+    /// Sync queues with an idle window.
+    Sync = 2,
+}
+
+impl Workload {
+    const ALL: [Workload; 3] = [Workload::Async, Workload::SyncNoidle, Workload::Sync];
+}
+
+/// Shortest workload slice (`CFQ_MIN_TT`, 2 jiffies; 2 ms at HZ = 1000).
+pub const MIN_WORKLOAD_SLICE: Time = 2 * MS;
+
+/// Service trees: three (one per [`Workload`]) for RT and for BE, one
+/// for IDLE.
+const TREES: usize = 7;
+/// The IDLE class's tree.
+const IDLE_TREE: usize = 6;
+
+/// The tree of `class` and workload `wl`; without workload types every
+/// queue of a class waits on the class's first tree.
+fn tree_index(class: IoClass, wl: Workload, workloads: bool) -> usize {
+    match class {
+        IoClass::Idle => IDLE_TREE,
+        c if workloads => 3 * cls(c) + wl as usize,
+        c => 3 * cls(c),
+    }
+}
 
 #[derive(Clone, Copy, Debug, Default)]
 struct Extra {
@@ -64,8 +126,10 @@ struct Queue {
     fifo: VecDeque<(SlotIdx, u32)>,
     queued: u32,
     dispatched: u32,
-    /// Key in the service tree while waiting there.
-    tree_key: Option<(u64, u64)>,
+    /// Tree and key while waiting on a service tree.
+    tree_key: Option<(usize, u64, u64)>,
+    /// The tree it last joined (still its tree while active).
+    home: usize,
     /// `None` until the slice starts (first completion).
     slice_end: Option<Time>,
     slice_dispatch: u32,
@@ -87,6 +151,7 @@ impl Queue {
             queued: 0,
             dispatched: 0,
             tree_key: None,
+            home: 0,
             slice_end: None,
             slice_dispatch: 0,
             fifo_checked: false,
@@ -111,7 +176,7 @@ pub struct Cfq {
     /// The shared queues (RT and BE by level, IDLE: [`SHARED_QUEUES`]),
     /// then each flow's sync queue, at [`SHARED_QUEUES`] + its index.
     queues: Vec<Queue>,
-    trees: [BTreeSet<(u64, u64, u32)>; 3],
+    trees: [BTreeSet<(u64, u64, u32)>; TREES],
     active: Option<u32>,
     idle_until: Option<Time>,
     busy: [u32; 3],
@@ -138,19 +203,27 @@ pub struct Cfq {
     idle_grace: Time,
     low_latency: bool,
     target_latency: Time,
+    /// Workload types on ([`Workload`]).
+    workloads: bool,
+    /// Serving class (index of [`IoClass`]) and workload type.
+    serving: (usize, Workload),
+    /// When the serving workload's slice ends.
+    workload_end: Time,
     /// Which listed scheduler this is (its name and defaults).
     profile: Profile,
 }
 
 /// The two listed CFQ schedulers. They differ only in the `low_latency`
-/// default; every other setting and mechanism is the same.
+/// and `workloads` defaults; every other setting and mechanism is the
+/// same.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Profile {
-    /// `cfq`: Linux 2.6.33's defaults, `low_latency` on.
+    /// `cfq`: Linux 2.6.34's defaults, `low_latency` and workload types
+    /// on.
     Cfq,
-    /// `cfq-2010`: `low_latency` off by default, as 2.6.21 (the 2010
-    /// paper's kernel, Sec. V) had no such mode. The other 2.6.21
-    /// differences are not modelled.
+    /// `cfq-2010`: `low_latency` and workload types off by default, as
+    /// 2.6.21 (the 2010 paper's kernel, Sec. V) had neither. The other
+    /// 2.6.21 differences are not modelled.
     Cfq2010,
 }
 
@@ -173,14 +246,14 @@ impl Cfq {
     /// `back_seek_max` (16384 KiB), `back_seek_penalty` (2), `slice_sync`
     /// (100 ms), `slice_async` (40 ms), `slice_async_rq` (2), `slice_idle`
     /// (8 ms), `idle_grace` (100 ms), `low_latency` (1), `target_latency`
-    /// (300 ms).
+    /// (300 ms), `workloads` (1: [`Workload`] types, 2.6.33+).
     pub fn new(s: &mut Settings) -> Result<Self, SchedError> {
         Cfq::with_profile(s, Profile::Cfq)
     }
 
     /// `cfq` or `cfq-2010` ([`Profile`]): `cfq-2010` only turns
-    /// `low_latency` off by default (it arrived in 2.6.32, after the 2010
-    /// paper's 2.6.21); it can still be set.
+    /// `low_latency` (2.6.32) and `workloads` (2.6.33) off by default
+    /// (both arrived after the 2010 paper's 2.6.21); both can still be set.
     pub fn with_profile(s: &mut Settings, profile: Profile) -> Result<Self, SchedError> {
         let low_latency = profile == Profile::Cfq;
         let mut queues = Vec::new();
@@ -220,6 +293,9 @@ impl Cfq {
             idle_grace: s.duration("idle_grace", 100 * MS)?,
             low_latency: s.bool("low_latency", low_latency)?,
             target_latency: s.duration_in("target_latency", 300 * MS, 1, MAX_DURATION)?,
+            workloads: s.bool("workloads", profile == Profile::Cfq)?,
+            serving: (cls(IoClass::Be), Workload::SyncNoidle),
+            workload_end: 0,
             profile,
         })
     }
@@ -268,9 +344,41 @@ impl Cfq {
         slice
     }
 
+    /// The workload type of queue `q` if it joined a tree now.
+    fn workload_of(&self, q: u32) -> Workload {
+        let qq = &self.queues[q as usize];
+        if !qq.sync {
+            Workload::Async
+        } else if self.idle_window(q) {
+            Workload::Sync
+        } else {
+            Workload::SyncNoidle
+        }
+    }
+
+    /// The tree queue `q` joins now.
+    fn tree_for(&self, q: u32) -> usize {
+        let class = self.queues[q as usize].class;
+        tree_index(class, self.workload_of(q), self.workloads)
+    }
+
+    /// Queues of tree `t`, the active one included (the kernel keeps the
+    /// queue in service on its tree until it expires).
+    fn tree_count(&self, t: usize) -> usize {
+        let active = self
+            .active
+            .is_some_and(|a| self.queues[a as usize].home == t);
+        self.trees[t].len() + usize::from(active)
+    }
+
     fn add_to_tree(&mut self, q: u32, now: Time, front: bool) {
         let class = cls(self.queues[q as usize].class);
-        let key = if front {
+        let t = self.tree_for(q);
+        let key = if front && self.workloads {
+            // `cfq_service_tree_add(.., add_front)`: 1 s before the first.
+            let first = self.trees[t].first().map_or(now, |f| f.0);
+            first.saturating_sub(SEC)
+        } else if front {
             0
         } else {
             let qq = &self.queues[q as usize];
@@ -281,15 +389,15 @@ impl Cfq {
             now.saturating_add(off)
         };
         self.tree_seq += 1;
-        let k = (key, self.tree_seq);
-        self.trees[class].insert((k.0, k.1, q));
-        self.queues[q as usize].tree_key = Some(k);
+        self.trees[t].insert((key, self.tree_seq, q));
+        let qq = &mut self.queues[q as usize];
+        qq.tree_key = Some((t, key, self.tree_seq));
+        qq.home = t;
     }
 
     fn remove_from_tree(&mut self, q: u32) {
-        let class = cls(self.queues[q as usize].class);
-        if let Some(k) = self.queues[q as usize].tree_key.take() {
-            self.trees[class].remove(&(k.0, k.1, q));
+        if let Some((t, k0, k1)) = self.queues[q as usize].tree_key.take() {
+            self.trees[t].remove(&(k0, k1, q));
         }
     }
 
@@ -305,6 +413,10 @@ impl Cfq {
         }
     }
 
+    /// `cfq_should_preempt` (2.6.34): IDLE never preempts and is always
+    /// preempted; a sync request preempts an async queue; with workload
+    /// types a SYNC_NOIDLE queue preempts the SYNC_NOIDLE queue idling at
+    /// the end of its tree; RT preempts BE.
     fn should_preempt(&self, new_q: u32, sync_req: bool) -> bool {
         let Some(a) = self.active else {
             return false;
@@ -322,7 +434,42 @@ impl Cfq {
         if sync_req && !a.sync {
             return true;
         }
+        if self.workloads && self.noidle_preempts(new_q) {
+            return true;
+        }
         n.class == IoClass::Rt && a.class != IoClass::Rt
+    }
+
+    /// The SYNC_NOIDLE tree is served, `new_q` is SYNC_NOIDLE, it and the
+    /// active queue (which has nothing queued) are that tree's only
+    /// queues.
+    fn noidle_preempts(&self, new_q: u32) -> bool {
+        let Some(a) = self.active else {
+            return false;
+        };
+        let t = match self.queues[new_q as usize].tree_key {
+            Some((t, _, _)) => t,
+            None => self.tree_for(new_q),
+        };
+        let joining = usize::from(self.queues[new_q as usize].tree_key.is_none());
+        self.serving.1 == Workload::SyncNoidle
+            && t % 3 == Workload::SyncNoidle as usize
+            && t != IDLE_TREE
+            && self.tree_count(t) + joining == 2
+            && self.queues[a as usize].queued == 0
+    }
+
+    /// `cfq_should_idle`: idle for the active queue `q` once it runs
+    /// empty? With workload types also for a sync queue without an idle
+    /// window that is the last queue of its tree (never for IDLE).
+    fn should_idle(&self, q: u32) -> bool {
+        let qq = &self.queues[q as usize];
+        if !self.workloads {
+            return self.idle_window(q);
+        }
+        qq.class != IoClass::Idle
+            && self.slice_idle > 0
+            && (self.idle_window(q) || (qq.sync && self.tree_count(qq.home) == 1))
     }
 
     /// `cfq_update_idle_window`: idle for this queue at all? On a device
@@ -349,12 +496,78 @@ impl Cfq {
         None
     }
 
+    /// Busy queues of RT or BE class `c` (`cfq_group_busy_queues_wl`).
+    fn class_busy(&self, c: usize) -> usize {
+        (0..3).map(|w| self.tree_count(3 * c + w)).sum()
+    }
+
+    /// `choose_service_tree` (2.6.34): the serving class (RT, else BE,
+    /// else IDLE) and, unless the serving workload's tree still has queues
+    /// and its slice lasts, a new workload type and slice ([`Workload`]).
+    fn choose_workload(&mut self, now: Time) {
+        let class = if self.class_busy(cls(IoClass::Rt)) > 0 {
+            cls(IoClass::Rt)
+        } else if self.class_busy(cls(IoClass::Be)) > 0 {
+            cls(IoClass::Be)
+        } else {
+            self.serving.0 = cls(IoClass::Idle);
+            self.workload_end = now;
+            return;
+        };
+        self.serving.0 = class;
+        let t = 3 * class + self.serving.1 as usize;
+        if self.tree_count(t) > 0 && now <= self.workload_end {
+            return;
+        }
+        // `cfq_choose_wl`: the tree whose first queue has the lowest key.
+        let mut best = (Workload::SyncNoidle, None);
+        for wl in Workload::ALL {
+            if let Some(&(k, _, _)) = self.trees[3 * class + wl as usize].first() {
+                if best.1.is_none_or(|low| k < low) {
+                    best = (wl, Some(k));
+                }
+            }
+        }
+        let wl = best.0;
+        self.serving.1 = wl;
+        let count = self.tree_count(3 * class + wl as usize) as u128;
+        let in_class = self
+            .class_busy(class)
+            .max(self.busy_avg[class] as usize)
+            .max(1) as u128;
+        let target = u128::from(self.target_latency);
+        let mut slice = target * count / in_class;
+        if wl == Workload::Async {
+            let asyncs = (0..2)
+                .map(|c| self.tree_count(3 * c + Workload::Async as usize))
+                .sum::<usize>() as u128;
+            let all = (0..TREES).map(|t| self.tree_count(t)).sum::<usize>().max(1) as u128;
+            slice = slice.min(target * asyncs / all);
+            slice = slice * u128::from(self.slice_async) / u128::from(self.slice_sync);
+        } else {
+            slice = slice.max(2 * u128::from(self.slice_idle));
+        }
+        let slice = (slice.min(u128::from(MAX_DURATION)) as Time).max(MIN_WORKLOAD_SLICE);
+        self.workload_end = now.saturating_add(slice);
+    }
+
     /// Picks the next queue to serve (`cfq_get_next_queue`), or how long to
     /// wait before the IDLE class may go.
     fn next_queue(&mut self, now: Time) -> Result<Option<u32>, Time> {
-        for c in 0..3 {
+        let (trees, n) = if self.workloads {
+            self.choose_workload(now);
+            let (class, wl) = self.serving;
+            if class == cls(IoClass::Idle) {
+                ([IDLE_TREE; 3], 1)
+            } else {
+                ([3 * class + wl as usize; 3], 1)
+            }
+        } else {
+            ([0, 3, IDLE_TREE], 3)
+        };
+        for &c in &trees[..n] {
             if let Some(&(k0, k1, q)) = self.trees[c].iter().next() {
-                if c == cls(IoClass::Idle) {
+                if c == IDLE_TREE {
                     let ok_at = self.last_end_nonidle.saturating_add(self.idle_grace);
                     if now < ok_at && self.last_end_nonidle > 0 {
                         return Err(ok_at);
@@ -564,7 +777,7 @@ impl Scheduler for Cfq {
                     self.expire_active(now);
                     continue;
                 }
-                if qq.dispatched > 0 && qq.sync && self.idle_window(q) {
+                if qq.dispatched > 0 && qq.sync && self.should_idle(q) {
                     // Wait for the completion, then decide whether to idle.
                     return Dispatch::Wait;
                 }
@@ -616,7 +829,7 @@ impl Scheduler for Cfq {
                 // cfq_arm_slice_timer.
                 let st = qq.stats;
                 let valid = st.ttime_samples > SAMPLE_VALID;
-                let idle_window = self.idle_window(q);
+                let idle_window = self.should_idle(q);
                 let seeky = st.seek_samples > SAMPLE_VALID && st.seek_mean > SEEKY;
                 let mut sl = self.slice_idle;
                 if seeky {

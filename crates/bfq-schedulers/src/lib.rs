@@ -87,7 +87,7 @@ pub const SCHEDULERS: &[Entry] = &[
     },
     Entry {
         name: "cfq-2010",
-        summary: "cfq with low_latency off by default (the 2010 paper's 2.6.21 had no low_latency); nothing else differs",
+        summary: "cfq with low_latency and workloads off by default (the 2010 paper's 2.6.21 had neither); nothing else differs",
     },
     Entry {
         name: "yfq",
