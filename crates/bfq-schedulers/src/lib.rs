@@ -175,18 +175,22 @@ mod tests {
     use super::*;
 
     #[test]
-    fn cfq_2010_is_cfq_with_low_latency_off_by_default() {
+    fn cfq_2010_is_cfq_with_low_latency_and_workloads_off_by_default() {
         let e = SCHEDULERS.iter().find(|e| e.name == "cfq-2010").unwrap();
         assert!(
-            e.summary.contains("low_latency off by default") && e.summary.contains("nothing else"),
+            e.summary
+                .contains("low_latency and workloads off by default")
+                && e.summary.contains("nothing else"),
             "{}",
             e.summary
         );
         // the profile, not the low_latency setting, names it
         let on = Settings::from_pairs([("low_latency", "1")]);
         assert_eq!(build("cfq-2010", &on).unwrap().name(), "cfq-2010");
-        let off = Settings::from_pairs([("low_latency", "0")]);
+        let off = Settings::from_pairs([("low_latency", "0"), ("workloads", "0")]);
         assert_eq!(build("cfq", &off).unwrap().name(), "cfq");
+        let on = Settings::from_pairs([("workloads", "1")]);
+        assert_eq!(build("cfq-2010", &on).unwrap().name(), "cfq-2010");
     }
 
     #[test]

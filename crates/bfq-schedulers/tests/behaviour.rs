@@ -518,8 +518,7 @@ fn yfq_keeps_the_disk_idle_for_the_flow_just_served() {
 fn cfq_sync_read_does_not_end_the_async_workload_slot() {
     // (time the read is dispatched, writes dispatched before it)
     let run = |settings: &[(&str, &str)]| {
-        let mut s = bfq_schedulers::build("cfq", &Settings::from_pairs(settings.to_vec()))
-            .unwrap();
+        let mut s = bfq_schedulers::build("cfq", &Settings::from_pairs(settings.to_vec())).unwrap();
         let r = s.add_flow(0, FlowSpec::default()).unwrap();
         let w = s.add_flow(0, FlowSpec::default()).unwrap();
         let mut next_id = 2;
@@ -554,9 +553,15 @@ fn cfq_sync_read_does_not_end_the_async_workload_slot() {
     let (at, writes) = run(&[]);
     let (at0, writes0) = run(&[("workloads", "0")]);
     eprintln!("cfq: read at {at} ns after {writes} writes; workloads=0: {at0} after {writes0}");
-    assert!(at >= 120 * MS && at <= 130 * MS, "read waits for the ASYNC slot: {at}");
+    assert!(
+        at >= 120 * MS && at <= 130 * MS,
+        "read waits for the ASYNC slot: {at}"
+    );
     assert!(writes > 50, "the async queue keeps being served: {writes}");
-    assert!(at0 <= 2 * MS, "without workload types the read preempts: {at0}");
+    assert!(
+        at0 <= 2 * MS,
+        "without workload types the read preempts: {at0}"
+    );
 }
 
 /// Five sequential readers that issue their next read 0.1 ms after a
@@ -584,7 +589,9 @@ fn cfq_async_queue_keeps_its_workload_slot_under_sync_readers() {
     };
     let with = run(&[]);
     let without = run(&[("workloads", "0")]);
-    eprintln!("writer's share of the disk time: {with:.4} with workload types, {without:.4} without");
+    eprintln!(
+        "writer's share of the disk time: {with:.4} with workload types, {without:.4} without"
+    );
     assert!(with > 0.03 && with < 0.08, "the ASYNC slot: {with}");
     assert!(without < with / 2.0, "without workload types: {without}");
 }
