@@ -554,7 +554,7 @@ fn cfq_sync_read_does_not_end_the_async_workload_slot() {
     let (at0, writes0) = run(&[("workloads", "0")]);
     eprintln!("cfq: read at {at} ns after {writes} writes; workloads=0: {at0} after {writes0}");
     assert!(
-        at >= 120 * MS && at <= 130 * MS,
+        (120 * MS..=130 * MS).contains(&at),
         "read waits for the ASYNC slot: {at}"
     );
     assert!(writes > 50, "the async queue keeps being served: {writes}");
@@ -592,6 +592,6 @@ fn cfq_async_queue_keeps_its_workload_slot_under_sync_readers() {
     eprintln!(
         "writer's share of the disk time: {with:.4} with workload types, {without:.4} without"
     );
-    assert!(with > 0.03 && with < 0.08, "the ASYNC slot: {with}");
+    assert!((0.03..0.08).contains(&with), "the ASYNC slot: {with}");
     assert!(without < with / 2.0, "without workload types: {without}");
 }
