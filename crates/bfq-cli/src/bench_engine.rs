@@ -39,7 +39,9 @@ pub enum BenchCmd {
         /// engine scheduler with `@dispatcher` (e.g. `fifo@dispatcher`)
         /// submits through one dispatcher thread
         /// (`SubmitMode::Dispatcher`); without it, or with `@local`, from
-        /// each flow's thread (`SubmitMode::Local`, the engine's default).
+        /// each flow's thread (`SubmitMode::Local`, the engine's default);
+        /// with `@shared`, from each flow's thread without private rings
+        /// (`EngineBuilder::private_rings(false)`).
         #[arg(long, value_delimiter = ',')]
         schedulers: Vec<String>,
         /// Seconds per measurement.
@@ -156,13 +158,21 @@ pub enum BenchCmd {
     },
 }
 
-/// `NAME@dispatcher` -> (NAME, dispatcher mode); `NAME@local` or `NAME`
-/// -> (NAME, local submission, the engine's default).
-fn split_mode(s: &str) -> (&str, SubmitMode) {
+/// `NAME@dispatcher` -> (NAME, dispatcher mode); `NAME@shared` -> (NAME,
+/// local submission without private rings); `NAME@local` or `NAME` ->
+/// (NAME, local submission with private rings, the engine's default).
+fn split_mode(s: &str) -> (&str, SubmitMode, bool) {
     if let Some(name) = s.strip_suffix("@dispatcher") {
-        return (name, SubmitMode::Dispatcher);
+        return (name, SubmitMode::Dispatcher, true);
     }
-    (s.strip_suffix("@local").unwrap_or(s), SubmitMode::Local)
+    if let Some(name) = s.strip_suffix("@shared") {
+        return (name, SubmitMode::Local, false);
+    }
+    (
+        s.strip_suffix("@local").unwrap_or(s),
+        SubmitMode::Local,
+        true,
+    )
 }
 
 fn registered(name: &str) -> bool {
@@ -386,13 +396,14 @@ fn randread(
                     runs[k].push(crate::fio_ref::randread(&dev, ks, (n, per), size, secs)?);
                     continue;
                 }
-                let (name, mode) = split_mode(s);
+                let (name, mode, private_rings) = split_mode(s);
                 let mut cfg = RunConfig::new(
                     &dev,
                     Backend::parse(name, Settings::new()),
                     Duration::from_secs_f64(seconds),
                 );
                 cfg.submit_mode = mode;
+                cfg.private_rings = private_rings;
                 cfg.queue_depth = depth;
                 cfg.dispatcher_nice = nice;
                 cfg.async_submit = async_submit;
@@ -532,10 +543,11 @@ fn nop(
     };
     let mut out = Vec::new();
     for s in &scheds {
-        let (name, mode) = split_mode(s);
+        let (name, mode, private_rings) = split_mode(s);
         let engine = Engine::nop()
             .scheduler(name)
             .submit_mode(mode)
+            .private_rings(private_rings)
             .queue_depth(depth)
             .open()?;
         let stop = Arc::new(AtomicBool::new(false));
@@ -637,7 +649,7 @@ fn fairness(
             })
             .collect();
         for s in &scheds {
-            let (name, mode) = split_mode(s);
+            let (name, mode, private_rings) = split_mode(s);
             let mut settings = Settings::new();
             if name != "fifo" && !name.starts_with("kernel:") {
                 for kv in &set {
@@ -651,6 +663,7 @@ fn fairness(
                 Duration::from_secs_f64(seconds),
             );
             cfg.submit_mode = mode;
+            cfg.private_rings = private_rings;
             cfg.queue_depth = depth;
             cfg.kernel_client = kernel_client;
             let r = bfq_real::run(&cfg, &descs).map_err(|e| anyhow::anyhow!("{s}: {e}"))?;

@@ -173,6 +173,9 @@ pub struct EngineStats {
     pub timers_armed: u64,
     /// Idle timers that fired.
     pub timers_fired: u64,
+    /// Requests submitted on their thread's private ring, the thread
+    /// waiting there for each (`EngineBuilder::private_rings`).
+    pub private_waits: u64,
 }
 
 /// A request the scheduler holds or the device serves.
@@ -304,26 +307,27 @@ impl Core {
         self.stopping
     }
 
-    /// Hands a request to the scheduler; if it failed at once, returns
-    /// it finished (its result is in), to wake and release outside the
-    /// lock.
-    pub(crate) fn add(&mut self, mut op: Op, now: Time) -> Option<Finished> {
+    /// Hands a request to the scheduler and returns its id (its SQE's
+    /// user data once dispatched). If it failed at once, returns it
+    /// finished instead (its result is in; `None` if its slot was let go
+    /// of already), to wake and release outside the lock.
+    pub(crate) fn add(&mut self, mut op: Op, now: Time) -> Result<u32, Option<Finished>> {
         if self.closed || self.failed {
-            return op.finish_deferred(Err(if self.failed {
+            return Err(op.finish_deferred(Err(if self.failed {
                 scheduler_failed()
             } else {
                 engine_gone()
-            }));
+            })));
         }
         let drained = self.stopping == Some(ShutdownMode::Drain) && op.before_stop;
         if self.stopping.is_some() && !drained {
             self.stats.cancelled += 1;
-            return op.finish_deferred(Err(cancelled()));
+            return Err(op.finish_deferred(Err(cancelled())));
         }
         let Some(end) = op.offset.checked_add(u64::from(op.len)) else {
             self.stats.errors += 1;
             let e = io::Error::new(io::ErrorKind::InvalidInput, "request ends past 2^64 bytes");
-            return op.finish_deferred(Err(e));
+            return Err(op.finish_deferred(Err(e)));
         };
         let idx = match self.free.pop() {
             Some(i) => i,
@@ -358,17 +362,17 @@ impl Core {
                     req,
                 });
                 self.trace(now, 'Q', idx);
-                None
+                Ok(idx)
             }
             Some(Err(e)) => {
                 self.free.push(idx);
                 self.stats.errors += 1;
                 let e = io::Error::new(io::ErrorKind::InvalidInput, e);
-                op.finish_deferred(Err(e))
+                Err(op.finish_deferred(Err(e)))
             }
             None => {
                 self.free.push(idx);
-                op.finish_deferred(Err(scheduler_failed()))
+                Err(op.finish_deferred(Err(scheduler_failed())))
             }
         }
     }

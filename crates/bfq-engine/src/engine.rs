@@ -41,6 +41,7 @@ pub struct EngineBuilder {
     allow_short: bool,
     service_nice: i32,
     submit_mode: SubmitMode,
+    private_rings: bool,
     async_submit: bool,
     sqpoll_idle_ms: u32,
     trace: Option<TraceSink>,
@@ -61,6 +62,7 @@ impl EngineBuilder {
             allow_short: false,
             service_nice: 0,
             submit_mode: SubmitMode::default(),
+            private_rings: true,
             async_submit: false,
             sqpoll_idle_ms: 0,
             trace: None,
@@ -143,6 +145,18 @@ impl EngineBuilder {
     /// ([`SubmitMode::Dispatcher`]). See docs/engine.md.
     pub fn submit_mode(mut self, mode: SubmitMode) -> Self {
         self.submit_mode = mode;
+        self
+    }
+
+    /// Local mode: a blocking wait for a thread's only outstanding
+    /// request, dispatched as the wait submits it, submits it on the
+    /// thread's private ring (`IORING_SETUP_SINGLE_ISSUER |
+    /// DEFER_TASKRUN`: its completion is posted when the thread waits,
+    /// without interrupting it) and sleeps there until it is done. On by
+    /// default; used only where the kernel offers it (Linux 6.1 and
+    /// later). See docs/engine.md, "The private ring".
+    pub fn private_rings(mut self, on: bool) -> Self {
+        self.private_rings = on;
         self
     }
 
@@ -239,6 +253,7 @@ impl EngineBuilder {
         );
         let shared = Shared::new(
             self.submit_mode,
+            self.private_rings,
             core,
             timerfd,
             origin,
@@ -504,6 +519,7 @@ impl Engine {
             .iter()
         {
             r.wake.signal();
+            r.private_wake.signal();
         }
         self.shared.notify.signal();
         if thread.join().is_err() {

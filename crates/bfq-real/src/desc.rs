@@ -322,6 +322,9 @@ pub struct RunConfig {
     /// Who submits (each flow's thread on its own ring, or one
     /// dispatcher thread).
     pub submit_mode: bfq_engine::SubmitMode,
+    /// Local mode: a lone blocking wait may use the thread's private ring
+    /// (`EngineBuilder::private_rings`; default on).
+    pub private_rings: bool,
     /// Engine reads and writes go through io_uring's workers (IOSQE_ASYNC).
     pub async_submit: bool,
     /// Engine submissions through an SQPOLL kernel thread (idle ms; 0 = off).
@@ -355,6 +358,7 @@ impl RunConfig {
             kernel_client: KernelClient::Uring,
             dispatcher_nice: 0,
             submit_mode: bfq_engine::SubmitMode::default(),
+            private_rings: true,
             async_submit: false,
             sqpoll_idle_ms: 0,
             series_interval: Duration::from_secs(1),

@@ -250,6 +250,7 @@ fn run_engine(
         .writable(cfg.allow_writes)
         .service_nice(cfg.dispatcher_nice)
         .submit_mode(cfg.submit_mode)
+        .private_rings(cfg.private_rings)
         .async_submit(cfg.async_submit)
         .sqpoll(cfg.sqpoll_idle_ms)
         .open()?;
@@ -324,21 +325,27 @@ fn run_engine(
             let end = start + duration;
             let mut acc = Acc::new(interval);
             let mut pacer = Pacer::new(&d, start, i as u64, gate);
-            // Requests in flight by slot, with their issue time. The
-            // thread reaps every finished request whenever it wakes, and
-            // sleeps on the oldest one only when none has finished: BFQ
-            // dispatches a flow's queue in sector order, so reaping only
-            // the oldest would leave finished requests unreaped and the
-            // flow's depth unused, while waking on every completion would
-            // cost the engine's dispatcher a cross-thread wake-up each.
-            let mut slots: Vec<Option<(Instant, Pending<AlignedBuf>)>> =
+            // Requests in flight by slot, with their issue time and the
+            // pass that issued them. The thread reaps every finished
+            // request whenever it wakes, and sleeps on the oldest one only
+            // when none has finished: BFQ dispatches a flow's queue in
+            // sector order, so reaping only the oldest would leave
+            // finished requests unreaped and the flow's depth unused,
+            // while waking on every completion would cost the engine's
+            // dispatcher a cross-thread wake-up each. Requests issued in
+            // the same pass are not asked whether they are done (they are
+            // still in the thread's plug: asking would submit them in a
+            // system call of its own, where the wait that follows submits
+            // and sleeps in one).
+            let mut slots: Vec<Option<(Instant, Pending<AlignedBuf>, u64)>> =
                 (0..d.depth).map(|_| None).collect();
+            let mut pass = 0u64;
             let mut free: Vec<usize> = (0..d.depth as usize).rev().collect();
             // Takes a request's result (blocking if it is not in yet).
-            let mut reap = |slot: &mut Option<(Instant, Pending<AlignedBuf>)>,
+            let mut reap = |slot: &mut Option<(Instant, Pending<AlignedBuf>, u64)>,
                             bufs: &mut Vec<AlignedBuf>,
                             pacer: &mut Pacer| {
-                let (t0, p) = slot.take().expect("in flight");
+                let (t0, p, _) = slot.take().expect("in flight");
                 let (res, b) = p.wait();
                 let n = *res.as_ref().unwrap_or(&0) as u64;
                 acc.record(res, t0.elapsed());
@@ -346,6 +353,7 @@ fn run_engine(
                 pacer.after(n, &stop, end);
             };
             loop {
+                pass += 1;
                 while !free.is_empty() && pacer.before(&stop, end) {
                     let (off, len) = cur.next();
                     pacer.charge(len);
@@ -357,13 +365,15 @@ fn run_engine(
                         Dir::Read => flow.read_async(off, b),
                         Dir::Write => flow.write_async(off, b),
                     };
-                    slots[free.pop().expect("a free slot")] = Some((Instant::now(), p));
+                    slots[free.pop().expect("a free slot")] = Some((Instant::now(), p, pass));
                 }
                 let mut reaped = false;
                 let mut oldest: Option<(Instant, usize)> = None;
                 for (k, slot) in slots.iter_mut().enumerate() {
-                    let Some((t0, p)) = slot else { continue };
-                    if p.is_done() {
+                    let Some((t0, p, issued)) = slot else {
+                        continue;
+                    };
+                    if *issued != pass && p.is_done() {
                         reap(slot, &mut bufs, &mut pacer);
                         free.push(k);
                         reaped = true;

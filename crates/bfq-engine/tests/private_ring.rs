@@ -1,0 +1,196 @@
+//! The private ring (`EngineBuilder::private_rings`): a thread's lone
+//! blocking wait submits its request on a ring only that thread can reap
+//! (`IORING_SETUP_SINGLE_ISSUER | DEFER_TASKRUN`). These tests check that
+//! it is used where it may be, and that nothing another thread waits for
+//! is ever left on it: requests the waiting thread dispatches for others
+//! still complete when it then blocks on something else or exits, and a
+//! `Cancel` shutdown reaches the request it waits for. No assertion
+//! depends on timing (the timeouts only turn a hang into a failure).
+
+use bfq_engine::{Engine, FileTarget, FlowOptions, ShutdownMode};
+use std::os::fd::FromRawFd;
+use std::sync::mpsc;
+use std::time::Duration;
+
+const HANG: Duration = Duration::from_secs(60);
+
+fn tmpfile(size: u64) -> tempfile::NamedTempFile {
+    let f = tempfile::NamedTempFile::new_in(std::env::temp_dir()).unwrap();
+    f.as_file().set_len(size).unwrap();
+    f
+}
+
+/// A pipe: its read end as a request target (a read completes only once
+/// the test writes the write end), and the write end.
+fn pipe() -> (FileTarget, std::fs::File) {
+    let mut fds = [0i32; 2];
+    // SAFETY: pipe writes two descriptors into the array.
+    assert_eq!(unsafe { libc::pipe(fds.as_mut_ptr()) }, 0);
+    // SAFETY: fresh descriptors we own.
+    let (r, w) = unsafe {
+        (
+            std::fs::File::from_raw_fd(fds[0]),
+            std::fs::File::from_raw_fd(fds[1]),
+        )
+    };
+    (FileTarget::new(r, 0), w)
+}
+
+/// Polls the engine's counters until `what` holds (a guard against
+/// hangs, not a measurement).
+fn until(engine: &Engine, what: &str, f: impl Fn(&bfq_engine::EngineStats) -> bool) {
+    let t0 = std::time::Instant::now();
+    while !f(&engine.stats().unwrap()) {
+        assert!(t0.elapsed() < HANG, "never: {what}");
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
+
+/// Blocking reads and writes of a thread with nothing else outstanding
+/// wait on its private ring, and move the right bytes; a thread with
+/// several requests outstanding, or an engine built without private
+/// rings, does not use it.
+#[test]
+fn lone_blocking_requests_wait_on_the_private_ring() {
+    let f = tmpfile(1 << 20);
+    for private in [true, false] {
+        let engine = Engine::builder(f.path())
+            .writable(true)
+            .direct(false)
+            .queue_depth(8)
+            .private_rings(private)
+            .open()
+            .unwrap();
+        let flow = engine.flow(FlowOptions::default()).unwrap();
+        for i in 0..64u64 {
+            let data = vec![i as u8 + 1; 4096];
+            let (res, _) = flow.write(i * 4096, data);
+            assert_eq!(res.unwrap(), 4096);
+        }
+        for i in 0..64u64 {
+            let (res, buf) = flow.read(i * 4096, vec![0u8; 4096]);
+            assert_eq!(res.unwrap(), 4096);
+            assert!(buf.iter().all(|&b| b == i as u8 + 1), "block {i}");
+        }
+        let lone = engine.stats().unwrap().private_waits;
+        assert_eq!(lone, if private { 128 } else { 0 });
+        // Four outstanding: every wait leaves others in flight.
+        let mut q = std::collections::VecDeque::new();
+        for i in 0..64u64 {
+            q.push_back(flow.read_async(i * 4096, vec![0u8; 4096]));
+            if q.len() == 4 {
+                let (res, buf) = q.pop_front().unwrap().wait();
+                assert_eq!(res.unwrap(), 4096);
+                assert_eq!(buf[0], (i - 3) as u8 + 1);
+            }
+        }
+        for p in q {
+            assert_eq!(p.wait().0.unwrap(), 4096);
+        }
+        let s = engine.shutdown(ShutdownMode::Drain).unwrap();
+        assert_eq!(s.private_waits, lone, "private_rings({private})");
+        assert_eq!(s.completed, 192);
+    }
+}
+
+/// Thread A waits on its private ring; B's request is queued behind it
+/// (queue depth 1). A's completion dispatches B's request, on A's own
+/// ring: A then blocks on something else (waiting for B) or exits. B's
+/// request must still complete: it must not be left where only A could
+/// reap it (the private ring: B would hang, and A with it).
+#[test]
+fn requests_dispatched_for_others_complete_when_the_waiter_blocks_or_exits() {
+    for exits in [false, true] {
+        let engine = std::sync::Arc::new(Engine::nop().queue_depth(1).open().unwrap());
+        let ((ta, mut wa), (tb, mut wb)) = (pipe(), pipe());
+        let (b_tx, b_rx) = mpsc::channel::<i64>();
+        let (m_tx, m_rx) = mpsc::channel::<i64>();
+        let (a_tx, a_rx) = mpsc::channel::<i64>();
+        let e = engine.clone();
+        let a = std::thread::spawn(move || {
+            let flow = e.flow(FlowOptions::default()).unwrap();
+            let (res, _) = flow.read_file_async(&ta, 0, vec![0u8; 64]).wait();
+            let _ = a_tx.send(res.map_or(-1, |n| n as i64));
+            if !exits {
+                // Blocks elsewhere, with B's request on its ring.
+                let b = b_rx.recv_timeout(HANG).expect("B's read hung");
+                let _ = a_tx.send(b);
+            }
+        });
+        until(&engine, "A's read on its private ring", |s| {
+            s.private_waits == 1
+        });
+        let e = engine.clone();
+        let b = std::thread::spawn(move || {
+            let flow = e.flow(FlowOptions::default()).unwrap();
+            let (res, _) = flow.read_file_async(&tb, 0, vec![0u8; 64]).wait();
+            let n = res.map_or_else(|e| -i64::from(e.raw_os_error().unwrap_or(0)), |n| n as i64);
+            let _ = b_tx.send(n);
+            let _ = m_tx.send(n);
+        });
+        until(&engine, "B's read queued", |s| s.queued == 1);
+        std::io::Write::write_all(&mut wa, &[1; 64]).unwrap();
+        assert_eq!(a_rx.recv_timeout(HANG).expect("A's read hung"), 64);
+        let a = if exits {
+            a.join().unwrap();
+            None
+        } else {
+            Some(a)
+        };
+        // A is blocked on the channel (or gone): B's read completes now.
+        std::io::Write::write_all(&mut wb, &[2; 64]).unwrap();
+        if let Some(a) = a {
+            let got = a_rx.recv_timeout(HANG);
+            assert_eq!(got, Ok(64), "B's read, as A saw it");
+            a.join().unwrap();
+        }
+        // A pipe read waits for data in a poll the kernel re-issues on
+        // the task that submitted it: once that thread (A) has exited,
+        // the kernel cancels it instead. It completes either way.
+        let got = m_rx.recv_timeout(HANG).expect("B's read hung");
+        let ok = if exits {
+            got == 64 || got == -i64::from(libc::ECANCELED)
+        } else {
+            got == 64
+        };
+        assert!(ok, "B's read: {got} (exits: {exits})");
+        b.join().unwrap();
+        let engine = std::sync::Arc::try_unwrap(engine).ok().unwrap();
+        let s = engine.shutdown(ShutdownMode::Drain).unwrap();
+        assert_eq!((s.completed, s.private_waits), (2, 1), "exits: {exits}");
+    }
+}
+
+/// A read that completes only when cancelled (a pipe nobody writes),
+/// waited for on the thread's private ring: `shutdown(Cancel)` wakes the
+/// thread there, which cancels it; shutdown returns and the read fails
+/// with `ECANCELED`, its buffer back.
+#[test]
+fn cancel_reaches_a_request_on_a_private_ring() {
+    let (t, w) = pipe();
+    let engine = Engine::nop().open().unwrap();
+    let flow = engine.flow(FlowOptions::default()).unwrap();
+    let (tx, rx) = mpsc::channel();
+    let reader = std::thread::spawn(move || {
+        let (res, buf) = flow.read_file_async(&t, 0, vec![0u8; 64]).wait();
+        let _ = tx.send((res.map_err(|e| e.raw_os_error()), buf.len()));
+    });
+    until(&engine, "the read on the private ring", |s| {
+        s.private_waits == 1
+    });
+    let (stx, srx) = mpsc::channel();
+    let stopper = std::thread::spawn(move || {
+        let _ = stx.send(
+            engine
+                .shutdown(ShutdownMode::Cancel)
+                .map(|s| s.private_waits),
+        );
+    });
+    let stats = srx.recv_timeout(HANG).expect("shutdown(Cancel) hung");
+    assert_eq!(stats.unwrap(), 1);
+    let got = rx.recv_timeout(HANG).expect("the read hung");
+    assert_eq!(got, (Err(Some(libc::ECANCELED)), 64));
+    reader.join().unwrap();
+    stopper.join().unwrap();
+    drop(w);
+}
