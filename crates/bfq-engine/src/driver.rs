@@ -95,10 +95,11 @@ pub(crate) struct Shared {
     /// Some ring whose owner is away may hold requests (the service
     /// thread then bounds its sleeps).
     pub away_in_flight: AtomicBool,
-    /// Rings whose owner lingers (see [`Shared::linger`]).
-    pub lingerers: AtomicU32,
     /// Set by the service thread before a sleep without a bound; a
-    /// thread that starts to linger then wakes it.
+    /// thread that starts to linger then wakes it (the service thread
+    /// looks at the rings' `lingering` flags after setting it: no count
+    /// of lingering rings is kept, which every submitting thread would
+    /// update twice per request, one cache line shared by all).
     pub service_idle: AtomicBool,
     /// Requests added (dispatcher mode: tells the service thread there is
     /// something to dispatch).
@@ -325,7 +326,6 @@ impl Shared {
             cancelling: AtomicBool::new(false),
             stop_begun: AtomicBool::new(false),
             away_in_flight: AtomicBool::new(false),
-            lingerers: AtomicU32::new(0),
             service_idle: AtomicBool::new(false),
             added: AtomicU64::new(0),
             timerfd,
@@ -475,10 +475,8 @@ impl Shared {
     /// (it left the engine keeping its ring, eventfd notification off)
     /// and comes back only to plug one more request, the plug not full and
     /// no wait to follow, stays lingering. Its `visits` count tells the
-    /// service thread it came back; the engine-wide `lingerers` count,
-    /// which every submitting thread would otherwise update twice per
-    /// request (one cache line bouncing between their CPUs), is left
-    /// alone. Otherwise the ring is entered as for any other work.
+    /// service thread it came back. Otherwise the ring is entered as for
+    /// any other work.
     fn enter_to_plug(&self, ring: &Ring, st: &mut RingState, then_wait: bool) -> bool {
         let stay =
             ring.lingering.load(Ordering::Relaxed) && !then_wait && st.plug.len() + 1 < PLUG_MAX;
@@ -648,6 +646,16 @@ impl Shared {
                 .all(|r| r.plugged.load(Ordering::SeqCst) == 0)
     }
 
+    /// Whether some ring's owner lingers (the service thread then bounds
+    /// its sleep, see [`Shared::linger`]).
+    pub(crate) fn any_lingering(&self) -> bool {
+        self.rings
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .iter()
+            .any(|r| r.lingering.load(Ordering::SeqCst))
+    }
+
     /// Locks this thread's ring for its owner's work, ending a linger.
     fn enter_own<'r>(&self, ring: &'r Ring) -> MutexGuard<'r, RingState> {
         let st = enter_ring(ring);
@@ -655,11 +663,12 @@ impl Shared {
         st
     }
 
-    /// The owner is back (called under the ring's lock).
+    /// The owner is back (called under the ring's lock, as every change
+    /// of `lingering` is).
     fn unlinger(&self, ring: &Ring) {
         visit(ring);
-        if ring.lingering.swap(false, Ordering::SeqCst) {
-            self.lingerers.fetch_sub(1, Ordering::SeqCst);
+        if ring.lingering.load(Ordering::Relaxed) {
+            ring.lingering.store(false, Ordering::Release);
         }
     }
 
@@ -669,8 +678,10 @@ impl Shared {
     /// thread takes the ring over if the owner has not been back within
     /// [`crate::service::LINGER_NS`].
     fn linger(&self, ring: &Ring) {
+        // Paired with the service thread's `service_idle` store before it
+        // looks at the flags (`Shared::any_lingering`): either it sees
+        // this ring lingering, or this sees it idle and wakes it.
         ring.lingering.store(true, Ordering::SeqCst);
-        self.lingerers.fetch_add(1, Ordering::SeqCst);
         if self.service_idle.load(Ordering::SeqCst)
             && self.service_idle.swap(false, Ordering::SeqCst)
         {
@@ -681,9 +692,7 @@ impl Shared {
     /// The service thread takes over a lingering ring whose owner has
     /// not been back (under its lock): it is away from now on.
     pub(crate) fn take_over(&self, ring: &Ring, st: &mut RingState) {
-        if ring.lingering.swap(false, Ordering::SeqCst) {
-            self.lingerers.fetch_sub(1, Ordering::SeqCst);
-        }
+        ring.lingering.store(false, Ordering::SeqCst);
         // Its plug is the service thread's to submit now.
         self.flush_plug(ring, st);
         let plugged = st.uring.submission().len() as u64;

@@ -126,18 +126,15 @@ fn run(shared: &Shared, ring: &Ring) {
 /// threads to wake the service thread (`service_idle`), then looks again.
 fn linger_bound(shared: &Shared, timeout: Option<u64>) -> Option<u64> {
     let bounded = |t: Option<u64>| Some(t.map_or(LINGER_NS, |t| t.min(LINGER_NS)));
-    if shared.lingerers.load(Ordering::SeqCst) > 0 {
-        return bounded(timeout);
+    // Announced before the flags are looked at (see `Shared::linger`).
+    if timeout.is_none() {
+        shared.service_idle.store(true, Ordering::SeqCst);
     }
-    if timeout.is_some() {
-        return timeout;
-    }
-    shared.service_idle.store(true, Ordering::SeqCst);
-    if shared.lingerers.load(Ordering::SeqCst) > 0 {
+    if shared.any_lingering() {
         shared.service_idle.store(false, Ordering::SeqCst);
         return bounded(timeout);
     }
-    None
+    timeout
 }
 
 /// One turn: own completions, the timer, dispatching, away rings.
@@ -169,9 +166,7 @@ fn turn(
     if std::mem::take(&mut st.woken) {
         busy = true;
         timeout = scan_rings(shared, ring, st, rings);
-    } else if shared.away_in_flight.load(Ordering::SeqCst)
-        || shared.lingerers.load(Ordering::SeqCst) > 0
-    {
+    } else if shared.away_in_flight.load(Ordering::SeqCst) || shared.any_lingering() {
         timeout = scan_rings(shared, ring, st, rings);
     }
     (busy, timeout)
