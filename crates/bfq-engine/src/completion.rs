@@ -58,7 +58,10 @@ pub(crate) trait Driver: Send + Sync {
     /// Whom to wake when the result arrives while this thread sleeps.
     fn waiter(&self) -> Waiter;
     /// Sleeps until woken (by the waiter above, or by work of its own).
-    fn block(&self);
+    /// `waited`: the waited request's count among its submitting
+    /// thread's outstanding requests (tells whether this thread submitted
+    /// it).
+    fn block(&self, waited: Option<&Hold>);
     /// Does this thread's pending engine work without blocking: submits
     /// what its plug holds and reaps its ring. `linger`: the caller is
     /// blocking-style code that comes back to the engine (`is_done`), so
@@ -258,7 +261,7 @@ impl<B: Send + 'static> Pending<B> {
                 self.driver.finish_wait();
                 return r;
             }
-            self.driver.block();
+            self.driver.block(self.hold.as_ref());
         }
     }
 }
@@ -370,7 +373,7 @@ mod tests {
             fn waiter(&self) -> Waiter {
                 Waiter::Thread(std::thread::current())
             }
-            fn block(&self) {
+            fn block(&self, _: Option<&Hold>) {
                 std::thread::park();
             }
             fn poll_work(&self, _: bool) {}

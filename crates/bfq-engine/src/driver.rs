@@ -205,9 +205,11 @@ pub(crate) struct RingState {
 /// thread could not take it over as it takes over rings whose owner is
 /// away. So the private ring carries a request only while its owner
 /// waits in the engine for that very request: a blocking wait
-/// ([`Shared::block_in_ring`]) whose thread has that request alone
-/// outstanding, still in its plug, and nothing on its ring, and whose
-/// flush dispatches exactly that request. The thread then sleeps in the
+/// ([`Shared::block_in_ring`]) for a request the thread submitted itself
+/// and has alone outstanding, still in its plug, with nothing on its
+/// ring, and whose flush dispatches exactly that request (a thread
+/// waiting for another thread's request sleeps on its ring, where that
+/// request's completion wakes it). The thread then sleeps in the
 /// private ring until the request is done (other threads do not wait for
 /// it), and leaves the ring empty. In every other case the request goes
 /// on the thread's ring as before.
@@ -879,12 +881,12 @@ impl Shared {
     ///
     /// A wake-up that the service thread reaped while the owner was away
     /// (`woken`) ends the wait at once: its eventfd count is spent.
-    fn block_in_ring(&self, ring: &Ring) {
+    fn block_in_ring(&self, ring: &Ring, own: bool) {
         let mut st = self.enter_own(ring);
         self.cancel_if_stopping(ring, &mut st);
         // Whether a result is in: a request that failed at once may be
         // the one waited for, and a private wait ends with its result.
-        let result_in = match self.lone_wait(ring, &mut st) {
+        let result_in = match self.lone_wait(ring, &mut st, own) {
             Some(p) => {
                 let (failed, own) = self.flush_plug_to(ring, &mut st, true);
                 match own {
@@ -914,10 +916,12 @@ impl Shared {
 
 impl Shared {
     /// The private ring, taken out of the ring's state, if this wait may
-    /// use it (see [`Private`]): the thread's one outstanding request is
-    /// in its plug and nothing is on its ring. Makes it on first use.
-    fn lone_wait(&self, ring: &Ring, st: &mut RingState) -> Option<Box<Private>> {
+    /// use it (see [`Private`]): the waited request is the thread's own
+    /// (`own`) and its one outstanding request, so the one in its plug,
+    /// and nothing is on its ring. Makes it on first use.
+    fn lone_wait(&self, ring: &Ring, st: &mut RingState, own: bool) -> Option<Box<Private>> {
         if !self.private_rings
+            || !own
             || st.plug.len() != 1
             || ring.in_flight.load(Ordering::Relaxed) != 0
             || ring.mine.load(Ordering::Acquire) != 1
@@ -1225,12 +1229,16 @@ impl Driver for Shared {
         }
     }
 
-    fn block(&self) {
+    fn block(&self, waited: Option<&Hold>) {
         match self
             .local_ring(false)
             .filter(|_| self.mode == SubmitMode::Local)
         {
-            Some(r) => self.block_in_ring(r),
+            Some(r) => {
+                // Submitted by this thread, on this ring.
+                let own = waited.is_some_and(|h| Arc::ptr_eq(&h.0, &r.mine));
+                self.block_in_ring(r, own)
+            }
             None => std::thread::park(),
         }
     }
@@ -1288,8 +1296,8 @@ impl Driver for FlowDriver {
     fn waiter(&self) -> Waiter {
         self.0.waiter()
     }
-    fn block(&self) {
-        self.0.block()
+    fn block(&self, waited: Option<&Hold>) {
+        self.0.block(waited)
     }
     fn poll_work(&self, linger: bool) {
         self.0.poll_work(linger)

@@ -194,3 +194,45 @@ fn cancel_reaches_a_request_on_a_private_ring() {
     stopper.join().unwrap();
     drop(w);
 }
+
+/// A thread waits for a request another thread submitted while its own
+/// one request is in its plug: the wait must not sleep on the private
+/// ring (its own request, a pipe nobody writes yet, would keep it there
+/// while the waited request's completion wakes the thread's ring).
+#[test]
+fn waiting_for_another_threads_request_does_not_use_the_private_ring() {
+    let engine = std::sync::Arc::new(Engine::nop().open().unwrap());
+    let ((ta, mut wa), (tb, mut wb)) = (pipe(), pipe());
+    let (p_tx, p_rx) = mpsc::channel();
+    let (done_tx, done_rx) = mpsc::channel::<()>();
+    let e = engine.clone();
+    let first = std::thread::spawn(move || {
+        let flow = e.flow(FlowOptions::default()).unwrap();
+        let p = flow.read_file_async(&ta, 0, vec![0u8; 64]);
+        // Submitted (not only plugged) before it changes hands.
+        assert!(!p.is_done());
+        p_tx.send(p).unwrap();
+        // Away from the engine until the test is over.
+        let _ = done_rx.recv_timeout(HANG);
+    });
+    let p = p_rx.recv_timeout(HANG).expect("the first thread hung");
+    let (r_tx, r_rx) = mpsc::channel();
+    let e = engine.clone();
+    let second = std::thread::spawn(move || {
+        let flow = e.flow(FlowOptions::default()).unwrap();
+        let mine = flow.read_file_async(&tb, 0, vec![0u8; 64]);
+        let (res, _) = p.wait();
+        let _ = r_tx.send(res.map_err(|e| e.raw_os_error()));
+        mine.wait().0.map_err(|e| e.raw_os_error())
+    });
+    std::io::Write::write_all(&mut wa, &[1; 64]).unwrap();
+    let got = r_rx.recv_timeout(HANG);
+    std::io::Write::write_all(&mut wb, &[2; 64]).unwrap();
+    assert_eq!(got, Ok(Ok(64)), "the other thread's read, as waited for");
+    assert_eq!(second.join().unwrap(), Ok(64));
+    done_tx.send(()).unwrap();
+    first.join().unwrap();
+    let engine = std::sync::Arc::try_unwrap(engine).ok().unwrap();
+    let s = engine.shutdown(ShutdownMode::Drain).unwrap();
+    assert_eq!((s.completed, s.private_waits), (2, 0));
+}
