@@ -36,6 +36,32 @@ fn pipe() -> (FileTarget, std::fs::File) {
     (FileTarget::new(r, 0), w)
 }
 
+/// Whether the kernel sets up rings with `DEFER_TASKRUN` (Linux 6.1 and
+/// later); without it the engine waits on the thread's ring instead.
+fn private_rings_available() -> bool {
+    // SAFETY: uname fills the zeroed struct.
+    let mut u: libc::utsname = unsafe { std::mem::zeroed() };
+    if unsafe { libc::uname(&mut u) } != 0 {
+        return false;
+    }
+    // SAFETY: `release` is NUL-terminated by uname.
+    let rel = unsafe { std::ffi::CStr::from_ptr(u.release.as_ptr()) };
+    let mut parts = rel.to_str().unwrap_or("").split(['.', '-']);
+    let major: u32 = parts.next().and_then(|p| p.parse().ok()).unwrap_or(0);
+    let minor: u32 = parts.next().and_then(|p| p.parse().ok()).unwrap_or(0);
+    (major, minor) >= (6, 1)
+}
+
+/// Skips a test (with a message) on kernels without private rings.
+macro_rules! require_private_rings {
+    () => {
+        if !private_rings_available() {
+            eprintln!("skipped: the kernel has no IORING_SETUP_DEFER_TASKRUN (Linux < 6.1)");
+            return;
+        }
+    };
+}
+
 /// Polls the engine's counters until `what` holds (a guard against
 /// hangs, not a measurement).
 fn until(engine: &Engine, what: &str, f: impl Fn(&bfq_engine::EngineStats) -> bool) {
@@ -52,6 +78,7 @@ fn until(engine: &Engine, what: &str, f: impl Fn(&bfq_engine::EngineStats) -> bo
 /// rings, does not use it.
 #[test]
 fn lone_blocking_requests_wait_on_the_private_ring() {
+    require_private_rings!();
     let f = tmpfile(1 << 20);
     for private in [true, false] {
         let engine = Engine::builder(f.path())
@@ -100,6 +127,7 @@ fn lone_blocking_requests_wait_on_the_private_ring() {
 /// reap it (the private ring: B would hang, and A with it).
 #[test]
 fn requests_dispatched_for_others_complete_when_the_waiter_blocks_or_exits() {
+    require_private_rings!();
     for exits in [false, true] {
         let engine = std::sync::Arc::new(Engine::nop().queue_depth(1).open().unwrap());
         let ((ta, mut wa), (tb, mut wb)) = (pipe(), pipe());
@@ -167,6 +195,7 @@ fn requests_dispatched_for_others_complete_when_the_waiter_blocks_or_exits() {
 /// with `ECANCELED`, its buffer back.
 #[test]
 fn cancel_reaches_a_request_on_a_private_ring() {
+    require_private_rings!();
     let (t, w) = pipe();
     let engine = Engine::nop().open().unwrap();
     let flow = engine.flow(FlowOptions::default()).unwrap();
