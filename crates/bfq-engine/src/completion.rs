@@ -4,7 +4,7 @@
 //! The slot that holds a request's buffer, result and waiter is
 //! the engine's slot pool's (`src/slot.rs`).
 
-use crate::slot::Submitter;
+use crate::slot::{SlotId, Submitter};
 use std::collections::VecDeque;
 use std::future::Future;
 use std::io;
@@ -61,7 +61,7 @@ pub(crate) trait Driver: Send + Sync {
     /// `waited`: the waited request's count among its submitting
     /// thread's outstanding requests (tells whether this thread submitted
     /// it).
-    fn block(&self, waited: Option<&Hold>);
+    fn block(&self, waited: Option<&Hold>, slot: Option<SlotId>);
     /// Does this thread's pending engine work without blocking: submits
     /// what its plug holds and reaps its ring. `linger`: the caller is
     /// blocking-style code that comes back to the engine (`is_done`), so
@@ -261,7 +261,8 @@ impl<B: Send + 'static> Pending<B> {
                 self.driver.finish_wait();
                 return r;
             }
-            self.driver.block(self.hold.as_ref());
+            let slot = self.slot.as_ref().map(|s| s.id());
+            self.driver.block(self.hold.as_ref(), slot);
         }
     }
 }
@@ -373,7 +374,7 @@ mod tests {
             fn waiter(&self) -> Waiter {
                 Waiter::Thread(std::thread::current())
             }
-            fn block(&self, _: Option<&Hold>) {
+            fn block(&self, _: Option<&Hold>, _: Option<SlotId>) {
                 std::thread::park();
             }
             fn poll_work(&self, _: bool) {}

@@ -27,7 +27,7 @@
 
 use crate::completion::{Driver, EventFd, Hold, Waiter, WakeRelay, RELAY_FANOUT};
 use crate::core::{Core, Op, ShutdownMode};
-use crate::slot::{Finished, Release};
+use crate::slot::{Completer, Finished, Release, SlotId};
 use bfq_core::{FlowId, Time};
 use io_uring::{opcode, squeue, types, IoUring};
 use std::cell::RefCell;
@@ -881,7 +881,7 @@ impl Shared {
     ///
     /// A wake-up that the service thread reaped while the owner was away
     /// (`woken`) ends the wait at once: its eventfd count is spent.
-    fn block_in_ring(&self, ring: &Ring, own: bool) {
+    fn block_in_ring(&self, ring: &Ring, own: Option<SlotId>) {
         let mut st = self.enter_own(ring);
         self.cancel_if_stopping(ring, &mut st);
         // Whether a result is in: a request that failed at once may be
@@ -917,11 +917,25 @@ impl Shared {
 impl Shared {
     /// The private ring, taken out of the ring's state, if this wait may
     /// use it (see [`Private`]): the waited request is the thread's own
-    /// (`own`) and its one outstanding request, so the one in its plug,
-    /// and nothing is on its ring. Makes it on first use.
-    fn lone_wait(&self, ring: &Ring, st: &mut RingState, own: bool) -> Option<Box<Private>> {
+    /// (`own`, its slot), its one outstanding request and the one request
+    /// in its plug, and nothing is on its ring. (The counts alone are not
+    /// enough: a request whose `Pending` was dropped is no longer counted
+    /// in `mine` but may be the one in the plug, while the waited one is
+    /// on another thread's ring.) Makes it on first use.
+    fn lone_wait(
+        &self,
+        ring: &Ring,
+        st: &mut RingState,
+        own: Option<SlotId>,
+    ) -> Option<Box<Private>> {
+        let plugged = st
+            .plug
+            .first()
+            .and_then(|op| op.sink.as_ref())
+            .map(Completer::id);
         if !self.private_rings
-            || !own
+            || own.is_none()
+            || plugged != own
             || st.plug.len() != 1
             || ring.in_flight.load(Ordering::Relaxed) != 0
             || ring.mine.load(Ordering::Acquire) != 1
@@ -1229,15 +1243,15 @@ impl Driver for Shared {
         }
     }
 
-    fn block(&self, waited: Option<&Hold>) {
+    fn block(&self, waited: Option<&Hold>, slot: Option<SlotId>) {
         match self
             .local_ring(false)
             .filter(|_| self.mode == SubmitMode::Local)
         {
             Some(r) => {
-                // Submitted by this thread, on this ring.
+                // Submitted by this thread, on this ring: its slot.
                 let own = waited.is_some_and(|h| Arc::ptr_eq(&h.0, &r.mine));
-                self.block_in_ring(r, own)
+                self.block_in_ring(r, slot.filter(|_| own))
             }
             None => std::thread::park(),
         }
@@ -1296,8 +1310,8 @@ impl Driver for FlowDriver {
     fn waiter(&self) -> Waiter {
         self.0.waiter()
     }
-    fn block(&self, waited: Option<&Hold>) {
-        self.0.block(waited)
+    fn block(&self, waited: Option<&Hold>, slot: Option<SlotId>) {
+        self.0.block(waited, slot)
     }
     fn poll_work(&self, linger: bool) {
         self.0.poll_work(linger)

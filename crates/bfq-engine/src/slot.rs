@@ -385,7 +385,16 @@ impl Slot {
     }
 }
 
+/// A slot's identity, to tell which request an `Op` and a `Pending` are
+/// (compared only, never dereferenced).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct SlotId(usize);
+
 impl SlotHold {
+    fn id(&self) -> SlotId {
+        SlotId(self.0.as_ptr() as usize)
+    }
+
     fn slot(&self) -> &Slot {
         // SAFETY: a held slot stays allocated (its pool outlives it).
         unsafe { self.0.as_ref() }
@@ -393,6 +402,11 @@ impl SlotHold {
 }
 
 impl Completer {
+    /// The request's slot.
+    pub(crate) fn id(&self) -> SlotId {
+        self.0.id()
+    }
+
     /// Stores the result; returns who to wake and the request's hold
     /// (see [`Finished`]).
     pub(crate) fn complete(self, res: io::Result<usize>) -> Finished {
@@ -434,6 +448,11 @@ impl Finished {
 }
 
 impl<B> Submitter<B> {
+    /// The request's slot.
+    pub(crate) fn id(&self) -> SlotId {
+        self.hold.id()
+    }
+
     /// Whether the result is in.
     pub(crate) fn has_result(&self) -> bool {
         self.hold.slot().state.load(Ordering::Acquire) & DONE != 0

@@ -254,6 +254,9 @@ fn waiting_for_another_threads_request_does_not_use_the_private_ring() {
         let _ = r_tx.send(res.map_err(|e| e.raw_os_error()));
         mine.wait().0.map_err(|e| e.raw_os_error())
     });
+    // The second thread is in `p.wait`'s block: its own read was flushed
+    // there (before, the first read could complete before that wait).
+    until(&engine, "the second thread blocked", |s| s.in_flight == 2);
     std::io::Write::write_all(&mut wa, &[1; 64]).unwrap();
     let got = r_rx.recv_timeout(HANG);
     std::io::Write::write_all(&mut wb, &[2; 64]).unwrap();
@@ -268,4 +271,61 @@ fn waiting_for_another_threads_request_does_not_use_the_private_ring() {
     // other read was done before the second thread waited for it (its
     // own read then still in its plug, alone).
     assert!(s.private_waits <= 1, "{s:?}");
+}
+
+/// A thread waits for its own request B, which another thread's ring
+/// carries, while a request A whose `Pending` it dropped is alone in its
+/// plug: A is not the waited request, so the wait must not sleep on the
+/// private ring with it (B's completion wakes the thread's ring, not the
+/// private one; A, a pipe nobody writes, would keep the thread asleep).
+#[test]
+fn a_dropped_request_in_the_plug_does_not_take_the_wait_to_the_private_ring() {
+    let engine = std::sync::Arc::new(Engine::nop().queue_depth(2).open().unwrap());
+    let ((t1, mut w1), (t2, mut w2)) = (pipe(), pipe());
+    let ((t3, mut w3), (t4, mut w4)) = (pipe(), pipe());
+    let (u_done_tx, u_done_rx) = mpsc::channel::<()>();
+    let (u_stay_tx, u_stay_rx) = mpsc::channel::<()>();
+    let e = engine.clone();
+    // U fills the device queue (depth 2), so T's B waits in the scheduler
+    // and is dispatched later by U, on U's ring.
+    let u = std::thread::spawn(move || {
+        let flow = e.flow(FlowOptions::default()).unwrap();
+        let x = flow.read_file_async(&t1, 0, vec![0u8; 64]);
+        let y = flow.read_file_async(&t2, 0, vec![0u8; 64]);
+        assert!(!x.is_done());
+        assert_eq!(x.wait().0.unwrap(), 64);
+        assert_eq!(y.wait().0.unwrap(), 64);
+        u_done_tx.send(()).unwrap();
+        let _ = u_stay_rx.recv_timeout(HANG);
+    });
+    until(&engine, "U's two reads in flight", |s| s.in_flight == 2);
+    let (go_tx, go_rx) = mpsc::channel::<()>();
+    let (b_tx, b_rx) = mpsc::channel::<i64>();
+    let e = engine.clone();
+    let t = std::thread::spawn(move || {
+        let flow = e.flow(FlowOptions::default()).unwrap();
+        let b = flow.read_file_async(&t3, 0, vec![0u8; 64]);
+        assert!(!b.is_done());
+        go_rx.recv_timeout(HANG).unwrap();
+        drop(flow.read_file_async(&t4, 0, vec![0u8; 64]));
+        let (res, _) = b.wait();
+        let _ = b_tx.send(res.map_or(-1, |n| n as i64));
+    });
+    until(&engine, "B queued", |s| s.queued == 1);
+    std::io::Write::write_all(&mut w1, &[1; 64]).unwrap();
+    std::io::Write::write_all(&mut w2, &[2; 64]).unwrap();
+    u_done_rx.recv_timeout(HANG).unwrap();
+    until(&engine, "B on U's ring", |s| {
+        s.queued == 0 && s.in_flight == 1
+    });
+    go_tx.send(()).unwrap();
+    until(&engine, "A dispatched beside B", |s| s.in_flight == 2);
+    std::io::Write::write_all(&mut w3, &[3; 64]).unwrap();
+    let got = b_rx.recv_timeout(Duration::from_secs(5));
+    // A's pipe is written in any case, so that a trapped wait ends.
+    std::io::Write::write_all(&mut w4, &[4; 64]).unwrap();
+    u_stay_tx.send(()).unwrap();
+    u.join().unwrap();
+    t.join().unwrap();
+    assert_eq!(got, Ok(64), "B's wait slept on after B completed");
 }
