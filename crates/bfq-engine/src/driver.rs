@@ -928,18 +928,21 @@ impl Shared {
         st: &mut RingState,
         own: Option<SlotId>,
     ) -> Option<Box<Private>> {
-        let plugged = st
-            .plug
-            .first()
-            .and_then(|op| op.sink.as_ref())
-            .map(Completer::id);
+        // The one plugged request's slot (checked last: the counts are
+        // cheaper).
+        let plugged = || {
+            st.plug
+                .first()
+                .and_then(|op| op.sink.as_ref())
+                .map(Completer::id)
+        };
         if !self.private_rings
             || own.is_none()
-            || plugged != own
             || st.plug.len() != 1
             || ring.in_flight.load(Ordering::Relaxed) != 0
             || ring.mine.load(Ordering::Acquire) != 1
             || self.stop_begun.load(Ordering::Relaxed)
+            || plugged() != own
         {
             return None;
         }

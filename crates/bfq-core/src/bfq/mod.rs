@@ -1370,6 +1370,8 @@ impl Bfq {
         let cands = firsts
             .map(|c| (c, Take::Any))
             .chain(rest.map(|c| (c, Take::Reads)));
+        // B-WF2Q+'s candidates come after the waker and the woken flow.
+        let firsts_n = usize::from(waker.is_some()) + usize::from(woken.is_some());
         for (k, (c, take)) in cands.enumerate() {
             let cf = FlowId(c);
             if cf == turn.flow {
@@ -1380,9 +1382,7 @@ impl Bfq {
             } else {
                 take
             };
-            // B-WF2Q+'s candidates come after the waker and the woken flow.
-            let listed = k >= usize::from(waker.is_some()) + usize::from(woken.is_some());
-            if let Some(r) = self.dispatch_injected(cf, now, take, listed) {
+            if let Some(r) = self.dispatch_injected(cf, now, take, k >= firsts_n) {
                 self.stats.injected += 1;
                 self.topo.any_flow_mut(cf).data.injected += 1;
                 return Some(r);
