@@ -117,6 +117,7 @@ fn parse(text: &str, dev: &Path, process_cpu_seconds: f64) -> anyhow::Result<Run
             ..Default::default()
         }],
         cpu_seconds,
+        scheduler: None,
     })
 }
 

@@ -263,5 +263,28 @@ fn print_table(out: &mut dyn Write, r: &RunReport) -> std::io::Result<()> {
             writeln!(out, "               first error: {e}")?;
         }
     }
+    if let Some(i) = &r.scheduler {
+        print_internals(out, i)?;
+    }
     Ok(())
+}
+
+/// The BFQ mechanisms' state at the end of an engine run (nothing for
+/// schedulers without them).
+fn print_internals(out: &mut dyn Write, i: &bfq_core::Internals) -> std::io::Result<()> {
+    let (Some(b), Some(rate)) = (i.max_budget, i.peak_rate) else {
+        return Ok(());
+    };
+    let medium = match i.rotational {
+        Some(true) => ", device taken as rotational",
+        Some(false) => ", device taken as non-rotational",
+        None => "",
+    };
+    writeln!(
+        out,
+        "  scheduler: B_max {b} sectors, peak rate {:.1} MB/s, {} turns, {} injected{medium}",
+        rate as f64 * 512.0 / 1e6,
+        i.turns.unwrap_or(0),
+        i.injected.unwrap_or(0),
+    )
 }

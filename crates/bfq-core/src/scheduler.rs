@@ -41,6 +41,9 @@ pub struct Internals {
     /// BFQ: requests dispatched by injection into another flow's idling
     /// (today's kernel BFQ, bfq_choose_bfqq_for_injection).
     pub injected: Option<u64>,
+    /// BFQ: whether its rules treat the device as rotational (what the
+    /// device says, unless the medium probe overruled it).
+    pub rotational: Option<bool>,
     /// throttle-low: nanoseconds spent in the LOW state up to `now`.
     pub low_state_ns: Option<u64>,
     /// throttle-low: changes between the LOW and MAX states.

@@ -1756,6 +1756,7 @@ fn bfq_kernel_is_the_kernel_without_this_projects_rules() {
     assert!(k.inject.waker_beyond_limit && !b.inject.waker_beyond_limit);
     assert!(k.inject.limit_counts_all && !b.inject.limit_counts_all);
     assert!(b.preempt.after_timeout && !k.preempt.after_timeout);
+    assert_eq!((b.rotational_probe, k.rotational_probe), (MS, 0));
     let back = BfqConfig::from_settings_on(
         b,
         &mut Settings::from_pairs([
@@ -1774,6 +1775,7 @@ fn bfq_kernel_is_the_kernel_without_this_projects_rules() {
             ("inject_waker_beyond_limit", "1"),
             ("inject_limit_counts_all", "1"),
             ("in_time_after_timeout", "0"),
+            ("rotational_probe", "0"),
         ]),
     )
     .unwrap();

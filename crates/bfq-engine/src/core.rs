@@ -8,8 +8,8 @@
 
 use crate::slot::{Completer, Finished};
 use bfq_core::{
-    Dispatch, FlowId, FlowSpec, GroupId, Op as SOp, Request, SchedError, Scheduler, Time,
-    SECTOR_BYTES,
+    Dispatch, FlowId, FlowSpec, GroupId, Internals, Op as SOp, Request, SchedError, Scheduler,
+    Time, SECTOR_BYTES,
 };
 use io_uring::{opcode, squeue, types};
 use std::fs::File;
@@ -268,6 +268,11 @@ impl Core {
                 None
             }
         }
+    }
+
+    /// What the scheduler's mechanisms did so far (`None` after a panic).
+    pub(crate) fn internals(&mut self, now: Time) -> Option<Internals> {
+        self.sched(|s| s.internals(now))
     }
 
     pub(crate) fn add_flow(&mut self, now: Time, spec: FlowSpec) -> Result<FlowId, SchedError> {

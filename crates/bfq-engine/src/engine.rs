@@ -6,8 +6,8 @@ use crate::core::{engine_gone, Core, CoreConfig, Op, OpKind, TraceSink};
 pub use crate::core::{EngineStats, FileTarget, ShutdownMode, TraceEvent};
 use crate::driver::{monotonic_ns, FlowDriver, Shared, SubmitMode};
 use bfq_core::{
-    DeviceInfo, FlowId, FlowSpec, GroupId, IoClass, IoPrio, SchedError, Scheduler, Settings,
-    SECTOR_BYTES,
+    DeviceInfo, FlowId, FlowSpec, GroupId, Internals, IoClass, IoPrio, SchedError, Scheduler,
+    Settings, SECTOR_BYTES,
 };
 use std::fs::{File, OpenOptions};
 use std::io;
@@ -481,6 +481,14 @@ impl Engine {
     pub fn remove_group(&self, group: GroupId) -> io::Result<()> {
         let r = self.shared.core().remove_group(group);
         r.map_err(|e| self.refused(e))
+    }
+
+    /// What the scheduler's mechanisms did so far (B_max, peak rate,
+    /// injection; see [`Internals`]).
+    pub fn scheduler_internals(&self) -> io::Result<Internals> {
+        let now = self.shared.now();
+        let r = self.shared.core().internals(now);
+        r.ok_or_else(|| io::Error::other("the scheduler panicked"))
     }
 
     /// The engine's counters.

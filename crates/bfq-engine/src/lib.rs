@@ -43,7 +43,7 @@ mod slot;
 pub mod sys;
 
 pub use crate::core::{EngineStats, FileTarget, ShutdownMode, TraceEvent};
-pub use bfq_core::{DeviceInfo, FlowId, FlowSpec, GroupId, IoClass, IoPrio, Settings};
+pub use bfq_core::{DeviceInfo, FlowId, FlowSpec, GroupId, Internals, IoClass, IoPrio, Settings};
 pub use buf::{AlignedBuf, IoBuf, IoBufMut};
 pub use completion::{block_on, IoResult, Pending};
 pub use driver::SubmitMode;

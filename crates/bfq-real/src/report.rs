@@ -69,6 +69,9 @@ pub struct RunReport {
     /// threads (the engine's dispatcher and io_uring workers included; the
     /// kernel's own worker threads, e.g. a loop device's, are not).
     pub cpu_seconds: f64,
+    /// What the engine's scheduler learned and did (B_max, peak rate,
+    /// injection, the device's medium); `None` for the kernel's schedulers.
+    pub scheduler: Option<bfq_core::Internals>,
 }
 
 impl RunReport {
@@ -90,6 +93,7 @@ impl RunReport {
             seconds,
             flows,
             cpu_seconds: 0.0,
+            scheduler: None,
         }
     }
 

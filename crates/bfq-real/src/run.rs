@@ -402,9 +402,12 @@ fn run_engine(
     }
     let seconds = t0.elapsed().as_secs_f64();
     drop(handles);
+    let internals = engine.scheduler_internals().ok();
     engine.shutdown(ShutdownMode::Cancel)?;
     if let Some(out) = trace_out {
         out.lock().unwrap_or_else(|p| p.into_inner()).flush()?;
     }
-    Ok(RunReport::of(cfg, seconds, reports))
+    let mut report = RunReport::of(cfg, seconds, reports);
+    report.scheduler = internals;
+    Ok(report)
 }

@@ -218,6 +218,7 @@ on_off = { on = "1M", off = "10ms" }
             target: "x".into(),
             seconds: 2.0,
             cpu_seconds: 0.0,
+            scheduler: None,
             flows: vec![crate::report::FlowReport {
                 name: "r".into(),
                 weight: 200,

@@ -35,6 +35,7 @@ pub mod budget;
 pub mod charging;
 pub mod idling;
 pub mod injection;
+pub mod medium;
 pub mod peak_rate;
 pub mod preemption;
 pub mod queue;
@@ -51,6 +52,7 @@ use budget::{BudgetConfig, ExpireReason, Feedback, FeedbackCtx};
 use charging::{ChargeConfig, ChargeRule, DeviceSlots, TurnInfo};
 use idling::{Census, FlowIdle, GuaranteeIdling, IdleConfig, Lingering, SeekHistory, ThinkTime};
 use injection::{InjectConfig, InjectState};
+use medium::MediumProbe;
 use peak_rate::{Estimator, PeakRate, PeakRateConfig};
 use preemption::{Preempt, PreemptConfig};
 use queue::{FlowQueue, QueueConfig};
@@ -91,6 +93,11 @@ pub struct BfqConfig {
     /// Kernel: a flow idling with under 1/3 of its budget left is not
     /// expired for timeout (part of heuristic 3).
     pub timeout_grace: bool,
+    /// A device that says it is rotational counts as non-rotational while
+    /// its lone seeky reads take under this on average
+    /// ([`medium::MediumProbe`]; `rotational_probe`, 0..=10ms; 0: trust
+    /// the device, the kernel; `bfq` 1ms).
+    pub rotational_probe: Time,
 }
 
 impl Default for BfqConfig {
@@ -144,6 +151,7 @@ impl BfqConfig {
                 after_timeout: false,
             },
             timeout_grace: false,
+            rotational_probe: 0,
         }
     }
 
@@ -184,6 +192,7 @@ impl BfqConfig {
                 after_timeout: true,
                 ..k.preempt
             },
+            rotational_probe: MS,
             ..k
         }
     }
@@ -562,6 +571,12 @@ impl BfqConfig {
             merge,
             preempt,
             timeout_grace: s.bool("timeout_grace", d.timeout_grace)?,
+            rotational_probe: s.duration_in(
+                "rotational_probe",
+                d.rotational_probe,
+                0,
+                medium::MAX_THRESHOLD,
+            )?,
         })
     }
 }
@@ -731,6 +746,10 @@ pub struct Bfq {
     census: Census,
     lingering: Lingering,
     peak: PeakRate,
+    /// What the driver says of the device; `device.rotational` is what
+    /// the rules use (the probe may overrule a rotational claim).
+    reported_rotational: bool,
+    medium: MediumProbe,
     burst: Burst,
     last_completion: Option<(u32, Time)>,
     slots: DeviceSlots,
@@ -751,6 +770,8 @@ impl Bfq {
             census: Census::default(),
             lingering: Lingering::default(),
             peak: PeakRate::new(true, cfg.peak_rate.learned),
+            reported_rotational: true,
+            medium: MediumProbe::default(),
             burst: Burst::default(),
             last_completion: None,
             slots: DeviceSlots::default(),
@@ -1512,9 +1533,32 @@ impl Bfq {
         Some(req)
     }
 
+    /// Whether the medium probe runs: on, and the device says rotational.
+    fn probes_medium(&self) -> bool {
+        self.cfg.rotational_probe > 0 && self.reported_rotational
+    }
+
+    /// Sets the rotational flag the rules use: the device's claim, unless
+    /// the medium probe found a claimed disk serving reads like flash.
+    /// The peak-rate estimate restarts from the medium's reference rate
+    /// while it has accepted no sample.
+    fn apply_medium(&mut self) {
+        let rotational =
+            self.reported_rotational && !(self.probes_medium() && self.medium.flash_like());
+        if rotational != self.device.rotational && self.peak.accepted == 0 {
+            self.peak = PeakRate::new(rotational, self.cfg.peak_rate.learned);
+        }
+        self.device.rotational = rotational;
+    }
+
     /// Book-keeping common to every dispatch.
     fn note_dispatch(&mut self, now: Time, req: &Request) {
         self.slots.take(req);
+        if self.probes_medium() {
+            let seeky = self.flow_state(req.flow).seek.is_seeky();
+            self.medium
+                .on_dispatch(now, req, seeky, self.table.in_flight());
+        }
         if self.cfg.peak_rate.auto
             && self.cfg.peak_rate.estimator == Estimator::Kernel
             && self.peak.on_dispatch(
@@ -1536,13 +1580,10 @@ impl Scheduler for Bfq {
     }
 
     fn set_device(&mut self, device: DeviceInfo) {
-        if device.rotational != self.device.rotational && self.peak.accepted == 0 {
-            self.peak = PeakRate::new(device.rotational, self.cfg.peak_rate.learned);
-        }
-        self.device = DeviceInfo {
-            queue_depth: device.depth(),
-            ..device
-        };
+        self.reported_rotational = device.rotational;
+        self.device.queue_depth = device.depth();
+        self.device.queues_internally = device.queues_internally;
+        self.apply_medium();
     }
 
     fn add_group(&mut self, parent: GroupId, weight: u32) -> Result<GroupId, SchedError> {
@@ -1943,6 +1984,9 @@ impl Scheduler for Bfq {
         if self.cfg.peak_rate.auto {
             self.peak.on_complete(now, u64::from(slot.req.sectors));
         }
+        if self.probes_medium() && self.medium.on_complete(now, id, self.cfg.rotational_probe) {
+            self.apply_medium();
+        }
         let depth = self.device.queue_depth;
         let slice_idle = self.cfg.idle.slice_idle;
         let fs = &mut self.topo.any_flow_mut(owner).data;
@@ -1991,6 +2035,7 @@ impl Scheduler for Bfq {
             peak_rate: Some(self.peak.rate),
             turns: Some(self.stats.turns),
             injected: Some(self.stats.injected),
+            rotational: Some(self.device.rotational),
             ..Internals::default()
         }
     }

@@ -35,6 +35,10 @@ pub struct FlashParams {
     /// random 4 KiB writes cost one 16 KiB program. `false`: each write
     /// programs the pages its addresses map to, a page per 4 KiB write.
     pub coalesce_writes: bool,
+    /// The device says it is rotational (as a virtio disk does by default,
+    /// and a loop device over it), whatever its medium. Only what the
+    /// scheduler is told changes.
+    pub reports_rotational: bool,
 }
 
 impl FlashParams {

@@ -163,6 +163,7 @@ pub fn preset(name: &str) -> Option<DeviceParams> {
             write_buffer: 32 << 20,
             // A page-mapping FTL, as SATA SSDs of its generation have.
             coalesce_writes: true,
+            reports_rotational: false,
         }),
         _ => return None,
     })
@@ -246,6 +247,7 @@ impl DeviceParams {
                 "queue_depth" => p.queue_depth = as_u32(v)?,
                 "write_buffer" => p.write_buffer = as_size(v)?,
                 "coalesce_writes" => p.coalesce_writes = as_bool(v)?,
+                "reports_rotational" => p.reports_rotational = as_bool(v)?,
                 _ => return Err(format!("unknown flash field '{key}'")),
             },
         }

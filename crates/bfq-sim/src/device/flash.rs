@@ -152,7 +152,7 @@ impl Device for Flash {
         DeviceInfo {
             queue_depth: self.p.queue_depth.max(1),
             queues_internally: true,
-            rotational: false,
+            rotational: self.p.reports_rotational,
         }
     }
 
