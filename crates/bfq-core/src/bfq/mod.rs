@@ -94,7 +94,8 @@ pub struct BfqConfig {
     /// expired for timeout (part of heuristic 3).
     pub timeout_grace: bool,
     /// A device that says it is rotational counts as non-rotational while
-    /// its lone seeky reads take under this on average
+    /// its lone small seeky reads take under this on average, and little
+    /// of their time is in reads over twice this
     /// ([`medium::MediumProbe`]; `rotational_probe`, 0..=10ms; 0: trust
     /// the device, the kernel; `bfq` 1ms).
     pub rotational_probe: Time,
@@ -1529,7 +1530,7 @@ impl Bfq {
                 self.leave_tree(f);
             }
         }
-        self.note_dispatch(now, &req);
+        self.note_dispatch(now, &req, f);
         Some(req)
     }
 
@@ -1551,11 +1552,12 @@ impl Bfq {
         self.device.rotational = rotational;
     }
 
-    /// Book-keeping common to every dispatch.
-    fn note_dispatch(&mut self, now: Time, req: &Request) {
+    /// Book-keeping common to every dispatch; `owner` is the flow whose
+    /// queue held the request (not `req.flow` once merged).
+    fn note_dispatch(&mut self, now: Time, req: &Request, owner: FlowId) {
         self.slots.take(req);
         if self.probes_medium() {
-            let seeky = self.flow_state(req.flow).seek.is_seeky();
+            let seeky = self.flow_state(owner).seek.is_seeky();
             self.medium
                 .on_dispatch(now, req, seeky, self.table.in_flight());
         }
@@ -1580,6 +1582,7 @@ impl Scheduler for Bfq {
     }
 
     fn set_device(&mut self, device: DeviceInfo) {
+        self.medium.forget();
         self.reported_rotational = device.rotational;
         self.device.queue_depth = device.depth();
         self.device.queues_internally = device.queues_internally;
@@ -1966,7 +1969,7 @@ impl Scheduler for Bfq {
             }
             t.idle_until = None;
             self.wf2q.served(turn.entity, charge);
-            self.note_dispatch(now, &req);
+            self.note_dispatch(now, &req, turn.flow);
             #[cfg(debug_assertions)]
             if self.table.queued().is_multiple_of(64) {
                 self.wf2q.check_invariants();
