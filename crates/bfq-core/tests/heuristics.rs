@@ -1835,3 +1835,78 @@ fn h3_a_turn_that_ends_idle_is_not_charged_its_idling() {
     assert_eq!(r.flow, b);
     assert_eq!(s.flow_internals(a).charged, Some(32));
 }
+
+/// X (weight 300, sync reader) is in service with its inject limit at 1
+/// (a first request served with nothing else in flight gave its
+/// baseline); its queue then empties and it is idled for, while A, B and
+/// C (weight 100) get one request each, in that order. Which flow's
+/// request is injected (None: the device is idled)?
+fn injected_into_idling(kv: &[(&str, &str)], rotational: bool) -> Option<FlowId> {
+    let mut kv = kv.to_vec();
+    kv.extend([("low_latency", "0"), ("preemption", "0")]);
+    let mut s = profile("bfq-kernel", &kv);
+    s.set_device(DeviceInfo {
+        queue_depth: 8,
+        queues_internally: true,
+        rotational,
+    });
+    let x = s.add_flow(0, FlowSpec::with_weight(300)).unwrap();
+    let others: Vec<FlowId> = (0..3)
+        .map(|_| s.add_flow(0, FlowSpec::with_weight(100)).unwrap())
+        .collect();
+    let mut now: Time = 0;
+    // X's first request, then (X idled for) its next one with nothing
+    // else in flight: the baseline that starts injection.
+    for k in 0..2u64 {
+        s.add_request(now, sync_read(k + 1, x, 1000 + 8 * k, 8))
+            .unwrap();
+        let Dispatch::Request(r) = s.dispatch(now) else {
+            panic!("X is served")
+        };
+        now += 100 * US;
+        s.complete(now, r.id).unwrap();
+        assert!(matches!(s.dispatch(now), Dispatch::Idle { .. }));
+        now += 50 * US;
+    }
+    for (k, &f) in others.iter().enumerate() {
+        let k = k as u64;
+        s.add_request(now, sync_read(10 + k, f, 1_000_000 * (k + 1), 8))
+            .unwrap();
+        now += 10 * US;
+    }
+    match s.dispatch(now) {
+        Dispatch::Request(r) => Some(r.flow),
+        Dispatch::Idle { .. } => None,
+        d => panic!("{d:?}"),
+    }
+}
+
+#[test]
+fn h7_kernel_injects_the_latest_activated_flow_first() {
+    // Kernel `bfq_choose_bfqq_for_injection` walks `active_list` from its
+    // head, where each queue is put when it is (re)activated: C, whose
+    // request came last, goes in first; B-WF2Q+'s order gives A (same
+    // weight and budget, activated first).
+    let on = injected_into_idling(&[("inject_recent_first", "1")], false);
+    let off = injected_into_idling(&[("inject_recent_first", "0")], false);
+    assert_eq!(on, Some(FlowId(3)), "the latest activated flow");
+    assert_eq!(off, Some(FlowId(1)), "B-WF2Q+'s next flow");
+}
+
+#[test]
+fn h7_kernel_injects_nothing_where_idling_boosts_throughput() {
+    // Kernel `bfq_select_queue`: a sequential, I/O-bound flow of short
+    // think time on a rotational device is idled for throughput, and only
+    // its waker or the flow it woke may be injected into its idle time.
+    // The loop device over a disk file reports itself rotational and
+    // queues internally: injecting there kept 3+ requests in flight 20%
+    // of the time where the kernel's bfq keeps them under 1%.
+    let kernel = injected_into_idling(&[("inject_when_idling_boosts", "0")], true);
+    let ours = injected_into_idling(&[("inject_when_idling_boosts", "1")], true);
+    assert_eq!(kernel, None, "the device is idled");
+    assert!(ours.is_some(), "another flow is injected");
+    // On a non-rotational queueing device idling does not boost
+    // throughput: the kernel injects there too.
+    let flash = injected_into_idling(&[("inject_when_idling_boosts", "0")], false);
+    assert!(flash.is_some());
+}

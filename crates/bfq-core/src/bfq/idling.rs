@@ -326,6 +326,17 @@ pub struct GuaranteeIdling {
     pub raised_keep_idling: bool,
 }
 
+/// Idling for `f` boosts throughput, and no flow is raised (kernel
+/// `idling_boosts_thr_without_issues`): the device is rotational without
+/// internal queueing, or `f` is sequential, I/O-bound and of short think
+/// time on a device that is not both non-rotational and queueing.
+pub fn boosts_throughput(device: &DeviceInfo, f: &FlowIdle, census: &Census) -> bool {
+    let rot_noq = device.rotational && !device.queues_internally;
+    let seq_iob = !f.seeky && f.io_bound && f.short_think;
+    let boosts = rot_noq || ((device.rotational || !device.queues_internally) && seq_iob);
+    boosts && census.raised_busy == 0
+}
+
 impl IdleConfig {
     /// The idling decision with the heuristics (heuristic 5's "raised flows
     /// keep idling" and heuristic 6).
@@ -353,10 +364,7 @@ impl IdleConfig {
                 w
             });
         }
-        let rot_noq = device.rotational && !device.queues_internally;
-        let seq_iob = !f.seeky && f.io_bound && f.short_think;
-        let boosts = rot_noq || ((device.rotational || !device.queues_internally) && seq_iob);
-        let boosts_ok = boosts && census.raised_busy == 0;
+        let boosts_ok = boosts_throughput(device, f, census);
         let asym = census.asymmetric();
         let guar =
             (f.raised && census.raised_busy < census.busy_flows) || asym || census.busy_flows <= 1;

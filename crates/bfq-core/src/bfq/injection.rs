@@ -175,6 +175,22 @@ pub struct InjectConfig {
     /// flows under the tops of the root's service tree, each within its
     /// own share ([`super::INJECT_CANDIDATES`]).
     pub candidates: usize,
+    /// Candidates are tried most recently (re)activated first
+    /// (`inject_recent_first`; on in `bfq-kernel`: kernel
+    /// `bfq_choose_bfqq_for_injection` walks `active_list` from its head,
+    /// where `bfq_active_insert` puts a queue each time it enters the
+    /// service tree), any request of theirs, before B-WF2Q+'s. Off in
+    /// `bfq`: B-WF2Q+'s next flow first, then the least injected per unit
+    /// of weight, reads only ([`RecentActivations`]).
+    pub recent_first: bool,
+    /// Other flows are injected also where idling boosts throughput (a
+    /// sequential, I/O-bound flow of short think time on a rotational or
+    /// non-queueing device) and into a weight-raised flow of short think
+    /// time while no other flow is raised (`inject_when_idling_boosts`; on
+    /// in `bfq`). Off in `bfq-kernel` (kernel `bfq_select_queue`: there
+    /// only the waker and the woken flow are injected, and a raised flow of
+    /// short think time takes only raised flows' requests).
+    pub when_idling_boosts: bool,
 }
 
 impl Default for InjectConfig {
@@ -193,7 +209,49 @@ impl Default for InjectConfig {
             read_floor: true,
             protect_seeky: true,
             candidates: super::INJECT_CANDIDATES,
+            recent_first: false,
+            when_idling_boosts: true,
         }
+    }
+}
+
+/// How many of the latest (re)activations [`RecentActivations`] keeps.
+pub const RECENT_ACTIVATIONS: usize = 16;
+
+/// The flows that last entered B-WF2Q+ (a new request into an empty queue,
+/// or a requeue at the end of a turn), newest first: the head of the
+/// kernel's `active_list`, which `inject_recent_first` walks. A flow's place
+/// is its latest entry, as `list_add` moves a queue to the head each time
+/// it is inserted. O(1) per activation; the walk is bounded by
+/// [`RECENT_ACTIVATIONS`] (flows activated earlier come after, in B-WF2Q+'s
+/// order).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct RecentActivations {
+    ids: [u32; RECENT_ACTIVATIONS],
+    len: usize,
+    head: usize,
+}
+
+impl RecentActivations {
+    /// `flow` (re)entered B-WF2Q+.
+    pub fn push(&mut self, flow: u32) {
+        self.head = (self.head + 1) % RECENT_ACTIVATIONS;
+        self.ids[self.head] = flow;
+        self.len = (self.len + 1).min(RECENT_ACTIVATIONS);
+    }
+
+    /// Fills `out` with the remembered flows, most recently activated
+    /// first, each once; returns how many.
+    pub fn newest_first(&self, out: &mut [u32; RECENT_ACTIVATIONS]) -> usize {
+        let mut n = 0;
+        for k in 0..self.len {
+            let f = self.ids[(self.head + RECENT_ACTIVATIONS - k) % RECENT_ACTIVATIONS];
+            if !out[..n].contains(&f) {
+                out[n] = f;
+                n += 1;
+            }
+        }
+        n
     }
 }
 
@@ -342,6 +400,23 @@ mod tests {
     fn sample(s: &mut InjectState, at: Time, others: u32, done: Time, short_think: bool) {
         s.sample = Some((1, at, others));
         s.sample_done(&InjectConfig::default(), done, 32, short_think);
+    }
+
+    #[test]
+    fn recent_activations_newest_first_each_once() {
+        let mut r = RecentActivations::default();
+        for f in [1, 2, 3, 1] {
+            r.push(f);
+        }
+        let mut out = [0u32; RECENT_ACTIVATIONS];
+        let n = r.newest_first(&mut out);
+        assert_eq!(&out[..n], &[1, 3, 2]);
+        for f in 100..100 + RECENT_ACTIVATIONS as u32 + 3 {
+            r.push(f);
+        }
+        let n = r.newest_first(&mut out);
+        assert_eq!(n, RECENT_ACTIVATIONS);
+        assert_eq!(out[0], 100 + RECENT_ACTIVATIONS as u32 + 2);
     }
 
     #[test]

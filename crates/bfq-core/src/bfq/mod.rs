@@ -51,7 +51,7 @@ use crate::types::*;
 use budget::{BudgetConfig, ExpireReason, Feedback, FeedbackCtx};
 use charging::{ChargeConfig, ChargeRule, DeviceSlots, TurnInfo};
 use idling::{Census, FlowIdle, GuaranteeIdling, IdleConfig, Lingering, SeekHistory, ThinkTime};
-use injection::{InjectConfig, InjectState};
+use injection::{InjectConfig, InjectState, RecentActivations, RECENT_ACTIVATIONS};
 use medium::MediumProbe;
 use peak_rate::{Estimator, PeakRate, PeakRateConfig};
 use preemption::{Preempt, PreemptConfig};
@@ -171,6 +171,8 @@ impl BfqConfig {
                 waker_kernel_detection: false,
                 waker_beyond_limit: false,
                 limit_counts_all: false,
+                recent_first: false,
+                when_idling_boosts: true,
                 ..k.inject
             },
             peak_rate: PeakRateConfig {
@@ -232,6 +234,8 @@ impl BfqConfig {
                 read_floor: false,
                 protect_seeky: false,
                 waker_kernel_detection: true,
+                recent_first: true,
+                when_idling_boosts: false,
                 ..InjectConfig::default()
             },
             merge: MergeConfig {
@@ -546,6 +550,8 @@ impl BfqConfig {
             waker_beyond_limit: s.bool("inject_waker_beyond_limit", d.inject.waker_beyond_limit)?,
             limit_counts_all: s.bool("inject_limit_counts_all", d.inject.limit_counts_all)?,
             large_once: s.bool("inject_large_once", d.inject.large_once)?,
+            recent_first: s.bool("inject_recent_first", d.inject.recent_first)?,
+            when_idling_boosts: s.bool("inject_when_idling_boosts", d.inject.when_idling_boosts)?,
             ..d.inject
         };
         let merge = MergeConfig {
@@ -732,6 +738,10 @@ enum Take {
 /// the dispatch O(1) in the number of flows).
 pub const INJECT_CANDIDATES: usize = 8;
 
+/// Room for every injection candidate of one dispatch: the waker, the
+/// woken flow, the remembered activations and B-WF2Q+'s candidates.
+const INJECT_LIST: usize = 2 + RECENT_ACTIVATIONS + INJECT_CANDIDATES;
+
 /// The BFQ scheduler.
 #[derive(Debug)]
 pub struct Bfq {
@@ -754,6 +764,8 @@ pub struct Bfq {
     burst: Burst,
     last_completion: Option<(u32, Time)>,
     slots: DeviceSlots,
+    /// Latest entries into B-WF2Q+ (`inject_recent_first`).
+    recent: RecentActivations,
     stats: BfqStats,
 }
 
@@ -776,6 +788,7 @@ impl Bfq {
             burst: Burst::default(),
             last_completion: None,
             slots: DeviceSlots::default(),
+            recent: RecentActivations::default(),
             stats: BfqStats::default(),
         };
         b.retune_max_budget();
@@ -1066,8 +1079,17 @@ impl Bfq {
 
     /// Whether a flow is idled for, and how long.
     fn wait_time(&self, fs: &FlowState, served_in_turn: u64) -> Option<Time> {
+        let f = self.idle_view(fs, served_in_turn);
+        self.cfg
+            .idle
+            .wait_time_heur(&self.cfg.guarantee, &self.device, &f, &self.census)
+    }
+
+    /// What the idling decision needs to know about `fs`, having served
+    /// `served_in_turn` in its turn (the seeky grace counts it).
+    fn idle_view(&self, fs: &FlowState, served_in_turn: u64) -> FlowIdle {
         let grace = self.cfg.idle.seeky_grace && served_in_turn < self.cfg.budget.max_budget / 8;
-        let f = FlowIdle {
+        FlowIdle {
             sync: fs.sync,
             class: Some(fs.class),
             seeky: fs.seek.is_seeky() && !grace,
@@ -1075,10 +1097,7 @@ impl Bfq {
             interactive: fs.raise.kind == RaiseKind::Interactive,
             io_bound: fs.io_bound,
             short_think: fs.think.short(self.cfg.idle.slice_idle),
-        };
-        self.cfg
-            .idle
-            .wait_time_heur(&self.cfg.guarantee, &self.device, &f, &self.census)
+        }
     }
 
     /// Ends the active flow's turn (Fig. 3 lines 24-38 and 59-66, with the
@@ -1228,6 +1247,9 @@ impl Bfq {
         fs.inj.returning = out && !keep && shift && fs.sync && self.cfg.inject.enabled;
         fs.charged += charge;
         self.wf2q.expire(turn.entity, charge, busy || keep, next);
+        if busy || keep {
+            self.recent.push(turn.flow.0);
+        }
         // A flow that goes idle as its turn ends lingers as after any last
         // completion: without it, 100-weight random readers beside one of
         // 300 on flash were not idled for in the moment the heavier one,
@@ -1345,7 +1367,8 @@ impl Bfq {
 
     /// Heuristic 7: a request of another flow while the active one idles.
     /// Candidates: the idling flow's waker, the flow it woke, then up to
-    /// [`INJECT_CANDIDATES`] flows B-WF2Q+ would serve next.
+    /// [`INJECT_CANDIDATES`] flows B-WF2Q+ would serve next (with
+    /// `inject_recent_first`, the latest activated flows first).
     fn try_inject(&mut self, now: Time) -> Option<Request> {
         if !self.cfg.inject.enabled || !self.device.queues_internally || self.cfg.guarantee.strict {
             return None;
@@ -1377,24 +1400,11 @@ impl Bfq {
             return None;
         }
         let floor_only = counted >= limit;
-        let (waker, woken) = (a.inj.waker, a.inj.woken);
-        let mut next = [0u32; INJECT_CANDIDATES];
-        let n = if over {
-            0
-        } else {
-            self.wf2q
-                .peek_flows(now, &mut next[..self.cfg.inject.candidates])
-        };
-        let first = next[..n].first().copied();
-        self.least_injected_first(&turn, &mut next[..n]);
-        let firsts = waker.into_iter().chain(woken).chain(first);
-        let rest = next[..n].iter().copied().filter(|&c| Some(c) != first);
-        let cands = firsts
-            .map(|c| (c, Take::Any))
-            .chain(rest.map(|c| (c, Take::Reads)));
-        // B-WF2Q+'s candidates come after the waker and the woken flow.
-        let firsts_n = usize::from(waker.is_some()) + usize::from(woken.is_some());
-        for (k, (c, take)) in cands.enumerate() {
+        // Rule switch `inject_when_idling_boosts`.
+        let others_too = !over && self.injects_others(&turn);
+        let mut cands = [(0u32, Take::Any, false); INJECT_LIST];
+        let n = self.injection_candidates(&turn, now, others_too, &mut cands);
+        for &(c, take, listed) in &cands[..n] {
             let cf = FlowId(c);
             if cf == turn.flow {
                 continue;
@@ -1404,13 +1414,86 @@ impl Bfq {
             } else {
                 take
             };
-            if let Some(r) = self.dispatch_injected(cf, now, take, k >= firsts_n) {
+            if let Some(r) = self.dispatch_injected(cf, now, take, listed) {
                 self.stats.injected += 1;
                 self.topo.any_flow_mut(cf).data.injected += 1;
                 return Some(r);
             }
         }
         None
+    }
+
+    /// Whether flows other than the idling flow's waker and woken flow may
+    /// be injected into its idle time. With `inject_when_idling_boosts`
+    /// off, as the kernel's `bfq_select_queue`: not where idling boosts
+    /// throughput, nor into a raised flow of short think time while it is
+    /// the only raised flow.
+    fn injects_others(&self, turn: &Turn) -> bool {
+        if self.cfg.inject.when_idling_boosts {
+            return true;
+        }
+        let fs = self.flow_state(turn.flow);
+        let short = fs.think.short(self.cfg.idle.slice_idle);
+        let view = self.idle_view(fs, turn.served);
+        let boosts = idling::boosts_throughput(&self.device, &view, &self.census);
+        !boosts && (!fs.raise.on() || self.census.raised_busy > 1 || !short)
+    }
+
+    /// Fills `out` with the injection candidates in the order they are
+    /// tried, each with the requests it may give and whether it is one of
+    /// the listed (not the waker or the woken) flows; returns how many.
+    /// `others`: more than the waker and the woken flow.
+    fn injection_candidates(
+        &self,
+        turn: &Turn,
+        now: Time,
+        others: bool,
+        out: &mut [(u32, Take, bool); INJECT_LIST],
+    ) -> usize {
+        let a = self.flow_state(turn.flow);
+        let mut n = 0;
+        for c in a.inj.waker.into_iter().chain(a.inj.woken) {
+            out[n] = (c, Take::Any, false);
+            n += 1;
+        }
+        if !others {
+            return n;
+        }
+        let mut next = [0u32; INJECT_CANDIDATES];
+        let m = self
+            .wf2q
+            .peek_flows(now, &mut next[..self.cfg.inject.candidates]);
+        if self.cfg.inject.recent_first {
+            // Kernel `active_list` order: the latest (re)activated first,
+            // any request; the flows activated before those remembered
+            // follow in B-WF2Q+'s order. A raised flow of short think time
+            // takes only raised flows' requests (kernel
+            // `in_serv_always_inject`).
+            let mut recent = [0u32; RECENT_ACTIVATIONS];
+            let r = self.recent.newest_first(&mut recent);
+            let only_raised = a.raise.on() && a.think.short(self.cfg.idle.slice_idle);
+            for &c in recent[..r].iter().chain(next[..m].iter()) {
+                let fits =
+                    !only_raised || self.topo.flow(FlowId(c)).is_ok_and(|e| e.data.raise.on());
+                if fits && !out[..n].iter().any(|o| o.0 == c && o.2) {
+                    out[n] = (c, Take::Any, true);
+                    n += 1;
+                }
+            }
+            return n;
+        }
+        let first = next[..m].first().copied();
+        self.least_injected_first(turn, &mut next[..m]);
+        // B-WF2Q+'s next flow, any request; then the others, reads only.
+        if let Some(c) = first {
+            out[n] = (c, Take::Any, true);
+            n += 1;
+        }
+        for &c in next[..m].iter().filter(|&&c| Some(c) != first) {
+            out[n] = (c, Take::Reads, true);
+            n += 1;
+        }
+        n
     }
 
     /// Orders injection candidates by the service injected into this turn
@@ -1821,6 +1904,9 @@ impl Scheduler for Bfq {
                 }
                 // Fig. 3 line 13: a newly backlogged flow joins B-WF2Q+.
                 _ => {
+                    // Kernel: a queue that gets a request while empty is
+                    // (re)activated, at the head of `active_list`.
+                    self.recent.push(owner.0);
                     if self.wf2q.entity(entity).state == EState::Idle {
                         let returning = std::mem::take(&mut fs.inj.returning)
                             && now.saturating_sub(fs.last_completion) <= preempt.in_time;
