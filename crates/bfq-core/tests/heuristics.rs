@@ -1755,6 +1755,9 @@ fn bfq_kernel_is_the_kernel_without_this_projects_rules() {
     assert!(k.inject.waker_kernel_detection && !b.inject.waker_kernel_detection);
     assert!(k.inject.waker_beyond_limit && !b.inject.waker_beyond_limit);
     assert!(k.inject.limit_counts_all && !b.inject.limit_counts_all);
+    assert!(k.inject.recent_first && !b.inject.recent_first);
+    assert!(!k.inject.when_idling_boosts && b.inject.when_idling_boosts);
+    assert!(k.inject.kernel_sampling && !b.inject.kernel_sampling);
     assert!(b.preempt.after_timeout && !k.preempt.after_timeout);
     assert_eq!((b.rotational_probe, k.rotational_probe), (MS, 0));
     let back = BfqConfig::from_settings_on(
@@ -1774,6 +1777,9 @@ fn bfq_kernel_is_the_kernel_without_this_projects_rules() {
             ("waker_kernel_detection", "1"),
             ("inject_waker_beyond_limit", "1"),
             ("inject_limit_counts_all", "1"),
+            ("inject_recent_first", "1"),
+            ("inject_when_idling_boosts", "0"),
+            ("inject_kernel_sampling", "1"),
             ("in_time_after_timeout", "0"),
             ("rotational_probe", "0"),
         ]),
@@ -1854,7 +1860,8 @@ fn injected_into_idling(kv: &[(&str, &str)], rotational: bool) -> Option<FlowId>
     let others: Vec<FlowId> = (0..3)
         .map(|_| s.add_flow(0, FlowSpec::with_weight(100)).unwrap())
         .collect();
-    let mut now: Time = 0;
+    // Past the kernel's 10 ms without samples after a queue's creation.
+    let mut now: Time = 20 * MS;
     // X's first request, then (X idled for) its next one with nothing
     // else in flight: the baseline that starts injection.
     for k in 0..2u64 {

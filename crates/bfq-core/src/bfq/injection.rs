@@ -191,7 +191,18 @@ pub struct InjectConfig {
     /// only the waker and the woken flow are injected, and a raised flow of
     /// short think time takes only raised flows' requests).
     pub when_idling_boosts: bool,
+    /// The kernel's rules for learning the limit (`inject_kernel_sampling`;
+    /// on in `bfq-kernel`, see [`InjectState::kernel_arrival`] and
+    /// [`InjectState::kernel_sample_done`]). Off in `bfq`: the service time
+    /// of the idling flow's first request after it refills, from its
+    /// dispatch, with other flows' requests in flight or not at dispatch
+    /// ([`InjectState::sample_done`]).
+    pub kernel_sampling: bool,
 }
+
+/// Kernel `bfq_add_request`: no new sample of the total service time
+/// within 10 ms of the limit's last decrease (or reset).
+pub const KERNEL_SAMPLE_GAP: Time = 10 * MS;
 
 impl Default for InjectConfig {
     fn default() -> Self {
@@ -211,6 +222,7 @@ impl Default for InjectConfig {
             candidates: super::INJECT_CANDIDATES,
             recent_first: false,
             when_idling_boosts: true,
+            kernel_sampling: false,
         }
     }
 }
@@ -253,6 +265,24 @@ impl RecentActivations {
         }
         n
     }
+}
+
+/// A request arrival as the kernel's limit sampling sees it
+/// ([`InjectState::kernel_arrival`]).
+#[derive(Clone, Copy, Debug)]
+pub struct KernelArrival {
+    /// The request.
+    pub id: u64,
+    /// When it arrived.
+    pub now: Time,
+    /// Its flow's turn is on.
+    pub in_service: bool,
+    /// Requests of any flow in flight.
+    pub in_flight: usize,
+    /// Its flow's think time is short.
+    pub short_think: bool,
+    /// `inject_relearn`.
+    pub relearn: Time,
 }
 
 /// Per-flow injection state.
@@ -356,6 +386,81 @@ impl InjectState {
                 self.limit = 0;
             }
         }
+    }
+
+    /// Kernel rules (`inject_kernel_sampling`): request `id` of this sync
+    /// flow arrived at `now` with nothing else of the flow queued or in
+    /// flight (kernel `bfq_add_request`), `in_flight` requests of any flow
+    /// in the device; `in_service`: the flow's turn is on. Every `relearn`
+    /// since the last decrease the limit is reset
+    /// ([`InjectState::kernel_reset`]). The flow in service then samples
+    /// the request's total service time (arrival to completion) if nothing
+    /// is in flight (a baseline; `injected` is cleared: what was injected
+    /// before cannot delay it), or if its baseline is known and requests
+    /// were injected while it was empty (`injected`, kernel
+    /// `rqs_injected`), at least [`KERNEL_SAMPLE_GAP`] after the last
+    /// decrease.
+    pub fn kernel_arrival(&mut self, a: KernelArrival, injected: &mut bool) {
+        if a.now >= self.decreased_at.saturating_add(a.relearn) {
+            self.kernel_reset(a.now, a.short_think);
+        }
+        let quiet = a.now >= self.decreased_at.saturating_add(KERNEL_SAMPLE_GAP);
+        if a.in_service && quiet && (a.in_flight == 0 || (self.baseline > 0 && *injected)) {
+            self.sample = Some((a.id, a.now, 0));
+            if a.in_flight == 0 {
+                *injected = false;
+            }
+        }
+    }
+
+    /// Kernel `bfq_reset_inject_limit`: the baseline is forgotten and the
+    /// limit restarts at 0 for a flow with a short think time (an injected
+    /// request may outlast its think time), at 1 otherwise.
+    pub fn kernel_reset(&mut self, now: Time, short_think: bool) {
+        self.baseline = 0;
+        self.sample = None;
+        self.limit = u32::from(!short_think);
+        self.decreased_at = now;
+    }
+
+    /// Kernel `bfq_update_inject_limit`: the sampled request completed at
+    /// `now` with `others` requests still in flight. If requests were
+    /// injected while it was waited for (`injected`) and the baseline is
+    /// known, a total service time of at least 1.5x the baseline lowers the
+    /// limit, a shorter one raises it while it is at most `max_in_flight`
+    /// (the most requests seen in flight). A first time with nothing else
+    /// in flight, or one below the baseline, becomes the baseline (the
+    /// first one starts injection at 1), as does one with nothing
+    /// injected and nothing else in flight. Clears `injected`.
+    pub fn kernel_sample_done(
+        &mut self,
+        now: Time,
+        others: usize,
+        injected: &mut bool,
+        max_in_flight: u32,
+    ) {
+        let Some((_, at, _)) = self.sample.take() else {
+            return;
+        };
+        let t = now.saturating_sub(at).max(1);
+        if self.baseline > 0 && *injected {
+            let threshold = self.baseline * 3 / 2;
+            if t >= threshold && self.limit > 0 {
+                self.limit -= 1;
+                self.decreased_at = now;
+            } else if t < threshold && self.limit <= max_in_flight {
+                self.limit += 1;
+            }
+        }
+        if (self.baseline == 0 && others == 0) || t < self.baseline {
+            if self.baseline == 0 {
+                self.limit = self.limit.max(1);
+            }
+            self.baseline = t;
+        } else if !*injected && others == 0 {
+            self.baseline = t;
+        }
+        *injected = false;
     }
 
     /// Flow `me` became non-empty at `now`; `last` is the latest completion
@@ -466,6 +571,57 @@ mod tests {
         // 1.1 s later the baseline is forgotten: back to no injection.
         sample(&mut s, 1100 * MS, 1, 1100 * MS + 100_000, true);
         assert_eq!((s.limit, s.baseline), (0, 0));
+    }
+
+    fn arrive(s: &mut InjectState, id: u64, now: Time, in_flight: usize, inj: &mut bool) {
+        let a = KernelArrival {
+            id,
+            now,
+            in_service: true,
+            in_flight,
+            short_think: true,
+            relearn: 1000 * MS,
+        };
+        s.kernel_arrival(a, inj);
+    }
+
+    /// Kernel `bfq_add_request` / `bfq_update_inject_limit`: a baseline
+    /// needs nothing in flight at arrival and at completion; a sample with
+    /// requests in flight counts only if injection happened; a decrease
+    /// holds sampling off for 10 ms; 1 s after it the limit is reset.
+    #[test]
+    fn kernel_sampling_rules() {
+        let mut s = InjectState::default();
+        let mut inj = false;
+        // Requests in flight, nothing known: no sample.
+        arrive(&mut s, 1, 20 * MS, 2, &mut inj);
+        assert!(s.sample.is_none());
+        // Nothing in flight: the baseline, limit 1.
+        arrive(&mut s, 2, 21 * MS, 0, &mut inj);
+        s.kernel_sample_done(21 * MS + 100_000, 0, &mut inj, 4);
+        assert_eq!((s.baseline, s.limit), (100_000, 1));
+        // In flight but nothing injected: no sample.
+        arrive(&mut s, 3, 22 * MS, 1, &mut inj);
+        assert!(s.sample.is_none());
+        // Injected and fast: the limit grows.
+        inj = true;
+        arrive(&mut s, 4, 23 * MS, 1, &mut inj);
+        s.kernel_sample_done(23 * MS + 120_000, 1, &mut inj, 4);
+        assert_eq!(s.limit, 2);
+        assert!(!inj);
+        // Injected and slow: the limit falls, and sampling pauses 10 ms.
+        inj = true;
+        arrive(&mut s, 5, 24 * MS, 2, &mut inj);
+        s.kernel_sample_done(24 * MS + 200_000, 1, &mut inj, 4);
+        assert_eq!(s.limit, 1);
+        inj = true;
+        arrive(&mut s, 6, 30 * MS, 1, &mut inj);
+        assert!(s.sample.is_none(), "within 10 ms of the decrease");
+        arrive(&mut s, 7, 35 * MS, 1, &mut inj);
+        assert!(s.sample.is_some());
+        // 1 s after the decrease: reset, short think time: limit 0.
+        arrive(&mut s, 8, 1025 * MS, 1, &mut inj);
+        assert_eq!((s.baseline, s.limit), (0, 0));
     }
 
     #[test]

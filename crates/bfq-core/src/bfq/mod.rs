@@ -51,7 +51,7 @@ use crate::types::*;
 use budget::{BudgetConfig, ExpireReason, Feedback, FeedbackCtx};
 use charging::{ChargeConfig, ChargeRule, DeviceSlots, TurnInfo};
 use idling::{Census, FlowIdle, GuaranteeIdling, IdleConfig, Lingering, SeekHistory, ThinkTime};
-use injection::{InjectConfig, InjectState, RecentActivations, RECENT_ACTIVATIONS};
+use injection::{InjectConfig, InjectState, KernelArrival, RecentActivations, RECENT_ACTIVATIONS};
 use medium::MediumProbe;
 use peak_rate::{Estimator, PeakRate, PeakRateConfig};
 use preemption::{Preempt, PreemptConfig};
@@ -173,6 +173,7 @@ impl BfqConfig {
                 limit_counts_all: false,
                 recent_first: false,
                 when_idling_boosts: true,
+                kernel_sampling: false,
                 ..k.inject
             },
             peak_rate: PeakRateConfig {
@@ -236,6 +237,7 @@ impl BfqConfig {
                 waker_kernel_detection: true,
                 recent_first: true,
                 when_idling_boosts: false,
+                kernel_sampling: true,
                 ..InjectConfig::default()
             },
             merge: MergeConfig {
@@ -552,6 +554,7 @@ impl BfqConfig {
             large_once: s.bool("inject_large_once", d.inject.large_once)?,
             recent_first: s.bool("inject_recent_first", d.inject.recent_first)?,
             when_idling_boosts: s.bool("inject_when_idling_boosts", d.inject.when_idling_boosts)?,
+            kernel_sampling: s.bool("inject_kernel_sampling", d.inject.kernel_sampling)?,
             ..d.inject
         };
         let merge = MergeConfig {
@@ -766,6 +769,11 @@ pub struct Bfq {
     slots: DeviceSlots,
     /// Latest entries into B-WF2Q+ (`inject_recent_first`).
     recent: RecentActivations,
+    /// Kernel `rqs_injected` (`inject_kernel_sampling`): a listed flow was
+    /// injected since the sampled request's flow emptied.
+    rqs_injected: bool,
+    /// Most requests seen in flight (kernel `max_rq_in_driver`).
+    max_in_flight: u32,
     stats: BfqStats,
 }
 
@@ -789,6 +797,8 @@ impl Bfq {
             last_completion: None,
             slots: DeviceSlots::default(),
             recent: RecentActivations::default(),
+            rqs_injected: false,
+            max_in_flight: 0,
             stats: BfqStats::default(),
         };
         b.retune_max_budget();
@@ -1104,6 +1114,11 @@ impl Bfq {
     /// heuristics' charging and feedback rules).
     fn expire(&mut self, now: Time, reason: ExpireReason) {
         let Some(turn) = self.turn.take() else { return };
+        if self.cfg.inject.kernel_sampling {
+            // Kernel `bfq_bfqq_expire`: no sample outlives the turn.
+            self.rqs_injected = false;
+            self.flow_state_mut(turn.flow).inj.sample = None;
+        }
         let (rule, timeout_sync) = (self.cfg.charge.rule, self.cfg.timeout_sync);
         // Kernel: a turn that ends because its flow stayed idle too long is
         // charged the time up to the start of that idling, not the idling
@@ -1381,7 +1396,7 @@ impl Bfq {
         // previous one completes would otherwise never have one injected
         // beside it, and its limit, grown only by injected samples, would
         // stay at 1).
-        let limit = a.inj.limit.min(self.device.queue_depth) as usize;
+        let limit = self.inject_limit(&turn, now) as usize;
         let others = self.table.in_flight().saturating_sub(a.in_flight as usize);
         let counted = if self.cfg.inject.limit_counts_all {
             self.table.in_flight()
@@ -1415,12 +1430,29 @@ impl Bfq {
                 take
             };
             if let Some(r) = self.dispatch_injected(cf, now, take, listed) {
+                self.rqs_injected |= listed;
                 self.stats.injected += 1;
                 self.topo.any_flow_mut(cf).data.injected += 1;
                 return Some(r);
             }
         }
         None
+    }
+
+    /// The idling flow's inject limit, at most the queue depth. Kernel
+    /// (`inject_kernel_sampling`): a flow whose baseline is still unknown
+    /// and whose limit is 0 gets 1 once it has been idled for `slice_idle`
+    /// (`bfq_choose_bfqq_for_injection`: "drive speed is being wasted").
+    fn inject_limit(&self, turn: &Turn, now: Time) -> u32 {
+        let inj = &self.flow_state(turn.flow).inj;
+        let wasted = self.cfg.inject.kernel_sampling
+            && inj.limit == 0
+            && inj.baseline == 0
+            && turn.idle_until.is_some()
+            && now >= turn.idle_since + self.cfg.idle.slice_idle;
+        inj.limit
+            .max(u32::from(wasted))
+            .min(self.device.queue_depth)
     }
 
     /// Whether flows other than the idling flow's waker and woken flow may
@@ -1639,6 +1671,7 @@ impl Bfq {
     /// queue held the request (not `req.flow` once merged).
     fn note_dispatch(&mut self, now: Time, req: &Request, owner: FlowId) {
         self.slots.take(req);
+        self.max_in_flight = self.max_in_flight.max(self.table.in_flight() as u32);
         if self.probes_medium() {
             let seeky = self.flow_state(owner).seek.is_seeky();
             self.medium
@@ -1821,6 +1854,25 @@ impl Scheduler for Bfq {
         }
         if woke && !lingered && (first || now.saturating_sub(fs.idle_since) > min_idle_time) {
             fs.served_at_start = fs.served_total;
+        }
+        // Rule switch `inject_kernel_sampling`: the kernel samples the
+        // inject limit on a sync request's arrival into an idle queue.
+        let inj = &self.cfg.inject;
+        if was_idle
+            && req.sync
+            && inj.enabled
+            && inj.kernel_sampling
+            && self.device.queues_internally
+        {
+            let a = KernelArrival {
+                id: req.id,
+                now,
+                in_service: self.turn.is_some_and(|t| t.flow == owner),
+                in_flight: self.table.in_flight(),
+                short_think: fs.think.short(slice_idle),
+                relearn: inj.relearn,
+            };
+            fs.inj.kernel_arrival(a, &mut self.rqs_injected);
         }
         let (entity, group) = (fs.entity, fs.group);
         self.recount_seq(owner);
@@ -2042,6 +2094,7 @@ impl Scheduler for Bfq {
             let req = fs.take(&mut self.table, slot, now);
             if std::mem::take(&mut fs.inj.refilled)
                 && self.cfg.inject.enabled
+                && !self.cfg.inject.kernel_sampling
                 && self.device.queues_internally
             {
                 let others = in_flight_before - (fs.in_flight - 1);
@@ -2083,7 +2136,14 @@ impl Scheduler for Bfq {
         fs.last_completion = now;
         if fs.inj.sample.is_some_and(|s| s.0 == id) {
             let short = fs.think.short(slice_idle);
-            fs.inj.sample_done(&self.cfg.inject, now, depth, short);
+            if self.cfg.inject.kernel_sampling {
+                let others = self.table.in_flight();
+                let max = self.max_in_flight;
+                fs.inj
+                    .kernel_sample_done(now, others, &mut self.rqs_injected, max);
+            } else {
+                fs.inj.sample_done(&self.cfg.inject, now, depth, short);
+            }
         }
         let idle_now = fs.in_flight == 0 && fs.queue.is_empty();
         self.last_completion = Some((owner.0, now));
