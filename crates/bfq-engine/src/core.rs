@@ -166,6 +166,11 @@ pub struct EngineStats {
     pub in_flight: u64,
     /// Times the service thread blocked waiting for an event.
     pub parks: u64,
+    /// Times a thread that started to linger (it left the engine with a
+    /// request plugged, or outstanding on its ring, and is coming back
+    /// for it) woke the service thread, which was about to sleep without
+    /// a bound (docs/engine.md, "Lingering rings").
+    pub linger_wakes: u64,
     /// Requests submitted by the service thread (after an idle timer, for
     /// rings whose owner was away, or all of them in dispatcher mode).
     pub service_submits: u64,

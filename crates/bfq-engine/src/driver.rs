@@ -108,6 +108,8 @@ pub(crate) struct Shared {
     pub relay: WakeRelay,
     /// Times the service thread blocked.
     pub parks: AtomicU64,
+    /// Times a thread that started to linger woke the service thread.
+    pub linger_wakes: AtomicU64,
     /// Requests the service thread submitted.
     pub service_submits: AtomicU64,
     /// Closed flows waiting for plugs to be flushed before they leave
@@ -150,6 +152,9 @@ pub(crate) struct Ring {
     /// The owner left the engine keeping the ring (eventfd notification
     /// off, its plug maybe unsubmitted): it is coming back.
     pub lingering: AtomicBool,
+    /// The owner started to linger since the service thread last asked
+    /// ([`Shared::lingered_lately`]).
+    pub lingered: AtomicBool,
     /// Requests in the owner's plug, not yet handed to the scheduler.
     pub plugged: AtomicU32,
     /// Times the plug was flushed (a closing flow waits for the plugs
@@ -333,6 +338,7 @@ impl Shared {
             timerfd,
             relay: WakeRelay::default(),
             parks: AtomicU64::new(0),
+            linger_wakes: AtomicU64::new(0),
             service_submits: AtomicU64::new(0),
             closing: Mutex::new(Vec::new()),
             closing_len: AtomicUsize::new(0),
@@ -395,6 +401,7 @@ impl Shared {
             dead: AtomicBool::new(false),
             mine: Arc::new(AtomicU32::new(0)),
             lingering: AtomicBool::new(false),
+            lingered: AtomicBool::new(false),
             plugged: AtomicU32::new(0),
             flushes: AtomicU64::new(0),
             visits: AtomicU64::new(0),
@@ -658,6 +665,24 @@ impl Shared {
             .any(|r| r.lingering.load(Ordering::SeqCst))
     }
 
+    /// Whether some ring's owner started to linger since the service
+    /// thread last asked (and forgets it). While threads keep lingering
+    /// (each plugs requests, then comes back to wait for them), the
+    /// service thread looks at the rings every
+    /// [`crate::service::LINGER_NS`] without being told, so no lingering
+    /// thread has to wake it (see [`Shared::linger`]).
+    pub(crate) fn lingered_lately(&self) -> bool {
+        let mut any = false;
+        for r in self.rings.lock().unwrap_or_else(|p| p.into_inner()).iter() {
+            // Written only when set: the owner's line stays in its cache.
+            if r.lingered.load(Ordering::Relaxed) {
+                r.lingered.store(false, Ordering::Relaxed);
+                any = true;
+            }
+        }
+        any
+    }
+
     /// Locks this thread's ring for its owner's work, ending a linger.
     fn enter_own<'r>(&self, ring: &'r Ring) -> MutexGuard<'r, RingState> {
         let st = enter_ring(ring);
@@ -684,9 +709,13 @@ impl Shared {
         // looks at the flags (`Shared::any_lingering`): either it sees
         // this ring lingering, or this sees it idle and wakes it.
         ring.lingering.store(true, Ordering::SeqCst);
+        if !ring.lingered.load(Ordering::Relaxed) {
+            ring.lingered.store(true, Ordering::Relaxed);
+        }
         if self.service_idle.load(Ordering::SeqCst)
             && self.service_idle.swap(false, Ordering::SeqCst)
         {
+            self.linger_wakes.fetch_add(1, Ordering::Relaxed);
             self.notify.signal();
         }
     }

@@ -495,6 +495,7 @@ impl Engine {
     pub fn stats(&self) -> io::Result<EngineStats> {
         let mut s = self.shared.core().snapshot();
         s.parks = self.shared.parks.load(Ordering::Relaxed);
+        s.linger_wakes = self.shared.linger_wakes.load(Ordering::Relaxed);
         s.service_submits = self.shared.service_submits.load(Ordering::Relaxed);
         Ok(s)
     }

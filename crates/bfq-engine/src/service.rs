@@ -122,10 +122,18 @@ fn run(shared: &Shared, ring: &Ring) {
 }
 
 /// The bound of the next sleep: [`LINGER_NS`] at most while rings
-/// linger (their owners may not come back); without one, tells lingering
-/// threads to wake the service thread (`service_idle`), then looks again.
+/// linger (their owners may not come back), or lingered since the last
+/// look (threads that plug requests and then wait for them linger again
+/// and again, each for a few microseconds: looking every [`LINGER_NS`]
+/// costs one wake-up per period, where waking for each of them would
+/// cost an eventfd write and a wake-up per linger); otherwise tells
+/// lingering threads to wake the service thread (`service_idle`), then
+/// looks again.
 fn linger_bound(shared: &Shared, timeout: Option<u64>) -> Option<u64> {
     let bounded = |t: Option<u64>| Some(t.map_or(LINGER_NS, |t| t.min(LINGER_NS)));
+    if shared.lingered_lately() {
+        return bounded(timeout);
+    }
     // Announced before the flags are looked at (see `Shared::linger`).
     if timeout.is_none() {
         shared.service_idle.store(true, Ordering::SeqCst);

@@ -1109,3 +1109,32 @@ fn requests_and_their_buffers_outlive_their_threads() {
         "every buffer, once"
     );
 }
+
+/// A thread that plugs a request and then waits for it, again and again,
+/// with work of its own between its requests, lingers
+/// for a moment each time (see docs/engine.md, "Lingering rings"). While
+/// rings keep lingering the service thread looks at them on its own every
+/// 1 ms; the lingering threads must not wake it (an eventfd write and a
+/// wake-up of the service thread per request: before, nearly every one
+/// of the requests did). The bound leaves room for the thread
+/// being descheduled for more than 1 ms hundreds of times (each such gap
+/// may let the service thread go to sleep without a bound).
+#[test]
+fn threads_that_keep_lingering_do_not_wake_the_service_thread_each_time() {
+    const N: u64 = 2_000;
+    let engine = Engine::nop().submit_mode(SubmitMode::Local).open().unwrap();
+    let flow = engine.flow(FlowOptions::default()).unwrap();
+    for i in 0..N {
+        let (res, ()) = flow.nop_async(i, 1).wait();
+        assert_eq!(res.unwrap(), 512);
+        // Work of its own between requests (tens of microseconds).
+        let mut x = i;
+        for k in 0..20_000u64 {
+            x = std::hint::black_box(x.wrapping_mul(31).wrapping_add(k));
+        }
+    }
+    drop(flow);
+    let s = engine.shutdown(ShutdownMode::Drain).unwrap();
+    assert_eq!(s.completed, N);
+    assert!(s.linger_wakes < N / 4, "{s:?}");
+}
