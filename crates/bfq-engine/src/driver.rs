@@ -915,21 +915,21 @@ impl Shared {
         self.cancel_if_stopping(ring, &mut st);
         // Whether a result is in: a request that failed at once may be
         // the one waited for, and a private wait ends with its result.
-        let result_in = match self.lone_wait(ring, &mut st, own) {
+        let (result_in, private) = match self.lone_wait(ring, &mut st, own) {
             Some(p) => {
                 let (failed, own) = self.flush_plug_to(ring, &mut st, true);
                 match own {
                     Some(sqe) => {
                         self.wait_private(ring, &mut st, p, sqe);
-                        true
+                        (true, true)
                     }
                     None => {
                         st.private = PrivateRing::Ready(p);
-                        failed
+                        (failed, false)
                     }
                 }
             }
-            None => self.flush_plug(ring, &mut st),
+            None => (self.flush_plug(ring, &mut st), false),
         };
         if !result_in && !std::mem::take(&mut st.woken) {
             arm_reads(ring, &mut st, None);
@@ -939,6 +939,13 @@ impl Shared {
         // The caller looks at its result next: a wake-up reaped here has
         // done its job.
         st.woken = false;
+        if private && ring.mine.load(Ordering::Acquire) == 1 {
+            // The waited request, done, is the thread's only one: once
+            // its result is taken the thread has nothing outstanding and
+            // leaves the ring (as `finish_wait` would, which then finds
+            // the ring left and takes no lock).
+            self.leave(ring, &mut st);
+        }
         wake_all(&mut st);
     }
 }
