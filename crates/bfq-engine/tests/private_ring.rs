@@ -111,7 +111,12 @@ fn lone_blocking_requests_wait_on_the_private_ring() {
                 assert_eq!(buf[0], (i - 3) as u8 + 1);
             }
         }
-        for p in q {
+        // Newest first: its wait flushes the plug with the others still
+        // outstanding. (Oldest first, the newest could be left alone in
+        // the plug, with nothing else outstanding, whenever the waits
+        // before it found their results already in; its wait would then
+        // rightly be a lone one.)
+        for p in q.into_iter().rev() {
             assert_eq!(p.wait().0.unwrap(), 4096);
         }
         let s = engine.shutdown(ShutdownMode::Drain).unwrap();
