@@ -134,8 +134,10 @@ fn linger_bound(shared: &Shared, timeout: Option<u64>) -> Option<u64> {
     if shared.lingered_lately() {
         return bounded(timeout);
     }
-    // Announced before the flags are looked at (see `Shared::linger`).
-    if timeout.is_none() {
+    // Announced before the flags are looked at (see `Shared::linger`),
+    // for any sleep longer than a look's period: a ring that starts to
+    // linger during a 10 ms sleep kept for away rings must not wait it out.
+    if timeout.is_none_or(|t| t > LINGER_NS) {
         shared.service_idle.store(true, Ordering::SeqCst);
     }
     if shared.any_lingering() {
