@@ -1324,25 +1324,7 @@ fn h7_waker_is_injected_first() {
             id += 1;
             sync_read(id, flow, sector, 8)
         };
-        // Serve what is queued; on idling, wait it out or stop.
-        let drain = |s: &mut Bfq, now: &mut Time, wait: bool| loop {
-            match s.dispatch(*now) {
-                Dispatch::Request(r) => {
-                    *now += 100 * US;
-                    s.complete(*now, r.id).unwrap();
-                }
-                Dispatch::Idle { until } if wait => *now = until,
-                _ => break,
-            }
-        };
-        for k in 0..3u64 {
-            s.add_request(now, req(w, k * 1000)).unwrap();
-            drain(&mut s, &mut now, false);
-            now += gap;
-            s.add_request(now, req(x, 500_000 + k * 1000)).unwrap();
-            drain(&mut s, &mut now, true);
-            now += 50 * MS;
-        }
+        wake_three_times(&mut s, &mut now, &mut req, (w, x), gap);
         // X in service: its next request, arriving while it is idled for
         // with nothing else in flight, gives the baseline service time
         // that starts injection into its idle time (kernel: a queue has
@@ -1371,6 +1353,41 @@ fn h7_waker_is_injected_first() {
     let (x_waker, x_no_waker) = (injected_flow(MS), injected_flow(6 * MS));
     assert_eq!(x_waker, FlowId(1));
     assert_eq!(x_no_waker, FlowId(2));
+}
+
+/// Serves what is queued, each request in 100 us; on idling, waits it out
+/// (`wait`) or stops.
+fn serve_queued(s: &mut Bfq, now: &mut Time, wait: bool) {
+    loop {
+        match s.dispatch(*now) {
+            Dispatch::Request(r) => {
+                *now += 100 * US;
+                s.complete(*now, r.id).unwrap();
+            }
+            Dispatch::Idle { until } if wait => *now = until,
+            _ => break,
+        }
+    }
+}
+
+/// Three times: a request of `w` served, then `gap` later one of `x`
+/// served with its idling waited out, 50 ms apart (X wakes up `gap` after
+/// each of W's completions).
+fn wake_three_times(
+    s: &mut Bfq,
+    now: &mut Time,
+    req: &mut impl FnMut(FlowId, u64) -> Request,
+    (w, x): (FlowId, FlowId),
+    gap: Time,
+) {
+    for k in 0..3u64 {
+        s.add_request(*now, req(w, k * 1000)).unwrap();
+        serve_queued(s, now, false);
+        *now += gap;
+        s.add_request(*now, req(x, 500_000 + k * 1000)).unwrap();
+        serve_queued(s, now, true);
+        *now += 50 * MS;
+    }
 }
 
 #[test]
@@ -1402,24 +1419,7 @@ fn h7_a_waker_is_injected_beyond_the_limit() {
             id += 1;
             sync_read(id, flow, sector, 8)
         };
-        let drain = |s: &mut Bfq, now: &mut Time, wait: bool| loop {
-            match s.dispatch(*now) {
-                Dispatch::Request(r) => {
-                    *now += 100 * US;
-                    s.complete(*now, r.id).unwrap();
-                }
-                Dispatch::Idle { until } if wait => *now = until,
-                _ => break,
-            }
-        };
-        for k in 0..3u64 {
-            s.add_request(now, req(w, k * 1000)).unwrap();
-            drain(&mut s, &mut now, false);
-            now += MS;
-            s.add_request(now, req(x, 500_000 + k * 1000)).unwrap();
-            drain(&mut s, &mut now, true);
-            now += 50 * MS;
-        }
+        wake_three_times(&mut s, &mut now, &mut req, (w, x), MS);
         // X in service, W with a request queued: X's request completes
         // and X is idled for.
         s.add_request(now, req(x, 600_000)).unwrap();
