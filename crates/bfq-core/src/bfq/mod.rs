@@ -1119,137 +1119,29 @@ impl Bfq {
             self.rqs_injected = false;
             self.flow_state_mut(turn.flow).inj.sample = None;
         }
-        let (rule, timeout_sync) = (self.cfg.charge.rule, self.cfg.timeout_sync);
         // Kernel: a turn that ends because its flow stayed idle too long is
         // charged the time up to the start of that idling, not the idling
         // (`bfq_bfqq_is_slow` with `compensate`).
-        let end = if reason == ExpireReason::TooIdle && rule == ChargeRule::Kernel {
+        let end = if reason == ExpireReason::TooIdle && self.cfg.charge.rule == ChargeRule::Kernel {
             turn.idle_since.min(now)
         } else {
             now
         };
         let elapsed = end.saturating_sub(turn.started);
-        let fs = &self.topo.any_flow(turn.flow).data;
-        let seeky = fs.seek.is_seeky();
-        let raised = fs.raise.on();
-        let starting = self.cfg.charge.new_flow_service
-            && fs.served_total - fs.served_at_start <= self.cfg.budget.max_budget / 8;
-        // Heuristics 3 and 7: a turn into which other flows' requests were
-        // injected did not hold the device idle for the flow (the injected
-        // requests ran alongside its own, and their flows pay for them): it
-        // is charged its service, not its time. Charging the light reader
-        // of 1:2:3:4:5 sequential readers the whole turn (mostly injected
-        // service) took 9% of its share; charging the turn's own-service
-        // fraction of its time instead gave a 3:1 pair of random readers on
-        // a parallel device 1.9:1. Except for a seeky flow on a disk: there
-        // its own seeks are what holds the head, and charged its service a
-        // random reader weighted 1/3 took 80% of an NCQ disk's time. And
-        // except for a seeky flow filled mostly with non-seeky flows'
-        // requests: charged its service, a random reader held an SSD in
-        // T_max turns at its own slow rate while sequential readers waited
-        // (2018 article, static sequential: 19% of the attainable total).
-        // And except for a seeky flow while a non-seeky flow is busy: the
-        // turn kept the device from the sequential flow, which must get
-        // its share of the time (2018 article, static random with a
-        // sequential target: charged its service, a random reader's T_max
-        // turn cost it as much as 1/40 of the target's turn, and the
-        // target got 13% of the time for a weight of 3/7).
-        // Rule switch `inject_charge_service` (off in `bfq-kernel`).
-        let shared = self.cfg.inject.charge_service && turn.injected > 0;
-        let seq_filled = seeky && 2 * turn.injected_seq > turn.injected;
-        let seq_waiting = seeky && self.census.seq_busy > 0;
-        let time_anyway = (self.device.rotational && seeky) || seq_filled || seq_waiting;
-        let held = if shared && !time_anyway { 0 } else { elapsed };
-        // The debt is service received outside the turn: charged as it is,
-        // never folded into a charge by time.
-        let info = TurnInfo {
-            reason,
-            budget: turn.budget.saturating_sub(turn.debt),
-            served: turn.served - turn.debt,
-            elapsed: held,
-            seeky,
-            raised,
-            starting,
-            max_budget: self.cfg.budget.max_budget,
-            timeout: timeout_sync,
-            min_time: if held == 0 {
-                0
-            } else if self.device.rotational {
-                self.cfg.idle.slice_idle
-            } else {
-                2 * MS
-            },
-        };
-        let own_charge = charging::turn_charge(rule, &info);
+        let fs = self.flow_state(turn.flow);
+        let (seeky, raised) = (fs.seek.is_seeky(), fs.raise.on());
+        let own_charge = self.turn_charge(reason, &turn, elapsed, seeky);
         // Charged its time (more than the sectors it was served), not its
         // service.
         let time_charged = own_charge > turn.served;
         let charge = own_charge + turn.debt;
-        // Heuristic 1, report estimator (or turn samples on top of the
-        // kernel's windows): sample the turn.
-        let pr = &self.cfg.peak_rate;
-        // Turn samples from turns of reads only: a write completes once the
-        // device has buffered it, so a writer's turn measures the buffer,
-        // not the media.
-        let sample_turn = pr.estimator == Estimator::Plus2014
-            || (pr.turn_samples
-                && !self.device.rotational
-                && !seeky
-                && turn.written == 0
-                && 8 * turn.injected <= turn.real
-                && matches!(
-                    reason,
-                    ExpireReason::BudgetExhausted | ExpireReason::Timeout
-                ));
-        if pr.auto
-            && sample_turn
-            && self.peak.on_turn_end(
-                &self.cfg.peak_rate,
-                elapsed,
-                turn.real,
-                // Turn samples only raise the estimate (a peak rate).
-                reason == ExpireReason::Timeout && pr.estimator == Estimator::Plus2014,
-                seeky,
-            )
-        {
-            self.retune_max_budget();
-        }
-        let bcfg = self.cfg.budget;
-        let qcfg = self.cfg.queue;
+        self.sample_turn_rate(reason, &turn, elapsed, seeky);
         let shift = preemption::may_back_shift(&self.cfg.preempt, reason, time_charged);
+        let (next, busy) = self.next_budget(reason, &turn, raised, shift);
+        if seeky {
+            self.split_merged(turn.flow);
+        }
         let fs = &mut self.topo.any_flow_mut(turn.flow).data;
-        let ctx = FeedbackCtx {
-            in_flight: fs.in_flight > 0,
-            raised,
-            async_flow: !fs.sync,
-            injected: turn.injected > 0 && self.cfg.inject.charge_service,
-        };
-        let mut next = bcfg.next_budget_with(reason, turn.budget, turn.served, ctx);
-        match reason {
-            ExpireReason::BudgetExhausted | ExpireReason::Timeout => fs.io_bound = true,
-            ExpireReason::TooIdle if 10 * turn.served <= 2 * turn.budget => fs.io_bound = false,
-            _ => {}
-        }
-        let busy = !fs.queue.is_empty();
-        if busy {
-            // The next request must fit in a budget.
-            let head = fs.head;
-            if let Some(slot) = fs.queue.peek(&self.table, head, 0, &qcfg) {
-                next = next.max(u64::from(self.table.slot(slot).req.sectors));
-            }
-        } else {
-            fs.budget_left = if shift {
-                turn.budget.saturating_sub(turn.served)
-            } else {
-                0
-            };
-        }
-        // Heuristic 8: split a merged queue that turned seeky.
-        if fs.merge.members > 0 && seeky {
-            fs.merge.generation = fs.merge.generation.wrapping_add(1);
-            fs.merge.members = 0;
-            self.stats.splits += 1;
-        }
         fs.budget = next;
         let raise_over = fs.raise.expired(&self.cfg.wr, now);
         let gone_idle = !busy && fs.in_flight == 0;
@@ -1277,6 +1169,157 @@ impl Bfq {
             self.end_raise(turn.flow);
         } else if raised && self.cfg.wr.linear_decay {
             self.apply_weight(turn.flow);
+        }
+    }
+
+    /// What the ending turn costs its flow beyond its debt: its service or
+    /// its time, by the charging rule (heuristic 3) and the injection
+    /// exceptions of `held_time`.
+    fn turn_charge(&self, reason: ExpireReason, turn: &Turn, elapsed: Time, seeky: bool) -> u64 {
+        let fs = self.flow_state(turn.flow);
+        let starting = self.cfg.charge.new_flow_service
+            && fs.served_total - fs.served_at_start <= self.cfg.budget.max_budget / 8;
+        let held = self.held_time(turn, elapsed, seeky);
+        // The debt is service received outside the turn: charged as it is,
+        // never folded into a charge by time.
+        let info = TurnInfo {
+            reason,
+            budget: turn.budget.saturating_sub(turn.debt),
+            served: turn.served - turn.debt,
+            elapsed: held,
+            seeky,
+            raised: fs.raise.on(),
+            starting,
+            max_budget: self.cfg.budget.max_budget,
+            timeout: self.cfg.timeout_sync,
+            min_time: if held == 0 {
+                0
+            } else if self.device.rotational {
+                self.cfg.idle.slice_idle
+            } else {
+                2 * MS
+            },
+        };
+        charging::turn_charge(self.cfg.charge.rule, &info)
+    }
+
+    /// The time a turn held the device for its flow: `elapsed`, or none
+    /// for a turn into which other flows' requests were injected.
+    ///
+    /// Heuristics 3 and 7: such a turn did not hold the device idle for the
+    /// flow (the injected requests ran alongside its own, and their flows
+    /// pay for them): it is charged its service, not its time. Charging the
+    /// light reader of 1:2:3:4:5 sequential readers the whole turn (mostly
+    /// injected service) took 9% of its share; charging the turn's
+    /// own-service fraction of its time instead gave a 3:1 pair of random
+    /// readers on a parallel device 1.9:1. Except for a seeky flow on a
+    /// disk: there its own seeks are what holds the head, and charged its
+    /// service a random reader weighted 1/3 took 80% of an NCQ disk's time.
+    /// And except for a seeky flow filled mostly with non-seeky flows'
+    /// requests: charged its service, a random reader held an SSD in T_max
+    /// turns at its own slow rate while sequential readers waited (2018
+    /// article, static sequential: 19% of the attainable total). And except
+    /// for a seeky flow while a non-seeky flow is busy: the turn kept the
+    /// device from the sequential flow, which must get its share of the
+    /// time (2018 article, static random with a sequential target: charged
+    /// its service, a random reader's T_max turn cost it as much as 1/40 of
+    /// the target's turn, and the target got 13% of the time for a weight
+    /// of 3/7). Rule switch `inject_charge_service` (off in `bfq-kernel`).
+    fn held_time(&self, turn: &Turn, elapsed: Time, seeky: bool) -> Time {
+        let shared = self.cfg.inject.charge_service && turn.injected > 0;
+        let seq_filled = seeky && 2 * turn.injected_seq > turn.injected;
+        let seq_waiting = seeky && self.census.seq_busy > 0;
+        let time_anyway = (self.device.rotational && seeky) || seq_filled || seq_waiting;
+        if shared && !time_anyway {
+            0
+        } else {
+            elapsed
+        }
+    }
+
+    /// Heuristic 1, report estimator (or turn samples on top of the
+    /// kernel's windows): the ending turn is a peak-rate sample. Turn
+    /// samples come from turns of reads only: a write completes once the
+    /// device has buffered it, so a writer's turn measures the buffer, not
+    /// the media.
+    fn sample_turn_rate(&mut self, reason: ExpireReason, turn: &Turn, elapsed: Time, seeky: bool) {
+        let pr = &self.cfg.peak_rate;
+        let sample_turn = pr.estimator == Estimator::Plus2014
+            || (pr.turn_samples
+                && !self.device.rotational
+                && !seeky
+                && turn.written == 0
+                && 8 * turn.injected <= turn.real
+                && matches!(
+                    reason,
+                    ExpireReason::BudgetExhausted | ExpireReason::Timeout
+                ));
+        if pr.auto
+            && sample_turn
+            && self.peak.on_turn_end(
+                &self.cfg.peak_rate,
+                elapsed,
+                turn.real,
+                // Turn samples only raise the estimate (a peak rate).
+                reason == ExpireReason::Timeout && pr.estimator == Estimator::Plus2014,
+                seeky,
+            )
+        {
+            self.retune_max_budget();
+        }
+    }
+
+    /// Budget feedback (heuristic 2) for the flow whose turn ends: its next
+    /// budget (at least its next request), whether it is I/O-bound, the
+    /// leftover budget an in-time return keeps. Returns the next budget and
+    /// whether the flow still has requests queued.
+    fn next_budget(
+        &mut self,
+        reason: ExpireReason,
+        turn: &Turn,
+        raised: bool,
+        shift: bool,
+    ) -> (u64, bool) {
+        let bcfg = self.cfg.budget;
+        let qcfg = self.cfg.queue;
+        let injected = turn.injected > 0 && self.cfg.inject.charge_service;
+        let fs = &mut self.topo.any_flow_mut(turn.flow).data;
+        let ctx = FeedbackCtx {
+            in_flight: fs.in_flight > 0,
+            raised,
+            async_flow: !fs.sync,
+            injected,
+        };
+        let mut next = bcfg.next_budget_with(reason, turn.budget, turn.served, ctx);
+        match reason {
+            ExpireReason::BudgetExhausted | ExpireReason::Timeout => fs.io_bound = true,
+            ExpireReason::TooIdle if 10 * turn.served <= 2 * turn.budget => fs.io_bound = false,
+            _ => {}
+        }
+        let busy = !fs.queue.is_empty();
+        if busy {
+            // The next request must fit in a budget.
+            let head = fs.head;
+            if let Some(slot) = fs.queue.peek(&self.table, head, 0, &qcfg) {
+                next = next.max(u64::from(self.table.slot(slot).req.sectors));
+            }
+        } else {
+            fs.budget_left = if shift {
+                turn.budget.saturating_sub(turn.served)
+            } else {
+                0
+            };
+        }
+        (next, busy)
+    }
+
+    /// Heuristic 8: a merged queue that turned seeky is split.
+    fn split_merged(&mut self, flow: FlowId) {
+        let fs = &mut self.topo.any_flow_mut(flow).data;
+        if fs.merge.members > 0 {
+            fs.merge.generation = fs.merge.generation.wrapping_add(1);
+            fs.merge.members = 0;
+            self.stats.splits += 1;
         }
     }
 
@@ -1559,6 +1602,10 @@ impl Bfq {
         (u64::from(wa), u64::from(wc))
     }
 
+    /// Injects the head request of flow `f` into the active flow's turn
+    /// (heuristic 7), if `f`'s share of the turn, the rules that protect a
+    /// seeky active flow, `take`, its budget and the device's slots allow.
+    /// `listed`: `f` is the active flow's waker or woken flow.
     fn dispatch_injected(
         &mut self,
         f: FlowId,
@@ -1566,32 +1613,14 @@ impl Bfq {
         take: Take,
         listed: bool,
     ) -> Option<Request> {
-        let qcfg = self.cfg.queue;
-        let asym = self.census.asymmetric();
         let turn = self.turn?;
         // The candidate (the idling flow's waker or woken flow) may have
         // been removed and freed since it was recorded.
-        let active_seeky = self.flow_state(turn.flow).seek.is_seeky();
         self.topo.existing_flow_mut(f)?;
-        let (wa, wc) = self.inject_weights(turn.flow, f);
+        let mine = self.injectable_share(f, &turn)?;
+        let qcfg = self.cfg.queue;
+        let asym = self.census.asymmetric();
         let fs = &mut self.topo.any_flow_mut(f).data;
-        if fs.queue.is_empty() || self.wf2q.entity(fs.entity).state != EState::Queued {
-            return None;
-        }
-        // Injected service stays within the injected flow's share of what
-        // the active flow got in this turn (weights decide, not timing);
-        // not for a sequential flow injected into a seeky flow's turn,
-        // which is then charged its time ([`Bfq::expire`]).
-        let seq_into_seeky = active_seeky && !fs.seek.is_seeky();
-        let capped = self.cfg.inject.share_cap && !seq_into_seeky;
-        let mine = fs.inj.injected_in(turn.serial);
-        if capped && mine * wa >= turn.real * wc {
-            return None;
-        }
-        // Rule switch `inject_protect_seeky`.
-        if self.cfg.inject.protect_seeky && seq_into_seeky && wc < wa {
-            return None;
-        }
         let slot = fs.queue.peek(&self.table, fs.head, now, &qcfg)?;
         let r = self.table.slot(slot).req;
         let allowed = match take {
@@ -1623,18 +1652,51 @@ impl Bfq {
             return None;
         }
         let req = fs.take(&mut self.table, slot, now);
+        self.book_injected(now, f, &req, charge, mine);
+        Some(req)
+    }
+
+    /// What flow `f` was injected in this turn so far, if it may be
+    /// injected more: it has a request queued and is in B-WF2Q+, stays
+    /// within its share of what the active flow got in this turn (weights
+    /// decide, not timing; `inject_share_cap`), and is not a lighter
+    /// sequential flow kept out of a seeky flow's turn
+    /// (`inject_protect_seeky`). No cap for a sequential flow injected into
+    /// a seeky flow's turn, which is then charged its time
+    /// ([`Bfq::expire`]).
+    fn injectable_share(&self, f: FlowId, turn: &Turn) -> Option<u64> {
+        let active_seeky = self.flow_state(turn.flow).seek.is_seeky();
+        let (wa, wc) = self.inject_weights(turn.flow, f);
+        let fs = self.flow_state(f);
+        if fs.queue.is_empty() || self.wf2q.entity(fs.entity).state != EState::Queued {
+            return None;
+        }
+        let seq_into_seeky = active_seeky && !fs.seek.is_seeky();
+        let capped = self.cfg.inject.share_cap && !seq_into_seeky;
+        let mine = fs.inj.injected_in(turn.serial);
+        if capped && mine * wa >= turn.real * wc {
+            return None;
+        }
+        if self.cfg.inject.protect_seeky && seq_into_seeky && wc < wa {
+            return None;
+        }
+        Some(mine)
+    }
+
+    /// Books request `req` of flow `f` injected into the active flow's
+    /// turn: `f`'s debt, the turn's injected service; a flow left empty
+    /// leaves B-WF2Q+ unless it stays backlogged.
+    fn book_injected(&mut self, now: Time, f: FlowId, req: &Request, charge: u64, mine: u64) {
+        let fs = &mut self.topo.any_flow_mut(f).data;
         fs.inj.debt += charge;
         fs.inj.turn_injected = mine + u64::from(req.sectors);
+        let turn = self.turn.as_mut().expect("turn");
         fs.inj.turn_serial = turn.serial;
-        let empty = fs.queue.is_empty();
-        let seq = !fs.seek.is_seeky();
-        if let Some(t) = self.turn.as_mut() {
-            t.injected += u64::from(req.sectors);
-            if seq {
-                t.injected_seq += u64::from(req.sectors);
-            }
+        turn.injected += u64::from(req.sectors);
+        if !fs.seek.is_seeky() {
+            turn.injected_seq += u64::from(req.sectors);
         }
-        if empty {
+        if fs.queue.is_empty() {
             fs.budget_left = 0;
             // A sync flow whose next request is expected stays backlogged
             // with its debt (charged when its turn starts); otherwise it
@@ -1645,8 +1707,7 @@ impl Bfq {
                 self.leave_tree(f);
             }
         }
-        self.note_dispatch(now, &req, f);
-        Some(req)
+        self.note_dispatch(now, req, f);
     }
 
     /// Whether the medium probe runs: on, and the device says rotational.
@@ -1808,182 +1869,18 @@ impl Scheduler for Bfq {
         // Validates (zero length, duplicate id) before anything changes.
         let slot = self.table.insert(now, req, req.flow.0)?;
         self.end_lingering(now);
-        let mut owner = self.merge_owner(req.flow, &req);
-        if owner != req.flow {
-            if self.topo.hold(owner).is_ok() {
-                self.table.slot_mut(slot).extra = owner.0;
-                // Its requests now queue in the owner's queue: it is not
-                // waited for as a flow of its own.
-                self.leave_tree(req.flow);
-            } else {
-                owner = req.flow;
-                self.flow_state_mut(req.flow).merge.into = None;
-            }
-        }
+        let owner = self.queue_owner(&req, slot);
         self.topo.hold(req.flow)?;
-        let slice_idle = self.cfg.idle.slice_idle;
-        let seek_threshold = self.cfg.idle.seek_threshold;
-        let preempt = self.cfg.preempt;
-        let min_idle_time = self.cfg.wr.min_idle_time;
-        let large_nonrot = !self.device.rotational && req.sectors >= idling::NONROT_SEQ_SECTORS;
-        let fs = &mut self.topo.any_flow_mut(owner).data;
-        let was_empty = fs.queue.is_empty();
-        let was_idle = was_empty && fs.in_flight == 0;
-        // Idle-to-busy switch: not for the active flow idled for (it stays
-        // busy until its turn ends).
-        // A flow lingering in the census since its last completion wakes
-        // up too (waker detection, in-time wake-ups, preemption), but was
-        // never idle for weight raising.
-        let lingered = fs.linger_at.take().is_some();
-        let woke = !fs.busy || lingered;
-        let first = !fs.started;
-        fs.started = true;
-        fs.queue.push(&self.table, slot);
-        fs.seek
-            .record(req.sector, req.end(), seek_threshold, large_nonrot);
-        if req.sync {
-            fs.last_sync_at = Some(now);
-        }
-        fs.sync = req.sync
-            || fs
-                .last_sync_at
-                .is_some_and(|t| now.saturating_sub(t) <= 2 * slice_idle);
-        if was_idle && !first {
-            fs.think
-                .record(now.saturating_sub(fs.last_completion), slice_idle);
-        }
-        if woke && !lingered && (first || now.saturating_sub(fs.idle_since) > min_idle_time) {
-            fs.served_at_start = fs.served_total;
-        }
-        // Rule switch `inject_kernel_sampling`: the kernel samples the
-        // inject limit on a sync request's arrival into an idle queue.
-        let inj = &self.cfg.inject;
-        if was_idle
-            && req.sync
-            && inj.enabled
-            && inj.kernel_sampling
-            && self.device.queues_internally
-        {
-            let a = KernelArrival {
-                id: req.id,
-                now,
-                in_service: self.turn.is_some_and(|t| t.flow == owner),
-                in_flight: self.table.in_flight(),
-                short_think: fs.think.short(slice_idle),
-                relearn: inj.relearn,
-            };
-            fs.inj.kernel_arrival(a, &mut self.rqs_injected);
-        }
-        let (entity, group) = (fs.entity, fs.group);
+        let arrival = self.enqueue(now, owner, &req, slot);
         self.recount_seq(owner);
-        // Heuristic 5: burst detection on the flow's first request.
-        if first && self.cfg.wr.enabled {
-            match self.burst.flow_started(&self.cfg.wr, owner.0, group, now) {
-                BurstVerdict::Normal => {}
-                BurstVerdict::Large => self.flow_state_mut(owner).in_large_burst = true,
-                BurstVerdict::BecameLarge => {
-                    self.flow_state_mut(owner).in_large_burst = true;
-                    let members = std::mem::take(&mut self.burst.members);
-                    for &m in &members {
-                        let mf = FlowId(m);
-                        if self.topo.flow(mf).is_ok() {
-                            self.flow_state_mut(mf).in_large_burst = true;
-                            self.end_raise(mf);
-                        }
-                    }
-                    self.burst.members = members;
-                    self.burst.members.clear();
-                }
-            }
+        if arrival.first && self.cfg.wr.enabled {
+            self.note_burst(now, owner);
         }
-        let mut in_time = false;
-        if woke {
-            // Waker detection (heuristic 7).
-            if self.cfg.inject.enabled {
-                let last = self.last_completion;
-                let slice_idle = self.cfg.idle.slice_idle;
-                let fs = &mut self.topo.any_flow_mut(owner).data;
-                let short_think = fs.think.short(slice_idle);
-                if let Some(w) = fs.inj.on_wake(
-                    &self.cfg.inject,
-                    owner.0,
-                    last,
-                    now,
-                    short_think,
-                    128 * slice_idle,
-                ) {
-                    if self.topo.flow(FlowId(w)).is_ok() {
-                        self.flow_state_mut(FlowId(w)).inj.woken = Some(owner.0);
-                    }
-                }
-            }
-            // Heuristic 5: interactive or soft real-time raising.
-            let fs = self.flow_state(owner);
-            let wr = &self.cfg.wr;
-            if wr.enabled
-                && !lingered
-                && req.sync
-                && !fs.in_large_burst
-                && (!wr.default_weight_only || fs.default_weight)
-            {
-                let idle_long = first || now.saturating_sub(fs.idle_since) > wr.min_idle_time;
-                let soft_rt = wr.max_softrt_rate > 0
-                    && !first
-                    && now >= fs.soft_rt_next_start
-                    && !fs.seek.is_totally_seeky();
-                if idle_long {
-                    self.start_raise(owner, RaiseKind::Interactive, now);
-                } else if soft_rt {
-                    self.start_raise(owner, RaiseKind::SoftRt, now);
-                }
-            }
-            self.set_busy(owner, true, now);
-            let fs = self.flow_state(owner);
-            in_time = preempt.enabled
-                && fs.budget_left > 0
-                && now.saturating_sub(fs.last_completion) <= preempt.in_time;
-        }
+        let in_time = arrival.woke && self.wake_up(now, owner, &req, arrival);
         let fs = &mut self.topo.any_flow_mut(owner).data;
-        let budget = fs.budget.max(u64::from(req.sectors));
-        fs.budget = budget;
-        if was_empty {
-            match self.turn {
-                // Fig. 3 lines 14-16: the active flow's next request
-                // arrived: stop waiting.
-                Some(ref mut t) if t.flow == owner => {
-                    t.idle_until = None;
-                    fs.inj.refilled = true;
-                }
-                // Fig. 3 line 13: a newly backlogged flow joins B-WF2Q+.
-                _ => {
-                    // Kernel: a queue that gets a request while empty is
-                    // (re)activated, at the head of `active_list`.
-                    self.recent.push(owner.0);
-                    if self.wf2q.entity(entity).state == EState::Idle {
-                        let returning = std::mem::take(&mut fs.inj.returning)
-                            && now.saturating_sub(fs.last_completion) <= preempt.in_time;
-                        if in_time {
-                            // Heuristic 9: keep the leftover budget and the
-                            // old timestamps.
-                            let b = fs.budget_left.max(u64::from(req.sectors));
-                            fs.budget = b;
-                            fs.budget_left = 0;
-                            let start = self.wf2q.entity(entity).finish;
-                            self.wf2q.activate_at(entity, b, Some(start));
-                        } else if returning {
-                            // Heuristic 7: back in time after leaving with
-                            // requests in flight: S = its F, not max(V, F).
-                            let start = self.wf2q.entity(entity).finish;
-                            self.wf2q.activate_at(entity, budget, Some(start));
-                        } else {
-                            self.wf2q.activate(entity, budget);
-                        }
-                        if preempt.enabled {
-                            self.maybe_preempt(now, owner, in_time);
-                        }
-                    }
-                }
-            }
+        fs.budget = fs.budget.max(u64::from(req.sectors));
+        if arrival.was_empty {
+            self.refill(now, owner, req.sectors, in_time);
         }
         Ok(())
     }
@@ -2004,116 +1901,19 @@ impl Scheduler for Bfq {
                 }
                 continue;
             };
-            let fs = self.flow_state(turn.flow);
-            // Budget timeout: T_max elapsed in this turn. (Kernel: not
-            // while idling with under 1/3 of the budget left.)
-            if now.saturating_sub(turn.started) >= turn.timeout
-                && turn.served > 0
-                && !(self.cfg.timeout_grace
-                    && fs.queue.is_empty()
-                    && 3 * turn.budget.saturating_sub(turn.served) < turn.budget)
-            {
+            // Each step either decides or ends the turn (then the next
+            // flow's turn starts).
+            let decided = if self.timed_out(now, &turn) {
                 self.expire(now, ExpireReason::Timeout);
-                continue;
+                None
+            } else if self.flow_state(turn.flow).queue.is_empty() {
+                self.dispatch_while_empty(now, &turn)
+            } else {
+                self.dispatch_head(now, &turn)
+            };
+            if let Some(d) = decided {
+                return d;
             }
-            if fs.queue.is_empty() {
-                // Fig. 3 lines 50-51 and 59-66: wait T_wait for the next
-                // request of a synchronous flow, once its last request
-                // completed; otherwise the turn ends.
-                let Some(wait) = self.wait_time(fs, turn.served) else {
-                    self.expire(now, ExpireReason::NoMoreRequests);
-                    continue;
-                };
-                let in_flight = fs.in_flight;
-                if in_flight == 0 && turn.idle_until.is_some_and(|u| now >= u) {
-                    self.expire(now, ExpireReason::TooIdle);
-                    continue;
-                }
-                if let Some(r) = self.try_inject(now) {
-                    return Dispatch::Request(r);
-                }
-                if in_flight > 0 {
-                    return Dispatch::Wait;
-                }
-                match turn.idle_until {
-                    Some(until) if now < until => return Dispatch::Idle { until },
-                    Some(_) => {
-                        self.expire(now, ExpireReason::TooIdle);
-                        continue;
-                    }
-                    None => {
-                        // Idling not armed (e.g. the request completed
-                        // before this turn began): arm it now.
-                        let until = now + wait;
-                        let t = self.turn.as_mut().expect("turn");
-                        (t.idle_until, t.idle_since) = (Some(until), now);
-                        return Dispatch::Idle { until };
-                    }
-                }
-            }
-            if self.cfg.guarantee.strict && self.table.in_flight() > 0 {
-                return Dispatch::Wait;
-            }
-            let head = fs.head;
-            let raised = fs.raise.on();
-            let flow = turn.flow;
-            let qcfg = self.cfg.queue;
-            let asym = self.census.asymmetric();
-            let fs = &mut self.topo.any_flow_mut(flow).data;
-            let slot = fs
-                .queue
-                .peek(&self.table, head, now, &qcfg)
-                .expect("non-empty queue");
-            let r = self.table.slot(slot).req;
-            let sectors = u64::from(r.sectors);
-            let charge =
-                charging::request_charge(&self.cfg.charge, sectors, r.op, r.sync, raised, asym);
-            if turn.served + charge > turn.budget.max(charge) && turn.served > 0 {
-                // Fig. 3 lines 24-38: not enough budget left.
-                self.expire(now, ExpireReason::BudgetExhausted);
-                continue;
-            }
-            // Kernel: an idle-class flow gets one request per turn while
-            // other flows have requests queued, so it only takes what no
-            // one else wants.
-            if turn.served > 0
-                && self.wf2q.entity(turn.entity).class == IoClass::Idle
-                && self.table.queued() > fs.queue.len()
-            {
-                self.expire(now, ExpireReason::BudgetExhausted);
-                continue;
-            }
-            let raised_busy = self.census.raised_busy > 0;
-            if !self
-                .slots
-                .allows(&self.cfg.charge, self.device.queue_depth, &r, raised_busy)
-            {
-                return Dispatch::Wait;
-            }
-            let in_flight_before = self.table.in_flight() as u32;
-            let req = fs.take(&mut self.table, slot, now);
-            if std::mem::take(&mut fs.inj.refilled)
-                && self.cfg.inject.enabled
-                && !self.cfg.inject.kernel_sampling
-                && self.device.queues_internally
-            {
-                let others = in_flight_before - (fs.in_flight - 1);
-                fs.inj.sample = Some((req.id, now, others));
-            }
-            let t = self.turn.as_mut().expect("turn");
-            t.served += charge;
-            t.real += sectors;
-            if req.op == Op::Write {
-                t.written += sectors;
-            }
-            t.idle_until = None;
-            self.wf2q.served(turn.entity, charge);
-            self.note_dispatch(now, &req, turn.flow);
-            #[cfg(debug_assertions)]
-            if self.table.queued().is_multiple_of(64) {
-                self.wf2q.check_invariants();
-            }
-            return Dispatch::Request(req);
         }
     }
 
@@ -2198,6 +1998,354 @@ impl Scheduler for Bfq {
                 injected: Some(f.data.injected),
             },
             Err(_) => FlowInternals::default(),
+        }
+    }
+}
+
+impl Bfq {
+    /// Budget timeout: T_max elapsed in this turn. (Kernel: not while
+    /// idling with under 1/3 of the budget left.)
+    fn timed_out(&self, now: Time, turn: &Turn) -> bool {
+        now.saturating_sub(turn.started) >= turn.timeout
+            && turn.served > 0
+            && !(self.cfg.timeout_grace
+                && self.flow_state(turn.flow).queue.is_empty()
+                && 3 * turn.budget.saturating_sub(turn.served) < turn.budget)
+    }
+
+    /// The active flow's queue is empty (Fig. 3 lines 50-51 and 59-66):
+    /// wait T_wait for the next request of a synchronous flow once its last
+    /// request completed, injecting other flows' requests meanwhile;
+    /// otherwise the turn ends (`None`: the caller goes on).
+    fn dispatch_while_empty(&mut self, now: Time, turn: &Turn) -> Option<Dispatch> {
+        let fs = self.flow_state(turn.flow);
+        let Some(wait) = self.wait_time(fs, turn.served) else {
+            self.expire(now, ExpireReason::NoMoreRequests);
+            return None;
+        };
+        let in_flight = fs.in_flight;
+        if in_flight == 0 && turn.idle_until.is_some_and(|u| now >= u) {
+            self.expire(now, ExpireReason::TooIdle);
+            return None;
+        }
+        if let Some(r) = self.try_inject(now) {
+            return Some(Dispatch::Request(r));
+        }
+        if in_flight > 0 {
+            return Some(Dispatch::Wait);
+        }
+        match turn.idle_until {
+            Some(until) if now < until => Some(Dispatch::Idle { until }),
+            Some(_) => {
+                self.expire(now, ExpireReason::TooIdle);
+                None
+            }
+            None => {
+                // Idling not armed (e.g. the request completed before this
+                // turn began): arm it now.
+                let until = now + wait;
+                let t = self.turn.as_mut().expect("turn");
+                (t.idle_until, t.idle_since) = (Some(until), now);
+                Some(Dispatch::Idle { until })
+            }
+        }
+    }
+
+    /// Dispatches the head of the active flow's queue if its budget, its
+    /// class and the device's slots allow (Fig. 3 lines 17-38); `None`
+    /// once the turn ended.
+    fn dispatch_head(&mut self, now: Time, turn: &Turn) -> Option<Dispatch> {
+        if self.cfg.guarantee.strict && self.table.in_flight() > 0 {
+            return Some(Dispatch::Wait);
+        }
+        let fs = self.flow_state(turn.flow);
+        let (head, raised) = (fs.head, fs.raise.on());
+        let qcfg = self.cfg.queue;
+        let asym = self.census.asymmetric();
+        let fs = &mut self.topo.any_flow_mut(turn.flow).data;
+        let slot = fs
+            .queue
+            .peek(&self.table, head, now, &qcfg)
+            .expect("non-empty queue");
+        let r = self.table.slot(slot).req;
+        let sectors = u64::from(r.sectors);
+        let charge =
+            charging::request_charge(&self.cfg.charge, sectors, r.op, r.sync, raised, asym);
+        if turn.served + charge > turn.budget.max(charge) && turn.served > 0 {
+            // Fig. 3 lines 24-38: not enough budget left.
+            self.expire(now, ExpireReason::BudgetExhausted);
+            return None;
+        }
+        // Kernel: an idle-class flow gets one request per turn while other
+        // flows have requests queued, so it only takes what no one else
+        // wants.
+        if turn.served > 0
+            && self.wf2q.entity(turn.entity).class == IoClass::Idle
+            && self.table.queued() > fs.queue.len()
+        {
+            self.expire(now, ExpireReason::BudgetExhausted);
+            return None;
+        }
+        let raised_busy = self.census.raised_busy > 0;
+        if !self
+            .slots
+            .allows(&self.cfg.charge, self.device.queue_depth, &r, raised_busy)
+        {
+            return Some(Dispatch::Wait);
+        }
+        let in_flight_before = self.table.in_flight() as u32;
+        let req = fs.take(&mut self.table, slot, now);
+        if std::mem::take(&mut fs.inj.refilled)
+            && self.cfg.inject.enabled
+            && !self.cfg.inject.kernel_sampling
+            && self.device.queues_internally
+        {
+            let others = in_flight_before - (fs.in_flight - 1);
+            fs.inj.sample = Some((req.id, now, others));
+        }
+        self.account_dispatch(now, &req, turn, charge);
+        Some(Dispatch::Request(req))
+    }
+
+    /// Books a request dispatched in the active flow's turn: the turn's
+    /// service and charge, B-WF2Q+'s service, the dispatch notes.
+    fn account_dispatch(&mut self, now: Time, req: &Request, turn: &Turn, charge: u64) {
+        let sectors = u64::from(req.sectors);
+        let t = self.turn.as_mut().expect("turn");
+        t.served += charge;
+        t.real += sectors;
+        if req.op == Op::Write {
+            t.written += sectors;
+        }
+        t.idle_until = None;
+        self.wf2q.served(turn.entity, charge);
+        self.note_dispatch(now, req, turn.flow);
+        #[cfg(debug_assertions)]
+        if self.table.queued().is_multiple_of(64) {
+            self.wf2q.check_invariants();
+        }
+    }
+}
+
+/// What a request's arrival found in its queue (`Bfq::enqueue`).
+#[derive(Clone, Copy)]
+struct Arrival {
+    /// The queue had no request.
+    was_empty: bool,
+    /// It woke up: it was not busy, or it lingered since its last
+    /// completion.
+    woke: bool,
+    /// It lingered since its last completion (never idle for raising).
+    lingered: bool,
+    /// The flow's first request.
+    first: bool,
+}
+
+impl Bfq {
+    /// The queue a request joins: its flow's, or the queue its flow was
+    /// merged into (heuristic 8) while that one can still be held.
+    fn queue_owner(&mut self, req: &Request, slot: SlotIdx) -> FlowId {
+        let owner = self.merge_owner(req.flow, req);
+        if owner == req.flow {
+            return owner;
+        }
+        if self.topo.hold(owner).is_ok() {
+            self.table.slot_mut(slot).extra = owner.0;
+            // Its requests now queue in the owner's queue: it is not
+            // waited for as a flow of its own.
+            self.leave_tree(req.flow);
+            owner
+        } else {
+            self.flow_state_mut(req.flow).merge.into = None;
+            req.flow
+        }
+    }
+
+    /// Queues the request in `owner`'s queue and updates what the queue
+    /// learns from an arrival: seek history, sync state, think time, the
+    /// start of its service count, the kernel's inject-limit sampling.
+    fn enqueue(&mut self, now: Time, owner: FlowId, req: &Request, slot: SlotIdx) -> Arrival {
+        let slice_idle = self.cfg.idle.slice_idle;
+        let seek_threshold = self.cfg.idle.seek_threshold;
+        let min_idle_time = self.cfg.wr.min_idle_time;
+        let large_nonrot = !self.device.rotational && req.sectors >= idling::NONROT_SEQ_SECTORS;
+        let fs = &mut self.topo.any_flow_mut(owner).data;
+        let was_empty = fs.queue.is_empty();
+        let was_idle = was_empty && fs.in_flight == 0;
+        // Idle-to-busy switch: not for the active flow idled for (it stays
+        // busy until its turn ends).
+        // A flow lingering in the census since its last completion wakes
+        // up too (waker detection, in-time wake-ups, preemption), but was
+        // never idle for weight raising.
+        let lingered = fs.linger_at.take().is_some();
+        let woke = !fs.busy || lingered;
+        let first = !fs.started;
+        fs.started = true;
+        fs.queue.push(&self.table, slot);
+        fs.seek
+            .record(req.sector, req.end(), seek_threshold, large_nonrot);
+        if req.sync {
+            fs.last_sync_at = Some(now);
+        }
+        fs.sync = req.sync
+            || fs
+                .last_sync_at
+                .is_some_and(|t| now.saturating_sub(t) <= 2 * slice_idle);
+        if was_idle && !first {
+            fs.think
+                .record(now.saturating_sub(fs.last_completion), slice_idle);
+        }
+        if woke && !lingered && (first || now.saturating_sub(fs.idle_since) > min_idle_time) {
+            fs.served_at_start = fs.served_total;
+        }
+        if was_idle && req.sync {
+            self.sample_on_arrival(now, owner, req.id);
+        }
+        Arrival {
+            was_empty,
+            woke,
+            lingered,
+            first,
+        }
+    }
+
+    /// Rule switch `inject_kernel_sampling`: the kernel samples the inject
+    /// limit on a sync request's arrival into an idle queue.
+    fn sample_on_arrival(&mut self, now: Time, owner: FlowId, id: u64) {
+        let inj = &self.cfg.inject;
+        if !(inj.enabled && inj.kernel_sampling && self.device.queues_internally) {
+            return;
+        }
+        let slice_idle = self.cfg.idle.slice_idle;
+        let fs = &mut self.topo.any_flow_mut(owner).data;
+        let a = KernelArrival {
+            id,
+            now,
+            in_service: self.turn.is_some_and(|t| t.flow == owner),
+            in_flight: self.table.in_flight(),
+            short_think: fs.think.short(slice_idle),
+            relearn: inj.relearn,
+        };
+        fs.inj.kernel_arrival(a, &mut self.rqs_injected);
+    }
+
+    /// Heuristic 5: burst detection on a flow's first request; a burst that
+    /// becomes large ends its members' raising.
+    fn note_burst(&mut self, now: Time, owner: FlowId) {
+        let group = self.flow_state(owner).group;
+        match self.burst.flow_started(&self.cfg.wr, owner.0, group, now) {
+            BurstVerdict::Normal => {}
+            BurstVerdict::Large => self.flow_state_mut(owner).in_large_burst = true,
+            BurstVerdict::BecameLarge => {
+                self.flow_state_mut(owner).in_large_burst = true;
+                let members = std::mem::take(&mut self.burst.members);
+                for &m in &members {
+                    let mf = FlowId(m);
+                    if self.topo.flow(mf).is_ok() {
+                        self.flow_state_mut(mf).in_large_burst = true;
+                        self.end_raise(mf);
+                    }
+                }
+                self.burst.members = members;
+                self.burst.members.clear();
+            }
+        }
+    }
+
+    /// A flow wakes up: waker detection (heuristic 7), interactive or soft
+    /// real-time raising (heuristic 5), busy again. Returns whether it woke
+    /// in time to keep its leftover budget (heuristic 9).
+    fn wake_up(&mut self, now: Time, owner: FlowId, req: &Request, a: Arrival) -> bool {
+        if self.cfg.inject.enabled {
+            self.detect_waker(now, owner);
+        }
+        let fs = self.flow_state(owner);
+        let wr = &self.cfg.wr;
+        if wr.enabled
+            && !a.lingered
+            && req.sync
+            && !fs.in_large_burst
+            && (!wr.default_weight_only || fs.default_weight)
+        {
+            let idle_long = a.first || now.saturating_sub(fs.idle_since) > wr.min_idle_time;
+            let soft_rt = wr.max_softrt_rate > 0
+                && !a.first
+                && now >= fs.soft_rt_next_start
+                && !fs.seek.is_totally_seeky();
+            if idle_long {
+                self.start_raise(owner, RaiseKind::Interactive, now);
+            } else if soft_rt {
+                self.start_raise(owner, RaiseKind::SoftRt, now);
+            }
+        }
+        self.set_busy(owner, true, now);
+        let preempt = &self.cfg.preempt;
+        let fs = self.flow_state(owner);
+        preempt.enabled
+            && fs.budget_left > 0
+            && now.saturating_sub(fs.last_completion) <= preempt.in_time
+    }
+
+    /// Heuristic 7: the flow that completed last is `owner`'s waker once
+    /// `owner` keeps waking right after its completions.
+    fn detect_waker(&mut self, now: Time, owner: FlowId) {
+        let last = self.last_completion;
+        let slice_idle = self.cfg.idle.slice_idle;
+        let fs = &mut self.topo.any_flow_mut(owner).data;
+        let short_think = fs.think.short(slice_idle);
+        if let Some(w) = fs.inj.on_wake(
+            &self.cfg.inject,
+            owner.0,
+            last,
+            now,
+            short_think,
+            128 * slice_idle,
+        ) {
+            if self.topo.flow(FlowId(w)).is_ok() {
+                self.flow_state_mut(FlowId(w)).inj.woken = Some(owner.0);
+            }
+        }
+    }
+
+    /// `owner`'s queue got a request while empty: the active flow stops
+    /// waiting (Fig. 3 lines 14-16); any other flow joins B-WF2Q+ (line
+    /// 13), back in time if it woke in time (heuristic 9) or returns after
+    /// leaving with requests in flight (heuristic 7), and may preempt.
+    fn refill(&mut self, now: Time, owner: FlowId, sectors: u32, in_time: bool) {
+        let preempt = self.cfg.preempt;
+        let fs = &mut self.topo.any_flow_mut(owner).data;
+        if let Some(ref mut t) = self.turn {
+            if t.flow == owner {
+                t.idle_until = None;
+                fs.inj.refilled = true;
+                return;
+            }
+        }
+        // Kernel: a queue that gets a request while empty is (re)activated,
+        // at the head of `active_list`.
+        self.recent.push(owner.0);
+        let entity = fs.entity;
+        if self.wf2q.entity(entity).state != EState::Idle {
+            return;
+        }
+        let returning = std::mem::take(&mut fs.inj.returning)
+            && now.saturating_sub(fs.last_completion) <= preempt.in_time;
+        if in_time {
+            // Keep the leftover budget and the old timestamps.
+            let b = fs.budget_left.max(u64::from(sectors));
+            fs.budget = b;
+            fs.budget_left = 0;
+            let start = self.wf2q.entity(entity).finish;
+            self.wf2q.activate_at(entity, b, Some(start));
+        } else if returning {
+            // S = its F, not max(V, F).
+            let start = self.wf2q.entity(entity).finish;
+            self.wf2q.activate_at(entity, fs.budget, Some(start));
+        } else {
+            self.wf2q.activate(entity, fs.budget);
+        }
+        if preempt.enabled {
+            self.maybe_preempt(now, owner, in_time);
         }
     }
 }
