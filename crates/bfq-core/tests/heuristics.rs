@@ -1917,3 +1917,56 @@ fn h7_kernel_injects_nothing_where_idling_boosts_throughput() {
     let flash = injected_into_idling(&[("inject_when_idling_boosts", "0")], false);
     assert!(flash.is_some());
 }
+
+/// `bfq-kernel`: flow X (weight 300) reads one request, stays idle 30 ms
+/// (its think time turns long, with no baseline learned yet), then reads
+/// again and is idled for while Y (weight 100) gets a request. Is Y
+/// injected at once (None: the device is idled)?
+fn injected_after_a_long_think(kv: &[(&str, &str)]) -> Option<FlowId> {
+    let mut kv = kv.to_vec();
+    kv.extend([("low_latency", "0"), ("preemption", "0")]);
+    let mut s = profile("bfq-kernel", &kv);
+    s.set_device(DeviceInfo {
+        queue_depth: 8,
+        queues_internally: true,
+        rotational: false,
+    });
+    let x = s.add_flow(0, FlowSpec::with_weight(300)).unwrap();
+    let y = s.add_flow(0, FlowSpec::with_weight(100)).unwrap();
+    let mut now: Time = 20 * MS;
+    for k in 0..2u64 {
+        s.add_request(now, sync_read(k + 1, x, 1000 + 8 * k, 8))
+            .unwrap();
+        let Dispatch::Request(r) = s.dispatch(now) else {
+            panic!("X is served")
+        };
+        now += 100 * US;
+        s.complete(now, r.id).unwrap();
+        assert!(matches!(s.dispatch(now), Dispatch::Idle { .. }));
+        if k == 0 {
+            // The idle timer fires: X's turn ends.
+            now += 30 * MS;
+            assert_eq!(s.dispatch(now), Dispatch::Empty);
+        }
+    }
+    now += 10 * US;
+    s.add_request(now, sync_read(10, y, 1_000_000, 8)).unwrap();
+    match s.dispatch(now + 10 * US) {
+        Dispatch::Request(r) => Some(r.flow),
+        Dispatch::Idle { .. } => None,
+        d => panic!("{d:?}"),
+    }
+}
+
+#[test]
+fn h7_kernel_resets_the_limit_when_the_think_time_turns_long() {
+    // Kernel `bfq_update_has_short_ttime`: until a queue's baseline is
+    // known its limit stands for its think time, 0 short, 1 long; a
+    // think time turning long resets it to 1, so Y goes in at once
+    // instead of after `slice_idle` of idling ("drive speed is being
+    // wasted"). `bfq`'s own sampling waits for a baseline.
+    let kernel = injected_after_a_long_think(&[]);
+    assert_eq!(kernel, Some(FlowId(1)), "Y (flow 1) is injected");
+    let ours = injected_after_a_long_think(&[("inject_kernel_sampling", "0")]);
+    assert_eq!(ours, None, "the device is idled");
+}

@@ -192,8 +192,9 @@ pub struct InjectConfig {
     /// short think time takes only raised flows' requests).
     pub when_idling_boosts: bool,
     /// The kernel's rules for learning the limit (`inject_kernel_sampling`;
-    /// on in `bfq-kernel`, see [`InjectState::kernel_arrival`] and
-    /// [`InjectState::kernel_sample_done`]). Off in `bfq`: the service time
+    /// on in `bfq-kernel`, see [`InjectState::kernel_arrival`],
+    /// [`InjectState::kernel_sample_done`] and
+    /// [`InjectState::kernel_think_changed`]). Off in `bfq`: the service time
     /// of the idling flow's first request after it refills, from its
     /// dispatch, with other flows' requests in flight or not at dispatch
     /// ([`InjectState::sample_done`]).
@@ -203,6 +204,11 @@ pub struct InjectConfig {
 /// Kernel `bfq_add_request`: no new sample of the total service time
 /// within 10 ms of the limit's last decrease (or reset).
 pub const KERNEL_SAMPLE_GAP: Time = 10 * MS;
+
+/// Kernel `bfq_update_has_short_ttime`: a change of a flow's think-time
+/// state to short resets an unlearned limit only this long after the
+/// limit's last decrease (or reset); a change to long resets it at once.
+pub const KERNEL_THINK_RESET_GAP: Time = 100 * MS;
 
 impl Default for InjectConfig {
     fn default() -> Self {
@@ -423,6 +429,19 @@ impl InjectState {
         self.decreased_at = now;
     }
 
+    /// Kernel `bfq_update_has_short_ttime` (`inject_kernel_sampling`): this
+    /// sync flow's think time turned short (`short_think`) or long at
+    /// `now`. Until its baseline is known the limit stands for that state
+    /// (0 short, 1 long), so it is reset ([`InjectState::kernel_reset`])
+    /// if the think time became long, or at least
+    /// [`KERNEL_THINK_RESET_GAP`] after the last decrease (or reset).
+    pub fn kernel_think_changed(&mut self, now: Time, short_think: bool) {
+        let settled = now >= self.decreased_at.saturating_add(KERNEL_THINK_RESET_GAP);
+        if self.baseline == 0 && (!short_think || settled) {
+            self.kernel_reset(now, short_think);
+        }
+    }
+
     /// Kernel `bfq_update_inject_limit`: the sampled request completed at
     /// `now` with `others` requests still in flight. If requests were
     /// injected while it was waited for (`injected`) and the baseline is
@@ -622,6 +641,28 @@ mod tests {
         // 1 s after the decrease: reset, short think time: limit 0.
         arrive(&mut s, 8, 1025 * MS, 1, &mut inj);
         assert_eq!((s.baseline, s.limit), (0, 0));
+    }
+
+    /// Kernel `bfq_update_has_short_ttime`: while the baseline is unknown,
+    /// a think time turning long resets the limit to 1 at once, one
+    /// turning short resets it to 0 only 100 ms after the last decrease
+    /// (or reset); a known baseline keeps the limit.
+    #[test]
+    fn kernel_think_time_change_resets_an_unlearned_limit() {
+        let mut s = InjectState::default();
+        s.kernel_think_changed(50 * MS, false);
+        assert_eq!((s.limit, s.decreased_at), (1, 50 * MS));
+        s.kernel_think_changed(120 * MS, true);
+        assert_eq!(s.limit, 1, "70 ms after the reset");
+        s.kernel_think_changed(140 * MS, false);
+        assert_eq!((s.limit, s.decreased_at), (1, 140 * MS));
+        s.kernel_think_changed(240 * MS, true);
+        assert_eq!((s.limit, s.decreased_at), (0, 240 * MS));
+        s.baseline = 100_000;
+        s.limit = 3;
+        s.kernel_think_changed(2000 * MS, false);
+        s.kernel_think_changed(3000 * MS, true);
+        assert_eq!((s.limit, s.baseline), (3, 100_000));
     }
 
     #[test]

@@ -2169,6 +2169,8 @@ impl Bfq {
         let seek_threshold = self.cfg.idle.seek_threshold;
         let min_idle_time = self.cfg.wr.min_idle_time;
         let large_nonrot = !self.device.rotational && req.sectors >= idling::NONROT_SEQ_SECTORS;
+        let inj = &self.cfg.inject;
+        let kernel_sampling = inj.enabled && inj.kernel_sampling && self.device.queues_internally;
         let fs = &mut self.topo.any_flow_mut(owner).data;
         let was_empty = fs.queue.is_empty();
         let was_idle = was_empty && fs.in_flight == 0;
@@ -2192,8 +2194,15 @@ impl Bfq {
                 .last_sync_at
                 .is_some_and(|t| now.saturating_sub(t) <= 2 * slice_idle);
         if was_idle && !first {
+            let was_short = fs.think.short(slice_idle);
             fs.think
                 .record(now.saturating_sub(fs.last_completion), slice_idle);
+            let short = fs.think.short(slice_idle);
+            // Rule switch `inject_kernel_sampling`: the kernel resets an
+            // unlearned limit when the think-time state changes.
+            if kernel_sampling && req.sync && slice_idle > 0 && short != was_short {
+                fs.inj.kernel_think_changed(now, short);
+            }
         }
         if woke && !lingered && (first || now.saturating_sub(fs.idle_since) > min_idle_time) {
             fs.served_at_start = fs.served_total;
