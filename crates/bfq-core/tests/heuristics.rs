@@ -1555,61 +1555,39 @@ fn h7_weighted_readers_keep_their_shares_on_a_parallel_device() {
 }
 
 /// Removes each flow at its stop time (+ a few us), whatever it holds.
-struct Remover<S> {
-    inner: S,
+struct Remover {
     stops: Vec<(Time, FlowId)>,
     flows: Vec<FlowId>,
 }
 
-impl<S: Scheduler> Scheduler for Remover<S> {
-    fn name(&self) -> &str {
-        self.inner.name()
-    }
-    fn set_device(&mut self, d: DeviceInfo) {
-        self.inner.set_device(d)
-    }
-    fn add_group(&mut self, p: GroupId, w: u32) -> Result<GroupId, SchedError> {
-        self.inner.add_group(p, w)
-    }
-    fn remove_group(&mut self, g: GroupId) -> Result<(), SchedError> {
-        self.inner.remove_group(g)
-    }
-    fn add_flow(&mut self, now: Time, spec: FlowSpec) -> Result<FlowId, SchedError> {
-        let f = self.inner.add_flow(now, spec)?;
+impl<S: Scheduler> Hooks<S> for Remover {
+    fn add_flow(&mut self, inner: &mut S, now: Time, spec: FlowSpec) -> Result<FlowId, SchedError> {
+        let f = inner.add_flow(now, spec)?;
         self.flows.push(f);
         Ok(f)
     }
-    fn remove_flow(&mut self, now: Time, f: FlowId) -> Result<(), SchedError> {
-        self.inner.remove_flow(now, f)
+    fn add_request(&mut self, inner: &mut S, now: Time, r: Request) -> Result<(), SchedError> {
+        self.tick(inner, now);
+        inner.add_request(now, r)
     }
-    fn add_request(&mut self, now: Time, r: Request) -> Result<(), SchedError> {
-        self.tick(now);
-        self.inner.add_request(now, r)
+    fn dispatch(&mut self, inner: &mut S, now: Time) -> Dispatch {
+        self.tick(inner, now);
+        inner.dispatch(now)
     }
-    fn dispatch(&mut self, now: Time) -> Dispatch {
-        self.tick(now);
-        self.inner.dispatch(now)
-    }
-    fn complete(&mut self, now: Time, id: ReqId) -> Result<(), SchedError> {
-        self.tick(now);
-        self.inner.complete(now, id)
-    }
-    fn queued(&self) -> usize {
-        self.inner.queued()
-    }
-    fn in_flight(&self) -> usize {
-        self.inner.in_flight()
+    fn complete(&mut self, inner: &mut S, now: Time, id: ReqId) -> Result<(), SchedError> {
+        self.tick(inner, now);
+        inner.complete(now, id)
     }
 }
 
-impl<S: Scheduler> Remover<S> {
-    fn tick(&mut self, now: Time) {
+impl Remover {
+    fn tick<S: Scheduler>(&mut self, inner: &mut S, now: Time) {
         while let Some(&(t, f)) = self.stops.first() {
             if t > now {
                 break;
             }
             self.stops.remove(0);
-            let _ = self.inner.remove_flow(now, f);
+            let _ = inner.remove_flow(now, f);
         }
     }
 }
@@ -1638,12 +1616,12 @@ proptest! {
             }
             stops.sort();
         }
-        let mut r = Remover { inner: s, stops, flows: vec![] };
+        let mut r = Hooked::new(s, Remover { stops, flows: vec![] });
         let dev = Dev { depth, per_req: 100 * US, per_sector: 1000, seek: if rotational { 2 * MS } else { 0 }, parallel, rotational };
         let log = run(&mut r, dev, &defs, 2 * SEC, seed);
         let mut s = r.inner;
         served_exactly_once(&s, &log)?;
-        if let Err(e) = nothing_left_behind(&mut s, log.end, &r.flows) {
+        if let Err(e) = nothing_left_behind(&mut s, log.end, &r.hooks.flows) {
             return Err(TestCaseError::fail(e));
         }
     }
@@ -1842,12 +1820,9 @@ fn h3_a_turn_that_ends_idle_is_not_charged_its_idling() {
     assert_eq!(s.flow_internals(a).charged, Some(32));
 }
 
-/// X (weight 300, sync reader) is in service with its inject limit at 1
-/// (a first request served with nothing else in flight gave its
-/// baseline); its queue then empties and it is idled for, while A, B and
-/// C (weight 100) get one request each, in that order. Which flow's
-/// request is injected (None: the device is idled)?
-fn injected_into_idling(kv: &[(&str, &str)], rotational: bool) -> Option<FlowId> {
+/// `bfq-kernel` with `kv`, low latency and preemption off, on a device
+/// that queues 8 requests internally.
+fn kernel_on_queueing_device(kv: &[(&str, &str)], rotational: bool) -> Bfq {
     let mut kv = kv.to_vec();
     kv.extend([("low_latency", "0"), ("preemption", "0")]);
     let mut s = profile("bfq-kernel", &kv);
@@ -1856,6 +1831,40 @@ fn injected_into_idling(kv: &[(&str, &str)], rotational: bool) -> Option<FlowId>
         queues_internally: true,
         rotational,
     });
+    s
+}
+
+/// Request `id` of `x` arrives at `now`, is served at once, completes
+/// 100 us later, and `x` is idled for. Returns the completion time.
+fn serve_then_idle(s: &mut Bfq, x: FlowId, id: u64, now: Time) -> Time {
+    s.add_request(now, sync_read(id, x, 1000 + 8 * (id - 1), 8))
+        .unwrap();
+    let Dispatch::Request(r) = s.dispatch(now) else {
+        panic!("X is served")
+    };
+    let now = now + 100 * US;
+    s.complete(now, r.id).unwrap();
+    assert!(matches!(s.dispatch(now), Dispatch::Idle { .. }));
+    now
+}
+
+/// The flow whose request the dispatch at `now` sends while X is idled
+/// for (None: the device is idled).
+fn injected_at(s: &mut Bfq, now: Time) -> Option<FlowId> {
+    match s.dispatch(now) {
+        Dispatch::Request(r) => Some(r.flow),
+        Dispatch::Idle { .. } => None,
+        d => panic!("{d:?}"),
+    }
+}
+
+/// X (weight 300, sync reader) is in service with its inject limit at 1
+/// (a first request served with nothing else in flight gave its
+/// baseline); its queue then empties and it is idled for, while A, B and
+/// C (weight 100) get one request each, in that order. Which flow's
+/// request is injected (None: the device is idled)?
+fn injected_into_idling(kv: &[(&str, &str)], rotational: bool) -> Option<FlowId> {
+    let mut s = kernel_on_queueing_device(kv, rotational);
     let x = s.add_flow(0, FlowSpec::with_weight(300)).unwrap();
     let others: Vec<FlowId> = (0..3)
         .map(|_| s.add_flow(0, FlowSpec::with_weight(100)).unwrap())
@@ -1864,16 +1873,8 @@ fn injected_into_idling(kv: &[(&str, &str)], rotational: bool) -> Option<FlowId>
     let mut now: Time = 20 * MS;
     // X's first request, then (X idled for) its next one with nothing
     // else in flight: the baseline that starts injection.
-    for k in 0..2u64 {
-        s.add_request(now, sync_read(k + 1, x, 1000 + 8 * k, 8))
-            .unwrap();
-        let Dispatch::Request(r) = s.dispatch(now) else {
-            panic!("X is served")
-        };
-        now += 100 * US;
-        s.complete(now, r.id).unwrap();
-        assert!(matches!(s.dispatch(now), Dispatch::Idle { .. }));
-        now += 50 * US;
+    for id in 0..2u64 {
+        now = serve_then_idle(&mut s, x, id + 1, now) + 50 * US;
     }
     for (k, &f) in others.iter().enumerate() {
         let k = k as u64;
@@ -1881,11 +1882,7 @@ fn injected_into_idling(kv: &[(&str, &str)], rotational: bool) -> Option<FlowId>
             .unwrap();
         now += 10 * US;
     }
-    match s.dispatch(now) {
-        Dispatch::Request(r) => Some(r.flow),
-        Dispatch::Idle { .. } => None,
-        d => panic!("{d:?}"),
-    }
+    injected_at(&mut s, now)
 }
 
 #[test]
@@ -1923,39 +1920,15 @@ fn h7_kernel_injects_nothing_where_idling_boosts_throughput() {
 /// again and is idled for while Y (weight 100) gets a request. Is Y
 /// injected at once (None: the device is idled)?
 fn injected_after_a_long_think(kv: &[(&str, &str)]) -> Option<FlowId> {
-    let mut kv = kv.to_vec();
-    kv.extend([("low_latency", "0"), ("preemption", "0")]);
-    let mut s = profile("bfq-kernel", &kv);
-    s.set_device(DeviceInfo {
-        queue_depth: 8,
-        queues_internally: true,
-        rotational: false,
-    });
+    let mut s = kernel_on_queueing_device(kv, false);
     let x = s.add_flow(0, FlowSpec::with_weight(300)).unwrap();
     let y = s.add_flow(0, FlowSpec::with_weight(100)).unwrap();
-    let mut now: Time = 20 * MS;
-    for k in 0..2u64 {
-        s.add_request(now, sync_read(k + 1, x, 1000 + 8 * k, 8))
-            .unwrap();
-        let Dispatch::Request(r) = s.dispatch(now) else {
-            panic!("X is served")
-        };
-        now += 100 * US;
-        s.complete(now, r.id).unwrap();
-        assert!(matches!(s.dispatch(now), Dispatch::Idle { .. }));
-        if k == 0 {
-            // The idle timer fires: X's turn ends.
-            now += 30 * MS;
-            assert_eq!(s.dispatch(now), Dispatch::Empty);
-        }
-    }
-    now += 10 * US;
+    // The idle timer fires: X's turn ends.
+    let now = serve_then_idle(&mut s, x, 1, 20 * MS) + 30 * MS;
+    assert_eq!(s.dispatch(now), Dispatch::Empty);
+    let now = serve_then_idle(&mut s, x, 2, now) + 10 * US;
     s.add_request(now, sync_read(10, y, 1_000_000, 8)).unwrap();
-    match s.dispatch(now + 10 * US) {
-        Dispatch::Request(r) => Some(r.flow),
-        Dispatch::Idle { .. } => None,
-        d => panic!("{d:?}"),
-    }
+    injected_at(&mut s, now + 10 * US)
 }
 
 #[test]

@@ -1,10 +1,7 @@
 //! Engine tests on regular files: no root needed. No assertion depends on
 //! timing.
 
-use bfq_core::{
-    DeviceInfo, Dispatch, Fifo, FlowId, FlowSpec, GroupId, ReqId, Request, SchedError, Scheduler,
-    Time,
-};
+use bfq_core::{Dispatch, Fifo, GroupId, Hooked, Hooks, Scheduler, Time};
 use bfq_engine::{block_on, AlignedBuf, Engine, FlowOptions, IoClass, ShutdownMode, SubmitMode};
 use std::io;
 use std::sync::Arc;
@@ -269,62 +266,19 @@ fn many_flows_many_threads() {
     assert_eq!(s.errors, 0);
 }
 
-/// Implements `Scheduler` for a test wrapper around a `Fifo` in its
-/// `inner` field: everything goes to the FIFO except `dispatch`, which
-/// calls the wrapper's own `dispatch_with(now)`.
-macro_rules! fifo_wrapper {
-    ($t:ty, $name:literal) => {
-        impl Scheduler for $t {
-            fn name(&self) -> &str {
-                $name
-            }
-            fn set_device(&mut self, d: DeviceInfo) {
-                self.inner.set_device(d)
-            }
-            fn add_group(&mut self, p: GroupId, w: u32) -> Result<GroupId, SchedError> {
-                self.inner.add_group(p, w)
-            }
-            fn remove_group(&mut self, g: GroupId) -> Result<(), SchedError> {
-                self.inner.remove_group(g)
-            }
-            fn add_flow(&mut self, now: Time, s: FlowSpec) -> Result<FlowId, SchedError> {
-                self.inner.add_flow(now, s)
-            }
-            fn remove_flow(&mut self, now: Time, f: FlowId) -> Result<(), SchedError> {
-                self.inner.remove_flow(now, f)
-            }
-            fn add_request(&mut self, now: Time, r: Request) -> Result<(), SchedError> {
-                self.inner.add_request(now, r)
-            }
-            fn dispatch(&mut self, now: Time) -> Dispatch {
-                self.dispatch_with(now)
-            }
-            fn complete(&mut self, now: Time, id: ReqId) -> Result<(), SchedError> {
-                self.inner.complete(now, id)
-            }
-            fn queued(&self) -> usize {
-                self.inner.queued()
-            }
-            fn in_flight(&self) -> usize {
-                self.inner.in_flight()
-            }
-        }
-    };
-}
-
 /// FIFO that idles for 1 ms the first time it has something queued: it
 /// answers `Idle { until }` until `now >= until`, as BFQ does while idling.
 struct IdleOnce {
-    inner: Fifo,
     until: Option<Time>,
     dispatched_at: Arc<std::sync::Mutex<Option<(Time, Time)>>>,
 }
 
-fifo_wrapper!(IdleOnce, "idle-once");
-
-impl IdleOnce {
-    fn dispatch_with(&mut self, now: Time) -> Dispatch {
-        if self.inner.queued() > 0 {
+impl Hooks<Fifo> for IdleOnce {
+    fn name<'a>(&'a self, _: &'a Fifo) -> &'a str {
+        "idle-once"
+    }
+    fn dispatch(&mut self, inner: &mut Fifo, now: Time) -> Dispatch {
+        if inner.queued() > 0 {
             let until = *self.until.get_or_insert(now + 1_000_000);
             if now < until {
                 return Dispatch::Idle { until };
@@ -334,7 +288,7 @@ impl IdleOnce {
                 .unwrap()
                 .get_or_insert((until, now));
         }
-        self.inner.dispatch(now)
+        inner.dispatch(now)
     }
 }
 
@@ -342,11 +296,13 @@ impl IdleOnce {
 fn idle_timer_fires_and_dispatch_resumes() {
     let seen = Arc::new(std::sync::Mutex::new(None));
     let engine = Engine::nop()
-        .scheduler_instance(Box::new(IdleOnce {
-            inner: Fifo::new(),
-            until: None,
-            dispatched_at: seen.clone(),
-        }))
+        .scheduler_instance(Box::new(Hooked::new(
+            Fifo::new(),
+            IdleOnce {
+                until: None,
+                dispatched_at: seen.clone(),
+            },
+        )))
         .open()
         .unwrap();
     let flow = engine.flow(FlowOptions::default()).unwrap();
@@ -364,20 +320,21 @@ fn idle_timer_fires_and_dispatch_resumes() {
 /// FIFO that, the first time it is asked with something queued, idles
 /// until the end of time (a scheduler with an absurd idle setting).
 struct IdleForever {
-    inner: Fifo,
     asked: u32,
 }
-fifo_wrapper!(IdleForever, "idle-forever");
 
-impl IdleForever {
-    fn dispatch_with(&mut self, now: Time) -> Dispatch {
-        if self.inner.queued() > 0 {
+impl Hooks<Fifo> for IdleForever {
+    fn name<'a>(&'a self, _: &'a Fifo) -> &'a str {
+        "idle-forever"
+    }
+    fn dispatch(&mut self, inner: &mut Fifo, now: Time) -> Dispatch {
+        if inner.queued() > 0 {
             self.asked += 1;
             if self.asked == 1 {
                 return Dispatch::Idle { until: u64::MAX };
             }
         }
-        self.inner.dispatch(now)
+        inner.dispatch(now)
     }
 }
 
@@ -398,10 +355,7 @@ fn wait_or_fail<T: Send + 'static>(
 #[test]
 fn an_idle_period_to_the_end_of_time_does_not_hang_the_engine() {
     let engine = Engine::nop()
-        .scheduler_instance(Box::new(IdleForever {
-            inner: Fifo::new(),
-            asked: 0,
-        }))
+        .scheduler_instance(Box::new(Hooked::new(Fifo::new(), IdleForever { asked: 0 })))
         .open()
         .unwrap();
     let flow = engine.flow(FlowOptions::default()).unwrap();
@@ -430,24 +384,24 @@ fn requests_ending_past_u64_are_refused_and_the_engine_keeps_serving() {
 }
 
 /// A scheduler that panics on dispatch: requests fail, nothing hangs.
-struct Panicky {
-    inner: Fifo,
-}
-fifo_wrapper!(Panicky, "panicky");
+struct Panicky;
 
-impl Panicky {
-    fn dispatch_with(&mut self, now: Time) -> Dispatch {
-        if self.inner.queued() > 0 {
+impl Hooks<Fifo> for Panicky {
+    fn name<'a>(&'a self, _: &'a Fifo) -> &'a str {
+        "panicky"
+    }
+    fn dispatch(&mut self, inner: &mut Fifo, now: Time) -> Dispatch {
+        if inner.queued() > 0 {
             panic!("test scheduler panics (expected)");
         }
-        self.inner.dispatch(now)
+        inner.dispatch(now)
     }
 }
 
 #[test]
 fn scheduler_panic_fails_requests_without_hanging() {
     let engine = Engine::nop()
-        .scheduler_instance(Box::new(Panicky { inner: Fifo::new() }))
+        .scheduler_instance(Box::new(Hooked::new(Fifo::new(), Panicky)))
         .open()
         .unwrap();
     let flow = engine.flow(FlowOptions::default()).unwrap();
@@ -461,15 +415,16 @@ fn scheduler_panic_fails_requests_without_hanging() {
 
 /// FIFO that notes how many requests are queued at each dispatch call.
 struct QueuedAtDispatch {
-    inner: Fifo,
     seen: Arc<std::sync::Mutex<Vec<usize>>>,
 }
-fifo_wrapper!(QueuedAtDispatch, "queued-at-dispatch");
 
-impl QueuedAtDispatch {
-    fn dispatch_with(&mut self, now: Time) -> Dispatch {
-        self.seen.lock().unwrap().push(self.inner.queued());
-        self.inner.dispatch(now)
+impl Hooks<Fifo> for QueuedAtDispatch {
+    fn name<'a>(&'a self, _: &'a Fifo) -> &'a str {
+        "queued-at-dispatch"
+    }
+    fn dispatch(&mut self, inner: &mut Fifo, now: Time) -> Dispatch {
+        self.seen.lock().unwrap().push(inner.queued());
+        inner.dispatch(now)
     }
 }
 
@@ -480,10 +435,10 @@ fn requests_of_one_plug_reach_the_scheduler_together() {
     let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
     let engine = Engine::nop()
         .queue_depth(64)
-        .scheduler_instance(Box::new(QueuedAtDispatch {
-            inner: Fifo::new(),
-            seen: seen.clone(),
-        }))
+        .scheduler_instance(Box::new(Hooked::new(
+            Fifo::new(),
+            QueuedAtDispatch { seen: seen.clone() },
+        )))
         .open()
         .unwrap();
     let flow = engine.flow(FlowOptions::default()).unwrap();
@@ -613,18 +568,19 @@ fn bfq_through_the_engine_if_registered() {
 /// Holds every request until `n` are queued, then serves them in order
 /// (they complete together, in one batch).
 struct Gate {
-    inner: Fifo,
     n: usize,
 }
-fifo_wrapper!(Gate, "gate");
 
-impl Gate {
-    fn dispatch_with(&mut self, now: Time) -> Dispatch {
-        if self.inner.queued() < self.n {
+impl Hooks<Fifo> for Gate {
+    fn name<'a>(&'a self, _: &'a Fifo) -> &'a str {
+        "gate"
+    }
+    fn dispatch(&mut self, inner: &mut Fifo, now: Time) -> Dispatch {
+        if inner.queued() < self.n {
             return Dispatch::Wait;
         }
         self.n = 0;
-        self.inner.dispatch(now)
+        inner.dispatch(now)
     }
 }
 
@@ -643,10 +599,7 @@ fn waiters_are_woken_when_no_client_helps() {
     const THREADS: usize = 12;
     let engine = Engine::nop()
         .queue_depth(64)
-        .scheduler_instance(Box::new(Gate {
-            inner: Fifo::new(),
-            n: THREADS + 1,
-        }))
+        .scheduler_instance(Box::new(Hooked::new(Fifo::new(), Gate { n: THREADS + 1 })))
         .open()
         .unwrap();
     let flow = Arc::new(engine.flow(FlowOptions::default()).unwrap());
@@ -820,15 +773,16 @@ fn cancel_reaches_requests_that_would_never_complete() {
 /// when the first idle timer fires it answers with a second idle period
 /// (nothing is dispatched on that wake-up).
 struct IdleEach {
-    inner: Fifo,
     until: Option<Time>,
     second: bool,
 }
-fifo_wrapper!(IdleEach, "idle-each");
 
-impl IdleEach {
-    fn dispatch_with(&mut self, now: Time) -> Dispatch {
-        if self.inner.queued() == 0 {
+impl Hooks<Fifo> for IdleEach {
+    fn name<'a>(&'a self, _: &'a Fifo) -> &'a str {
+        "idle-each"
+    }
+    fn dispatch(&mut self, inner: &mut Fifo, now: Time) -> Dispatch {
+        if inner.queued() == 0 {
             return Dispatch::Empty;
         }
         let until = *self.until.get_or_insert(now + 1_000_000);
@@ -843,7 +797,7 @@ impl IdleEach {
             };
         }
         (self.until, self.second) = (None, false);
-        self.inner.dispatch(now)
+        inner.dispatch(now)
     }
 }
 
@@ -855,11 +809,13 @@ fn every_idle_timer_fires_in_both_modes() {
     for mode in [SubmitMode::Local, SubmitMode::Dispatcher] {
         let engine = Engine::nop()
             .submit_mode(mode)
-            .scheduler_instance(Box::new(IdleEach {
-                inner: Fifo::new(),
-                until: None,
-                second: false,
-            }))
+            .scheduler_instance(Box::new(Hooked::new(
+                Fifo::new(),
+                IdleEach {
+                    until: None,
+                    second: false,
+                },
+            )))
             .open()
             .unwrap();
         let flow = engine.flow(FlowOptions::default()).unwrap();

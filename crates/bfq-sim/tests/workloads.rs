@@ -3,8 +3,8 @@
 //! one in bfq-core); deterministic.
 
 use bfq_core::{
-    DeviceInfo, Dispatch, Fifo, FlowId, FlowSpec, GroupId, IoClass, ReqId, Request, SchedError,
-    Scheduler, Time, MS,
+    DeviceInfo, Dispatch, Fifo, FlowId, FlowSpec, GroupId, Hooked, Hooks, IoClass, ReqId, Request,
+    SchedError, Scheduler, Time, MS,
 };
 use bfq_sim::{simulate, Scenario, SimOptions, SimResult};
 use std::sync::{Arc, Mutex};
@@ -84,32 +84,16 @@ struct Held {
     most: u64,
 }
 
-/// FIFO that counts into a shared [`Held`].
+/// Hooks that count into a shared [`Held`].
 struct HeldProbe {
-    inner: Fifo,
     held: Arc<Mutex<Held>>,
 }
 
-impl Scheduler for HeldProbe {
-    fn name(&self) -> &str {
+impl Hooks<Fifo> for HeldProbe {
+    fn name<'a>(&'a self, _: &'a Fifo) -> &'a str {
         "held-probe"
     }
-    fn set_device(&mut self, d: DeviceInfo) {
-        self.inner.set_device(d)
-    }
-    fn add_group(&mut self, p: GroupId, w: u32) -> Result<GroupId, SchedError> {
-        self.inner.add_group(p, w)
-    }
-    fn remove_group(&mut self, g: GroupId) -> Result<(), SchedError> {
-        self.inner.remove_group(g)
-    }
-    fn add_flow(&mut self, now: Time, s: FlowSpec) -> Result<FlowId, SchedError> {
-        self.inner.add_flow(now, s)
-    }
-    fn remove_flow(&mut self, now: Time, f: FlowId) -> Result<(), SchedError> {
-        self.inner.remove_flow(now, f)
-    }
-    fn add_request(&mut self, now: Time, r: Request) -> Result<(), SchedError> {
+    fn add_request(&mut self, inner: &mut Fifo, now: Time, r: Request) -> Result<(), SchedError> {
         let mut h = self.held.lock().unwrap();
         if r.sync {
             h.sync += 1;
@@ -119,20 +103,11 @@ impl Scheduler for HeldProbe {
         h.now += 1;
         h.most = h.most.max(h.now);
         drop(h);
-        self.inner.add_request(now, r)
+        inner.add_request(now, r)
     }
-    fn dispatch(&mut self, now: Time) -> Dispatch {
-        self.inner.dispatch(now)
-    }
-    fn complete(&mut self, now: Time, id: ReqId) -> Result<(), SchedError> {
+    fn complete(&mut self, inner: &mut Fifo, now: Time, id: ReqId) -> Result<(), SchedError> {
         self.held.lock().unwrap().now -= 1;
-        self.inner.complete(now, id)
-    }
-    fn queued(&self) -> usize {
-        self.inner.queued()
-    }
-    fn in_flight(&self) -> usize {
-        self.inner.in_flight()
+        inner.complete(now, id)
     }
 }
 
@@ -141,10 +116,7 @@ impl Scheduler for HeldProbe {
 fn held_by(extra: &str) -> (Held, u64) {
     let s = sc(&format!("name = \"t\"\nduration = \"2s\"\n[device]\npreset = \"maxtor-7l250s0\"\n[[flow]]\nname = \"r\"\npattern = \"rand\"\n{extra}"));
     let held = Arc::new(Mutex::new(Held::default()));
-    let probe = HeldProbe {
-        inner: Fifo::new(),
-        held: held.clone(),
-    };
+    let probe = Hooked::new(Fifo::new(), HeldProbe { held: held.clone() });
     let r = simulate(&s, Box::new(probe), 1, SimOptions::default()).unwrap();
     let h = *held.lock().unwrap();
     (h, r.flows[0].requests)
@@ -457,33 +429,39 @@ fn think_time_spaces_sync_requests() {
 
 /// Records what the simulator tells the scheduler.
 struct Recorder {
-    inner: Fifo,
     log: Arc<Mutex<Vec<String>>>,
 }
 
-impl Scheduler for Recorder {
-    fn name(&self) -> &str {
+impl Hooks<Fifo> for Recorder {
+    fn name<'a>(&'a self, _: &'a Fifo) -> &'a str {
         "recorder"
     }
-    fn set_device(&mut self, d: DeviceInfo) {
+    fn set_device(&mut self, _: &mut Fifo, d: DeviceInfo) {
         self.log.lock().unwrap().push(format!(
             "device {} {} {}",
             d.queue_depth, d.queues_internally, d.rotational
         ));
     }
-    fn add_group(&mut self, parent: GroupId, weight: u32) -> Result<GroupId, SchedError> {
-        let g = self.inner.add_group(parent, weight)?;
+    fn add_group(
+        &mut self,
+        inner: &mut Fifo,
+        parent: GroupId,
+        weight: u32,
+    ) -> Result<GroupId, SchedError> {
+        let g = inner.add_group(parent, weight)?;
         self.log
             .lock()
             .unwrap()
             .push(format!("group {} parent {} weight {weight}", g.0, parent.0));
         Ok(g)
     }
-    fn remove_group(&mut self, g: GroupId) -> Result<(), SchedError> {
-        self.inner.remove_group(g)
-    }
-    fn add_flow(&mut self, now: Time, spec: FlowSpec) -> Result<FlowId, SchedError> {
-        let f = self.inner.add_flow(now, spec)?;
+    fn add_flow(
+        &mut self,
+        inner: &mut Fifo,
+        now: Time,
+        spec: FlowSpec,
+    ) -> Result<FlowId, SchedError> {
+        let f = inner.add_flow(now, spec)?;
         self.log.lock().unwrap().push(format!(
             "flow {} at {now} weight {} class {} level {} group {}",
             f.0,
@@ -494,27 +472,12 @@ impl Scheduler for Recorder {
         ));
         Ok(f)
     }
-    fn remove_flow(&mut self, now: Time, f: FlowId) -> Result<(), SchedError> {
+    fn remove_flow(&mut self, inner: &mut Fifo, now: Time, f: FlowId) -> Result<(), SchedError> {
         self.log
             .lock()
             .unwrap()
             .push(format!("remove {} at {now}", f.0));
-        self.inner.remove_flow(now, f)
-    }
-    fn add_request(&mut self, now: Time, r: Request) -> Result<(), SchedError> {
-        self.inner.add_request(now, r)
-    }
-    fn dispatch(&mut self, now: Time) -> Dispatch {
-        self.inner.dispatch(now)
-    }
-    fn complete(&mut self, now: Time, id: ReqId) -> Result<(), SchedError> {
-        self.inner.complete(now, id)
-    }
-    fn queued(&self) -> usize {
-        self.inner.queued()
-    }
-    fn in_flight(&self) -> usize {
-        self.inner.in_flight()
+        inner.remove_flow(now, f)
     }
 }
 
@@ -522,10 +485,7 @@ impl Scheduler for Recorder {
 fn flows_and_groups_map_to_the_scheduler() {
     let s = sc("name = \"t\"\nduration = \"1s\"\n[device]\npreset = \"maxtor-7l250s0\"\n[[group]]\npath = \"/a/b\"\nweight = 300\n[[flow]]\nname = \"x\"\nstart_jitter = \"0s\"\ngroup = \"/a/b\"\nweight = 500\n[[flow]]\nname = \"y\"\nclass = \"idle\"\nlevel = 7\nstart = \"100ms\"\nstart_jitter = \"0s\"\nbytes = \"1M\"\n");
     let log = Arc::new(Mutex::new(Vec::new()));
-    let rec = Recorder {
-        inner: Fifo::new(),
-        log: log.clone(),
-    };
+    let rec = Hooked::new(Fifo::new(), Recorder { log: log.clone() });
     simulate(&s, Box::new(rec), 1, SimOptions::default()).unwrap();
     let log = log.lock().unwrap();
     assert_eq!(log[0], "device 32 true true");
@@ -542,47 +502,22 @@ fn flows_and_groups_map_to_the_scheduler() {
 
 /// Idles once for 5 ms at the first dispatch, then behaves as FIFO.
 struct IdleOnce {
-    inner: Fifo,
     idled: bool,
 }
 
-impl Scheduler for IdleOnce {
-    fn name(&self) -> &str {
+impl Hooks<Fifo> for IdleOnce {
+    fn name<'a>(&'a self, _: &'a Fifo) -> &'a str {
         "idle-once"
     }
-    fn set_device(&mut self, _: DeviceInfo) {}
-    fn add_group(&mut self, p: GroupId, w: u32) -> Result<GroupId, SchedError> {
-        self.inner.add_group(p, w)
-    }
-    fn remove_group(&mut self, g: GroupId) -> Result<(), SchedError> {
-        self.inner.remove_group(g)
-    }
-    fn add_flow(&mut self, now: Time, s: FlowSpec) -> Result<FlowId, SchedError> {
-        self.inner.add_flow(now, s)
-    }
-    fn remove_flow(&mut self, now: Time, f: FlowId) -> Result<(), SchedError> {
-        self.inner.remove_flow(now, f)
-    }
-    fn add_request(&mut self, now: Time, r: Request) -> Result<(), SchedError> {
-        self.inner.add_request(now, r)
-    }
-    fn dispatch(&mut self, now: Time) -> Dispatch {
-        if !self.idled && self.inner.queued() > 0 {
+    fn set_device(&mut self, _: &mut Fifo, _: DeviceInfo) {}
+    fn dispatch(&mut self, inner: &mut Fifo, now: Time) -> Dispatch {
+        if !self.idled && inner.queued() > 0 {
             self.idled = true;
             return Dispatch::Idle {
                 until: now + 5 * MS,
             };
         }
-        self.inner.dispatch(now)
-    }
-    fn complete(&mut self, now: Time, id: ReqId) -> Result<(), SchedError> {
-        self.inner.complete(now, id)
-    }
-    fn queued(&self) -> usize {
-        self.inner.queued()
-    }
-    fn in_flight(&self) -> usize {
-        self.inner.in_flight()
+        inner.dispatch(now)
     }
 }
 
@@ -592,10 +527,7 @@ fn idle_until_is_honoured() {
     let mut t = Vec::new();
     simulate(
         &s,
-        Box::new(IdleOnce {
-            inner: Fifo::new(),
-            idled: false,
-        }),
+        Box::new(Hooked::new(Fifo::new(), IdleOnce { idled: false })),
         1,
         SimOptions {
             trace: Some(&mut t),
