@@ -142,7 +142,8 @@ impl Settings {
         })
     }
 
-    fn invalid(key: &str, value: &str, why: impl Into<String>) -> SchedError {
+    /// The error for `value`, not valid for setting `key`: `why`.
+    pub(crate) fn invalid(key: &str, value: &str, why: impl Into<String>) -> SchedError {
         SchedError::InvalidSetting {
             key: key.to_string(),
             value: value.to_string(),

@@ -34,6 +34,8 @@
 //!
 //! What a turn *costs* (time charging of slow flows, write over-charge) is
 //! in [`super::charging`].
+use crate::error::SchedError;
+use crate::settings::Settings;
 
 /// Why the active flow's turn ended.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -196,6 +198,60 @@ impl BudgetConfig {
             }
         };
         b.clamp(min, max)
+    }
+}
+
+impl BudgetConfig {
+    /// The budget settings over profile `d` (docs/bfq-settings.md).
+    /// `auto`: the profile learns B_max from the peak rate, so
+    /// `max_budget` defaults to 0 (automatic). Returns the configuration
+    /// and whether B_max is automatic.
+    pub(crate) fn with_settings(
+        d: &BudgetConfig,
+        auto: bool,
+        s: &mut Settings,
+    ) -> Result<(Self, bool), SchedError> {
+        let auto_default = if auto { 0 } else { d.max_budget };
+        let max_setting = s.u64_in("max_budget", auto_default, 0, 1 << 24)?;
+        if (1..32).contains(&max_setting) {
+            // B_min = B_max/32 must be a whole sector.
+            return Err(Settings::invalid(
+                "max_budget",
+                &max_setting.to_string(),
+                "must be 0 (automatic) or in 32..=16777216",
+            ));
+        }
+        let auto = max_setting == 0;
+        let max_budget = if auto {
+            super::DEFAULT_MAX_BUDGET
+        } else {
+            max_setting
+        };
+        let fb_name = match d.feedback {
+            Feedback::Paper2010 => "2010",
+            Feedback::Plus2014 => "bfq-plus-2014",
+            Feedback::Kernel => "kernel",
+        };
+        let fb = s.string("budget_feedback", fb_name);
+        let feedback = Feedback::parse(&fb).ok_or_else(|| {
+            Settings::invalid(
+                "budget_feedback",
+                &fb,
+                "expected kernel, bfq-plus-2014 or 2010",
+            )
+        })?;
+        let initial_pct = s.u64_in("initial_budget_pct", d.initial_pct, 1, 100)?;
+        let derived = BudgetConfig::with_rules(max_budget, feedback, initial_pct);
+        let budget = BudgetConfig {
+            max_budget,
+            initial_budget: s.u64_in("initial_budget", derived.initial_budget, 1, max_budget)?,
+            inc_step: s.u64_in("budget_inc_step", derived.inc_step, 1, max_budget)?,
+            min_budget: s.u64_in("min_budget", derived.min_budget, 1, max_budget)?,
+            feedback,
+            initial_pct,
+            raised_feedback: s.bool("wr_budget_feedback", d.raised_feedback)?,
+        };
+        Ok((budget, auto))
     }
 }
 

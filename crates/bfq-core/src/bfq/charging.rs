@@ -69,6 +69,8 @@
 //! spirit of the kernel's, not values from the reference. 100 disables.
 
 use super::budget::ExpireReason;
+use crate::error::SchedError;
+use crate::settings::Settings;
 use crate::types::{Op, Request, Time, MS};
 
 /// Time-charging rule.
@@ -326,6 +328,36 @@ impl DeviceSlots {
         if let Some(n) = self.slot(r) {
             *n -= 1;
         }
+    }
+}
+
+impl ChargeConfig {
+    /// The charging settings over profile `d` (docs/bfq-settings.md).
+    pub(crate) fn with_settings(d: &ChargeConfig, s: &mut Settings) -> Result<Self, SchedError> {
+        let rule_name = match d.rule {
+            ChargeRule::Paper2010 => "2010",
+            ChargeRule::Plus2014 => "bfq-plus-2014",
+            ChargeRule::Kernel => "kernel",
+        };
+        let rn = s.string("time_charging", rule_name);
+        let pct = |s: &mut Settings, key: &str, v: u32| -> Result<u32, SchedError> {
+            Ok(s.u64_in(key, u64::from(v), 1, 100)? as u32)
+        };
+        Ok(ChargeConfig {
+            rule: ChargeRule::parse(&rn).ok_or_else(|| {
+                Settings::invalid(
+                    "time_charging",
+                    &rn,
+                    "expected kernel, bfq-plus-2014 or 2010",
+                )
+            })?,
+            async_charge_factor: s.u64_in("async_charge_factor", d.async_charge_factor, 1, 100)?,
+            write_charge_factor: s.u64_in("write_charge_factor", d.write_charge_factor, 1, 100)?,
+            overcharge_asymmetric: s.bool("async_charge_asymmetric", d.overcharge_asymmetric)?,
+            async_depth_pct: pct(s, "async_depth_pct", d.async_depth_pct)?,
+            sync_write_depth_pct: pct(s, "sync_write_depth_pct", d.sync_write_depth_pct)?,
+            new_flow_service: s.bool("new_flow_charge_service", d.new_flow_service)?,
+        })
     }
 }
 

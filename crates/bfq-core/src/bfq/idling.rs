@@ -45,6 +45,8 @@
 //! budget — the kernel's flag, standing for "empty less than 20% of the
 //! time".
 
+use crate::error::SchedError;
+use crate::settings::Settings;
 use crate::types::{DeviceInfo, IoClass, Time, MAX_WEIGHT, MS};
 use std::collections::VecDeque;
 
@@ -409,6 +411,64 @@ impl IdleConfig {
         // A zero wait (`slice_idle_seeky = 0`) is no idling: never an idle
         // period that ends when it begins.
         (wait > 0).then_some(wait)
+    }
+}
+
+impl IdleConfig {
+    /// The idling and seek-detection settings over profile `d`
+    /// (docs/bfq-settings.md).
+    pub(crate) fn with_settings(d: &IdleConfig, s: &mut Settings) -> Result<Self, SchedError> {
+        Ok(IdleConfig {
+            slice_idle: s.duration("slice_idle", d.slice_idle)?,
+            slice_idle_seeky: s.duration("slice_idle_seeky", d.slice_idle_seeky)?,
+            idle_on_queueing_devices: s
+                .bool("idle_on_queueing_devices", d.idle_on_queueing_devices)?,
+            seek_threshold: s.u64_in("seek_threshold", d.seek_threshold, 0, 1 << 40)?,
+            seeky_report: {
+                let def = if d.seeky_report {
+                    "bfq-plus-2014"
+                } else {
+                    "kernel"
+                };
+                let v = s.string("seeky_detection", def);
+                match v.as_str() {
+                    "kernel" => false,
+                    "bfq-plus-2014" | "report" => true,
+                    _ => {
+                        return Err(Settings::invalid(
+                            "seeky_detection",
+                            &v,
+                            "expected kernel or bfq-plus-2014",
+                        ))
+                    }
+                }
+            },
+            seeky_mean_threshold: s.u64_in(
+                "seeky_mean_threshold",
+                d.seeky_mean_threshold,
+                1,
+                1 << 40,
+            )?,
+            seeky_grace: s.bool("seeky_grace", d.seeky_grace)?,
+        })
+    }
+}
+
+impl GuaranteeIdling {
+    /// The guarantee-idling settings over profile `d`
+    /// (docs/bfq-settings.md); `raised_min`: weight raising's
+    /// `wr_min_idle_slice`.
+    pub(crate) fn with_settings(
+        d: &GuaranteeIdling,
+        raised_min: Time,
+        s: &mut Settings,
+    ) -> Result<Self, SchedError> {
+        Ok(GuaranteeIdling {
+            enabled: s.bool("guarantee_idling", d.enabled)?,
+            strict: s.bool("strict_guarantees", d.strict)?,
+            raised_min,
+            raised_keep_idling: s.bool("wr_keep_idling", d.raised_keep_idling)?,
+        })
     }
 }
 

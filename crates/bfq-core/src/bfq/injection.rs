@@ -112,6 +112,8 @@
 //! device an injected request only makes the idling flow's next one wait
 //! behind it (and seek).
 
+use crate::error::SchedError;
+use crate::settings::Settings;
 use crate::types::{Time, MS};
 
 /// Injection parameters.
@@ -512,6 +514,39 @@ impl InjectState {
             return Some(f);
         }
         None
+    }
+}
+
+impl InjectConfig {
+    /// The injection settings over profile `d` (docs/bfq-settings.md);
+    /// at most `max_candidates` candidates.
+    pub(crate) fn with_settings(
+        d: &InjectConfig,
+        max_candidates: usize,
+        s: &mut Settings,
+    ) -> Result<Self, SchedError> {
+        Ok(InjectConfig {
+            enabled: s.bool("injection", d.enabled)?,
+            relearn: s.duration("inject_relearn", d.relearn)?,
+            charge_service: s.bool("inject_charge_service", d.charge_service)?,
+            share_cap: s.bool("inject_share_cap", d.share_cap)?,
+            read_floor: s.bool("inject_read_floor", d.read_floor)?,
+            protect_seeky: s.bool("inject_protect_seeky", d.protect_seeky)?,
+            candidates: s.u64_in(
+                "inject_candidates",
+                d.candidates as u64,
+                1,
+                max_candidates as u64,
+            )? as usize,
+            waker_kernel_detection: s.bool("waker_kernel_detection", d.waker_kernel_detection)?,
+            waker_beyond_limit: s.bool("inject_waker_beyond_limit", d.waker_beyond_limit)?,
+            limit_counts_all: s.bool("inject_limit_counts_all", d.limit_counts_all)?,
+            large_once: s.bool("inject_large_once", d.large_once)?,
+            recent_first: s.bool("inject_recent_first", d.recent_first)?,
+            when_idling_boosts: s.bool("inject_when_idling_boosts", d.when_idling_boosts)?,
+            kernel_sampling: s.bool("inject_kernel_sampling", d.kernel_sampling)?,
+            ..*d
+        })
     }
 }
 

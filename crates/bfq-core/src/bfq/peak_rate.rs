@@ -25,6 +25,8 @@
 //! All rates are in sectors per second. No allocation; O(1) per event.
 
 use super::idling::NONROT_SEQ_SECTORS;
+use crate::error::SchedError;
+use crate::settings::Settings;
 use crate::types::{Request, Time, SEC};
 
 /// Reference peak rate of a rotational device (sectors/s).
@@ -273,6 +275,43 @@ impl PeakRate {
             return true;
         }
         false
+    }
+}
+
+impl PeakRateConfig {
+    /// The peak-rate settings over profile `d` (docs/bfq-settings.md);
+    /// `auto`: B_max follows the estimate (`max_budget` 0).
+    pub(crate) fn with_settings(
+        d: &PeakRateConfig,
+        auto: bool,
+        s: &mut Settings,
+    ) -> Result<Self, SchedError> {
+        let est_name = match d.estimator {
+            Estimator::Kernel => "kernel",
+            Estimator::Plus2014 => "bfq-plus-2014",
+        };
+        let est = s.string("peak_rate_estimator", est_name);
+        Ok(PeakRateConfig {
+            auto,
+            estimator: Estimator::parse(&est).ok_or_else(|| {
+                Settings::invalid(
+                    "peak_rate_estimator",
+                    &est,
+                    "expected kernel or bfq-plus-2014",
+                )
+            })?,
+            turn_samples: s.bool("peak_rate_turn_samples", d.turn_samples)?,
+            large_seq: s.bool("peak_rate_large_seq", d.large_seq)?,
+            min_turn: s.duration("peak_rate_min_turn", d.min_turn)?,
+            learned: s.u64_in("peak_rate_learned", d.learned, 0, 20_000_000)?,
+            lower_min_request: s.u64_in(
+                "peak_rate_lower_min_request",
+                d.lower_min_request,
+                0,
+                2048,
+            )?,
+            ..*d
+        })
     }
 }
 

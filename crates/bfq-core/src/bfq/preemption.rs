@@ -45,6 +45,8 @@
 
 use super::budget::ExpireReason;
 use super::wf2q::Entity;
+use crate::error::SchedError;
+use crate::settings::Settings;
 use crate::types::Time;
 
 /// Preemption parameters.
@@ -141,6 +143,23 @@ pub fn wants_to_preempt(new: &Rank, in_time: bool, cur: &Rank, group_weight: boo
         Preempt::IfNext
     } else {
         Preempt::No
+    }
+}
+
+impl PreemptConfig {
+    /// The preemption settings over profile `d` (docs/bfq-settings.md);
+    /// `preempt_in_time` defaults to 3 x `slice_idle`.
+    pub(crate) fn with_settings(
+        d: &PreemptConfig,
+        slice_idle: Time,
+        s: &mut Settings,
+    ) -> Result<Self, SchedError> {
+        Ok(PreemptConfig {
+            enabled: s.bool("preemption", d.enabled)?,
+            in_time: s.duration("preempt_in_time", 3 * slice_idle)?,
+            group_weight: s.bool("preempt_group_weight", d.group_weight)?,
+            after_timeout: s.bool("in_time_after_timeout", d.after_timeout)?,
+        })
     }
 }
 

@@ -15,6 +15,8 @@
 //! drains. The FIFO is a `VecDeque` of (slot, generation) with lazy
 //! deletion of entries already dispatched in sorted order.
 
+use crate::error::SchedError;
+use crate::settings::Settings;
 use crate::table::{RequestTable, SlotIdx};
 use crate::types::Time;
 use std::collections::{BTreeSet, VecDeque};
@@ -219,6 +221,20 @@ impl FlowQueue {
         if self.is_empty() {
             self.fifo.clear();
         }
+    }
+}
+
+impl QueueConfig {
+    /// The in-queue ordering settings over profile `d`
+    /// (docs/bfq-settings.md).
+    pub(crate) fn with_settings(d: &QueueConfig, s: &mut Settings) -> Result<Self, SchedError> {
+        Ok(QueueConfig {
+            fifo_expire_sync: s.duration("fifo_expire_sync", d.fifo_expire_sync)?,
+            fifo_expire_async: s.duration("fifo_expire_async", d.fifo_expire_async)?,
+            // sysfs unit: KiB; kept in sectors.
+            back_seek_max: s.u64_in("back_seek_max", d.back_seek_max / 2, 0, 1 << 40)? * 2,
+            back_seek_penalty: s.u64_in("back_seek_penalty", d.back_seek_penalty, 1, 1000)?,
+        })
     }
 }
 

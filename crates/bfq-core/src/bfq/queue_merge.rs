@@ -16,6 +16,8 @@
 //! merged flows go back to queueing their own requests (generation counter,
 //! O(1)). Merging is not done on non-rotational devices that queue
 //! internally.
+use crate::error::SchedError;
+use crate::settings::Settings;
 
 /// Merge parameters.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -42,4 +44,14 @@ pub struct MergeState {
 #[inline]
 pub fn close(sector: u64, pos: u64, distance: u64) -> bool {
     sector.abs_diff(pos) <= distance
+}
+
+impl MergeConfig {
+    /// The queue-merging settings over profile `d` (docs/bfq-settings.md).
+    pub(crate) fn with_settings(d: &MergeConfig, s: &mut Settings) -> Result<Self, SchedError> {
+        Ok(MergeConfig {
+            enabled: s.bool("queue_merge", d.enabled)?,
+            distance: s.u64_in("merge_distance", d.distance, 0, 1 << 40)?,
+        })
+    }
 }

@@ -34,6 +34,8 @@
 //! The flow "creation" of the kernel is its first request here (the
 //! interface creates flows ahead of time).
 
+use crate::error::SchedError;
+use crate::settings::Settings;
 use crate::types::{GroupId, Time, MS, SEC};
 
 /// Weight-raising parameters.
@@ -261,6 +263,44 @@ impl Burst {
         }
         self.members.push(flow);
         BurstVerdict::Normal
+    }
+}
+
+impl WrConfig {
+    /// The weight-raising settings over profile `w`
+    /// (docs/bfq-settings.md); `wr_min_auto_time` must not exceed
+    /// `wr_max_auto_time`.
+    pub(crate) fn with_settings(w: &WrConfig, s: &mut Settings) -> Result<Self, SchedError> {
+        let wr = WrConfig {
+            enabled: s.bool("low_latency", w.enabled)?,
+            coeff: s.u64_in("wr_coeff", u64::from(w.coeff), 1, 1000)? as u32,
+            max_time: s.duration("wr_max_time", w.max_time)?,
+            min_auto_time: s.duration("wr_min_auto_time", w.min_auto_time)?,
+            max_auto_time: s.duration("wr_max_auto_time", w.max_auto_time)?,
+            ref_time_rotational: s.duration("wr_ref_time_rotational", w.ref_time_rotational)?,
+            ref_time_nonrot: s.duration("wr_ref_time_nonrot", w.ref_time_nonrot)?,
+            max_service: s.u64_in("wr_max_service", w.max_service, 0, 1 << 40)?,
+            linear_decay: s.bool("wr_linear_decay", w.linear_decay)?,
+            min_idle_time: s.duration("wr_min_idle_time", w.min_idle_time)?,
+            default_weight_only: s.bool("wr_default_weight_only", w.default_weight_only)?,
+            rt_coeff: s.u64_in("wr_rt_coeff", u64::from(w.rt_coeff), 1, 100_000)? as u32,
+            rt_max_time: s.duration("wr_rt_max_time", w.rt_max_time)?,
+            max_softrt_rate: s.u64_in("wr_max_softrt_rate", w.max_softrt_rate, 0, 1 << 32)?,
+            burst_thresh: s.u64_in("burst_thresh", u64::from(w.burst_thresh), 0, 1000)? as u32,
+            burst_interval: s.duration("burst_interval", w.burst_interval)?,
+            min_idle_slice: s.duration("wr_min_idle_slice", w.min_idle_slice)?,
+        };
+        if wr.min_auto_time > wr.max_auto_time {
+            return Err(Settings::invalid(
+                "wr_max_auto_time",
+                &crate::settings::format_duration(wr.max_auto_time),
+                format!(
+                    "must not be below wr_min_auto_time ({})",
+                    crate::settings::format_duration(wr.min_auto_time)
+                ),
+            ));
+        }
+        Ok(wr)
     }
 }
 
