@@ -471,6 +471,45 @@ fn secs(t: Time) -> String {
     format!("{}s", t as f64 / SEC as f64)
 }
 
+/// Finds group `path` in `groups`, or appends it after its parents (each
+/// created, with the default weight, when missing); sets its weight when
+/// given. Returns its index.
+fn ensure_group(groups: &mut Vec<GroupPlan>, path: &str, weight: Option<u32>) -> usize {
+    if let Some(i) = groups.iter().position(|g| g.path == path) {
+        if let Some(w) = weight {
+            groups[i].weight = w;
+        }
+        return i;
+    }
+    let parent = match path.rfind('/') {
+        Some(0) | None => None,
+        Some(k) => Some(ensure_group(groups, &path[..k], None)),
+    };
+    groups.push(GroupPlan {
+        path: path.to_string(),
+        parent,
+        weight: weight.unwrap_or(bfq_core::DEFAULT_GROUP_WEIGHT),
+    });
+    groups.len() - 1
+}
+
+/// A flow's request shape, resolved and checked while planning it.
+struct Shape {
+    op: Op,
+    /// Sectors.
+    block: u32,
+    sync: bool,
+    depth: u32,
+    /// Largest read-ahead window, sectors.
+    readahead: u64,
+    /// Linux read-ahead drives the flow.
+    ra: bool,
+    /// Bytes of file data per indirect block (0: none).
+    indirect_every: u64,
+    gap: Time,
+    start_jitter: Time,
+}
+
 /// A group resolved: parent index into [`Plan::groups`] (None = root).
 #[derive(Clone, Debug, PartialEq)]
 pub struct GroupPlan {
@@ -704,6 +743,42 @@ impl Scenario {
 
     fn plan_on(&self, device: DeviceParams, capacity: u64) -> Result<Plan, ScenarioError> {
         let cap = capacity / SECTOR_BYTES;
+        self.check_run_length()?;
+        let groups = self.plan_groups()?;
+        if self.flows.is_empty() {
+            return Err(self.err("flow", "a scenario needs at least one [[flow]]"));
+        }
+        let mut flows = Vec::new();
+        for i in 0..self.flows.len() {
+            let flow = self.plan_flow(i, cap, &groups, &flows)?;
+            let count = self.flows[i].count;
+            for copy in 0..count {
+                let mut c = flow.clone();
+                if count > 1 {
+                    c.name = format!("{}.{}", flow.name, copy + 1);
+                }
+                c.copy = copy;
+                flows.push(c);
+            }
+        }
+        Ok(Plan {
+            device,
+            groups,
+            flows,
+            duration: self.duration.0,
+            series_interval: self.output.series_interval.0,
+        })
+    }
+
+    /// An error on field `field` of flow `i`.
+    fn flow_err(&self, i: usize, field: &str, why: impl Into<String>) -> ScenarioError {
+        self.err(self.flow_field(i, field), why)
+    }
+
+    /// Checks the run's `duration` (positive, at most
+    /// [`MAX_SIM_DURATION`]) and `output.series_interval` (at least 1 ms,
+    /// at most [`MAX_SERIES_POINTS`] points over the run).
+    fn check_run_length(&self) -> Result<(), ScenarioError> {
         if self.duration.0 == 0 {
             return Err(self.err("duration", "must be positive"));
         }
@@ -725,26 +800,14 @@ impl Scenario {
         if self.duration.0 > MAX_SIM_DURATION {
             return Err(self.err("duration", "must be at most 7 days of simulated time"));
         }
-        // groups
+        Ok(())
+    }
+
+    /// Checks the `[[group]]` entries (paths such as `/a/b`, each once,
+    /// weights 1..=1000) and resolves them, undeclared parents created
+    /// with the default weight, parents before children.
+    fn plan_groups(&self) -> Result<Vec<GroupPlan>, ScenarioError> {
         let mut groups: Vec<GroupPlan> = Vec::new();
-        fn ensure(groups: &mut Vec<GroupPlan>, path: &str, weight: Option<u32>) -> usize {
-            if let Some(i) = groups.iter().position(|g| g.path == path) {
-                if let Some(w) = weight {
-                    groups[i].weight = w;
-                }
-                return i;
-            }
-            let parent = match path.rfind('/') {
-                Some(0) | None => None,
-                Some(k) => Some(ensure(groups, &path[..k], None)),
-            };
-            groups.push(GroupPlan {
-                path: path.to_string(),
-                parent,
-                weight: weight.unwrap_or(bfq_core::DEFAULT_GROUP_WEIGHT),
-            });
-            groups.len() - 1
-        }
         for (i, g) in self.groups.iter().enumerate() {
             let p = g.path.trim_end_matches('/');
             if !p.starts_with('/') || p.len() < 2 || p.contains("//") {
@@ -762,290 +825,416 @@ impl Scenario {
             {
                 return Err(self.err(format!("group[{i}].path"), format!("'{p}' defined twice")));
             }
-            ensure(&mut groups, p, Some(g.weight));
+            ensure_group(&mut groups, p, Some(g.weight));
         }
-        if self.flows.is_empty() {
-            return Err(self.err("flow", "a scenario needs at least one [[flow]]"));
+        Ok(groups)
+    }
+
+    /// Checks `[[flow]]` entry `i` and resolves it against a device of
+    /// `cap` sectors, `groups` and the flows planned before it; the result
+    /// is its first copy (named as written, copy 0).
+    fn plan_flow(
+        &self,
+        i: usize,
+        cap: u64,
+        groups: &[GroupPlan],
+        planned: &[FlowPlan],
+    ) -> Result<FlowPlan, ScenarioError> {
+        let f = &self.flows[i];
+        self.check_flow_name(i)?;
+        let s = self.flow_shape(i, f)?;
+        let (region_start, region_len) = self.flow_region(i, f, cap, s.block)?;
+        let prio = self.flow_prio(i, f)?;
+        let group = self.flow_group(i, f, groups)?;
+        self.check_flow_limits(i, f, s.block)?;
+        self.check_periodic(i, f)?;
+        let web = self.flow_web(i, f)?;
+        if f.pattern == Pattern::Replay && (f.on_off.is_some() || f.periodic.is_some()) {
+            return Err(self.flow_err(
+                i,
+                "pattern",
+                "replay cannot be combined with on_off or periodic",
+            ));
         }
-        let mut flows = Vec::new();
-        for (i, f) in self.flows.iter().enumerate() {
-            let fe = |field: &str, why: String| self.err(self.flow_field(i, field), why);
-            if f.name.trim().is_empty() {
-                return Err(fe("name", "must not be empty".into()));
-            }
-            if f.name.contains([',', '"', '\n', '\r']) || f.name == "flusher" {
-                return Err(fe(
-                    "name",
-                    "must not contain commas, quotes or newlines, nor be \"flusher\"".into(),
-                ));
-            }
-            if self.flows[..i].iter().any(|o| o.name == f.name) {
-                return Err(fe("name", format!("'{}' is used by another flow", f.name)));
-            }
-            if f.count == 0 || f.count > 100_000 {
-                return Err(fe("count", "must be in 1..=100000".into()));
-            }
-            let op: Op = f.op.into();
-            let def_block = if f.pattern == Pattern::Rand {
-                4 << 10
-            } else {
-                128 << 10
-            };
-            let block = f.block.map(|b| b.0).unwrap_or(def_block);
-            if block == 0 || block % SECTOR_BYTES != 0 {
-                return Err(fe(
-                    "block",
-                    format!("{block} bytes is not a positive multiple of 512"),
-                ));
-            }
-            if block > 64 << 20 {
-                return Err(fe("block", "must be at most 64M".into()));
-            }
-            let block = (block / SECTOR_BYTES) as u32;
-            let sync = f.sync.unwrap_or(op == Op::Read);
-            let depth = f.depth.unwrap_or(1);
-            if depth == 0 || depth > 4096 {
-                return Err(fe("depth", "must be in 1..=4096".into()));
-            }
-            if f.buffered && op != Op::Write {
-                return Err(fe("buffered", "only writes can be buffered".into()));
-            }
-            if f.buffered
-                && (f.on_off.is_some()
-                    || f.periodic.is_some()
-                    || f.think.0 > 0
-                    || !matches!(f.pattern, Pattern::Seq | Pattern::Rand))
-            {
-                return Err(fe(
-                    "buffered",
-                    "buffered writers support pattern seq or rand with bytes/start/repeat only \
-                     (no on_off, periodic, think or replay)"
-                        .into(),
-                ));
-            }
-            let def_ra =
-                if matches!(f.pattern, Pattern::Seq | Pattern::Web) && sync && op == Op::Read {
-                    128 << 10
-                } else {
-                    0
-                };
-            let readahead = f.readahead.map(|s| s.0).unwrap_or(def_ra) / SECTOR_BYTES;
-            if readahead > (64 << 20) / SECTOR_BYTES {
-                return Err(fe("readahead", "must be at most 64M".into()));
-            }
-            if readahead > 0 && depth > 1 && f.readahead.is_some() {
-                return Err(fe(
-                    "readahead",
-                    "read-ahead is for buffered readers of depth 1 (an io_uring/AIO reader \
-                     with depth > 1 reads O_DIRECT: set readahead = \"0\")"
-                        .into(),
-                ));
-            }
-            // Linux read-ahead drives plain greedy sequential sync readers
-            let ra = readahead > 0
-                && sync
-                && op == Op::Read
-                && depth == 1
-                && f.pattern == Pattern::Seq
-                && f.on_off.is_none();
-            let def_gap = if sync && f.pattern != Pattern::Replay {
-                20 * bfq_core::US + u64::from(block) * SECTOR_BYTES / 2
-            } else {
-                0
-            };
-            let gap = f.gap.map(|g| g.0).unwrap_or(def_gap);
-            if gap > SEC {
-                return Err(fe("gap", "must be at most 1s".into()));
-            }
-            let indirect_every = f.indirect_every.map(|s| s.0).unwrap_or(0);
-            if indirect_every > 0 {
-                if !ra {
-                    return Err(fe(
-                        "indirect_every",
-                        "is for sequential sync readers under read-ahead (pattern = \"seq\", depth 1, readahead > 0)".into(),
-                    ));
-                }
-                if !(64 << 10..=1 << 30).contains(&indirect_every) || indirect_every % 4096 != 0 {
-                    return Err(fe(
-                        "indirect_every",
-                        "must be 0 or a multiple of 4k in 64k..=1G".into(),
-                    ));
-                }
-            }
-            let start_jitter = f.start_jitter.map(|g| g.0).unwrap_or(5 * bfq_core::MS);
-            if start_jitter > 10 * SEC {
-                return Err(fe("start_jitter", "must be at most 10s".into()));
-            }
-            // region
-            let (rs, rl) = match &f.region {
-                None => (0, cap),
-                Some(r) => {
-                    let s = r.start.resolve(cap * SECTOR_BYTES) / SECTOR_BYTES;
-                    let l = match r.size {
-                        None => cap.saturating_sub(s),
-                        Some(e) => e.resolve(cap * SECTOR_BYTES) / SECTOR_BYTES,
-                    };
-                    (s, l)
-                }
-            };
-            if rl < u64::from(block) || rs + rl > cap {
-                return Err(fe(
-                    "region",
-                    format!(
-                        "[{} .. {}) bytes does not fit a {}-byte block on a device of {} bytes",
-                        rs * SECTOR_BYTES,
-                        (rs + rl) * SECTOR_BYTES,
-                        u64::from(block) * SECTOR_BYTES,
-                        cap * SECTOR_BYTES
-                    ),
-                ));
-            }
-            if let Some(w) = f.weight {
-                if !(bfq_core::MIN_WEIGHT..=bfq_core::MAX_WEIGHT).contains(&w) {
-                    return Err(fe("weight", format!("{w} is not in 1..=1000")));
-                }
-            }
-            let level = f.level.unwrap_or(4);
-            if level > 7 {
-                return Err(fe("level", format!("{level} is not in 0..=7")));
-            }
-            let class = match f.class {
-                None | Some(ClassDef::Be) => IoClass::Be,
-                Some(ClassDef::Rt) => IoClass::Rt,
-                Some(ClassDef::Idle) => IoClass::Idle,
-            };
-            let group = match &f.group {
-                None => None,
-                Some(g) if g == "/" => None,
-                Some(g) => Some(
-                    groups
-                        .iter()
-                        .position(|x| x.path == g.trim_end_matches('/'))
-                        .ok_or_else(|| {
-                            fe(
-                                "group",
-                                format!("unknown group '{g}' (declare it in a [[group]])"),
-                            )
-                        })?,
-                ),
-            };
-            if f.bytes.is_some_and(|b| b.0 == 0) {
-                return Err(fe("bytes", "must be positive".into()));
-            }
-            if f.repeat.is_none() && f.runs.is_some() {
-                return Err(fe("runs", "only with repeat".into()));
-            }
-            if let Some(oo) = &f.on_off {
-                if oo.on.lo.0 < u64::from(block) * SECTOR_BYTES {
-                    return Err(fe(
-                        "on_off.on",
-                        "must be at least one block (a burst issues whole requests)".into(),
-                    ));
-                }
-            }
-            // A flow may start after a shortened run's end (`--duration`),
-            // not after any run could end.
-            if f.start.0 > MAX_SIM_DURATION {
-                return Err(fe("start", "must be at most 7 days".into()));
-            }
-            if let Some(p) = &f.periodic {
-                if p.deadline.is_some_and(|d| d.0 == 0) {
-                    return Err(fe("periodic.deadline", "must be positive".into()));
-                }
-                if p.warm_up.is_some_and(|d| d.0 > MAX_SIM_DURATION) {
-                    return Err(fe("periodic.warm_up", "must be at most 7 days".into()));
-                }
-                if p.every.0 < 100 * bfq_core::US || p.bytes.0 == 0 {
-                    return Err(fe(
-                        "periodic",
-                        "every must be at least 100us and bytes positive".into(),
-                    ));
-                }
-                if f.on_off.is_some() {
-                    return Err(fe("periodic", "cannot be combined with on_off".into()));
-                }
-            }
-            if f.web.is_some() && f.pattern != Pattern::Web {
-                return Err(fe("web", "only with pattern = \"web\"".into()));
-            }
-            let web = if f.pattern == Pattern::Web {
-                let w = f.web.unwrap_or_default();
-                if !((0.0..=1.0).contains(&w.small_prob) && 0.0 < w.split && w.split < 1.0) {
-                    return Err(fe(
-                        "web",
-                        "small_prob must be in 0..=1 and split in (0, 1)".into(),
-                    ));
-                }
-                if w.small.0 == 0 || w.large.lo.0 == 0 {
-                    return Err(fe("web", "file sizes must be positive".into()));
-                }
-                Some(w)
-            } else {
-                None
-            };
-            if f.pattern == Pattern::Replay && (f.on_off.is_some() || f.periodic.is_some()) {
-                return Err(fe(
-                    "pattern",
-                    "replay cannot be combined with on_off or periodic".into(),
-                ));
-            }
-            self.check_end(i, f)?;
-            let after = self.after_flows(i, &flows)?;
-            for copy in 0..f.count {
-                flows.push(FlowPlan {
-                    name: if f.count > 1 {
-                        format!("{}.{}", f.name, copy + 1)
-                    } else {
-                        f.name.clone()
-                    },
-                    op,
-                    pattern: f.pattern,
-                    block,
-                    sync,
-                    depth,
-                    readahead,
-                    ra,
-                    ra_style: f.readahead_style.unwrap_or_default(),
-                    indirect_every: indirect_every / SECTOR_BYTES,
-                    gap,
-                    start_jitter,
-                    buffered: f.buffered,
-                    region_start: rs,
-                    region_len: rl,
-                    bytes: f.bytes.map(|b| b.0),
-                    weight: f.weight,
-                    prio: IoPrio { class, level },
-                    group,
-                    start: f.start.0,
-                    stop: f.stop.map(|d| d.0),
-                    duration: f.duration.map(|d| d.0),
-                    after: after.clone(),
-                    think: f.think.0,
-                    repeat: f.repeat.map(|d| d.0),
-                    runs: f.runs,
-                    on_off: f.on_off,
-                    periodic: f.periodic,
-                    web,
-                    replay: self.replays.get(i).cloned().flatten(),
-                    replay_open_loop: f.replay_format == Some(ReplayFormat::Msr),
-                    def_index: i,
-                    copy,
-                });
-            }
-        }
-        Ok(Plan {
-            device,
-            groups,
-            flows,
-            duration: self.duration.0,
-            series_interval: self.output.series_interval.0,
+        self.check_end(i, f)?;
+        let after = self.after_flows(i, planned)?;
+        Ok(FlowPlan {
+            name: f.name.clone(),
+            op: s.op,
+            pattern: f.pattern,
+            block: s.block,
+            sync: s.sync,
+            depth: s.depth,
+            readahead: s.readahead,
+            ra: s.ra,
+            ra_style: f.readahead_style.unwrap_or_default(),
+            indirect_every: s.indirect_every / SECTOR_BYTES,
+            gap: s.gap,
+            start_jitter: s.start_jitter,
+            buffered: f.buffered,
+            region_start,
+            region_len,
+            bytes: f.bytes.map(|b| b.0),
+            weight: f.weight,
+            prio,
+            group,
+            start: f.start.0,
+            stop: f.stop.map(|d| d.0),
+            duration: f.duration.map(|d| d.0),
+            after,
+            think: f.think.0,
+            repeat: f.repeat.map(|d| d.0),
+            runs: f.runs,
+            on_off: f.on_off,
+            periodic: f.periodic,
+            web,
+            replay: self.replays.get(i).cloned().flatten(),
+            replay_open_loop: f.replay_format == Some(ReplayFormat::Msr),
+            def_index: i,
+            copy: 0,
         })
+    }
+
+    /// Checks flow `i`'s `name` (not empty, no commas, quotes or newlines,
+    /// not `flusher`, unique) and `count` (1..=100000).
+    fn check_flow_name(&self, i: usize) -> Result<(), ScenarioError> {
+        let f = &self.flows[i];
+        if f.name.trim().is_empty() {
+            return Err(self.flow_err(i, "name", "must not be empty"));
+        }
+        if f.name.contains([',', '"', '\n', '\r']) || f.name == "flusher" {
+            return Err(self.flow_err(
+                i,
+                "name",
+                "must not contain commas, quotes or newlines, nor be \"flusher\"",
+            ));
+        }
+        if self.flows[..i].iter().any(|o| o.name == f.name) {
+            return Err(self.flow_err(i, "name", format!("'{}' is used by another flow", f.name)));
+        }
+        if f.count == 0 || f.count > 100_000 {
+            return Err(self.flow_err(i, "count", "must be in 1..=100000"));
+        }
+        Ok(())
+    }
+
+    /// Resolves and checks flow `i`'s request shape: operation, block,
+    /// sync, depth, buffering, read-ahead, gap, block-map reads and start
+    /// jitter.
+    fn flow_shape(&self, i: usize, f: &FlowDef) -> Result<Shape, ScenarioError> {
+        let op: Op = f.op.into();
+        let block = self.flow_block(i, f)?;
+        let sync = f.sync.unwrap_or(op == Op::Read);
+        let depth = f.depth.unwrap_or(1);
+        if depth == 0 || depth > 4096 {
+            return Err(self.flow_err(i, "depth", "must be in 1..=4096"));
+        }
+        self.check_buffered(i, f, op)?;
+        let (readahead, ra) = self.flow_readahead(i, f, op, sync, depth)?;
+        let gap = self.flow_gap(i, f, sync, block)?;
+        let indirect_every = self.flow_indirect_every(i, f, ra)?;
+        let start_jitter = f.start_jitter.map(|g| g.0).unwrap_or(5 * bfq_core::MS);
+        if start_jitter > 10 * SEC {
+            return Err(self.flow_err(i, "start_jitter", "must be at most 10s"));
+        }
+        Ok(Shape {
+            op,
+            block,
+            sync,
+            depth,
+            readahead,
+            ra,
+            indirect_every,
+            gap,
+            start_jitter,
+        })
+    }
+
+    /// Flow `i`'s request size in sectors: `block`, default 4 KiB for
+    /// random patterns and 128 KiB otherwise, a multiple of 512 up to 64M.
+    fn flow_block(&self, i: usize, f: &FlowDef) -> Result<u32, ScenarioError> {
+        let def_block = if f.pattern == Pattern::Rand {
+            4 << 10
+        } else {
+            128 << 10
+        };
+        let block = f.block.map(|b| b.0).unwrap_or(def_block);
+        if block == 0 || !block.is_multiple_of(SECTOR_BYTES) {
+            return Err(self.flow_err(
+                i,
+                "block",
+                format!("{block} bytes is not a positive multiple of 512"),
+            ));
+        }
+        if block > 64 << 20 {
+            return Err(self.flow_err(i, "block", "must be at most 64M"));
+        }
+        Ok((block / SECTOR_BYTES) as u32)
+    }
+
+    /// Checks that only writes are buffered, with pattern seq or rand and
+    /// no on_off, periodic or think.
+    fn check_buffered(&self, i: usize, f: &FlowDef, op: Op) -> Result<(), ScenarioError> {
+        if f.buffered && op != Op::Write {
+            return Err(self.flow_err(i, "buffered", "only writes can be buffered"));
+        }
+        if f.buffered
+            && (f.on_off.is_some()
+                || f.periodic.is_some()
+                || f.think.0 > 0
+                || !matches!(f.pattern, Pattern::Seq | Pattern::Rand))
+        {
+            return Err(self.flow_err(
+                i,
+                "buffered",
+                "buffered writers support pattern seq or rand with bytes/start/repeat only \
+                 (no on_off, periodic, think or replay)",
+            ));
+        }
+        Ok(())
+    }
+
+    /// Flow `i`'s largest read-ahead window in sectors (default 128 KiB
+    /// for sync seq and web readers, else 0; at most 64M) and whether
+    /// Linux read-ahead drives it (plain greedy sequential sync readers of
+    /// depth 1).
+    fn flow_readahead(
+        &self,
+        i: usize,
+        f: &FlowDef,
+        op: Op,
+        sync: bool,
+        depth: u32,
+    ) -> Result<(u64, bool), ScenarioError> {
+        let def_ra = if matches!(f.pattern, Pattern::Seq | Pattern::Web) && sync && op == Op::Read {
+            128 << 10
+        } else {
+            0
+        };
+        let readahead = f.readahead.map(|s| s.0).unwrap_or(def_ra) / SECTOR_BYTES;
+        if readahead > (64 << 20) / SECTOR_BYTES {
+            return Err(self.flow_err(i, "readahead", "must be at most 64M"));
+        }
+        if readahead > 0 && depth > 1 && f.readahead.is_some() {
+            return Err(self.flow_err(
+                i,
+                "readahead",
+                "read-ahead is for buffered readers of depth 1 (an io_uring/AIO reader \
+                 with depth > 1 reads O_DIRECT: set readahead = \"0\")",
+            ));
+        }
+        // Linux read-ahead drives plain greedy sequential sync readers
+        let ra = readahead > 0
+            && sync
+            && op == Op::Read
+            && depth == 1
+            && f.pattern == Pattern::Seq
+            && f.on_off.is_none();
+        Ok((readahead, ra))
+    }
+
+    /// Flow `i`'s time from a completion to its next request, ns: `gap`,
+    /// default 20 us + 0.5 ns per byte of block for sync flows other than
+    /// replays, else 0; at most 1 s.
+    fn flow_gap(
+        &self,
+        i: usize,
+        f: &FlowDef,
+        sync: bool,
+        block: u32,
+    ) -> Result<Time, ScenarioError> {
+        let def_gap = if sync && f.pattern != Pattern::Replay {
+            20 * bfq_core::US + u64::from(block) * SECTOR_BYTES / 2
+        } else {
+            0
+        };
+        let gap = f.gap.map(|g| g.0).unwrap_or(def_gap);
+        if gap > SEC {
+            return Err(self.flow_err(i, "gap", "must be at most 1s"));
+        }
+        Ok(gap)
+    }
+
+    /// Flow `i`'s file data per indirect block, bytes (0: none); only for
+    /// readers under read-ahead (`ra`), a multiple of 4k in 64k..=1G.
+    fn flow_indirect_every(&self, i: usize, f: &FlowDef, ra: bool) -> Result<u64, ScenarioError> {
+        let indirect_every = f.indirect_every.map(|s| s.0).unwrap_or(0);
+        if indirect_every > 0 {
+            if !ra {
+                return Err(self.flow_err(
+                    i,
+                    "indirect_every",
+                    "is for sequential sync readers under read-ahead (pattern = \"seq\", depth 1, readahead > 0)",
+                ));
+            }
+            if !(64 << 10..=1 << 30).contains(&indirect_every)
+                || !indirect_every.is_multiple_of(4096)
+            {
+                return Err(self.flow_err(
+                    i,
+                    "indirect_every",
+                    "must be 0 or a multiple of 4k in 64k..=1G",
+                ));
+            }
+        }
+        Ok(indirect_every)
+    }
+
+    /// Flow `i`'s file as (first sector, sectors) on a device of `cap`
+    /// sectors (default: the whole device); it must hold one block.
+    fn flow_region(
+        &self,
+        i: usize,
+        f: &FlowDef,
+        cap: u64,
+        block: u32,
+    ) -> Result<(u64, u64), ScenarioError> {
+        let (rs, rl) = match &f.region {
+            None => (0, cap),
+            Some(r) => {
+                let s = r.start.resolve(cap * SECTOR_BYTES) / SECTOR_BYTES;
+                let l = match r.size {
+                    None => cap.saturating_sub(s),
+                    Some(e) => e.resolve(cap * SECTOR_BYTES) / SECTOR_BYTES,
+                };
+                (s, l)
+            }
+        };
+        if rl < u64::from(block) || rs + rl > cap {
+            return Err(self.flow_err(
+                i,
+                "region",
+                format!(
+                    "[{} .. {}) bytes does not fit a {}-byte block on a device of {} bytes",
+                    rs * SECTOR_BYTES,
+                    (rs + rl) * SECTOR_BYTES,
+                    u64::from(block) * SECTOR_BYTES,
+                    cap * SECTOR_BYTES
+                ),
+            ));
+        }
+        Ok((rs, rl))
+    }
+
+    /// Checks flow `i`'s `weight` (1..=1000) and resolves its I/O priority:
+    /// `class` (default best effort) and `level` (0..=7, default 4).
+    fn flow_prio(&self, i: usize, f: &FlowDef) -> Result<IoPrio, ScenarioError> {
+        if let Some(w) = f.weight {
+            if !(bfq_core::MIN_WEIGHT..=bfq_core::MAX_WEIGHT).contains(&w) {
+                return Err(self.flow_err(i, "weight", format!("{w} is not in 1..=1000")));
+            }
+        }
+        let level = f.level.unwrap_or(4);
+        if level > 7 {
+            return Err(self.flow_err(i, "level", format!("{level} is not in 0..=7")));
+        }
+        let class = match f.class {
+            None | Some(ClassDef::Be) => IoClass::Be,
+            Some(ClassDef::Rt) => IoClass::Rt,
+            Some(ClassDef::Idle) => IoClass::Idle,
+        };
+        Ok(IoPrio { class, level })
+    }
+
+    /// Flow `i`'s group: an index into `groups` (None: the root, `/`).
+    fn flow_group(
+        &self,
+        i: usize,
+        f: &FlowDef,
+        groups: &[GroupPlan],
+    ) -> Result<Option<usize>, ScenarioError> {
+        Ok(match &f.group {
+            None => None,
+            Some(g) if g == "/" => None,
+            Some(g) => Some(
+                groups
+                    .iter()
+                    .position(|x| x.path == g.trim_end_matches('/'))
+                    .ok_or_else(|| {
+                        self.flow_err(
+                            i,
+                            "group",
+                            format!("unknown group '{g}' (declare it in a [[group]])"),
+                        )
+                    })?,
+            ),
+        })
+    }
+
+    /// Checks flow `i`'s `bytes` (positive), `runs` (only with `repeat`),
+    /// `on_off.on` (at least one block) and `start` (at most 7 days).
+    fn check_flow_limits(&self, i: usize, f: &FlowDef, block: u32) -> Result<(), ScenarioError> {
+        if f.bytes.is_some_and(|b| b.0 == 0) {
+            return Err(self.flow_err(i, "bytes", "must be positive"));
+        }
+        if f.repeat.is_none() && f.runs.is_some() {
+            return Err(self.flow_err(i, "runs", "only with repeat"));
+        }
+        if let Some(oo) = &f.on_off {
+            if oo.on.lo.0 < u64::from(block) * SECTOR_BYTES {
+                return Err(self.flow_err(
+                    i,
+                    "on_off.on",
+                    "must be at least one block (a burst issues whole requests)",
+                ));
+            }
+        }
+        // A flow may start after a shortened run's end (`--duration`),
+        // not after any run could end.
+        if f.start.0 > MAX_SIM_DURATION {
+            return Err(self.flow_err(i, "start", "must be at most 7 days"));
+        }
+        Ok(())
+    }
+
+    /// Checks flow `i`'s `periodic` behaviour: deadline positive, warm-up
+    /// at most 7 days, every at least 100 us, bytes positive, no on_off.
+    fn check_periodic(&self, i: usize, f: &FlowDef) -> Result<(), ScenarioError> {
+        let Some(p) = &f.periodic else {
+            return Ok(());
+        };
+        if p.deadline.is_some_and(|d| d.0 == 0) {
+            return Err(self.flow_err(i, "periodic.deadline", "must be positive"));
+        }
+        if p.warm_up.is_some_and(|d| d.0 > MAX_SIM_DURATION) {
+            return Err(self.flow_err(i, "periodic.warm_up", "must be at most 7 days"));
+        }
+        if p.every.0 < 100 * bfq_core::US || p.bytes.0 == 0 {
+            return Err(self.flow_err(
+                i,
+                "periodic",
+                "every must be at least 100us and bytes positive",
+            ));
+        }
+        if f.on_off.is_some() {
+            return Err(self.flow_err(i, "periodic", "cannot be combined with on_off"));
+        }
+        Ok(())
+    }
+
+    /// Flow `i`'s web-server behaviour (pattern = web only; defaults
+    /// filled in): small_prob in 0..=1, split in (0, 1), sizes positive.
+    fn flow_web(&self, i: usize, f: &FlowDef) -> Result<Option<WebDef>, ScenarioError> {
+        if f.web.is_some() && f.pattern != Pattern::Web {
+            return Err(self.flow_err(i, "web", "only with pattern = \"web\""));
+        }
+        if f.pattern != Pattern::Web {
+            return Ok(None);
+        }
+        let w = f.web.unwrap_or_default();
+        if !((0.0..=1.0).contains(&w.small_prob) && 0.0 < w.split && w.split < 1.0) {
+            return Err(self.flow_err(i, "web", "small_prob must be in 0..=1 and split in (0, 1)"));
+        }
+        if w.small.0 == 0 || w.large.lo.0 == 0 {
+            return Err(self.flow_err(i, "web", "file sizes must be positive"));
+        }
+        Ok(Some(w))
     }
 
     /// Checks a flow's own end (`stop`, `duration`): after its start and
     /// within the run.
     fn check_end(&self, i: usize, f: &FlowDef) -> Result<(), ScenarioError> {
-        let fe = |field: &str, why: String| self.err(self.flow_field(i, field), why);
+        let fe = |field: &str, why: String| self.flow_err(i, field, why);
         let run = self.duration.0;
         if let Some(stop) = f.stop.map(|d| d.0) {
             if stop <= f.start.0 {
