@@ -473,6 +473,27 @@ fn run_limit(jobs: &[Job], outs: &[JobOut], warnings: &mut Vec<String>) -> Optio
     latest
 }
 
+/// A job's options common to its directions (`rw=rw` makes two flows).
+struct JobCommon {
+    /// `numjobs`: copies of each flow.
+    numjobs: u64,
+    /// `time_based`: run for `runtime`, whatever `size`.
+    time_based: bool,
+    /// `runtime` (or `timeout`), us.
+    runtime: Option<u64>,
+    /// `startdelay`, us.
+    start: u64,
+    /// `thinktime`, us.
+    think: u64,
+    /// `size`, bytes.
+    size_b: Option<u64>,
+    /// `filesize`, bytes.
+    filesize: Option<u64>,
+}
+
+/// Translates one job to its `[[flow]]` tables (one per direction of its
+/// `rw`), each waiting for the flows named in `after`; its cgroup joins
+/// `groups` (path to weight).
 fn job_flows(
     job: &Job,
     after: &[String],
@@ -487,6 +508,35 @@ fn job_flows(
             job.get("rw").or(job.get("readwrite")).unwrap_or("")
         ));
     }
+    let c = job_common(job)?;
+    let group = job_group(job, groups)?;
+    let mut out = Vec::new();
+    for dir in dirs {
+        if dir.2 <= 0.0 {
+            continue;
+        }
+        let f = direction_flow(job, &c, dir, after, group.as_deref())?;
+        out.push(Value::Table(f));
+    }
+    let names = out
+        .iter()
+        .filter_map(|f| f.get("name").and_then(Value::as_str).map(String::from))
+        .collect();
+    Ok(JobOut {
+        flows: out,
+        names,
+        start_us: c.start,
+        runtime_us: c.runtime,
+        bounded: c.runtime.is_some() || c.size_b.is_some(),
+        phase: 0,
+        after: Vec::new(),
+    })
+}
+
+/// Reads and checks a job's [`JobCommon`] options: `numjobs` 1..=4096,
+/// `runtime` positive (seconds by default), `startdelay`, `thinktime`,
+/// `size`, `filesize`; `time_based` needs a runtime.
+fn job_common(job: &Job) -> Result<JobCommon, String> {
     let numjobs = job
         .get("numjobs")
         .map(|v| int("numjobs", v, 1, 4096))
@@ -523,117 +573,137 @@ fn job_flows(
     if time_based && runtime.is_none() {
         return Err("time_based needs runtime".into());
     }
-    let group = match job.get("cgroup") {
-        Some(c) => {
-            let path = format!("/{}", c.trim_matches('/'));
-            let w = job
-                .get("cgroup_weight")
-                .map(|v| int("cgroup_weight", v, 1, 1000))
-                .transpose()?
-                .unwrap_or(100);
-            match groups.get(&path) {
-                Some(&old) if old != w => {
-                    return Err(format!(
-                        "cgroup {path}: weights {old} and {w} in different jobs"
-                    ))
-                }
-                _ => groups.insert(path.clone(), w),
-            };
-            Some(path)
-        }
-        None if job.get("cgroup_weight").is_some() => {
-            return Err("cgroup_weight needs cgroup".into())
-        }
-        None => None,
-    };
-    let mut out = Vec::new();
-    for (op, pattern, share) in dirs {
-        if share <= 0.0 {
-            continue;
-        }
-        let write = op == "write";
-        let mut f = Table::new();
-        let name = if share < 1.0 {
-            format!("{}-{op}", job.name)
-        } else {
-            job.name.to_string()
-        };
-        f.insert("name".into(), Value::String(name));
-        if numjobs > 1 {
-            f.insert("count".into(), Value::Integer(numjobs as i64));
-        }
-        f.insert("op".into(), Value::String(op.into()));
-        f.insert("pattern".into(), Value::String(pattern.into()));
-        let bs = block_size(job, write)?;
-        f.insert("block".into(), Value::Integer(bs as i64));
-        let (depth, sync, direct) = engine(job, write)?;
-        f.insert("depth".into(), Value::Integer(depth as i64));
-        f.insert("sync".into(), Value::Boolean(sync));
-        if write && !direct {
-            f.insert("buffered".into(), Value::Boolean(true));
-        }
-        if !write && (direct || depth > 1) {
-            f.insert("readahead".into(), Value::String("0".into()));
-        }
-        let mut region = Table::new();
-        if let Some(o) = job.get("offset") {
-            let v = if o.ends_with('%') {
-                Value::String(o.into())
-            } else {
-                Value::Integer(size("offset", o)? as i64)
-            };
-            region.insert("start".into(), v);
-        }
-        if let Some(len) = filesize.or(size_b) {
-            region.insert("size".into(), Value::Integer(len as i64));
-        }
-        if !region.is_empty() {
-            f.insert("region".into(), Value::Table(region));
-        }
-        if let (Some(b), false) = (size_b, time_based) {
-            let bytes = ((b as f64 * share) as u64).max(bs) / bs * bs;
-            f.insert("bytes".into(), Value::Integer(bytes as i64));
-        }
-        if let Some(rate) = rate_bytes(job, write, bs)? {
-            // A rate limit as a periodic flow: a batch every 100 ms.
-            let batch = (rate / 10).max(bs) / bs * bs;
-            let mut p = Table::new();
-            p.insert("every".into(), Value::String("100ms".into()));
-            p.insert("bytes".into(), Value::Integer(batch as i64));
-            f.insert("periodic".into(), Value::Table(p));
-        }
-        if think > 0 {
-            f.insert("think".into(), Value::String(format!("{think}us")));
-        }
-        if start > 0 {
-            f.insert("start".into(), Value::String(format!("{start}us")));
-        }
-        if let Some(r) = runtime {
-            f.insert("duration".into(), Value::String(format!("{r}us")));
-        }
-        if !after.is_empty() {
-            let names = after.iter().map(|n| Value::String(n.clone())).collect();
-            f.insert("after".into(), Value::Array(names));
-        }
-        prio(job, &mut f)?;
-        if let Some(g) = &group {
-            f.insert("group".into(), Value::String(g.clone()));
-        }
-        out.push(Value::Table(f));
-    }
-    let names = out
-        .iter()
-        .filter_map(|f| f.get("name").and_then(Value::as_str).map(String::from))
-        .collect();
-    Ok(JobOut {
-        flows: out,
-        names,
-        start_us: start,
-        runtime_us: runtime,
-        bounded: runtime.is_some() || size_b.is_some(),
-        phase: 0,
-        after: Vec::new(),
+    Ok(JobCommon {
+        numjobs,
+        time_based,
+        runtime,
+        start,
+        think,
+        size_b,
+        filesize,
     })
+}
+
+/// A job's group path from `cgroup` (with `cgroup_weight` 1..=1000,
+/// default 100, the same in every job of that cgroup), added to `groups`.
+fn job_group(job: &Job, groups: &mut BTreeMap<String, u64>) -> Result<Option<String>, String> {
+    let Some(c) = job.get("cgroup") else {
+        if job.get("cgroup_weight").is_some() {
+            return Err("cgroup_weight needs cgroup".into());
+        }
+        return Ok(None);
+    };
+    let path = format!("/{}", c.trim_matches('/'));
+    let w = job
+        .get("cgroup_weight")
+        .map(|v| int("cgroup_weight", v, 1, 1000))
+        .transpose()?
+        .unwrap_or(100);
+    match groups.get(&path) {
+        Some(&old) if old != w => {
+            return Err(format!(
+                "cgroup {path}: weights {old} and {w} in different jobs"
+            ))
+        }
+        _ => groups.insert(path.clone(), w),
+    };
+    Ok(Some(path))
+}
+
+/// The `[[flow]]` table of one direction `(op, pattern, share)` of a job:
+/// its share of `size`, `rate` as a periodic flow, and the job's common
+/// options, waiting for the flows named in `after`.
+fn direction_flow(
+    job: &Job,
+    c: &JobCommon,
+    (op, pattern, share): (&str, &str, f64),
+    after: &[String],
+    group: Option<&str>,
+) -> Result<Table, String> {
+    let write = op == "write";
+    let mut f = Table::new();
+    let name = if share < 1.0 {
+        format!("{}-{op}", job.name)
+    } else {
+        job.name.to_string()
+    };
+    f.insert("name".into(), Value::String(name));
+    if c.numjobs > 1 {
+        f.insert("count".into(), Value::Integer(c.numjobs as i64));
+    }
+    f.insert("op".into(), Value::String(op.into()));
+    f.insert("pattern".into(), Value::String(pattern.into()));
+    let bs = request_fields(job, write, &mut f)?;
+    region_field(job, c, &mut f)?;
+    if let (Some(b), false) = (c.size_b, c.time_based) {
+        let bytes = ((b as f64 * share) as u64).max(bs) / bs * bs;
+        f.insert("bytes".into(), Value::Integer(bytes as i64));
+    }
+    if let Some(rate) = rate_bytes(job, write, bs)? {
+        // A rate limit as a periodic flow: a batch every 100 ms.
+        let batch = (rate / 10).max(bs) / bs * bs;
+        let mut p = Table::new();
+        p.insert("every".into(), Value::String("100ms".into()));
+        p.insert("bytes".into(), Value::Integer(batch as i64));
+        f.insert("periodic".into(), Value::Table(p));
+    }
+    if c.think > 0 {
+        f.insert("think".into(), Value::String(format!("{}us", c.think)));
+    }
+    if c.start > 0 {
+        f.insert("start".into(), Value::String(format!("{}us", c.start)));
+    }
+    if let Some(r) = c.runtime {
+        f.insert("duration".into(), Value::String(format!("{r}us")));
+    }
+    if !after.is_empty() {
+        let names = after.iter().map(|n| Value::String(n.clone())).collect();
+        f.insert("after".into(), Value::Array(names));
+    }
+    prio(job, &mut f)?;
+    if let Some(g) = group {
+        f.insert("group".into(), Value::String(g.to_string()));
+    }
+    Ok(f)
+}
+
+/// Inserts a direction's request fields into flow `f`: block, depth and
+/// sync from the engine, buffered writes, no read-ahead for O_DIRECT or
+/// deep readers. Returns the block size, bytes.
+fn request_fields(job: &Job, write: bool, f: &mut Table) -> Result<u64, String> {
+    let bs = block_size(job, write)?;
+    f.insert("block".into(), Value::Integer(bs as i64));
+    let (depth, sync, direct) = engine(job, write)?;
+    f.insert("depth".into(), Value::Integer(depth as i64));
+    f.insert("sync".into(), Value::Boolean(sync));
+    if write && !direct {
+        f.insert("buffered".into(), Value::Boolean(true));
+    }
+    if !write && (direct || depth > 1) {
+        f.insert("readahead".into(), Value::String("0".into()));
+    }
+    Ok(bs)
+}
+
+/// Inserts flow `f`'s region: `offset` (bytes or a percentage) and
+/// `filesize`, else `size`, as its length.
+fn region_field(job: &Job, c: &JobCommon, f: &mut Table) -> Result<(), String> {
+    let mut region = Table::new();
+    if let Some(o) = job.get("offset") {
+        let v = if o.ends_with('%') {
+            Value::String(o.into())
+        } else {
+            Value::Integer(size("offset", o)? as i64)
+        };
+        region.insert("start".into(), v);
+    }
+    if let Some(len) = c.filesize.or(c.size_b) {
+        region.insert("size".into(), Value::Integer(len as i64));
+    }
+    if !region.is_empty() {
+        f.insert("region".into(), Value::Table(region));
+    }
+    Ok(())
 }
 
 /// Smallest and largest block (bytes): a sector, and 16 MiB.
