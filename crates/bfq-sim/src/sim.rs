@@ -21,7 +21,7 @@ use crate::device::{self, DevRequest, Device};
 use crate::readahead::ReadAhead;
 use crate::replay::ReplayRow;
 use crate::result::{secs, FlowResult, Hist, SimResult};
-use crate::scenario::{FlowPlan, Pattern, Plan, Scenario, ScenarioError};
+use crate::scenario::{FlowPlan, OnOffDef, Pattern, Plan, Scenario, ScenarioError};
 use bfq_core::{
     Dispatch, FlowId, FlowInternals, FlowSpec, GroupId, Op, ReqId, Request, SchedError, Scheduler,
     Time, SECTOR_BYTES,
@@ -249,6 +249,169 @@ const INDIRECT_BLOCK_SECTORS: u64 = 8;
 /// Largest merged writeback request (512 KiB, a common max_sectors_kb).
 const FLUSH_MAX_REQ: u32 = 1024;
 
+impl Flow {
+    /// Flow `p`'s state before its first run, drawing from `rng`; its
+    /// window of outstanding requests: the read-ahead window's blocks plus
+    /// one for a sync reader of depth 1 not under Linux read-ahead, else
+    /// its depth.
+    fn new(p: &FlowPlan, rng: Pcg64Mcg) -> Flow {
+        let window = if p.sync && p.depth == 1 && !p.ra {
+            1 + p.readahead.div_ceil(u64::from(p.block)) as u32
+        } else {
+            p.depth
+        };
+        Flow {
+            plan: p.clone(),
+            rng,
+            sched: None,
+            window: window.max(1),
+            outstanding: 0,
+            active: false,
+            stopped: false,
+            done: false,
+            waiting: p.after.len() as u32,
+            released_at: p.start,
+            run_start: 0,
+            runs_done: 0,
+            wake_at: None,
+            run_issued: 0,
+            run_done: 0,
+            run_limit: None,
+            pos: 0,
+            phase_budget: u64::MAX,
+            phase_issued: 0,
+            phase_done: 0,
+            released: 0,
+            batches: VecDeque::new(),
+            cursor: 0,
+            blocked: false,
+            delay_done: false,
+            ra: ReadAhead::new(p.readahead, p.ra_style),
+            mapped_to: p.indirect_every,
+            pending_window: None,
+            indirect_inflight: false,
+            web_file: None,
+            web_done_in_file: 0,
+            files: 0,
+            stats: Stats::default(),
+        }
+    }
+
+    /// Starts an ON phase of an ON/OFF flow (`oo`): draws the OFF pause
+    /// before it, then its budget (at least a sector); returns the pause.
+    fn next_on_phase(&mut self, oo: OnOffDef) -> Time {
+        let off = rng_range(&mut self.rng, oo.off.lo.0, oo.off.hi.0);
+        self.phase_budget = rng_range(&mut self.rng, oo.on.lo.0, oo.on.hi.0)
+            .div_ceil(SECTOR_BYTES)
+            .max(1);
+        self.phase_issued = 0;
+        self.phase_done = 0;
+        off
+    }
+
+    /// The next request (sector, sectors) of a seq, rand or web flow; None
+    /// when it must wait (a web server between files).
+    fn next_extent(&mut self, now: Time) -> Option<(u64, u64)> {
+        let block = u64::from(self.plan.block);
+        Some(match self.plan.pattern {
+            Pattern::Seq => {
+                if self.pos >= self.plan.region_len {
+                    self.pos = 0;
+                }
+                let n = block.min(self.plan.region_len - self.pos);
+                let s = self.plan.region_start + self.pos;
+                self.pos += n;
+                (s, n)
+            }
+            Pattern::Rand => {
+                let blocks = self.plan.region_len / block;
+                let b = self.rng.gen_range(0..blocks.max(1));
+                (self.plan.region_start + b * block, block)
+            }
+            Pattern::Web => return self.next_web_extent(now),
+            Pattern::Replay => unreachable!(),
+        })
+    }
+
+    /// A web server's next request: the next block of its current file,
+    /// after picking a file (small or large, 2010 paper Section V-E) once
+    /// the previous one is done; None while waiting for it.
+    fn next_web_extent(&mut self, now: Time) -> Option<(u64, u64)> {
+        if self.web_file.is_none() {
+            if self.outstanding > 0 {
+                return None;
+            }
+            self.open_web_file(now);
+        }
+        let (start, left, total, small, t0) = self.web_file.expect("file");
+        if left == 0 {
+            return None;
+        }
+        let n = left.min(u64::from(self.plan.block));
+        let s = start + (total - left);
+        self.web_file = Some((start, left - n, total, small, t0));
+        Some((s, n))
+    }
+
+    /// Picks a web server's next file: small with probability
+    /// `small_prob` in the first `split` of its region, else large in the
+    /// rest, at a random 4 KiB-aligned place.
+    fn open_web_file(&mut self, now: Time) {
+        let w = self.plan.web.expect("web");
+        let small_area = ((self.plan.region_len as f64) * w.split) as u64;
+        let small = self.rng.gen_bool(w.small_prob);
+        let (lo, hi, len) = if small {
+            (0, small_area, w.small.0.div_ceil(SECTOR_BYTES))
+        } else {
+            let b = rng_range(&mut self.rng, w.large.lo.0, w.large.hi.0);
+            (
+                small_area,
+                self.plan.region_len,
+                b.div_ceil(SECTOR_BYTES).max(1),
+            )
+        };
+        let span = hi.saturating_sub(lo).max(1);
+        let len = len.min(span).max(1);
+        let start = self.plan.region_start
+            + lo.min(self.plan.region_len - 1)
+            + (rng_range(&mut self.rng, 0, span - len) & !7);
+        self.web_file = Some((start, len, len, small, now));
+        self.web_done_in_file = 0;
+    }
+}
+
+impl Dirty {
+    /// The dirty data of buffered writer `owner` (plan `p`), written back
+    /// in `p`'s blocks over its region.
+    fn writer(owner: u32, p: &FlowPlan) -> Dirty {
+        Dirty {
+            owner,
+            rand: p.pattern == Pattern::Rand,
+            block: p.block,
+            start: p.region_start,
+            len: p.region_len,
+            pos: 0,
+            left: 0,
+            extents: VecDeque::new(),
+        }
+    }
+
+    /// The web servers' common log on a device of `cap` sectors (owner
+    /// [`NONE`]), written back in requests of up to [`FLUSH_MAX_REQ`].
+    fn web_log(cap: u64) -> Dirty {
+        Dirty {
+            owner: NONE,
+            rand: false,
+            block: FLUSH_MAX_REQ,
+            start: 0,
+            len: cap,
+            pos: 0,
+            left: 0,
+            extents: VecDeque::new(),
+        }
+    }
+}
+
 struct Sim<'p> {
     sched: Box<dyn Scheduler>,
     sched_name: String,
@@ -294,6 +457,10 @@ fn rng_range(rng: &mut Pcg64Mcg, lo: u64, hi: u64) -> u64 {
 }
 
 impl<'p> Sim<'p> {
+    /// Sets up a run of `plan`: the device's parameters given to the
+    /// scheduler, the plan's groups and flows (flow `i`'s random stream
+    /// seeded from `seed` and `i`), the flusher when a flow needs one, and
+    /// each flow's first events.
     fn new(
         plan: &Plan,
         mut sched: Box<dyn Scheduler>,
@@ -301,112 +468,15 @@ impl<'p> Sim<'p> {
         seed: u64,
     ) -> Result<Self, SimError> {
         let sched_name = sched.name().to_string();
-        let serr = |what: String, err| SimError::Scheduler {
-            scheduler: sched_name.clone(),
-            what,
-            err,
-        };
         let info = dev.info();
         sched.set_device(info);
-        let mut groups = Vec::with_capacity(plan.groups.len());
-        for g in &plan.groups {
-            let parent = g.parent.map(|p| groups[p]).unwrap_or(GroupId::ROOT);
-            let id = sched
-                .add_group(parent, g.weight)
-                .map_err(|e| serr(format!("group {}", g.path), e))?;
-            groups.push(id);
-        }
         let cap = dev.capacity_sectors();
-        let mut flows = Vec::with_capacity(plan.flows.len());
-        let mut sources = Vec::new();
-        let mut need_flusher = false;
-        for (i, p) in plan.flows.iter().enumerate() {
-            let rng = Pcg64Mcg::seed_from_u64(mix(seed, i as u64 + 1));
-            let window = if p.sync && p.depth == 1 && !p.ra {
-                1 + p.readahead.div_ceil(u64::from(p.block)) as u32
-            } else {
-                p.depth
-            };
-            if p.buffered {
-                need_flusher = true;
-                sources.push(Dirty {
-                    owner: i as u32,
-                    rand: p.pattern == Pattern::Rand,
-                    block: p.block,
-                    start: p.region_start,
-                    len: p.region_len,
-                    pos: 0,
-                    left: 0,
-                    extents: VecDeque::new(),
-                });
-            }
-            if p.pattern == Pattern::Web {
-                need_flusher = true;
-            }
-            flows.push(Flow {
-                plan: p.clone(),
-                rng,
-                sched: None,
-                window: window.max(1),
-                outstanding: 0,
-                active: false,
-                stopped: false,
-                done: false,
-                waiting: p.after.len() as u32,
-                released_at: p.start,
-                run_start: 0,
-                runs_done: 0,
-                wake_at: None,
-                run_issued: 0,
-                run_done: 0,
-                run_limit: None,
-                pos: 0,
-                phase_budget: u64::MAX,
-                phase_issued: 0,
-                phase_done: 0,
-                released: 0,
-                batches: VecDeque::new(),
-                cursor: 0,
-                blocked: false,
-                delay_done: false,
-                ra: ReadAhead::new(p.readahead, p.ra_style),
-                mapped_to: p.indirect_every,
-                pending_window: None,
-                indirect_inflight: false,
-                web_file: None,
-                web_done_in_file: 0,
-                files: 0,
-                stats: Stats::default(),
-            });
-        }
-        let flusher = if need_flusher {
-            let id = sched
-                .add_flow(0, FlowSpec::default())
-                .map_err(|e| serr("the flusher flow".into(), e))?;
-            if plan.flows.iter().any(|p| p.pattern == Pattern::Web) {
-                sources.push(Dirty {
-                    owner: NONE,
-                    rand: false,
-                    block: FLUSH_MAX_REQ,
-                    start: 0,
-                    len: cap,
-                    pos: 0,
-                    left: 0,
-                    extents: VecDeque::new(),
-                });
-            }
-            Some(Flusher {
-                sched: id,
-                sources,
-                current: 0,
-                quantum_left: FLUSH_QUANTUM,
-                outstanding: 0,
-                depth: 64.min(info.queue_depth.max(1) * 64),
-                rng: Pcg64Mcg::seed_from_u64(mix(seed, 0)),
-            })
-        } else {
-            None
-        };
+        let flows = plan
+            .flows
+            .iter()
+            .enumerate()
+            .map(|(i, p)| Flow::new(p, Pcg64Mcg::seed_from_u64(mix(seed, i as u64 + 1))))
+            .collect();
         let mut sim = Sim {
             sched,
             sched_name,
@@ -414,8 +484,8 @@ impl<'p> Sim<'p> {
             cap,
             dev,
             flows,
-            flusher,
-            groups,
+            flusher: None,
+            groups: Vec::with_capacity(plan.groups.len()),
             reqs: Vec::with_capacity(1024),
             free: Vec::with_capacity(1024),
             heap: BinaryHeap::with_capacity(plan.flows.len() * 2 + 16),
@@ -431,19 +501,77 @@ impl<'p> Sim<'p> {
             requests: 0,
             dependents: vec![Vec::new(); plan.flows.len()],
         };
+        sim.add_groups(plan)?;
+        sim.flusher = sim.new_flusher(plan, info.queue_depth, seed)?;
+        sim.schedule_starts(plan);
+        Ok(sim)
+    }
+
+    /// Adds the plan's groups to the scheduler, parents before children.
+    fn add_groups(&mut self, plan: &Plan) -> Result<(), SimError> {
+        for g in &plan.groups {
+            let parent = g.parent.map(|p| self.groups[p]).unwrap_or(GroupId::ROOT);
+            let id = self
+                .sched
+                .add_group(parent, g.weight)
+                .map_err(|e| self.serr(format!("group {}", g.path), e))?;
+            self.groups.push(id);
+        }
+        Ok(())
+    }
+
+    /// The system-wide flusher (Linux's writeback), when a flow needs one:
+    /// its scheduler flow and its sources of dirty data, each buffered
+    /// writer in order, then the web servers' common log; its depth is 64
+    /// requests, its random stream seeded from `seed` alone.
+    fn new_flusher(
+        &mut self,
+        plan: &Plan,
+        queue_depth: u32,
+        seed: u64,
+    ) -> Result<Option<Flusher>, SimError> {
+        let mut sources: Vec<Dirty> = (plan.flows.iter().enumerate())
+            .filter(|(_, p)| p.buffered)
+            .map(|(i, p)| Dirty::writer(i as u32, p))
+            .collect();
+        let web = plan.flows.iter().any(|p| p.pattern == Pattern::Web);
+        if sources.is_empty() && !web {
+            return Ok(None);
+        }
+        let id = self
+            .sched
+            .add_flow(0, FlowSpec::default())
+            .map_err(|e| self.serr("the flusher flow".into(), e))?;
+        if web {
+            sources.push(Dirty::web_log(self.cap));
+        }
+        Ok(Some(Flusher {
+            sched: id,
+            sources,
+            current: 0,
+            quantum_left: FLUSH_QUANTUM,
+            outstanding: 0,
+            depth: 64.min(queue_depth.max(1) * 64),
+            rng: Pcg64Mcg::seed_from_u64(mix(seed, 0)),
+        }))
+    }
+
+    /// Each flow's first events: its `stop`, and its first run's start
+    /// (after its start jitter) unless it waits for other flows, which
+    /// then list it as a dependent.
+    fn schedule_starts(&mut self, plan: &Plan) {
         for (i, p) in plan.flows.iter().enumerate() {
             for &d in &p.after {
-                sim.dependents[d].push(i as u32);
+                self.dependents[d].push(i as u32);
             }
             if let Some(stop) = p.stop {
-                sim.push(stop, Ev::Stop(i as u32));
+                self.push(stop, Ev::Stop(i as u32));
             }
             if p.after.is_empty() {
-                let t = p.start + sim.start_jitter(i);
-                sim.push(t, Ev::RunStart(i as u32));
+                let t = p.start + self.start_jitter(i);
+                self.push(t, Ev::RunStart(i as u32));
             }
         }
-        Ok(sim)
     }
 
     /// A draw in [0, start_jitter] of flow `i` (docs/scenarios.md).
@@ -1059,12 +1187,7 @@ impl<'p> Sim<'p> {
                 if f.outstanding > 0 {
                     return Ok(());
                 }
-                let off = rng_range(&mut f.rng, oo.off.lo.0, oo.off.hi.0);
-                f.phase_budget = rng_range(&mut f.rng, oo.on.lo.0, oo.on.hi.0)
-                    .div_ceil(SECTOR_BYTES)
-                    .max(1);
-                f.phase_issued = 0;
-                f.phase_done = 0;
+                let off = f.next_on_phase(oo);
                 if off > 0 {
                     self.sleep(i, now + off);
                     return Ok(());
@@ -1075,60 +1198,8 @@ impl<'p> Sim<'p> {
             if f.plan.periodic.is_some() && f.run_issued >= f.released {
                 return Ok(());
             }
-            let (sector, mut n) = match f.plan.pattern {
-                Pattern::Seq => {
-                    if f.pos >= f.plan.region_len {
-                        f.pos = 0;
-                    }
-                    let n = u64::from(f.plan.block).min(f.plan.region_len - f.pos);
-                    let s = f.plan.region_start + f.pos;
-                    f.pos += n;
-                    (s, n)
-                }
-                Pattern::Rand => {
-                    let blocks = f.plan.region_len / u64::from(f.plan.block);
-                    let b = f.rng.gen_range(0..blocks.max(1));
-                    (
-                        f.plan.region_start + b * u64::from(f.plan.block),
-                        u64::from(f.plan.block),
-                    )
-                }
-                Pattern::Web => {
-                    if f.web_file.is_none() {
-                        if f.outstanding > 0 {
-                            return Ok(());
-                        }
-                        let w = f.plan.web.expect("web");
-                        let small_area = ((f.plan.region_len as f64) * w.split) as u64;
-                        let small = f.rng.gen_bool(w.small_prob);
-                        let (lo, hi, len) = if small {
-                            (0, small_area, w.small.0.div_ceil(SECTOR_BYTES))
-                        } else {
-                            let b = rng_range(&mut f.rng, w.large.lo.0, w.large.hi.0);
-                            (
-                                small_area,
-                                f.plan.region_len,
-                                b.div_ceil(SECTOR_BYTES).max(1),
-                            )
-                        };
-                        let span = hi.saturating_sub(lo).max(1);
-                        let len = len.min(span).max(1);
-                        let start = f.plan.region_start
-                            + lo.min(f.plan.region_len - 1)
-                            + (rng_range(&mut f.rng, 0, span - len) & !7);
-                        f.web_file = Some((start, len, len, small, now));
-                        f.web_done_in_file = 0;
-                    }
-                    let (start, left, total, small, t0) = f.web_file.expect("file");
-                    if left == 0 {
-                        return Ok(());
-                    }
-                    let n = left.min(u64::from(f.plan.block));
-                    let s = start + (total - left);
-                    f.web_file = Some((start, left - n, total, small, t0));
-                    (s, n)
-                }
-                Pattern::Replay => unreachable!(),
+            let Some((sector, mut n)) = f.next_extent(now) else {
+                return Ok(());
             };
             if let Some(l) = f.run_limit {
                 n = n.min(l - f.run_issued);
