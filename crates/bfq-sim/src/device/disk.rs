@@ -160,55 +160,81 @@ fn frac(x: f64) -> f64 {
     x - x.floor()
 }
 
+/// Sectors per track in each of the disk's zones (zoned recording): the
+/// media rate falls linearly from `rate_outer` in the outermost zone to
+/// `rate_inner` in the innermost, and a track passes under the head in a
+/// revolution (`period`, ns) plus a head switch.
+fn sectors_per_track(p: &DiskParams, period: f64) -> Vec<u64> {
+    let hs = p.head_switch as f64;
+    let nz = p.zones.max(1) as usize;
+    (0..nz)
+        .map(|z| {
+            let f = if nz > 1 {
+                z as f64 / (nz - 1) as f64
+            } else {
+                0.0
+            };
+            // MB/s; bytes per ns = rate * 1e-3
+            let rate = p.rate_outer + (p.rate_inner - p.rate_outer) * f;
+            ((rate * 1e-3 * (period + hs) / SECTOR_BYTES as f64).round() as u64).max(1)
+        })
+        .collect()
+}
+
+/// The zones of a disk of `capacity` sectors with `spts` sectors per
+/// track in each: every zone has the same number of cylinders (enough
+/// that the zones together hold the capacity), the last one ends at the
+/// capacity. Returns the zones and the cylinders per zone.
+fn zone_layout(p: &DiskParams, capacity: u64, period: f64, spts: &[u64]) -> (Vec<Zone>, u64) {
+    let hs = p.head_switch as f64;
+    let heads = u64::from(p.heads.max(1));
+    let per_cyl: u64 = spts.iter().sum::<u64>() * heads;
+    let cyl_per_zone = capacity.div_ceil(per_cyl).max(1);
+    let mut zones = Vec::with_capacity(spts.len());
+    let mut start = 0;
+    for (z, &spt) in spts.iter().enumerate() {
+        let mut end = start + cyl_per_zone * heads * spt;
+        if z == spts.len() - 1 || end > capacity {
+            end = capacity;
+        }
+        let t_sec = (period + hs) / spt as f64;
+        zones.push(Zone {
+            start,
+            end,
+            cyl0: z as u64 * cyl_per_zone,
+            spt,
+            t_sec,
+            phase_step: t_sec / period,
+        });
+        start = end;
+        if start >= capacity {
+            break;
+        }
+    }
+    (zones, cyl_per_zone)
+}
+
+/// The coefficients (a, b) of Lee's seek curve single + b x + a sqrt(x)
+/// over x + 1 cylinders, fitted to the single-cylinder, average and
+/// full-stroke seek times on a disk of `cylinders` cylinders.
+fn seek_curve(p: &DiskParams, cylinders: u64) -> (f64, f64) {
+    let c = cylinders as f64;
+    let (s1, sa, sf) = (p.seek_single as f64, p.seek_avg as f64, p.seek_full as f64);
+    let seek_a = (-10.0 * s1 + 15.0 * sa - 5.0 * sf) / (3.0 * c.sqrt());
+    let seek_b = (7.0 * s1 - 15.0 * sa + 8.0 * sf) / (3.0 * c);
+    (seek_a, seek_b)
+}
+
 impl Disk {
     /// Builds the disk. Parameters are assumed valid (see
     /// [`DiskParams::validate`]).
     pub fn new(p: DiskParams) -> Disk {
         let capacity = (p.capacity / SECTOR_BYTES).max(1);
         let period = 60e9 / f64::from(p.rpm.max(1));
-        let hs = p.head_switch as f64;
-        let nz = p.zones.max(1) as usize;
-        let heads = u64::from(p.heads.max(1));
-        let spts: Vec<u64> = (0..nz)
-            .map(|z| {
-                let f = if nz > 1 {
-                    z as f64 / (nz - 1) as f64
-                } else {
-                    0.0
-                };
-                let rate = p.rate_outer + (p.rate_inner - p.rate_outer) * f; // MB/s
-                                                                             // bytes per ns = rate * 1e-3
-                ((rate * 1e-3 * (period + hs) / SECTOR_BYTES as f64).round() as u64).max(1)
-            })
-            .collect();
-        let per_cyl: u64 = spts.iter().sum::<u64>() * heads;
-        let cyl_per_zone = capacity.div_ceil(per_cyl).max(1);
-        let mut zones = Vec::with_capacity(nz);
-        let mut start = 0;
-        for (z, &spt) in spts.iter().enumerate() {
-            let mut end = start + cyl_per_zone * heads * spt;
-            if z == nz - 1 || end > capacity {
-                end = capacity;
-            }
-            let t_sec = (period + hs) / spt as f64;
-            zones.push(Zone {
-                start,
-                end,
-                cyl0: z as u64 * cyl_per_zone,
-                spt,
-                t_sec,
-                phase_step: t_sec / period,
-            });
-            start = end;
-            if start >= capacity {
-                break;
-            }
-        }
-        let cylinders = cyl_per_zone * nz as u64;
-        let c = cylinders as f64;
-        let (s1, sa, sf) = (p.seek_single as f64, p.seek_avg as f64, p.seek_full as f64);
-        let seek_a = (-10.0 * s1 + 15.0 * sa - 5.0 * sf) / (3.0 * c.sqrt());
-        let seek_b = (7.0 * s1 - 15.0 * sa + 8.0 * sf) / (3.0 * c);
+        let spts = sectors_per_track(&p, period);
+        let (zones, cyl_per_zone) = zone_layout(&p, capacity, period, &spts);
+        let cylinders = cyl_per_zone * spts.len() as u64;
+        let (seek_a, seek_b) = seek_curve(&p, cylinders);
         let segs_n = u64::from(p.cache_segments.max(1));
         let seg_max = (p.cache_size / SECTOR_BYTES / segs_n).max(1);
         let ra_sectors = (p.read_ahead / SECTOR_BYTES).min(seg_max);
