@@ -97,72 +97,129 @@ pub struct Args {
     pub warm_up: Option<f64>,
 }
 
+/// What to run: the flows and groups, from a scenario or `--flow`s.
+struct Workload {
+    flows: Vec<bfq_real::FlowDesc>,
+    groups: Vec<bfq_real::GroupDesc>,
+    /// The scenario's name in the results.
+    scenario: String,
+    seed: u64,
+    duration: Duration,
+    series_interval: Duration,
+    /// The scenario's scheduler and settings, if it names one.
+    sched: Option<(String, Settings)>,
+}
+
 pub fn run(a: Args) -> anyhow::Result<()> {
     let mut create = match &a.create {
         Some(c) => Some(crate::args::size(c).map_err(|e| anyhow::anyhow!("--create: {e}"))?),
         None => None,
     };
-    let (flows, groups, scenario, seed, duration, interval, sc_sched) = match &a.scenario {
+    let w = match &a.scenario {
         Some(path) => {
             if !a.flows.is_empty() {
                 anyhow::bail!("give a scenario or --flow, not both");
             }
-            let (sc, warnings) = bfq_scenario::fio::load(path)?;
-            for w in warnings {
-                eprintln!("bfq: warning: {}: {w}", path.display());
-            }
-            // Lay the scenario out on the target: its size replaces the
-            // simulated device's capacity.
-            if !a.target.exists() {
-                if let Some(size) = create.take() {
-                    bfq_real::create_filled(&a.target, size)?;
-                }
-            }
-            let size = bfq_real::target_len(&a.target).map_err(|e| {
-                anyhow::anyhow!(
-                    "{}: {e} (give --create SIZE to make it)",
-                    a.target.display()
-                )
-            })?;
-            let plan = sc.plan_with_capacity(size)?;
-            let (flows, groups) = from_plan(&plan)?;
-            let sched = sc
-                .scheduler
-                .name
-                .clone()
-                .map(|n| (n, sc.scheduler.settings.clone()));
-            (
-                flows,
-                groups,
-                sc.name.clone(),
-                sc.seed,
-                Duration::from_nanos(plan.duration),
-                Duration::from_nanos(plan.series_interval),
-                sched,
-            )
+            scenario_workload(&a, path, &mut create)?
         }
-        None => {
-            if a.flows.is_empty() {
-                anyhow::bail!("no flows: give a scenario file or --flow");
-            }
-            let flows = a
-                .flows
-                .iter()
-                .enumerate()
-                .map(|(i, s)| bfq_real::flowspec::parse(s, i))
-                .collect::<Result<Vec<_>, _>>()
-                .map_err(|e| anyhow::anyhow!(e))?;
-            (
-                flows,
-                Vec::new(),
-                "command line".to_string(),
-                0,
-                Duration::from_secs(10),
-                Duration::from_secs(1),
-                None,
-            )
-        }
+        None => flag_workload(&a)?,
     };
+    let backend = backend(&a, w.sched)?;
+    let duration = a.seconds.map(Duration::from_secs_f64).unwrap_or(w.duration);
+    let mut cfg = RunConfig::new(&a.target, backend, duration);
+    cfg.queue_depth = a.depth;
+    cfg.allow_writes = a.allow_writes;
+    cfg.direct = !a.buffered;
+    cfg.create_size = create;
+    cfg.groups = w.groups;
+    cfg.series_interval = w.series_interval;
+    cfg.trace = a.trace.clone();
+    cfg.kernel_groups = a.kernel_groups;
+    cfg.submit_mode = a.submit;
+    cfg.kernel_client = a.kernel_client;
+    if let Some(w) = a.warm_up {
+        if !(w.is_finite() && w > 0.0 && w <= 60.0) {
+            anyhow::bail!("--warm-up {w}: must be more than 0 and at most 60 seconds");
+        }
+        cfg.warm_up = Some(Duration::from_secs_f64(w));
+    }
+    bfq_real::flowspec::check_names(&w.flows).map_err(|e| anyhow::anyhow!(e))?;
+    let out = Outputs::open(&a)?;
+    let r = bfq_real::run(&cfg, &w.flows)?;
+    let sim = to_sim_result(&r, &w.scenario, w.seed, w.series_interval);
+    out.write(&sim, &r)?;
+    check_errors(&r)
+}
+
+/// The workload of scenario (or fio job file) `path`, laid out on the
+/// target: its size replaces the simulated device's capacity (the target
+/// is created first, filled, with `--create` when missing).
+fn scenario_workload(
+    a: &Args,
+    path: &std::path::Path,
+    create: &mut Option<u64>,
+) -> anyhow::Result<Workload> {
+    let (sc, warnings) = bfq_scenario::fio::load(path)?;
+    for w in warnings {
+        eprintln!("bfq: warning: {}: {w}", path.display());
+    }
+    if !a.target.exists() {
+        if let Some(size) = create.take() {
+            bfq_real::create_filled(&a.target, size)?;
+        }
+    }
+    let size = bfq_real::target_len(&a.target).map_err(|e| {
+        anyhow::anyhow!(
+            "{}: {e} (give --create SIZE to make it)",
+            a.target.display()
+        )
+    })?;
+    let plan = sc.plan_with_capacity(size)?;
+    let (flows, groups) = from_plan(&plan)?;
+    let sched = sc
+        .scheduler
+        .name
+        .clone()
+        .map(|n| (n, sc.scheduler.settings.clone()));
+    Ok(Workload {
+        flows,
+        groups,
+        scenario: sc.name.clone(),
+        seed: sc.seed,
+        duration: Duration::from_nanos(plan.duration),
+        series_interval: Duration::from_nanos(plan.series_interval),
+        sched,
+    })
+}
+
+/// The workload of the `--flow` options: no groups, seed 0, 10 s, a
+/// series point every second.
+fn flag_workload(a: &Args) -> anyhow::Result<Workload> {
+    if a.flows.is_empty() {
+        anyhow::bail!("no flows: give a scenario file or --flow");
+    }
+    let flows = a
+        .flows
+        .iter()
+        .enumerate()
+        .map(|(i, s)| bfq_real::flowspec::parse(s, i))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| anyhow::anyhow!(e))?;
+    Ok(Workload {
+        flows,
+        groups: Vec::new(),
+        scenario: "command line".to_string(),
+        seed: 0,
+        duration: Duration::from_secs(10),
+        series_interval: Duration::from_secs(1),
+        sched: None,
+    })
+}
+
+/// The backend: `--scheduler`, else the scenario's, else fifo; the
+/// scenario's settings only for its own scheduler, then `--set` (refused
+/// for kernel:*).
+fn backend(a: &Args, sc_sched: Option<(String, Settings)>) -> anyhow::Result<Backend> {
     let (name, mut settings) = match (&a.scheduler, sc_sched) {
         (Some(n), Some((sn, st))) if *n == sn => (n.clone(), st),
         (Some(n), _) => (n.clone(), Settings::new()),
@@ -177,54 +234,63 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     if matches!(backend, Backend::Kernel { .. }) && !a.set.is_empty() {
         anyhow::bail!("--set applies to the project's schedulers, not kernel:*");
     }
-    let duration = a.seconds.map(Duration::from_secs_f64).unwrap_or(duration);
-    let mut cfg = RunConfig::new(&a.target, backend, duration);
-    cfg.queue_depth = a.depth;
-    cfg.allow_writes = a.allow_writes;
-    cfg.direct = !a.buffered;
-    cfg.create_size = create;
-    cfg.groups = groups;
-    cfg.series_interval = interval;
-    cfg.trace = a.trace.clone();
-    cfg.kernel_groups = a.kernel_groups;
-    cfg.submit_mode = a.submit;
-    cfg.kernel_client = a.kernel_client;
-    if let Some(w) = a.warm_up {
-        if !(w.is_finite() && w > 0.0 && w <= 60.0) {
-            anyhow::bail!("--warm-up {w}: must be more than 0 and at most 60 seconds");
+    Ok(backend)
+}
+
+/// Where the results go: `--json` (a file, or stdout) and the table
+/// (stdout, or stderr when `--json -` or `--trace -` takes stdout).
+struct Outputs {
+    json_to_stdout: bool,
+    trace_to_stdout: bool,
+    json_file: Option<std::fs::File>,
+}
+
+impl Outputs {
+    /// Checks that at most one of `--json -` and `--trace -` takes stdout
+    /// and creates the `--json` file, before the run, so that a bad path
+    /// fails at once, not after it.
+    fn open(a: &Args) -> anyhow::Result<Outputs> {
+        let json_to_stdout = a.json.as_ref().is_some_and(|p| p.as_os_str() == "-");
+        let trace_to_stdout = a.trace.as_ref().is_some_and(|p| p.as_os_str() == "-");
+        if json_to_stdout && trace_to_stdout {
+            anyhow::bail!("--json - and --trace - cannot both write to stdout");
         }
-        cfg.warm_up = Some(Duration::from_secs_f64(w));
+        let json_file = match &a.json {
+            Some(p) if !json_to_stdout => {
+                Some(std::fs::File::create(p).with_context(|| format!("--json {}", p.display()))?)
+            }
+            _ => None,
+        };
+        Ok(Outputs {
+            json_to_stdout,
+            trace_to_stdout,
+            json_file,
+        })
     }
-    bfq_real::flowspec::check_names(&flows).map_err(|e| anyhow::anyhow!(e))?;
-    // The output file is opened before the run, so that a bad path fails
-    // at once, not after it.
-    let json_to_stdout = a.json.as_ref().is_some_and(|p| p.as_os_str() == "-");
-    let trace_to_stdout = a.trace.as_ref().is_some_and(|p| p.as_os_str() == "-");
-    if json_to_stdout && trace_to_stdout {
-        anyhow::bail!("--json - and --trace - cannot both write to stdout");
-    }
-    let json_file = match &a.json {
-        Some(p) if !json_to_stdout => {
-            Some(std::fs::File::create(p).with_context(|| format!("--json {}", p.display()))?)
+
+    /// Writes the JSON results and the table.
+    fn write(self, sim: &bfq_scenario::SimResult, r: &RunReport) -> anyhow::Result<()> {
+        if self.json_to_stdout {
+            println!("{}", sim.to_json());
         }
-        _ => None,
-    };
-    let r = bfq_real::run(&cfg, &flows)?;
-    let sim = to_sim_result(&r, &scenario, seed, interval);
-    if json_to_stdout {
-        println!("{}", sim.to_json());
+        if let Some(mut f) = self.json_file {
+            writeln!(f, "{}", sim.to_json()).context("writing --json")?;
+        }
+        // With `--json -` or `--trace -` stdout carries only the JSON or the
+        // trace: the table goes to stderr.
+        let mut table: Box<dyn Write> = if self.json_to_stdout || self.trace_to_stdout {
+            Box::new(std::io::stderr())
+        } else {
+            Box::new(std::io::stdout())
+        };
+        print_table(&mut table, r)?;
+        Ok(())
     }
-    if let Some(mut f) = json_file {
-        writeln!(f, "{}", sim.to_json()).context("writing --json")?;
-    }
-    // With `--json -` or `--trace -` stdout carries only the JSON or the
-    // trace: the table goes to stderr.
-    let mut table: Box<dyn Write> = if json_to_stdout || trace_to_stdout {
-        Box::new(std::io::stderr())
-    } else {
-        Box::new(std::io::stdout())
-    };
-    print_table(&mut table, &r)?;
+}
+
+/// Fails the command when requests of the run failed, naming the first
+/// error.
+fn check_errors(r: &RunReport) -> anyhow::Result<()> {
     let failed: u64 = r.flows.iter().map(|f| f.errors).sum();
     if failed > 0 {
         let done: u64 = r.flows.iter().map(|f| f.ios).sum();
