@@ -2,8 +2,8 @@
 //! any scheduler of the registry. See docs/scenarios.md.
 
 use anyhow::Context;
-use bfq_core::{Settings, Time};
-use bfq_sim::{simulate, SimOptions};
+use bfq_core::{Scheduler, Settings, Time};
+use bfq_sim::{simulate, Scenario, SimOptions, SimResult};
 use clap::Args as ClapArgs;
 use std::io::{BufWriter, Write};
 use std::path::PathBuf;
@@ -40,6 +40,55 @@ pub struct Args {
 }
 
 pub fn run(a: Args) -> anyhow::Result<()> {
+    let (sc, sched) = load(&a)?;
+    let seed = a.seed.unwrap_or(sc.seed);
+    let mut out = Outputs::open(&a)?;
+    let bar = progress_bar(&a);
+    let wall = std::time::Instant::now();
+    let cpu0 = cpu_seconds();
+    let mut progress = |now: Time, end: Time| {
+        if let Some(b) = &bar {
+            // show the bar only for runs that take a while
+            if wall.elapsed().as_millis() > 500 {
+                b.set_position(now.saturating_mul(1000) / end.max(1));
+                b.set_message(format!("{:.1}/{:.1} s", now as f64 / 1e9, end as f64 / 1e9));
+            }
+        }
+    };
+    let opts = SimOptions {
+        trace: out.trace.as_mut().map(|w| w as &mut dyn Write),
+        progress: Some(&mut progress),
+        stop_at: None,
+    };
+    let r = simulate(&sc, sched, seed, opts)?;
+    let elapsed = wall.elapsed();
+    if let Some(b) = &bar {
+        b.finish_and_clear();
+    }
+    out.write(&r)?;
+    if a.bench {
+        std::io::stdout().flush()?;
+        let s = elapsed.as_secs_f64();
+        let cpu = cpu_seconds() - cpu0;
+        eprintln!(
+            "bench: {} requests in {:.3} s wall = {:.2} M simulated requests/s; {:.1} simulated s per wall s; \
+             CPU {:.3} s = {:.2} M requests per CPU second",
+            r.requests,
+            s,
+            r.requests as f64 / s / 1e6,
+            r.sim_time_s / s,
+            cpu,
+            r.requests as f64 / cpu.max(1e-9) / 1e6
+        );
+    }
+    Ok(())
+}
+
+/// The scenario (or fio job file, its warnings printed) with
+/// `--duration` applied, and the scheduler: `--scheduler`, else the
+/// scenario's; the scenario's settings only for its own scheduler, then
+/// `--set`.
+fn load(a: &Args) -> anyhow::Result<(Scenario, Box<dyn Scheduler>)> {
     let (mut sc, warnings) = bfq_sim::fio::load(&a.scenario)?;
     for w in warnings {
         eprintln!("bfq: warning: {}: {w}", a.scenario.display());
@@ -66,97 +115,89 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         settings.set(k, v);
     }
     let sched = bfq_schedulers::build(&name, &settings).map_err(crate::args::sched_error)?;
-    let seed = a.seed.unwrap_or(sc.seed);
-    let is_stdout = |p: &Option<PathBuf>| p.as_ref().is_some_and(|p| p.as_os_str() == "-");
-    let (json_stdout, trace_stdout) = (is_stdout(&a.json), is_stdout(&a.trace));
-    if json_stdout && trace_stdout {
-        anyhow::bail!("--json - and --trace - cannot both write to stdout");
-    }
-    // Output files are created before the run, so that a bad path fails at
-    // once, not after it.
-    let json_file = match &a.json {
-        Some(p) if !json_stdout => {
-            Some(std::fs::File::create(p).with_context(|| format!("--json {}", p.display()))?)
+    Ok((sc, sched))
+}
+
+/// Where the results go: `--json` and `--trace` (files, or one of them
+/// stdout) and the table (stdout, else stderr).
+struct Outputs {
+    json_stdout: bool,
+    trace_stdout: bool,
+    json_file: Option<std::fs::File>,
+    trace: Option<BufWriter<Box<dyn Write>>>,
+}
+
+impl Outputs {
+    /// Checks that at most one of `--json -` and `--trace -` takes stdout
+    /// and creates the output files before the run, so that a bad path
+    /// fails at once, not after it.
+    fn open(a: &Args) -> anyhow::Result<Outputs> {
+        let is_stdout = |p: &Option<PathBuf>| p.as_ref().is_some_and(|p| p.as_os_str() == "-");
+        let (json_stdout, trace_stdout) = (is_stdout(&a.json), is_stdout(&a.trace));
+        if json_stdout && trace_stdout {
+            anyhow::bail!("--json - and --trace - cannot both write to stdout");
         }
-        _ => None,
-    };
-    let mut trace_file: Option<BufWriter<Box<dyn Write>>> = match &a.trace {
-        Some(_) if trace_stdout => Some(BufWriter::with_capacity(
-            1 << 20,
-            Box::new(std::io::stdout()),
-        )),
-        Some(p) => Some(BufWriter::with_capacity(
-            1 << 20,
-            Box::new(std::fs::File::create(p).with_context(|| format!("--trace {}", p.display()))?),
-        )),
-        None => None,
-    };
-    let bar = if a.quiet || a.bench {
-        None
-    } else {
-        let b = indicatif::ProgressBar::new(1000);
-        b.set_style(
-            indicatif::ProgressStyle::with_template(
-                "{spinner} simulated {msg} [{bar:30}] {elapsed}",
-            )
-            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
-        );
-        b.set_draw_target(indicatif::ProgressDrawTarget::stderr());
-        Some(b)
-    };
-    let wall = std::time::Instant::now();
-    let cpu0 = cpu_seconds();
-    let mut progress = |now: Time, end: Time| {
-        if let Some(b) = &bar {
-            // show the bar only for runs that take a while
-            if wall.elapsed().as_millis() > 500 {
-                b.set_position(now.saturating_mul(1000) / end.max(1));
-                b.set_message(format!("{:.1}/{:.1} s", now as f64 / 1e9, end as f64 / 1e9));
+        let json_file = match &a.json {
+            Some(p) if !json_stdout => {
+                Some(std::fs::File::create(p).with_context(|| format!("--json {}", p.display()))?)
             }
+            _ => None,
+        };
+        let trace: Option<BufWriter<Box<dyn Write>>> = match &a.trace {
+            Some(_) if trace_stdout => Some(BufWriter::with_capacity(
+                1 << 20,
+                Box::new(std::io::stdout()),
+            )),
+            Some(p) => Some(BufWriter::with_capacity(
+                1 << 20,
+                Box::new(
+                    std::fs::File::create(p).with_context(|| format!("--trace {}", p.display()))?,
+                ),
+            )),
+            None => None,
+        };
+        Ok(Outputs {
+            json_stdout,
+            trace_stdout,
+            json_file,
+            trace,
+        })
+    }
+
+    /// Flushes the trace, then writes the table and the JSON results.
+    fn write(self, r: &SimResult) -> anyhow::Result<()> {
+        if let Some(mut w) = self.trace {
+            w.flush()?;
         }
-    };
-    let opts = SimOptions {
-        trace: trace_file.as_mut().map(|w| w as &mut dyn Write),
-        progress: Some(&mut progress),
-        stop_at: None,
-    };
-    let r = simulate(&sc, sched, seed, opts)?;
-    let elapsed = wall.elapsed();
-    if let Some(b) = &bar {
-        b.finish_and_clear();
+        // stdout carries only the JSON or the trace when either goes there.
+        if self.json_stdout || self.trace_stdout {
+            eprint!("{}", r.summary());
+        } else {
+            print!("{}", r.summary());
+        }
+        let j = r.to_json() + "\n";
+        if self.json_stdout {
+            print!("{j}");
+        }
+        if let Some(mut f) = self.json_file {
+            f.write_all(j.as_bytes()).context("writing --json")?;
+        }
+        Ok(())
     }
-    if let Some(mut w) = trace_file {
-        w.flush()?;
+}
+
+/// The progress bar on stderr, unless `--quiet` or `--bench`.
+fn progress_bar(a: &Args) -> Option<indicatif::ProgressBar> {
+    if a.quiet || a.bench {
+        return None;
     }
-    // stdout carries only the JSON or the trace when either goes there.
-    if json_stdout || trace_stdout {
-        eprint!("{}", r.summary());
-    } else {
-        print!("{}", r.summary());
-    }
-    let j = r.to_json() + "\n";
-    if json_stdout {
-        print!("{j}");
-    }
-    if let Some(mut f) = json_file {
-        f.write_all(j.as_bytes()).context("writing --json")?;
-    }
-    if a.bench {
-        std::io::stdout().flush()?;
-        let s = elapsed.as_secs_f64();
-        let cpu = cpu_seconds() - cpu0;
-        eprintln!(
-            "bench: {} requests in {:.3} s wall = {:.2} M simulated requests/s; {:.1} simulated s per wall s; \
-             CPU {:.3} s = {:.2} M requests per CPU second",
-            r.requests,
-            s,
-            r.requests as f64 / s / 1e6,
-            r.sim_time_s / s,
-            cpu,
-            r.requests as f64 / cpu.max(1e-9) / 1e6
-        );
-    }
-    Ok(())
+    let b = indicatif::ProgressBar::new(1000);
+    b.set_style(
+        indicatif::ProgressStyle::with_template("{spinner} simulated {msg} [{bar:30}] {elapsed}")
+            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+    );
+    b.set_draw_target(indicatif::ProgressDrawTarget::stderr());
+    Some(b)
 }
 
 /// User + system CPU seconds of this process (the wall clock is shared with
