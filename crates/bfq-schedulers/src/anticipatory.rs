@@ -344,62 +344,99 @@ impl Anticipatory {
         !self.changed_batch && !self.new_batch && now > self.batch_expires
     }
 
+    /// `as_dispatch_request`: the current batch goes on until it ends and
+    /// others wait, then a new batch starts.
     fn do_dispatch(&mut self, now: Time) -> Dispatch {
+        if let Some(r) = self.before_batch(now) {
+            return r;
+        }
+        let total = self.units_dir[SYNC] + self.units_dir[ASYNC];
+        let (b, d) = (self.batch_band, self.batch_dir);
+        let others = total > self.units[b][d];
+        if !(others && self.batch_ends(now)) {
+            if let Some(r) = self.dispatch_in_batch(now, others) {
+                return r;
+            }
+        }
+        self.start_new_batch(now, total)
+    }
+
+    /// What comes before the current batch: a pending merged request, an
+    /// empty queue, an anticipation still running (`as_dispatch_request`'s
+    /// antic states), or a direction change waiting for the requests
+    /// in flight to drain. None: the batch may go on.
+    fn before_batch(&mut self, now: Time) -> Option<Dispatch> {
         if let Some(r) = dispatch_pending(&mut self.table, &mut self.merger, now) {
             self.on_dispatch(&r);
-            return Dispatch::Request(r);
+            return Some(Dispatch::Request(r));
         }
         if self.table.queued() == 0 {
-            return Dispatch::Empty;
+            return Some(Dispatch::Empty);
         }
         match self.antic {
             Antic::WaitNext if now >= self.antic_deadline() => self.antic = Antic::Finished,
             Antic::WaitNext => {
-                return Dispatch::Idle {
+                return Some(Dispatch::Idle {
                     until: self.antic_deadline(),
-                }
+                })
             }
-            Antic::WaitReq => return Dispatch::Wait,
+            Antic::WaitReq => return Some(Dispatch::Wait),
             _ => {}
         }
         if self.changed_batch {
             if self.nr_dispatched > 0 {
-                return Dispatch::Wait;
+                return Some(Dispatch::Wait);
             }
             self.changed_batch = false;
             self.start_batch_clock(now);
         }
-        let total = self.units_dir[SYNC] + self.units_dir[ASYNC];
-        let (b, d) = (self.batch_band, self.batch_dir);
-        let in_batch = self.units[b][d];
-        let others = total > in_batch;
+        None
+    }
+
+    /// Whether the current batch ends (when other requests wait): its time
+    /// is up, or, with priorities, its band is out of tokens or a higher
+    /// band has work and tokens.
+    fn batch_ends(&self, now: Time) -> bool {
+        let b = self.batch_band;
         let mut end_batch = self.batch_expired(now);
         if self.prio {
             end_batch |=
                 self.tokens[b] == 0 || (0..b).any(|h| self.band_has_work(h) && self.tokens[h] > 0);
         }
-        if !(others && end_batch) {
-            let mut rq = self.next_rq(b, d);
-            if d == SYNC && self.antic_expire > 0 {
-                if let Some(h) = self.fifo_expired(b, d, now) {
-                    return Dispatch::Request(self.move_to_dispatch(now, h));
-                }
-                if self.antic_ctx.is_some() && self.antic != Antic::Finished {
-                    if !self.can_break(rq, now) {
-                        return self.antic_wait();
-                    }
-                    self.antic = Antic::Finished;
-                }
+        end_batch
+    }
+
+    /// The next request of the current batch (a FIFO-expired one first),
+    /// or anticipation of the last sync request's process when the next
+    /// one is not worth breaking it for; None when the batch has no
+    /// request left. `others`: requests wait outside the batch.
+    fn dispatch_in_batch(&mut self, now: Time, others: bool) -> Option<Dispatch> {
+        let (b, d) = (self.batch_band, self.batch_dir);
+        let rq = self.next_rq(b, d);
+        if d == SYNC && self.antic_expire > 0 {
+            if let Some(h) = self.fifo_expired(b, d, now) {
+                return Some(Dispatch::Request(self.move_to_dispatch(now, h)));
             }
-            if let Some(idx) = rq.take() {
-                if !others {
-                    self.batch_expires = now + self.batch_expire[d];
+            if self.antic_ctx.is_some() && self.antic != Antic::Finished {
+                if !self.can_break(rq, now) {
+                    return Some(self.antic_wait());
                 }
-                let idx = self.fifo_expired(b, d, now).unwrap_or(idx);
-                return Dispatch::Request(self.move_to_dispatch(now, idx));
+                self.antic = Antic::Finished;
             }
         }
-        // Start a new batch.
+        let idx = rq?;
+        if !others {
+            self.batch_expires = now + self.batch_expire[d];
+        }
+        let idx = self.fifo_expired(b, d, now).unwrap_or(idx);
+        Some(Dispatch::Request(self.move_to_dispatch(now, idx)))
+    }
+
+    /// Starts a new batch in the best band with work (and tokens): the
+    /// other direction when both have requests, from the direction's
+    /// FIFO head; a direction change first waits for the requests in
+    /// flight to drain. `total`: requests queued.
+    fn start_new_batch(&mut self, now: Time, total: u32) -> Dispatch {
         let Some(nb) = self.pick_band() else {
             return if total == 0 {
                 Dispatch::Empty
