@@ -197,41 +197,20 @@ pub fn run_suite(opts: &Options) -> anyhow::Result<Report> {
         }
     }
     drop(signals);
-    let mut exps = vec![];
-    for (ei, (e, reps)) in sel.iter().enumerate() {
-        let mut cells = vec![];
-        for vi in 0..e.variants.len() {
-            for &ci in &runnable[ei] {
-                cells.push(cell_of(e, (ei, vi, ci), &jobs, &results));
-            }
-        }
-        let mut r = ExpResult {
-            id: e.id.into(),
-            title: e.title.into(),
-            source: e.source.into(),
-            device: e.device.into(),
-            what: e.what.into(),
-            metrics: e.metrics.clone(),
-            variants: e.variants.clone(),
-            configs: runnable[ei].iter().map(|&i| e.configs[i].clone()).collect(),
-            skipped: skipped[ei].clone(),
-            reps: *reps,
-            cells,
-            findings: vec![],
-            paper: paper_figures::for_experiment(e.id),
-        };
-        r.findings = (e.findings)(&r);
-        exps.push(r);
-    }
+    let exps = sel
+        .iter()
+        .enumerate()
+        .map(|(ei, (e, reps))| {
+            let cells = (0..e.variants.len())
+                .flat_map(|vi| runnable[ei].iter().map(move |&ci| (ei, vi, ci)))
+                .map(|at| cell_of(e, at, &jobs, &results))
+                .collect();
+            exp_result(e, *reps, &runnable[ei], skipped[ei].clone(), cells)
+        })
+        .collect();
     Ok(Report {
         target: opts.target.as_ref().map(|t| t.display().to_string()),
-        suite: if opts.real_apps {
-            "bfq-rs benchmark suite (real applications)".into()
-        } else if opts.target.is_some() {
-            "bfq-rs benchmark suite (real storage)".into()
-        } else {
-            "bfq-rs benchmark suite (simulated)".into()
-        },
+        suite: suite_title(opts).into(),
         options: ReportOptions {
             quick: opts.quick,
             reps: opts.reps,
@@ -239,6 +218,45 @@ pub fn run_suite(opts: &Options) -> anyhow::Result<Report> {
         },
         experiments: exps,
     })
+}
+
+/// Experiment `e`'s result: its runnable configurations' `cells` (by
+/// variant, then configuration) and their findings.
+fn exp_result(
+    e: &Experiment,
+    reps: usize,
+    runnable: &[usize],
+    skipped: Vec<Skipped>,
+    cells: Vec<Cell>,
+) -> ExpResult {
+    let mut r = ExpResult {
+        id: e.id.into(),
+        title: e.title.into(),
+        source: e.source.into(),
+        device: e.device.into(),
+        what: e.what.into(),
+        metrics: e.metrics.clone(),
+        variants: e.variants.clone(),
+        configs: runnable.iter().map(|&i| e.configs[i].clone()).collect(),
+        skipped,
+        reps,
+        cells,
+        findings: vec![],
+        paper: paper_figures::for_experiment(e.id),
+    };
+    r.findings = (e.findings)(&r);
+    r
+}
+
+/// The report's title: simulated, real storage or real applications.
+fn suite_title(opts: &Options) -> &'static str {
+    if opts.real_apps {
+        "bfq-rs benchmark suite (real applications)"
+    } else if opts.target.is_some() {
+        "bfq-rs benchmark suite (real storage)"
+    } else {
+        "bfq-rs benchmark suite (simulated)"
+    }
 }
 
 /// Per selected experiment: the indices of the configurations that can
