@@ -236,20 +236,7 @@ fn stamp_text(spec: &Spec, apps: &[App]) -> String {
 /// they were made with the same spec. `say` gets progress lines.
 pub fn prepare(dir: &Path, spec: &Spec, say: &mut dyn FnMut(&str)) -> Result<Layout> {
     let lay = Layout::of(dir);
-    // Only what an earlier preparation made is replaced: its stamp is
-    // written before anything else.
-    if !lay.stamp.exists() {
-        for p in [&lay.back, &lay.image] {
-            if p.exists() {
-                bail!(
-                    "--target {}: {} exists and was not made by --real-apps (no {}); remove it or give another directory",
-                    dir.display(),
-                    p.display(),
-                    lay.stamp.display()
-                );
-            }
-        }
-    }
+    check_made_here(dir, &lay)?;
     let apps = apps()?;
     let want = stamp_text(spec, &apps);
     if std::fs::read_to_string(&lay.stamp).ok().as_deref() == Some(want.as_str())
@@ -274,31 +261,7 @@ pub fn prepare(dir: &Path, spec: &Spec, say: &mut dyn FnMut(&str)) -> Result<Lay
         std::fs::create_dir_all(d).with_context(|| format!("creating {}", d.display()))?;
     }
     for app in &apps {
-        say(&format!(
-            "copying {} and its libraries into {}",
-            app.exe.display(),
-            lay.back.display()
-        ));
-        let mut files = vec![app.exe.clone()];
-        files.extend(libraries(&app.exe)?);
-        for f in files {
-            let to = under(&lay.back, &f);
-            std::fs::create_dir_all(to.parent().expect("absolute path"))?;
-            run_cmd(
-                Command::new("cp")
-                    .arg("-L")
-                    .arg("--preserve=mode,timestamps")
-                    .arg(&f)
-                    .arg(&to),
-            )?;
-        }
-        for t in &app.trees {
-            let to = under(&lay.back, t);
-            std::fs::create_dir_all(to.parent().expect("absolute path"))?;
-            // -a keeps the modification times the compiled modules are
-            // checked against.
-            run_cmd(Command::new("cp").arg("-a").arg(t).arg(&to))?;
-        }
+        copy_app(app, &lay.back, say)?;
     }
     let data = lay.back.join("data");
     std::fs::create_dir_all(&data)?;
@@ -310,6 +273,66 @@ pub fn prepare(dir: &Path, spec: &Spec, say: &mut dyn FnMut(&str)) -> Result<Lay
     for i in 0..spec.files {
         write_data(&Layout::data(&lay.back, i), spec.file_size, i as u64)?;
     }
+    make_image(&lay, say)?;
+    std::fs::write(&lay.stamp, want)?;
+    Ok(lay)
+}
+
+/// Only what an earlier preparation made is replaced (its stamp is
+/// written before anything else): without the stamp, `back/` and the
+/// image must not exist.
+fn check_made_here(dir: &Path, lay: &Layout) -> Result<()> {
+    if lay.stamp.exists() {
+        return Ok(());
+    }
+    for p in [&lay.back, &lay.image] {
+        if p.exists() {
+            bail!(
+                "--target {}: {} exists and was not made by --real-apps (no {}); remove it or give another directory",
+                dir.display(),
+                p.display(),
+                lay.stamp.display()
+            );
+        }
+    }
+    Ok(())
+}
+
+/// Copies `app`'s executable, its libraries and its trees under `back`
+/// at their absolute paths.
+fn copy_app(app: &App, back: &Path, say: &mut dyn FnMut(&str)) -> Result<()> {
+    say(&format!(
+        "copying {} and its libraries into {}",
+        app.exe.display(),
+        back.display()
+    ));
+    let mut files = vec![app.exe.clone()];
+    files.extend(libraries(&app.exe)?);
+    for f in files {
+        let to = under(back, &f);
+        std::fs::create_dir_all(to.parent().expect("absolute path"))?;
+        run_cmd(
+            Command::new("cp")
+                .arg("-L")
+                .arg("--preserve=mode,timestamps")
+                .arg(&f)
+                .arg(&to),
+        )?;
+    }
+    for t in &app.trees {
+        let to = under(back, t);
+        std::fs::create_dir_all(to.parent().expect("absolute path"))?;
+        // -a keeps the modification times the compiled modules are
+        // checked against.
+        run_cmd(Command::new("cp").arg("-a").arg(t).arg(&to))?;
+    }
+    Ok(())
+}
+
+/// Makes the ext4 image of `back/`: its data plus an eighth and 128 MiB,
+/// rounded down to MiB; inode tables and journal initialised now, so no
+/// background initialisation writes while the experiment measures.
+fn make_image(lay: &Layout, say: &mut dyn FnMut(&str)) -> Result<()> {
     let bytes = tree_bytes(&lay.back)?;
     let size = (bytes + bytes / 8 + (128 << 20)) >> 20 << 20;
     say(&format!(
@@ -320,8 +343,6 @@ pub fn prepare(dir: &Path, spec: &Spec, say: &mut dyn FnMut(&str)) -> Result<Lay
     let f = std::fs::File::create(&lay.image)?;
     f.set_len(size)?;
     drop(f);
-    // Inode tables and journal initialised now, so no background
-    // initialisation writes while the experiment measures.
     run_cmd(
         Command::new(which("mkfs.ext4").unwrap_or_else(|| "mkfs.ext4".into()))
             .args([
@@ -335,8 +356,7 @@ pub fn prepare(dir: &Path, spec: &Spec, say: &mut dyn FnMut(&str)) -> Result<Lay
             .arg(&lay.image),
     )?;
     std::fs::File::open(&lay.image)?.sync_all()?;
-    std::fs::write(&lay.stamp, want)?;
-    Ok(lay)
+    Ok(())
 }
 
 /// `root` joined with the absolute path `p`.
