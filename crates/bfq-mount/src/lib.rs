@@ -127,6 +127,55 @@ fn device_of(backing: &Path, depth: u32) -> DeviceInfo {
 /// Mounts `cfg.backing` on `cfg.mountpoint` and serves it in the
 /// background.
 pub fn mount(cfg: &MountConfig) -> std::io::Result<Mounted> {
+    check_config(cfg)?;
+    let mut b = Engine::nop()
+        .scheduler(&cfg.scheduler)
+        .queue_depth(cfg.queue_depth)
+        .device_info(device_of(&cfg.backing, cfg.queue_depth))
+        .allow_short(true);
+    for (k, v) in &cfg.settings {
+        b = b.set(k, v);
+    }
+    let engine = Arc::new(b.open()?);
+    let table = Arc::new(FlowTable::new(engine, cfg.policy.clone()));
+    let fs = fs::PassFs::new(
+        &cfg.backing,
+        table.clone(),
+        fs::FsOptions {
+            backing_direct: cfg.backing_direct,
+            direct_io: cfg.direct_io,
+        },
+    )?;
+    // The mountpoint is resolved before mounting, and the new mount's device
+    // number read from /proc/self/mountinfo, not by a stat of the mount: a
+    // server that accesses its own mount can never exit if it is killed while
+    // that request is with its FUSE threads (the accessing thread waits
+    // uninterruptibly for an answer, so the device stays open).
+    let mountpoint = cfg.mountpoint.canonicalize()?;
+    let session = fuser::spawn_mount(fs, &mountpoint, &fuse_config(cfg))?;
+    // The connection's device number is what a busy unmount aborts: a mount
+    // whose number cannot be read is refused (dropping the session unmounts).
+    let dev = bfq_mounts()
+        .into_iter()
+        .rev()
+        .find(|(p, _)| *p == mountpoint)
+        .map(|(_, dev)| dev)
+        .ok_or_else(|| std::io::Error::other("the new mount is not in /proc/self/mountinfo"))?;
+    let stop = Arc::new(AtomicBool::new(false));
+    let reaper = spawn_reaper(table.clone(), stop.clone())?;
+    Ok(Mounted {
+        session: Some(session),
+        table,
+        mountpoint,
+        dev,
+        stop,
+        reaper: Some(reaper),
+    })
+}
+
+/// Checks a mount's directories (both exist, the mountpoint empty unless
+/// `nonempty`), threads ([`THREADS_RANGE`]) and depth ([`DEPTH_RANGE`]).
+fn check_config(cfg: &MountConfig) -> std::io::Result<()> {
     if !cfg.backing.is_dir() {
         return Err(invalid(format!(
             "{}: not a directory",
@@ -159,24 +208,13 @@ pub fn mount(cfg: &MountConfig) -> std::io::Result<Mounted> {
             cfg.queue_depth
         )));
     }
-    let mut b = Engine::nop()
-        .scheduler(&cfg.scheduler)
-        .queue_depth(cfg.queue_depth)
-        .device_info(device_of(&cfg.backing, cfg.queue_depth))
-        .allow_short(true);
-    for (k, v) in &cfg.settings {
-        b = b.set(k, v);
-    }
-    let engine = Arc::new(b.open()?);
-    let table = Arc::new(FlowTable::new(engine, cfg.policy.clone()));
-    let fs = fs::PassFs::new(
-        &cfg.backing,
-        table.clone(),
-        fs::FsOptions {
-            backing_direct: cfg.backing_direct,
-            direct_io: cfg.direct_io,
-        },
-    )?;
+    Ok(())
+}
+
+/// The FUSE session's options: source `bfq:BACKING_DIR`, subtype
+/// [`FS_SUBTYPE`], the kernel's permission checks, `cfg.threads` workers;
+/// as root, access for every user and suid and device files allowed.
+fn fuse_config(cfg: &MountConfig) -> Config {
     let mut config = Config::default();
     config.mount_options = vec![
         MountOption::FSName(format!("{SOURCE_PREFIX}{}", cfg.backing.display())),
@@ -190,41 +228,20 @@ pub fn mount(cfg: &MountConfig) -> std::io::Result<Mounted> {
         config.mount_options.push(MountOption::Dev);
     }
     config.n_threads = Some(cfg.threads);
-    // The mountpoint is resolved before mounting, and the new mount's device
-    // number read from /proc/self/mountinfo, not by a stat of the mount: a
-    // server that accesses its own mount can never exit if it is killed while
-    // that request is with its FUSE threads (the accessing thread waits
-    // uninterruptibly for an answer, so the device stays open).
-    let mountpoint = cfg.mountpoint.canonicalize()?;
-    let session = fuser::spawn_mount(fs, &mountpoint, &config)?;
-    // The connection's device number is what a busy unmount aborts: a mount
-    // whose number cannot be read is refused (dropping the session unmounts).
-    let dev = bfq_mounts()
-        .into_iter()
-        .rev()
-        .find(|(p, _)| *p == mountpoint)
-        .map(|(_, dev)| dev)
-        .ok_or_else(|| std::io::Error::other("the new mount is not in /proc/self/mountinfo"))?;
-    let stop = Arc::new(AtomicBool::new(false));
-    let reaper = {
-        let (t, s) = (table.clone(), stop.clone());
-        std::thread::Builder::new()
-            .name("bfq-mount-reaper".into())
-            .spawn(move || {
-                while !s.load(Ordering::Relaxed) {
-                    std::thread::sleep(Duration::from_millis(200));
-                    t.reap();
-                }
-            })?
-    };
-    Ok(Mounted {
-        session: Some(session),
-        table,
-        mountpoint,
-        dev,
-        stop,
-        reaper: Some(reaper),
-    })
+    config
+}
+
+/// The thread that ends the flows of exited or idle processes
+/// ([`FlowTable::reap`]) every 200 ms until `stop` is set.
+fn spawn_reaper(table: Arc<FlowTable>, stop: Arc<AtomicBool>) -> std::io::Result<JoinHandle<()>> {
+    std::thread::Builder::new()
+        .name("bfq-mount-reaper".into())
+        .spawn(move || {
+            while !stop.load(Ordering::Relaxed) {
+                std::thread::sleep(Duration::from_millis(200));
+                table.reap();
+            }
+        })
 }
 
 impl Mounted {
