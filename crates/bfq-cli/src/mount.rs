@@ -86,34 +86,9 @@ fn parse_settings(set: &[String]) -> Result<Vec<(String, String)>> {
 
 pub fn run(a: Args) -> Result<()> {
     if a.cleanup {
-        let target = a.mountpoint.as_deref().or(a.backing.as_deref());
-        let done = bfq_mount::cleanup(target)?;
-        for p in &done {
-            println!("unmounted {}", p.display());
-        }
-        if done.is_empty() {
-            println!("no bfq mounts");
-        }
-        return Ok(());
+        return cleanup(&a);
     }
-    let (Some(backing), Some(mountpoint)) = (a.backing, a.mountpoint) else {
-        bail!("usage: bfq mount BACKING_DIR MOUNTPOINT (or bfq mount --cleanup [MOUNTPOINT])");
-    };
-    let mut cfg = MountConfig::new(backing, mountpoint);
-    cfg.scheduler = a.scheduler;
-    cfg.settings = parse_settings(&a.set)?;
-    if let Some(p) = &a.policy {
-        cfg.policy = Policy::load(p).map_err(anyhow::Error::msg)?;
-    }
-    cfg.direct_io = a.direct;
-    cfg.backing_direct = !a.buffered_backing;
-    cfg.nonempty = a.nonempty;
-    cfg.threads = a.threads;
-    cfg.queue_depth = a.depth;
-    let interval = match a.stats {
-        Some(s) if !(0.1..=3600.0).contains(&s) => bail!("--stats {s}: must be 0.1..=3600 seconds"),
-        s => s.map(Duration::from_secs_f64),
-    };
+    let (cfg, interval) = config(a)?;
     // Block the signals before any thread starts, so they all inherit the
     // mask and the signals come to sigtimedwait below.
     let set = signal_set();
@@ -138,16 +113,72 @@ pub fn run(a: Args) -> Result<()> {
         },
     );
     let mut view = StatsView::default();
+    let why = serve(&mounted, &set, interval, &mut view);
+    print!("{}", view.render(mounted.table()));
+    eprintln!(
+        "bfq mount: {why}: unmounting {}",
+        mounted.mountpoint().display()
+    );
+    mounted.unmount().context("unmounting")?;
+    Ok(())
+}
+
+/// `--cleanup`: unmounts MOUNTPOINT (or BACKING_DIR, as the one path
+/// given), or every bfq mount, and says what it unmounted.
+fn cleanup(a: &Args) -> Result<()> {
+    let target = a.mountpoint.as_deref().or(a.backing.as_deref());
+    let done = bfq_mount::cleanup(target)?;
+    for p in &done {
+        println!("unmounted {}", p.display());
+    }
+    if done.is_empty() {
+        println!("no bfq mounts");
+    }
+    Ok(())
+}
+
+/// The mount's configuration from the options, and the `--stats`
+/// interval (0.1..=3600 s).
+fn config(a: Args) -> Result<(MountConfig, Option<Duration>)> {
+    let (Some(backing), Some(mountpoint)) = (a.backing, a.mountpoint) else {
+        bail!("usage: bfq mount BACKING_DIR MOUNTPOINT (or bfq mount --cleanup [MOUNTPOINT])");
+    };
+    let mut cfg = MountConfig::new(backing, mountpoint);
+    cfg.scheduler = a.scheduler;
+    cfg.settings = parse_settings(&a.set)?;
+    if let Some(p) = &a.policy {
+        cfg.policy = Policy::load(p).map_err(anyhow::Error::msg)?;
+    }
+    cfg.direct_io = a.direct;
+    cfg.backing_direct = !a.buffered_backing;
+    cfg.nonempty = a.nonempty;
+    cfg.threads = a.threads;
+    cfg.queue_depth = a.depth;
+    let interval = match a.stats {
+        Some(s) if !(0.1..=3600.0).contains(&s) => bail!("--stats {s}: must be 0.1..=3600 seconds"),
+        s => s.map(Duration::from_secs_f64),
+    };
+    Ok((cfg, interval))
+}
+
+/// Serves until a signal or an unmount from outside, printing the
+/// statistics every `interval` and on SIGUSR1; returns why it stopped.
+fn serve(
+    mounted: &bfq_mount::Mounted,
+    set: &libc::sigset_t,
+    interval: Option<Duration>,
+    view: &mut StatsView,
+) -> &'static str {
     let mut next = interval.map(|i| Instant::now() + i);
-    let why = loop {
+    loop {
         if !mounted.is_running() {
-            break "unmounted from outside";
+            return "unmounted from outside";
         }
-        match wait_signal(&set, Duration::from_millis(200)) {
+        match wait_signal(set, Duration::from_millis(200)) {
             Some(libc::SIGUSR1) => print!("{}", view.render(mounted.table())),
-            Some(libc::SIGINT) => break "SIGINT",
-            Some(libc::SIGTERM) => break "SIGTERM",
-            Some(libc::SIGHUP) => break "SIGHUP",
+            Some(libc::SIGINT) => return "SIGINT",
+            Some(libc::SIGTERM) => return "SIGTERM",
+            Some(libc::SIGHUP) => return "SIGHUP",
             _ => {}
         }
         if let (Some(t), Some(i)) = (next, interval) {
@@ -156,12 +187,5 @@ pub fn run(a: Args) -> Result<()> {
                 next = Some(t + i);
             }
         }
-    };
-    print!("{}", view.render(mounted.table()));
-    eprintln!(
-        "bfq mount: {why}: unmounting {}",
-        mounted.mountpoint().display()
-    );
-    mounted.unmount().context("unmounting")?;
-    Ok(())
+    }
 }
