@@ -142,12 +142,12 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     let flows = if a.flows.is_empty() {
         vec![1, 100, 1000, 10000]
     } else {
-        a.flows
+        a.flows.clone()
     };
     let scheds = if a.schedulers.is_empty() {
         vec!["bfq".to_string(), "fifo".to_string()]
     } else {
-        a.schedulers
+        a.schedulers.clone()
     };
     if a.requests == 0 {
         anyhow::bail!("--requests must be positive");
@@ -155,26 +155,44 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     if a.queued == 0 {
         anyhow::bail!("--queued must be positive");
     }
-    let place = Placement { random: a.random };
     let mut settings = Settings::new();
     for kv in &a.set {
         let (k, v) = Settings::parse_pair(kv)?;
         settings.set(k, v);
     }
+    let results = measure_all(&a, &flows, &scheds, &settings)?;
+    if a.json {
+        println!("{}", serde_json::to_string_pretty(&Report { results })?);
+    } else {
+        print_table(&results);
+    }
+    Ok(())
+}
+
+/// Measures each scheduler at each number of flows (`settings` for the
+/// schedulers that know them, not fifo); with `--json`, each row goes to
+/// stderr as it is measured.
+fn measure_all(
+    a: &Args,
+    flows: &[u32],
+    scheds: &[String],
+    settings: &Settings,
+) -> anyhow::Result<Vec<Row>> {
+    let place = Placement { random: a.random };
     let no_settings = Settings::new();
     let mut results = vec![];
-    for &n in &flows {
+    for &n in flows {
         if n == 0 {
             anyhow::bail!("--flows must be positive");
         }
-        for name in &scheds {
+        for name in scheds {
             // Settings apply to the schedulers that know them (BFQ).
             let row = measure(
                 name,
                 if name == "fifo" {
                     &no_settings
                 } else {
-                    &settings
+                    settings
                 },
                 n,
                 a.queued,
@@ -190,27 +208,28 @@ pub fn run(a: Args) -> anyhow::Result<()> {
             results.push(row);
         }
     }
-    if a.json {
-        println!("{}", serde_json::to_string_pretty(&Report { results })?);
-    } else {
+    Ok(results)
+}
+
+/// The results as a table, each row also relative to fifo's at the same
+/// number of flows.
+fn print_table(results: &[Row]) {
+    println!(
+        "{:<12} {:>7} {:>14} {:>12} {:>10}",
+        "scheduler", "flows", "ns/request", "allocs/req", "vs fifo"
+    );
+    for r in results {
+        let fifo = results
+            .iter()
+            .find(|x| x.scheduler == "fifo" && x.flows == r.flows)
+            .map(|x| r.ns_per_request / x.ns_per_request);
         println!(
-            "{:<12} {:>7} {:>14} {:>12} {:>10}",
-            "scheduler", "flows", "ns/request", "allocs/req", "vs fifo"
+            "{:<12} {:>7} {:>14.1} {:>12.4} {:>10}",
+            r.scheduler,
+            r.flows,
+            r.ns_per_request,
+            r.allocs_per_request,
+            fifo.map_or("-".into(), |x| format!("{x:.2}x"))
         );
-        for r in &results {
-            let fifo = results
-                .iter()
-                .find(|x| x.scheduler == "fifo" && x.flows == r.flows)
-                .map(|x| r.ns_per_request / x.ns_per_request);
-            println!(
-                "{:<12} {:>7} {:>14.1} {:>12.4} {:>10}",
-                r.scheduler,
-                r.flows,
-                r.ns_per_request,
-                r.allocs_per_request,
-                fifo.map_or("-".into(), |x| format!("{x:.2}x"))
-            );
-        }
     }
-    Ok(())
 }
