@@ -1,5 +1,6 @@
 //! Argument parsers shared by the subcommands: run lengths, sizes and
-//! durations in the one syntax of scenario files and scheduler settings.
+//! durations in the one syntax of scenario files and scheduler settings;
+//! and the `--json` / `--trace` destinations of `bfq sim` and `bfq run`.
 
 /// The longest run any command takes: a week.
 pub const MAX_SECONDS: f64 = 7.0 * 24.0 * 3600.0;
@@ -59,6 +60,30 @@ pub fn sched_error(e: bfq_core::SchedError) -> anyhow::Error {
         ),
         e => anyhow::Error::new(e),
     }
+}
+
+/// The results' destinations shared by `bfq sim` and `bfq run`: whether
+/// `--json` and `--trace` go to stdout (`-`; not both), and the `--json`
+/// file, created now so that a bad path fails before the run, not after
+/// it.
+pub fn json_and_trace(
+    json: &Option<std::path::PathBuf>,
+    trace: &Option<std::path::PathBuf>,
+) -> anyhow::Result<(bool, bool, Option<std::fs::File>)> {
+    use anyhow::Context;
+    let is_stdout =
+        |p: &Option<std::path::PathBuf>| p.as_ref().is_some_and(|p| p.as_os_str() == "-");
+    let (json_stdout, trace_stdout) = (is_stdout(json), is_stdout(trace));
+    if json_stdout && trace_stdout {
+        anyhow::bail!("--json - and --trace - cannot both write to stdout");
+    }
+    let json_file = match json {
+        Some(p) if !json_stdout => {
+            Some(std::fs::File::create(p).with_context(|| format!("--json {}", p.display()))?)
+        }
+        _ => None,
+    };
+    Ok((json_stdout, trace_stdout, json_file))
 }
 
 #[cfg(test)]

@@ -246,21 +246,10 @@ struct Outputs {
 }
 
 impl Outputs {
-    /// Checks that at most one of `--json -` and `--trace -` takes stdout
-    /// and creates the `--json` file, before the run, so that a bad path
-    /// fails at once, not after it.
+    /// The destinations ([`crate::args::json_and_trace`]).
     fn open(a: &Args) -> anyhow::Result<Outputs> {
-        let json_to_stdout = a.json.as_ref().is_some_and(|p| p.as_os_str() == "-");
-        let trace_to_stdout = a.trace.as_ref().is_some_and(|p| p.as_os_str() == "-");
-        if json_to_stdout && trace_to_stdout {
-            anyhow::bail!("--json - and --trace - cannot both write to stdout");
-        }
-        let json_file = match &a.json {
-            Some(p) if !json_to_stdout => {
-                Some(std::fs::File::create(p).with_context(|| format!("--json {}", p.display()))?)
-            }
-            _ => None,
-        };
+        let (json_to_stdout, trace_to_stdout, json_file) =
+            crate::args::json_and_trace(&a.json, &a.trace)?;
         Ok(Outputs {
             json_to_stdout,
             trace_to_stdout,

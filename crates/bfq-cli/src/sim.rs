@@ -128,21 +128,12 @@ struct Outputs {
 }
 
 impl Outputs {
-    /// Checks that at most one of `--json -` and `--trace -` takes stdout
-    /// and creates the output files before the run, so that a bad path
-    /// fails at once, not after it.
+    /// The destinations ([`crate::args::json_and_trace`]) and the
+    /// `--trace` file, created before the run so that a bad path fails at
+    /// once.
     fn open(a: &Args) -> anyhow::Result<Outputs> {
-        let is_stdout = |p: &Option<PathBuf>| p.as_ref().is_some_and(|p| p.as_os_str() == "-");
-        let (json_stdout, trace_stdout) = (is_stdout(&a.json), is_stdout(&a.trace));
-        if json_stdout && trace_stdout {
-            anyhow::bail!("--json - and --trace - cannot both write to stdout");
-        }
-        let json_file = match &a.json {
-            Some(p) if !json_stdout => {
-                Some(std::fs::File::create(p).with_context(|| format!("--json {}", p.display()))?)
-            }
-            _ => None,
-        };
+        let (json_stdout, trace_stdout, json_file) =
+            crate::args::json_and_trace(&a.json, &a.trace)?;
         let trace: Option<BufWriter<Box<dyn Write>>> = match &a.trace {
             Some(_) if trace_stdout => Some(BufWriter::with_capacity(
                 1 << 20,
