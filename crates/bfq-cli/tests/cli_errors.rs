@@ -55,6 +55,20 @@ fn bad_values_are_refused_naming_what_is_wrong() {
     let dir = tempfile::tempdir().unwrap();
     let t = dir.path().join("t.img");
     let t = t.to_str().unwrap();
+    refuses_bad_run_values(t);
+    refuses_bad_modes(t);
+    refused(&["loop", "create", t, "0"], "above zero");
+    refused(
+        &["loop", "create", "/nonexistent/x.img", "16M"],
+        "/nonexistent/x.img",
+    );
+    refuses_bad_sim_values();
+    refuses_bad_output_paths_first(t);
+}
+
+/// `bfq run` (target `t`) and `bench-engine`: bad `--seconds`, `--depth`,
+/// `--flow` values and twice the same flow name.
+fn refuses_bad_run_values(t: &str) {
     for s in ["-1", "nan", "inf", "1e300", "0"] {
         let arg = format!("--seconds={s}");
         refused(
@@ -80,6 +94,10 @@ fn bad_values_are_refused_naming_what_is_wrong() {
         &["run", "--target", t, "--flow", "name=a", "--flow", "name=a"],
         "'a' is given twice",
     );
+}
+
+/// Unknown `--kernel-groups` (run and bench-engine) and `--submit`.
+fn refuses_bad_modes(t: &str) {
     for cmd in [
         &["run", "--target", t, "--flow", "name=a"][..],
         &["bench-engine", "randread"][..],
@@ -92,11 +110,10 @@ fn bad_values_are_refused_naming_what_is_wrong() {
         &["run", "--target", t, "--flow", "name=a", "--submit", "both"],
         "'both' is not local or dispatcher",
     );
-    refused(&["loop", "create", t, "0"], "above zero");
-    refused(
-        &["loop", "create", "/nonexistent/x.img", "16M"],
-        "/nonexistent/x.img",
-    );
+}
+
+/// `bfq sim`: an unknown scheduler (named once) and a setting it lacks.
+fn refuses_bad_sim_values() {
     refused(&["sim", &scenario(), "--scheduler", "nope"], "known: bfq,");
     // The message names the scheduler once (no repeated prefix).
     let e = stderr(&bfq(&["sim", &scenario(), "--scheduler", "nope"]));
@@ -112,7 +129,11 @@ fn bad_values_are_refused_naming_what_is_wrong() {
         ],
         "setting max_budget=1",
     );
-    // Output paths are checked before the run (an hour long here).
+}
+
+/// Output paths are checked before the run (an hour long here, on target
+/// `t`).
+fn refuses_bad_output_paths_first(t: &str) {
     let create = ["--create", "4M"];
     let mut args = vec![
         "run",
