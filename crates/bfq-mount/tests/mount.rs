@@ -118,49 +118,7 @@ fn data_written_by_many_processes_is_byte_identical() {
     }
     let m = fx.mount(|c| c.policy = Policy::parse("idle_timeout = \"300ms\"").unwrap());
     let table = m.table().clone();
-    let s = |p: &Path| p.display().to_string();
-    // Different write sizes: cp (large aligned), dd with 1000-byte and
-    // 4097-byte blocks (unaligned: read-modify-write), and two processes
-    // interleaving 1000-byte chunks of one file.
-    let mut kids = vec![
-        sh(&format!(
-            "cp {0}/f0 {1}/f0 && cp {0}/f1 {1}/f1",
-            s(&src),
-            s(&mnt)
-        ))
-        .spawn()
-        .unwrap(),
-        sh(&format!(
-            "dd if={0}/f2 of={1}/f2 bs=1000 status=none",
-            s(&src),
-            s(&mnt)
-        ))
-        .spawn()
-        .unwrap(),
-        sh(&format!(
-            "dd if={0}/f3 of={1}/f3 bs=7 status=none",
-            s(&src),
-            s(&mnt)
-        ))
-        .spawn()
-        .unwrap(),
-        sh(&format!(
-            "dd if={0}/f4 of={1}/f4 bs=4097 status=none",
-            s(&src),
-            s(&mnt)
-        ))
-        .spawn()
-        .unwrap(),
-    ];
-    for half in 0..2 {
-        let cmd = format!(
-            "i={half}; while [ $i -lt 778 ]; do dd if={0}/f5 of={1}/f5 bs=1000 skip=$i seek=$i count=1 conv=notrunc status=none || exit 1; i=$((i+2)); done",
-            s(&src),
-            s(&mnt)
-        );
-        kids.push(sh(&cmd).spawn().unwrap());
-    }
-    wait_all(kids);
+    wait_all(spawn_copies(&src, &mnt));
     for (i, n) in sizes.iter().enumerate() {
         let want = pattern(i as u64, *n);
         let name = format!("f{i}");
@@ -173,7 +131,66 @@ fn data_written_by_many_processes_is_byte_identical() {
             "{name}: read through the mount differs"
         );
     }
-    // Metadata calls pass through.
+    metadata_passes_through(&back, &mnt);
+    // Every flow ends once its process is gone or idle; no group is left.
+    let t0 = Instant::now();
+    while table.counts() != (0, 0) && t0.elapsed() < Duration::from_secs(20) {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert_eq!(table.counts(), (0, 0), "flows or groups left behind");
+    assert!(table.ended().flows >= 6, "ended: {:?}", table.ended());
+}
+
+/// Processes copying `src`'s f0..f5 into `mnt` with different write
+/// sizes: cp (large aligned), dd with 1000-byte, 7-byte and 4097-byte
+/// blocks (unaligned: read-modify-write), and two processes interleaving
+/// 1000-byte chunks of one file.
+fn spawn_copies(src: &Path, mnt: &Path) -> Vec<Child> {
+    let s = |p: &Path| p.display().to_string();
+    let mut kids = vec![
+        sh(&format!(
+            "cp {0}/f0 {1}/f0 && cp {0}/f1 {1}/f1",
+            s(src),
+            s(mnt)
+        ))
+        .spawn()
+        .unwrap(),
+        sh(&format!(
+            "dd if={0}/f2 of={1}/f2 bs=1000 status=none",
+            s(src),
+            s(mnt)
+        ))
+        .spawn()
+        .unwrap(),
+        sh(&format!(
+            "dd if={0}/f3 of={1}/f3 bs=7 status=none",
+            s(src),
+            s(mnt)
+        ))
+        .spawn()
+        .unwrap(),
+        sh(&format!(
+            "dd if={0}/f4 of={1}/f4 bs=4097 status=none",
+            s(src),
+            s(mnt)
+        ))
+        .spawn()
+        .unwrap(),
+    ];
+    for half in 0..2 {
+        let cmd = format!(
+            "i={half}; while [ $i -lt 778 ]; do dd if={0}/f5 of={1}/f5 bs=1000 skip=$i seek=$i count=1 conv=notrunc status=none || exit 1; i=$((i+2)); done",
+            s(src),
+            s(mnt)
+        );
+        kids.push(sh(&cmd).spawn().unwrap());
+    }
+    kids
+}
+
+/// Metadata calls through `mnt` (mkdir, rename, unlink, rmdir, truncate)
+/// reach `back`.
+fn metadata_passes_through(back: &Path, mnt: &Path) {
     std::fs::create_dir(mnt.join("d")).unwrap();
     std::fs::rename(mnt.join("f0"), mnt.join("d/g")).unwrap();
     assert!(back.join("d/g").exists() && !back.join("f0").exists());
@@ -186,13 +203,6 @@ fn data_written_by_many_processes_is_byte_identical() {
     f.set_len(5000).unwrap();
     drop(f);
     assert_eq!(std::fs::metadata(back.join("f1")).unwrap().len(), 5000);
-    // Every flow ends once its process is gone or idle; no group is left.
-    let t0 = Instant::now();
-    while table.counts() != (0, 0) && t0.elapsed() < Duration::from_secs(20) {
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    assert_eq!(table.counts(), (0, 0), "flows or groups left behind");
-    assert!(table.ended().flows >= 6, "ended: {:?}", table.ended());
 }
 
 /// Bytes read so far by process `pid` (its /proc/PID/io `rchar`).
