@@ -297,6 +297,40 @@ impl Flow {
         }
     }
 
+    /// Resets the flow for a run starting at `now` with scheduler flow
+    /// `sched` (None: a buffered writer, served by the flusher): its byte
+    /// limit, file position, read-ahead, block map and replay cursor; an
+    /// ON/OFF flow draws its first ON budget, a periodic one has released
+    /// nothing yet.
+    fn begin_run(&mut self, now: Time, sched: Option<FlowId>) {
+        self.sched = sched;
+        self.active = true;
+        self.run_start = now;
+        self.run_issued = 0;
+        self.run_done = 0;
+        self.run_limit = self.plan.bytes.map(|b| b.div_ceil(SECTOR_BYTES));
+        self.pos = 0;
+        self.ra.reset();
+        self.mapped_to = self.plan.indirect_every;
+        self.pending_window = None;
+        self.indirect_inflight = false;
+        self.cursor = 0;
+        self.blocked = false;
+        self.delay_done = false;
+        self.wake_at = None;
+        if let Some(oo) = self.plan.on_off {
+            self.phase_budget = rng_range(&mut self.rng, oo.on.lo.0, oo.on.hi.0)
+                .div_ceil(SECTOR_BYTES)
+                .max(1);
+            self.phase_issued = 0;
+            self.phase_done = 0;
+        }
+        if self.plan.periodic.is_some() {
+            self.released = 0;
+            self.batches.clear();
+        }
+    }
+
     /// Starts an ON phase of an ON/OFF flow (`oo`): draws the OFF pause
     /// before it, then its budget (at least a sector); returns the pause.
     fn next_on_phase(&mut self, oo: OnOffDef) -> Time {
@@ -930,6 +964,10 @@ impl<'p> Sim<'p> {
         }
     }
 
+    /// Starts a run of flow `i` (unless it ended for good): its end after
+    /// `duration` (first run only), a new scheduler flow, its state reset,
+    /// then its first requests (a buffered writer's dirty data, through
+    /// the flusher).
     fn start_run(&mut self, i: usize) -> Result<(), SimError> {
         let now = self.now;
         if self.flows[i].done {
@@ -959,32 +997,8 @@ impl<'p> Sim<'p> {
                     .map_err(|e| self.serr(format!("flow '{name}'"), e))?,
             )
         };
-        let f = &mut self.flows[i];
-        f.sched = sched;
-        f.active = true;
-        f.run_start = now;
-        f.run_issued = 0;
-        f.run_done = 0;
-        f.run_limit = f.plan.bytes.map(|b| b.div_ceil(SECTOR_BYTES));
-        f.pos = 0;
-        f.ra.reset();
-        f.mapped_to = f.plan.indirect_every;
-        f.pending_window = None;
-        f.indirect_inflight = false;
-        f.cursor = 0;
-        f.blocked = false;
-        f.delay_done = false;
-        f.wake_at = None;
-        if let Some(oo) = f.plan.on_off {
-            f.phase_budget = rng_range(&mut f.rng, oo.on.lo.0, oo.on.hi.0)
-                .div_ceil(SECTOR_BYTES)
-                .max(1);
-            f.phase_issued = 0;
-            f.phase_done = 0;
-        }
-        if f.plan.periodic.is_some() {
-            f.released = 0;
-            f.batches.clear();
+        self.flows[i].begin_run(now, sched);
+        if self.flows[i].plan.periodic.is_some() {
             self.push(now, Ev::Release(i as u32));
         }
         if buffered {
