@@ -55,13 +55,16 @@ impl EventFd {
 /// How the thread that waits for a result spends the wait: on its own
 /// ring, doing the engine's work that landed there, or parked.
 pub(crate) trait Driver: Send + Sync {
-    /// Whom to wake when the result arrives while this thread sleeps.
-    fn waiter(&self) -> Waiter;
-    /// Sleeps until woken (by the waiter above, or by work of its own).
-    /// `waited`: the waited request's count among its submitting
-    /// thread's outstanding requests (tells whether this thread submitted
-    /// it).
-    fn block(&self, waited: Option<&Hold>, slot: Option<SlotId>);
+    /// Sleeps until woken, or until work of its own (a request it
+    /// completes itself) brings the result in. `waited`: the waited
+    /// request's count among its submitting thread's outstanding requests
+    /// (tells whether this thread submitted it); `slot`: its slot.
+    /// `register` gives the request the waiter to wake when another
+    /// thread completes it and returns whether the result is in already
+    /// (then the thread does not sleep); the driver calls it before any
+    /// sleep, and need not when the thread completes the request itself
+    /// (a wait on its private ring).
+    fn block(&self, waited: Option<&Hold>, slot: Option<SlotId>, register: Register<'_>);
     /// Does this thread's pending engine work without blocking: submits
     /// what its plug holds and reaps its ring. `linger`: the caller is
     /// blocking-style code that comes back to the engine (`is_done`), so
@@ -76,6 +79,10 @@ pub(crate) trait Driver: Send + Sync {
     /// leaves it to the service thread.
     fn finish_wait(&self);
 }
+
+/// Registers a blocking wait's waiter with the waited request's slot;
+/// returns whether the result is in already (see [`Driver::block`]).
+pub(crate) type Register<'a> = &'a dyn Fn(Waiter) -> bool;
 
 /// Wake-ups the dispatcher hands to its clients (a wake relay).
 ///
@@ -223,13 +230,12 @@ impl<B: Send + 'static> Pending<B> {
     /// Takes the result if it is in (and then wakes a few of the
     /// dispatcher's other waiters, see [`WakeRelay`]); otherwise leaves
     /// `waiter` to be woken.
-    fn try_take(&mut self, waiter: impl FnOnce(&dyn Driver) -> Waiter) -> Option<IoResult<B>> {
-        let driver = &*self.driver;
+    fn try_take(&mut self, waiter: impl FnOnce() -> Waiter) -> Option<IoResult<B>> {
         let slot = self
             .slot
             .as_mut()
             .expect("a Pending polled after it completed");
-        let r = slot.take_or_wait(|| waiter(driver))?;
+        let r = slot.take_or_wait(waiter)?;
         // The slot goes back to its pool (the request let go of it when
         // it delivered the result).
         self.slot = None;
@@ -254,15 +260,25 @@ impl<B: Send + 'static> Pending<B> {
 
     /// Blocks the calling thread until the request completes (doing the
     /// engine's work that landed on this thread's ring meanwhile).
+    ///
+    /// The waiter is registered by the driver, only where the thread may
+    /// sleep while another thread completes the request: a thread that
+    /// completes its request itself (its private ring) registers none.
     pub fn wait(mut self) -> IoResult<B> {
         loop {
-            if let Some(r) = self.try_take(|d| d.waiter()) {
+            if self.has_result() {
+                let r = self.try_take(|| Waiter::None).expect("the result is in");
                 drop(self.hold.take());
                 self.driver.finish_wait();
                 return r;
             }
-            let slot = self.slot.as_ref().map(|s| s.id());
-            self.driver.block(self.hold.as_ref(), slot);
+            let slot = self
+                .slot
+                .as_ref()
+                .expect("a Pending waited after it completed");
+            let register = |w: Waiter| slot.register(w);
+            self.driver
+                .block(self.hold.as_ref(), Some(slot.id()), &register);
         }
     }
 }
@@ -275,7 +291,7 @@ impl<B: Send + 'static> Future for Pending<B> {
         }
         // A `Pending` is `Unpin`.
         let this = self.get_mut();
-        match this.try_take(|_| Waiter::Waker(cx.waker().clone())) {
+        match this.try_take(|| Waiter::Waker(cx.waker().clone())) {
             Some(r) => Poll::Ready(r),
             None => Poll::Pending,
         }
@@ -371,11 +387,10 @@ mod tests {
         assert!(relay.wake_or_publish(&mut ws));
         struct Relay(Arc<WakeRelay>);
         impl Driver for Relay {
-            fn waiter(&self) -> Waiter {
-                Waiter::Thread(std::thread::current())
-            }
-            fn block(&self, _: Option<&Hold>, _: Option<SlotId>) {
-                std::thread::park();
+            fn block(&self, _: Option<&Hold>, _: Option<SlotId>, register: Register<'_>) {
+                if !register(Waiter::Thread(std::thread::current())) {
+                    std::thread::park();
+                }
             }
             fn poll_work(&self, _: bool) {}
             fn taken(&self) {
@@ -385,7 +400,7 @@ mod tests {
         }
         let (mine, req) = crate::slot::acquire(vec![0u8; 8]);
         let mut pending = Pending::<Vec<u8>>::new(mine, Arc::new(Relay(relay.clone())));
-        assert!(pending.try_take(|_| Waiter::None).is_none());
+        assert!(pending.try_take(|| Waiter::None).is_none());
         assert_eq!(woken(&counts), 1, "no result, no help");
         req.complete(Ok(8)).wake();
         let (res, buf) = pending.wait();

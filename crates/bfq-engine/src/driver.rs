@@ -25,7 +25,7 @@
 //! ring's own state by its owner (the service thread only `try_lock`s
 //! busy rings).
 
-use crate::completion::{Driver, EventFd, Hold, Waiter, WakeRelay, RELAY_FANOUT};
+use crate::completion::{Driver, EventFd, Hold, Register, Waiter, WakeRelay, RELAY_FANOUT};
 use crate::core::{Core, Op, ShutdownMode};
 use crate::slot::{Completer, Finished, Release, SlotId};
 use bfq_core::{FlowId, Time};
@@ -910,9 +910,14 @@ impl Shared {
     ///
     /// A wake-up that the service thread reaped while the owner was away
     /// (`woken`) ends the wait at once: its eventfd count is spent.
-    fn block_in_ring(&self, ring: &Ring, own: Option<SlotId>) {
+    ///
+    /// The waiter (a read of the ring's wake eventfd) is registered
+    /// unless the wait is private: the thread then completes its request
+    /// itself, and nobody else could.
+    fn block_in_ring(&self, ring: &Ring, own: Option<SlotId>, register: Register<'_>) {
         let mut st = self.enter_own(ring);
         self.cancel_if_stopping(ring, &mut st);
+        let register = || register(Waiter::Event(ring.wake.clone()));
         // Whether a result is in: a request that failed at once may be
         // the one waited for, and a private wait ends with its result.
         let (result_in, private) = match self.lone_wait(ring, &mut st, own) {
@@ -925,11 +930,11 @@ impl Shared {
                     }
                     None => {
                         st.private = PrivateRing::Ready(p);
-                        (failed, false)
+                        (register() | failed, false)
                     }
                 }
             }
-            None => (self.flush_plug(ring, &mut st), false),
+            None => (register() | self.flush_plug(ring, &mut st), false),
         };
         if !result_in && !std::mem::take(&mut st.woken) {
             arm_reads(ring, &mut st, None);
@@ -1270,19 +1275,9 @@ fn wake_all(st: &mut RingState) {
 }
 
 impl Driver for Shared {
-    fn waiter(&self) -> Waiter {
+    fn block(&self, waited: Option<&Hold>, slot: Option<SlotId>, register: Register<'_>) {
         // Only a thread that already has a ring sleeps in it (making one
         // here could take locks the completing thread holds).
-        match self
-            .local_ring(false)
-            .filter(|_| self.mode == SubmitMode::Local)
-        {
-            Some(r) => Waiter::Event(r.wake.clone()),
-            None => Waiter::Thread(std::thread::current()),
-        }
-    }
-
-    fn block(&self, waited: Option<&Hold>, slot: Option<SlotId>) {
         match self
             .local_ring(false)
             .filter(|_| self.mode == SubmitMode::Local)
@@ -1290,9 +1285,13 @@ impl Driver for Shared {
             Some(r) => {
                 // Submitted by this thread, on this ring: its slot.
                 let own = waited.is_some_and(|h| Arc::ptr_eq(&h.0, &r.mine));
-                self.block_in_ring(r, slot.filter(|_| own))
+                self.block_in_ring(r, slot.filter(|_| own), register)
             }
-            None => std::thread::park(),
+            None => {
+                if !register(Waiter::Thread(std::thread::current())) {
+                    std::thread::park();
+                }
+            }
         }
     }
 
@@ -1346,11 +1345,8 @@ impl Driver for Shared {
 pub(crate) struct FlowDriver(pub(crate) Arc<Shared>);
 
 impl Driver for FlowDriver {
-    fn waiter(&self) -> Waiter {
-        self.0.waiter()
-    }
-    fn block(&self, waited: Option<&Hold>, slot: Option<SlotId>) {
-        self.0.block(waited, slot)
+    fn block(&self, waited: Option<&Hold>, slot: Option<SlotId>, register: Register<'_>) {
+        self.0.block(waited, slot, register)
     }
     fn poll_work(&self, linger: bool) {
         self.0.poll_work(linger)

@@ -815,6 +815,42 @@ mod tests {
         }
     }
 
+    /// A blocking wait on the private ring registers no waiter with the
+    /// request's slot (the waiting thread completes the request itself);
+    /// a wait on the thread's shared ring does (another thread may
+    /// complete the request there and must wake it).
+    #[test]
+    fn a_private_wait_registers_no_waiter() {
+        use crate::slot::REGISTERED;
+        let registered = || REGISTERED.with(|r| r.get());
+        for private in [true, false] {
+            let engine = Engine::nop().private_rings(private).open().unwrap();
+            let flow = engine.flow(FlowOptions::weight(100)).unwrap();
+            let (mut private_waits, mut shared_waits) = (0, 0);
+            for _ in 0..200 {
+                let before = (engine.stats().unwrap().private_waits, registered());
+                let (r, ()) = flow.nop_async(0, 1).wait();
+                r.unwrap();
+                let after = (engine.stats().unwrap().private_waits, registered());
+                if after.0 > before.0 {
+                    private_waits += 1;
+                    assert_eq!(after.1, before.1, "a private wait registered a waiter");
+                } else {
+                    shared_waits += 1;
+                    assert!(after.1 > before.1, "a shared wait registered no waiter");
+                }
+            }
+            if private && private_waits == 0 {
+                eprintln!("skipped: no private ring (DEFER_TASKRUN needs Linux 6.1)");
+            }
+            if !private {
+                assert_eq!((private_waits, shared_waits), (0, 200));
+            }
+            drop(flow);
+            engine.shutdown(ShutdownMode::Drain).unwrap();
+        }
+    }
+
     /// A request the scheduler still queues when a `Cancel` shutdown
     /// fails it, whose submitter dropped its `Pending` first: its buffer's
     /// drop runs with the core lock released too.

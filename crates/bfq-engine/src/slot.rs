@@ -316,6 +316,12 @@ thread_local! {
     static POOL: RefCell<Option<LocalPool>> = const { RefCell::new(None) };
 }
 
+#[cfg(test)]
+thread_local! {
+    /// Waiters this thread registered ([`Submitter::register`]).
+    pub(crate) static REGISTERED: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+}
+
 /// A holder's reference to a slot. Dropping it lets go of the slot; the
 /// last holder gives it back to its pool (dropping a buffer nobody took).
 struct SlotHold(NonNull<Slot>);
@@ -330,8 +336,9 @@ pub(crate) struct Submitter<B> {
     _buf: PhantomData<fn() -> B>,
 }
 
-// SAFETY: through `&Submitter` only `has_result` (an atomic load) runs;
-// taking the result needs `&mut`.
+// SAFETY: through `&Submitter` only `has_result` (an atomic load) and
+// `register` (the waiter's lock and an atomic) run; taking the result
+// needs `&mut`.
 unsafe impl<B> Sync for Submitter<B> {}
 
 /// The request's side of a slot (in its `Op`): it writes the result,
@@ -458,6 +465,26 @@ impl<B> Submitter<B> {
         self.hold.slot().state.load(Ordering::Acquire) & DONE != 0
     }
 
+    /// Leaves `w` to be woken when the result comes in; returns whether
+    /// it is in already (then `w` is dropped here, not woken).
+    pub(crate) fn register(&self, w: Waiter) -> bool {
+        #[cfg(test)]
+        REGISTERED.with(|r| r.set(r.get() + 1));
+        let s = self.hold.slot();
+        let mut g = s.waiter();
+        *g = w;
+        if s.state.fetch_or(WAITING, Ordering::AcqRel) & DONE == 0 {
+            return false;
+        }
+        // The result came in meanwhile, and the request, which saw no
+        // WAITING, will not take the waiter: it is dropped here, on the
+        // submitter's thread, not left in the slot.
+        let mine = std::mem::replace(&mut *g, Waiter::None);
+        drop(g);
+        drop(mine);
+        true
+    }
+
     /// Takes the result and the buffer if the result is in; else leaves
     /// `waiter()` to be woken.
     pub(crate) fn take_or_wait(
@@ -465,18 +492,8 @@ impl<B> Submitter<B> {
         waiter: impl FnOnce() -> Waiter,
     ) -> Option<(io::Result<usize>, B)> {
         let s = self.hold.slot();
-        if s.state.load(Ordering::Acquire) & DONE == 0 {
-            let mut w = s.waiter();
-            *w = waiter();
-            if s.state.fetch_or(WAITING, Ordering::AcqRel) & DONE == 0 {
-                return None;
-            }
-            // The result came in meanwhile, and the request, which saw no
-            // WAITING, will not take the waiter: it is dropped here, on
-            // the submitter's thread, not left in the slot.
-            let mine = std::mem::replace(&mut *w, Waiter::None);
-            drop(w);
-            drop(mine);
+        if s.state.load(Ordering::Acquire) & DONE == 0 && !self.register(waiter()) {
+            return None;
         }
         // SAFETY: DONE was seen (Acquire): the request wrote the result
         // and no longer touches it or the buffer; only this side takes
