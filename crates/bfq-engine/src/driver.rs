@@ -165,6 +165,9 @@ pub(crate) struct Ring {
     /// `visits` when the service thread last looked (it takes over a
     /// lingering ring whose owner has not been back since).
     pub seen: AtomicU64,
+    /// Results taken from the core are being delivered to their slots
+    /// (see [`Shared::settle`]): a shutdown is not over before they are.
+    pub delivering: AtomicBool,
 }
 
 /// A ring and the buffers of the thread working on it (reused: no
@@ -180,6 +183,9 @@ pub(crate) struct RingState {
     pub sqes: Vec<squeue::Entry>,
     /// Completions reaped and not yet reported.
     pub cqes: Vec<(u64, i32)>,
+    /// Requests completed in the core, their results to deliver once
+    /// the core's lock is released.
+    done: Vec<(Op, io::Result<usize>)>,
     /// Waiters to wake once the SQEs are submitted.
     pub wakes: Vec<Waiter>,
     /// Finished requests' holds on their slots, let go of with the wakes,
@@ -385,6 +391,7 @@ impl Shared {
                 plug: Vec::with_capacity(PLUG_MAX),
                 sqes: Vec::new(),
                 cqes: Vec::new(),
+                done: Vec::new(),
                 wakes: Vec::new(),
                 released: Vec::new(),
                 cancel_sent: false,
@@ -406,6 +413,7 @@ impl Shared {
             flushes: AtomicU64::new(0),
             visits: AtomicU64::new(0),
             seen: AtomicU64::new(0),
+            delivering: AtomicBool::new(false),
         }))
     }
 
@@ -642,8 +650,9 @@ impl Shared {
         }
     }
 
-    /// Whether a shutdown has finished its work: the core's, and no plug
-    /// holds a request.
+    /// Whether a shutdown has finished its work: the core's, no plug
+    /// holds a request, and every result is delivered (see
+    /// [`Shared::deliver`]).
     pub(crate) fn done(&self) -> bool {
         let core_done = self.core().done();
         core_done
@@ -652,7 +661,9 @@ impl Shared {
                 .lock()
                 .unwrap_or_else(|p| p.into_inner())
                 .iter()
-                .all(|r| r.plugged.load(Ordering::SeqCst) == 0)
+                .all(|r| {
+                    r.plugged.load(Ordering::SeqCst) == 0 && !r.delivering.load(Ordering::SeqCst)
+                })
     }
 
     /// Whether some ring's owner lingers (the service thread then bounds
@@ -823,14 +834,21 @@ impl Shared {
 
     /// Reports completions to the scheduler, dispatches onto `ring`,
     /// pushes the SQEs (submitted by the caller's next enter) and queues
-    /// the waiters in `st.wakes`.
+    /// the waiters in `st.wakes`. The results are delivered to the
+    /// requests' slots after the core's lock is released (the lock is
+    /// held for the scheduler's part only; see [`Shared::deliver`]).
     pub(crate) fn settle(&self, cqes: &[(u64, i32)], ring: &Ring, st: &mut RingState) {
         let mut core = self.core();
         let now = self.now();
         for &(ud, res) in cqes {
-            if let Some(f) = core.complete(ud as u32, res, now) {
-                push_finished(&mut st.wakes, &mut st.released, f, ring);
+            if let Some(d) = core.complete(ud as u32, res, now) {
+                st.done.push(d);
             }
+        }
+        if !st.done.is_empty() {
+            // Under the core's lock: whoever sees these requests gone
+            // from the core sees them being delivered.
+            ring.delivering.store(true, Ordering::Relaxed);
         }
         // A ring whose owner is exiting takes no new requests: the
         // service thread dispatches them.
@@ -840,6 +858,7 @@ impl Shared {
         }
         let done = core.done();
         drop(core);
+        self.deliver(ring, st);
         if done || exiting {
             self.notify.signal();
         }
@@ -852,6 +871,32 @@ impl Shared {
             }
         }
         st.released.clear();
+    }
+
+    /// Delivers the results [`Shared::settle`] took from the core to
+    /// their slots (outside the core's lock: storing a result, and the
+    /// slot's atomics, are no part of the serialised decision) and queues
+    /// their waiters. A shutdown is over only once no ring is delivering
+    /// ([`Shared::done`]); one that began meanwhile is told.
+    fn deliver(&self, ring: &Ring, st: &mut RingState) {
+        if st.done.is_empty() {
+            return;
+        }
+        for (mut op, res) in st.done.drain(..) {
+            if let Some(f) = op.finish_deferred(res) {
+                push_finished(&mut st.wakes, &mut st.released, f, ring);
+            }
+            // The request's own file, if any, is let go of here too.
+            drop(op);
+        }
+        // Paired with the shutdown's `stop_begun` store and the service
+        // thread's look at `delivering` (both SeqCst): either the service
+        // thread sees this ring done delivering, or this sees the
+        // shutdown and wakes it to look again.
+        ring.delivering.store(false, Ordering::SeqCst);
+        if self.stop_begun.load(Ordering::SeqCst) {
+            self.notify.signal();
+        }
     }
 
     /// The owner leaves the engine: completions from now on notify the

@@ -851,6 +851,29 @@ mod tests {
         }
     }
 
+    /// A shutdown is over only once every result taken from the core is
+    /// delivered to its slot (results are delivered after the core's
+    /// lock is released): the service thread's `done` waits for rings
+    /// still delivering.
+    #[test]
+    fn a_shutdown_waits_for_results_being_delivered() {
+        let engine = Engine::nop().open().unwrap();
+        let flow = engine.flow(FlowOptions::weight(100)).unwrap();
+        flow.nop_async(0, 1).wait().0.unwrap();
+        let set = |on: bool| {
+            for r in engine.shared.rings.lock().unwrap().iter() {
+                r.delivering.store(on, Ordering::SeqCst);
+            }
+        };
+        set(true);
+        engine.shared.core().begin_shutdown(ShutdownMode::Drain);
+        assert!(!engine.shared.done(), "done while a ring delivers results");
+        set(false);
+        assert!(engine.shared.done());
+        drop(flow);
+        engine.shutdown(ShutdownMode::Drain).unwrap();
+    }
+
     /// A request the scheduler still queues when a `Cancel` shutdown
     /// fails it, whose submitter dropped its `Pending` first: its buffer's
     /// drop runs with the core lock released too.
