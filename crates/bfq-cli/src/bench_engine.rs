@@ -116,8 +116,10 @@ pub enum BenchCmd {
         /// Device queue depth of the engine.
         #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u32).range(1..=65536))]
         depth: u32,
-        /// Requests each flow keeps outstanding.
-        #[arg(long, default_value_t = 256)]
+        /// Requests each flow keeps outstanding (1 to 65536; a flow waits
+        /// for the oldest half, at least one, then refills: with 1 each
+        /// request is waited for alone, on the thread's private ring).
+        #[arg(long, default_value_t = 256, value_parser = clap::value_parser!(u32).range(1..=65536))]
         window: u32,
         #[arg(long, default_value_t = 2.0, value_parser = crate::args::seconds)]
         seconds: f64,
@@ -564,8 +566,9 @@ fn nop(
                             q.push_back(flow.nop_async(sector, 8));
                             sector += 8;
                         }
-                        // Wait for half the window, then refill.
-                        for _ in 0..window / 2 {
+                        // Wait for half the window (at least one request), then
+                        // refill.
+                        for _ in 0..window.div_ceil(2) {
                             let p = q.pop_front().expect("window");
                             if p.wait().0.is_ok() {
                                 done += 1;
