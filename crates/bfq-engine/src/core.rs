@@ -495,16 +495,16 @@ impl Core {
     }
 
     /// A request's completion from the kernel: tells the scheduler;
-    /// returns the request and its result, to deliver
-    /// ([`Op::finish_deferred`]) outside the lock.
+    /// returns the request's hold on its slot and its result, to deliver
+    /// ([`Completer::complete`]) outside the lock.
     pub(crate) fn complete(
         &mut self,
         idx: u32,
         res: i32,
         now: Time,
-    ) -> Option<(Op, io::Result<usize>)> {
+    ) -> Option<(Completer, io::Result<usize>)> {
         self.trace(now, 'C', idx);
-        let Held { op, ring, .. } = self.held.get_mut(idx as usize).and_then(|h| h.take())?;
+        let Held { mut op, ring, .. } = self.held.get_mut(idx as usize).and_then(|h| h.take())?;
         debug_assert!(ring.is_some(), "completion of a request never dispatched");
         self.free.push(idx);
         self.in_flight -= 1;
@@ -514,7 +514,7 @@ impl Core {
         if result.is_err() {
             self.stats.errors += 1;
         }
-        Some((op, result))
+        op.sink.take().map(|s| (s, result))
     }
 
     fn result_of(&self, op: &Op, res: i32) -> io::Result<usize> {

@@ -183,9 +183,9 @@ pub(crate) struct RingState {
     pub sqes: Vec<squeue::Entry>,
     /// Completions reaped and not yet reported.
     pub cqes: Vec<(u64, i32)>,
-    /// Requests completed in the core, their results to deliver once
-    /// the core's lock is released.
-    done: Vec<(Op, io::Result<usize>)>,
+    /// Requests completed in the core (their holds on their slots), their
+    /// results to deliver once the core's lock is released.
+    done: Vec<(Completer, io::Result<usize>)>,
     /// Waiters to wake once the SQEs are submitted.
     pub wakes: Vec<Waiter>,
     /// Finished requests' holds on their slots, let go of with the wakes,
@@ -651,19 +651,22 @@ impl Shared {
     }
 
     /// Whether a shutdown has finished its work: the core's, no plug
-    /// holds a request, and every result is delivered (see
-    /// [`Shared::deliver`]).
+    /// holds a request, and every result is delivered (a delivery in
+    /// progress, see [`Shared::deliver`], is waited for: the core's lock
+    /// orders the start of every delivery of a request the core no
+    /// longer holds before this look).
     pub(crate) fn done(&self) -> bool {
-        let core_done = self.core().done();
-        core_done
-            && self
-                .rings
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .iter()
-                .all(|r| {
-                    r.plugged.load(Ordering::SeqCst) == 0 && !r.delivering.load(Ordering::SeqCst)
-                })
+        if !self.core().done() {
+            return false;
+        }
+        // Copied: not held while waiting for a delivery.
+        let rings = self.rings.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        rings.iter().all(|r| {
+            while r.delivering.load(Ordering::Acquire) {
+                std::thread::yield_now();
+            }
+            r.plugged.load(Ordering::SeqCst) == 0
+        })
     }
 
     /// Whether some ring's owner lingers (the service thread then bounds
@@ -877,26 +880,17 @@ impl Shared {
     /// their slots (outside the core's lock: storing a result, and the
     /// slot's atomics, are no part of the serialised decision) and queues
     /// their waiters. A shutdown is over only once no ring is delivering
-    /// ([`Shared::done`]); one that began meanwhile is told.
+    /// ([`Shared::done`] waits for a delivery in progress: it is short
+    /// and never blocks).
     fn deliver(&self, ring: &Ring, st: &mut RingState) {
         if st.done.is_empty() {
             return;
         }
-        for (mut op, res) in st.done.drain(..) {
-            if let Some(f) = op.finish_deferred(res) {
-                push_finished(&mut st.wakes, &mut st.released, f, ring);
-            }
-            // The request's own file, if any, is let go of here too.
-            drop(op);
+        for (sink, res) in st.done.drain(..) {
+            let f = sink.complete(res);
+            push_finished(&mut st.wakes, &mut st.released, f, ring);
         }
-        // Paired with the shutdown's `stop_begun` store and the service
-        // thread's look at `delivering` (both SeqCst): either the service
-        // thread sees this ring done delivering, or this sees the
-        // shutdown and wakes it to look again.
-        ring.delivering.store(false, Ordering::SeqCst);
-        if self.stop_begun.load(Ordering::SeqCst) {
-            self.notify.signal();
-        }
+        ring.delivering.store(false, Ordering::Release);
     }
 
     /// The owner leaves the engine: completions from now on notify the

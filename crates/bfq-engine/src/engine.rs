@@ -853,24 +853,30 @@ mod tests {
 
     /// A shutdown is over only once every result taken from the core is
     /// delivered to its slot (results are delivered after the core's
-    /// lock is released): the service thread's `done` waits for rings
+    /// lock is released): the service thread's `done` waits for a ring
     /// still delivering.
     #[test]
     fn a_shutdown_waits_for_results_being_delivered() {
         let engine = Engine::nop().open().unwrap();
         let flow = engine.flow(FlowOptions::weight(100)).unwrap();
         flow.nop_async(0, 1).wait().0.unwrap();
+        let rings = engine.shared.rings.lock().unwrap().clone();
         let set = |on: bool| {
-            for r in engine.shared.rings.lock().unwrap().iter() {
+            for r in &rings {
                 r.delivering.store(on, Ordering::SeqCst);
             }
         };
         set(true);
         engine.shared.core().begin_shutdown(ShutdownMode::Drain);
-        assert!(!engine.shared.done(), "done while a ring delivers results");
+        let shared = engine.shared.clone();
+        let look = std::thread::spawn(move || shared.done());
+        // However long this thread is descheduled, `done` cannot return
+        // before the delivery ends.
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        assert!(!look.is_finished(), "done while a ring delivers results");
         set(false);
-        assert!(engine.shared.done());
-        drop(flow);
+        assert!(look.join().unwrap());
+        drop((rings, flow));
         engine.shutdown(ShutdownMode::Drain).unwrap();
     }
 
