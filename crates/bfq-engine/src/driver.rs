@@ -1152,9 +1152,15 @@ fn enter_ring(ring: &Ring) -> MutexGuard<'_, RingState> {
     st
 }
 
+/// The ring is worked on again: eventfd notifications off. A ring not
+/// away has them off already (`away` and the notification change
+/// together, always under the ring's lock), so only a ring coming back
+/// pays the two atomic writes.
 fn enter_again(ring: &Ring, st: &mut RingState) {
-    ring.away.store(false, Ordering::SeqCst);
-    st.uring.completion().disable_eventfd();
+    if ring.away.load(Ordering::Relaxed) {
+        ring.away.store(false, Ordering::SeqCst);
+        st.uring.completion().disable_eventfd();
+    }
 }
 
 /// Marks the ring away and turns notifications on; returns whether
