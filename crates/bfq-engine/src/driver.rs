@@ -775,7 +775,8 @@ impl Shared {
     /// holds a request, and every result is delivered (a delivery in
     /// progress, see [`Shared::deliver`], is waited for: the core's lock
     /// orders the start of every delivery of a request the core no
-    /// longer holds before this look).
+    /// longer holds before this look; a ring of an exited thread, which
+    /// may have left the list, delivers under the core's lock).
     pub(crate) fn done(&self) -> bool {
         if !self.core().done() {
             return false;
@@ -977,6 +978,11 @@ impl Shared {
         // A ring whose owner is exiting takes no new requests: the
         // service thread dispatches them.
         let exiting = ring.dead.load(Ordering::Relaxed);
+        if exiting {
+            // Its ring may leave the list `Shared::done` looks at before
+            // a delivery after the lock would end: delivered under it.
+            self.deliver(ring, st);
+        }
         if core.stopping() != Some(ShutdownMode::Cancel) && !exiting {
             core.dispatch(now, || self.now(), ring.id, &mut st.sqes);
         }
