@@ -987,8 +987,20 @@ impl Shared {
             core.dispatch(now, || self.now(), ring.id, &mut st.sqes);
         }
         let done = core.done();
+        // Requests the core failed meanwhile (a scheduler's panic) are
+        // woken with the others, after the delivery: no user code (a
+        // waker) runs between taking results from the core and delivering
+        // them, so a panicking waker cannot leave the ring delivering.
+        let failed = if core.finished_is_empty() {
+            Vec::new()
+        } else {
+            core.take_finished()
+        };
         drop(core);
         self.deliver(ring, st);
+        for f in failed {
+            push_finished(&mut st.wakes, &mut st.released, f, ring);
+        }
         if done || exiting {
             self.notify.signal();
         }

@@ -413,6 +413,71 @@ fn scheduler_panic_fails_requests_without_hanging() {
     engine.shutdown(ShutdownMode::Drain).unwrap();
 }
 
+/// A scheduler that panics when told of a completion.
+struct PanicOnComplete;
+
+impl Hooks<Fifo> for PanicOnComplete {
+    fn complete(
+        &mut self,
+        _: &mut Fifo,
+        _: Time,
+        _: bfq_core::ReqId,
+    ) -> Result<(), bfq_core::SchedError> {
+        panic!("test scheduler panics on complete (expected)");
+    }
+}
+
+/// A waker that panics when woken.
+struct PanickyWaker;
+
+impl std::task::Wake for PanickyWaker {
+    fn wake(self: Arc<Self>) {
+        panic!("test waker panics (expected)");
+    }
+}
+
+/// A failed request's waker that panics, woken while a completion is
+/// settled (the scheduler panicked on it), neither loses the completed
+/// request's result nor leaves a shutdown waiting for its delivery.
+#[test]
+fn a_panicking_waker_while_results_are_delivered_does_not_hang() {
+    use std::future::Future;
+    let engine = Engine::nop()
+        .queue_depth(1)
+        .private_rings(false)
+        .scheduler_instance(Box::new(Hooked::new(Fifo::new(), PanicOnComplete)))
+        .open()
+        .unwrap();
+    let flow = engine.flow(FlowOptions::default()).unwrap();
+    let a = flow.nop_async(0, 1);
+    let b = flow.nop_async(8, 1);
+    // b stays queued (depth 1) with a panicking waker, registered from a
+    // thread with no ring.
+    let b = std::thread::spawn(move || {
+        let mut b = b;
+        let w = std::task::Waker::from(Arc::new(PanickyWaker));
+        let mut cx = std::task::Context::from_waker(&w);
+        assert!(std::pin::Pin::new(&mut b).poll(&mut cx).is_pending());
+        b
+    })
+    .join()
+    .unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| a.wait()));
+        drop(b);
+        let _ = tx.send(r.is_ok());
+    });
+    rx.recv_timeout(std::time::Duration::from_secs(60))
+        .expect("the completed request's wait hung");
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(engine.shutdown(ShutdownMode::Drain).is_ok());
+    });
+    rx.recv_timeout(std::time::Duration::from_secs(60))
+        .expect("the shutdown hung on a delivery");
+}
+
 /// FIFO that notes how many requests are queued at each dispatch call.
 struct QueuedAtDispatch {
     seen: Arc<std::sync::Mutex<Vec<usize>>>,
