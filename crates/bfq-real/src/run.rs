@@ -5,12 +5,12 @@
 
 use crate::desc::{parents_first, Backend, Dir, FlowDesc, RunConfig};
 use crate::kernel::run_kernel;
-use crate::pace::{cursor, gates, Acc, Pacer};
-use crate::report::RunReport;
+use crate::pace::{cursor, gates, Acc, Cursor, Gate, Pacer};
+use crate::report::{FlowReport, RunReport};
 use crate::sys;
 use crate::warmup;
 use bfq_core::{GroupId, Settings};
-use bfq_engine::{AlignedBuf, Engine, FlowOptions, Pending, ShutdownMode};
+use bfq_engine::{AlignedBuf, Engine, Flow, FlowOptions, Pending, ShutdownMode};
 use std::collections::HashMap;
 use std::fs::OpenOptions;
 use std::io::{self, Write};
@@ -18,7 +18,7 @@ use std::os::fd::AsRawFd;
 use std::os::unix::fs::FileExt;
 use std::path::Path;
 use std::sync::atomic::AtomicBool;
-use std::sync::{Arc, Barrier};
+use std::sync::{Arc, Barrier, Mutex};
 use std::time::{Duration, Instant};
 
 /// Lays out regions: explicit ones stay, the others share what is left
@@ -196,6 +196,13 @@ fn rusage_seconds(who: libc::c_int) -> f64 {
     tv(ru.ru_utime) + tv(ru.ru_stime)
 }
 
+/// The engine's trace as CSV, shared by the engine's trace callback.
+type TraceOut = Arc<Mutex<io::BufWriter<Box<dyn Write + Send>>>>;
+/// Flow names by engine flow id, for the trace.
+type Names = Arc<Mutex<HashMap<u32, String>>>;
+
+/// Runs the flows through the engine: one thread per flow, started
+/// together, the flows closed when every thread is done.
 fn run_engine(
     cfg: &RunConfig,
     scheduler: &str,
@@ -204,25 +211,56 @@ fn run_engine(
     regions: &[(u64, u64)],
     warm: Option<((u64, u64), Duration)>,
 ) -> io::Result<RunReport> {
-    type Names = Arc<std::sync::Mutex<HashMap<u32, String>>>;
     let names: Names = Default::default();
-    let trace_out = match &cfg.trace {
-        Some(p) => {
-            let out: Box<dyn Write + Send> = if p.as_os_str() == "-" {
-                Box::new(io::stdout())
-            } else {
-                let f = std::fs::File::create(p)
-                    .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", p.display())))?;
-                Box::new(f)
-            };
-            let mut w = io::BufWriter::with_capacity(1 << 20, out);
-            writeln!(w, "t_ns,event,flow,req,sector,sectors,op")?;
-            Some(Arc::new(std::sync::Mutex::new(w)))
-        }
-        None => None,
+    let trace_out = open_trace(cfg)?;
+    let engine = open_engine(cfg, scheduler, settings, trace_out.as_ref(), &names)?;
+    if let Some((region, d)) = warm {
+        let flow = engine.flow(FlowOptions::default())?;
+        name_flow(&names, &flow, "warm-up");
+        warmup::through_engine(&flow, region, d)?;
+    }
+    let handles = open_flows(cfg, &engine, flows, &names)?;
+    let (seconds, reports) = run_threads(cfg, flows, regions, &handles)?;
+    drop(handles);
+    let internals = engine.scheduler_internals().ok();
+    engine.shutdown(ShutdownMode::Cancel)?;
+    if let Some(out) = trace_out {
+        out.lock().unwrap_or_else(|p| p.into_inner()).flush()?;
+    }
+    let mut report = RunReport::of(cfg, seconds, reports);
+    report.scheduler = internals;
+    Ok(report)
+}
+
+/// Opens `--trace` (`-` for stdout) and writes the CSV header; `None`
+/// without a trace.
+fn open_trace(cfg: &RunConfig) -> io::Result<Option<TraceOut>> {
+    let Some(p) = &cfg.trace else {
+        return Ok(None);
     };
+    let out: Box<dyn Write + Send> = if p.as_os_str() == "-" {
+        Box::new(io::stdout())
+    } else {
+        let f = std::fs::File::create(p)
+            .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", p.display())))?;
+        Box::new(f)
+    };
+    let mut w = io::BufWriter::with_capacity(1 << 20, out);
+    writeln!(w, "t_ns,event,flow,req,sector,sectors,op")?;
+    Ok(Some(Arc::new(Mutex::new(w))))
+}
+
+/// Opens the engine on the target as `cfg` says, writing each traced
+/// event to `trace_out` under its flow's name.
+fn open_engine(
+    cfg: &RunConfig,
+    scheduler: &str,
+    settings: &Settings,
+    trace_out: Option<&TraceOut>,
+    names: &Names,
+) -> io::Result<Engine> {
     let mut builder = Engine::builder(&cfg.target);
-    if let Some(out) = &trace_out {
+    if let Some(out) = trace_out {
         let out = out.clone();
         let names = names.clone();
         builder = builder.trace(move |e| {
@@ -242,7 +280,7 @@ fn run_engine(
             );
         });
     }
-    let engine = builder
+    builder
         .scheduler(scheduler)
         .settings(settings.clone())
         .queue_depth(cfg.queue_depth)
@@ -253,16 +291,25 @@ fn run_engine(
         .private_rings(cfg.private_rings)
         .async_submit(cfg.async_submit)
         .sqpoll(cfg.sqpoll_idle_ms)
-        .open()?;
-    if let Some((region, d)) = warm {
-        let flow = engine.flow(FlowOptions::default())?;
-        names
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .insert(flow.id().0, "warm-up".into());
-        warmup::through_engine(&flow, region, d)?;
-    }
-    // Groups, parents first.
+        .open()
+}
+
+/// Records `flow`'s name for the trace.
+fn name_flow(names: &Names, flow: &Flow, name: &str) {
+    names
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .insert(flow.id().0, name.into());
+}
+
+/// Adds the groups (parents first) and opens one engine flow per flow,
+/// in its group with its class, level, weight and sync.
+fn open_flows(
+    cfg: &RunConfig,
+    engine: &Engine,
+    flows: &[FlowDesc],
+    names: &Names,
+) -> io::Result<Vec<Arc<Flow>>> {
     let mut gids: HashMap<String, GroupId> = HashMap::new();
     for g in parents_first(&cfg.groups)? {
         let parent = match &g.parent {
@@ -286,12 +333,20 @@ fn run_engine(
         o.spec.weight = f.weight;
         o.sync = f.sync;
         let flow = engine.flow(o)?;
-        names
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .insert(flow.id().0, f.name.clone());
+        name_flow(names, &flow, &f.name);
         handles.push(Arc::new(flow));
     }
+    Ok(handles)
+}
+
+/// Starts one thread per flow, lets them go together and waits for all
+/// of them: the run's seconds and the flows' reports, in flow order.
+fn run_threads(
+    cfg: &RunConfig,
+    flows: &[FlowDesc],
+    regions: &[(u64, u64)],
+    handles: &[Arc<Flow>],
+) -> io::Result<(f64, Vec<FlowReport>)> {
     let stop = Arc::new(AtomicBool::new(false));
     let barrier = Arc::new(Barrier::new(flows.len() + 1));
     let mut threads = Vec::new();
@@ -304,92 +359,18 @@ fn run_engine(
         .zip(gates(flows)?)
         .enumerate()
     {
-        let d = d.clone();
-        let region = *region;
-        let stop = stop.clone();
-        let barrier = barrier.clone();
-        let duration = cfg.duration;
-        let interval = cfg.series_interval;
-        threads.push(std::thread::spawn(move || {
-            let _ended = gate.ends.guard(i);
-            let mut cur = cursor(&d, region, i as u64);
-            let mut bufs: Vec<AlignedBuf> = (0..d.depth)
-                .map(|_| {
-                    let mut b = AlignedBuf::new(d.block as usize);
-                    b.fill(i as u8 | 1);
-                    b
-                })
-                .collect();
-            barrier.wait();
-            let start = gate.ends.run_start();
-            let end = start + duration;
-            let mut acc = Acc::new(interval);
-            let mut pacer = Pacer::new(&d, start, i as u64, gate);
-            // Requests in flight by slot, with their issue time and the
-            // pass that issued them. The thread reaps every finished
-            // request whenever it wakes, and sleeps on the oldest one only
-            // when none has finished: BFQ dispatches a flow's queue in
-            // sector order, so reaping only the oldest would leave
-            // finished requests unreaped and the flow's depth unused,
-            // while waking on every completion would cost the engine's
-            // dispatcher a cross-thread wake-up each. Requests issued in
-            // the same pass are not asked whether they are done (they are
-            // still in the thread's plug: asking would submit them in a
-            // system call of its own, where the wait that follows submits
-            // and sleeps in one).
-            let mut slots: Vec<Option<(Instant, Pending<AlignedBuf>, u64)>> =
-                (0..d.depth).map(|_| None).collect();
-            let mut pass = 0u64;
-            let mut free: Vec<usize> = (0..d.depth as usize).rev().collect();
-            // Takes a request's result (blocking if it is not in yet).
-            let mut reap = |slot: &mut Option<(Instant, Pending<AlignedBuf>, u64)>,
-                            bufs: &mut Vec<AlignedBuf>,
-                            pacer: &mut Pacer| {
-                let (t0, p, _) = slot.take().expect("in flight");
-                let (res, b) = p.wait();
-                let n = *res.as_ref().unwrap_or(&0) as u64;
-                acc.record(res, t0.elapsed());
-                bufs.push(b);
-                pacer.after(n, &stop, end);
-            };
-            loop {
-                pass += 1;
-                while !free.is_empty() && pacer.before(&stop, end) {
-                    let (off, len) = cur.next();
-                    pacer.charge(len);
-                    let mut b = bufs.pop().expect("a free buffer");
-                    if b.len() != len as usize {
-                        b = AlignedBuf::new(len as usize);
-                    }
-                    let p = match d.dir {
-                        Dir::Read => flow.read_async(off, b),
-                        Dir::Write => flow.write_async(off, b),
-                    };
-                    slots[free.pop().expect("a free slot")] = Some((Instant::now(), p, pass));
-                }
-                let mut reaped = false;
-                let mut oldest: Option<(Instant, usize)> = None;
-                for (k, slot) in slots.iter_mut().enumerate() {
-                    let Some((t0, p, issued)) = slot else {
-                        continue;
-                    };
-                    if *issued != pass && p.is_done() {
-                        reap(slot, &mut bufs, &mut pacer);
-                        free.push(k);
-                        reaped = true;
-                    } else if oldest.is_none_or(|(t, _)| *t0 < t) {
-                        oldest = Some((*t0, k));
-                    }
-                }
-                if reaped {
-                    continue;
-                }
-                let Some((_, k)) = oldest else { break };
-                reap(&mut slots[k], &mut bufs, &mut pacer);
-                free.push(k);
-            }
-            (acc.report(&d, pacer.close()), start.elapsed())
-        }));
+        let t = FlowThread {
+            i,
+            d: d.clone(),
+            region: *region,
+            flow,
+            gate,
+            stop: stop.clone(),
+            barrier: barrier.clone(),
+            duration: cfg.duration,
+            interval: cfg.series_interval,
+        };
+        threads.push(std::thread::spawn(move || t.run()));
     }
     barrier.wait();
     let t0 = Instant::now();
@@ -400,14 +381,167 @@ fn run_engine(
             .map_err(|_| io::Error::other("a flow thread panicked"))?;
         reports.push(r);
     }
-    let seconds = t0.elapsed().as_secs_f64();
-    drop(handles);
-    let internals = engine.scheduler_internals().ok();
-    engine.shutdown(ShutdownMode::Cancel)?;
-    if let Some(out) = trace_out {
-        out.lock().unwrap_or_else(|p| p.into_inner()).flush()?;
+    Ok((t0.elapsed().as_secs_f64(), reports))
+}
+
+/// What one flow's thread needs: the flow (number `i`), its region and
+/// engine flow, its gate, the run's stop flag, start barrier, length
+/// and series interval.
+struct FlowThread {
+    i: usize,
+    d: FlowDesc,
+    region: (u64, u64),
+    flow: Arc<Flow>,
+    gate: Gate,
+    stop: Arc<AtomicBool>,
+    barrier: Arc<Barrier>,
+    duration: Duration,
+    interval: Duration,
+}
+
+impl FlowThread {
+    /// Fills the flow's buffers, waits at the barrier for the run to
+    /// start, then drives the flow until its end: its report and how
+    /// long it ran.
+    fn run(self) -> (FlowReport, Duration) {
+        let FlowThread {
+            i,
+            d,
+            region,
+            flow,
+            gate,
+            stop,
+            barrier,
+            duration,
+            interval,
+        } = self;
+        let _ended = gate.ends.guard(i);
+        let cur = cursor(&d, region, i as u64);
+        let bufs: Vec<AlignedBuf> = (0..d.depth)
+            .map(|_| {
+                let mut b = AlignedBuf::new(d.block as usize);
+                b.fill(i as u8 | 1);
+                b
+            })
+            .collect();
+        barrier.wait();
+        let start = gate.ends.run_start();
+        let mut driver = Driver {
+            d: &d,
+            flow: &flow,
+            cur,
+            acc: Acc::new(interval),
+            pacer: Pacer::new(&d, start, i as u64, gate),
+            stop: &stop,
+            end: start + duration,
+            slots: (0..d.depth).map(|_| None).collect(),
+            free: (0..d.depth as usize).rev().collect(),
+            bufs,
+            pass: 0,
+        };
+        driver.drive();
+        (driver.finish(), start.elapsed())
     }
-    let mut report = RunReport::of(cfg, seconds, reports);
-    report.scheduler = internals;
-    Ok(report)
+}
+
+/// A request in flight: its issue time, its result to come and the pass
+/// that issued it.
+type InFlight = (Instant, Pending<AlignedBuf>, u64);
+
+/// A flow thread's requests in flight by slot. The thread reaps every
+/// finished request whenever it wakes, and sleeps on the oldest one only
+/// when none has finished: BFQ dispatches a flow's queue in sector
+/// order, so reaping only the oldest would leave finished requests
+/// unreaped and the flow's depth unused, while waking on every
+/// completion would cost the engine's dispatcher a cross-thread wake-up
+/// each. Requests issued in the same pass are not asked whether they are
+/// done (they are still in the thread's plug: asking would submit them
+/// in a system call of its own, where the wait that follows submits and
+/// sleeps in one).
+struct Driver<'a> {
+    d: &'a FlowDesc,
+    flow: &'a Flow,
+    cur: Cursor,
+    acc: Acc,
+    pacer: Pacer,
+    stop: &'a AtomicBool,
+    end: Instant,
+    slots: Vec<Option<InFlight>>,
+    free: Vec<usize>,
+    bufs: Vec<AlignedBuf>,
+    pass: u64,
+}
+
+impl Driver<'_> {
+    /// Issues and reaps in passes until the pacer stops issuing and
+    /// nothing is in flight.
+    fn drive(&mut self) {
+        loop {
+            self.pass += 1;
+            self.issue();
+            let (reaped, oldest) = self.reap_finished();
+            if reaped {
+                continue;
+            }
+            let Some(k) = oldest else { break };
+            self.reap(k);
+        }
+    }
+
+    /// Issues requests into the free slots while the pacer lets it.
+    fn issue(&mut self) {
+        while !self.free.is_empty() && self.pacer.before(self.stop, self.end) {
+            let (off, len) = self.cur.next();
+            self.pacer.charge(len);
+            let mut b = self.bufs.pop().expect("a free buffer");
+            if b.len() != len as usize {
+                b = AlignedBuf::new(len as usize);
+            }
+            let p = match self.d.dir {
+                Dir::Read => self.flow.read_async(off, b),
+                Dir::Write => self.flow.write_async(off, b),
+            };
+            let k = self.free.pop().expect("a free slot");
+            self.slots[k] = Some((Instant::now(), p, self.pass));
+        }
+    }
+
+    /// Reaps the finished requests issued in earlier passes: whether it
+    /// reaped any, and the slot of the oldest one still in flight.
+    fn reap_finished(&mut self) -> (bool, Option<usize>) {
+        let mut reaped = false;
+        let mut oldest: Option<(Instant, usize)> = None;
+        for k in 0..self.slots.len() {
+            let Some((t0, p, issued)) = &self.slots[k] else {
+                continue;
+            };
+            if *issued != self.pass && p.is_done() {
+                self.reap(k);
+                reaped = true;
+            } else if oldest.is_none_or(|(t, _)| *t0 < t) {
+                oldest = Some((*t0, k));
+            }
+        }
+        (reaped, oldest.map(|(_, k)| k))
+    }
+
+    /// Takes slot `k`'s result (blocking if it is not in yet), records it
+    /// and frees the slot.
+    fn reap(&mut self, k: usize) {
+        let (t0, p, _) = self.slots[k].take().expect("in flight");
+        let (res, b) = p.wait();
+        let n = *res.as_ref().unwrap_or(&0) as u64;
+        self.acc.record(res, t0.elapsed());
+        self.bufs.push(b);
+        self.pacer.after(n, self.stop, self.end);
+        self.free.push(k);
+    }
+
+    /// The flow's report.
+    fn finish(self) -> FlowReport {
+        let Driver {
+            d, acc, mut pacer, ..
+        } = self;
+        acc.report(d, pacer.close())
+    }
 }
