@@ -91,6 +91,33 @@ pub fn target_len(path: &Path) -> io::Result<u64> {
 
 /// Runs `flows` against the target as `cfg` says.
 pub fn run(cfg: &RunConfig, flows: &[FlowDesc]) -> io::Result<RunReport> {
+    check_flows(cfg, flows)?;
+    let is_dev = prepare_target(cfg)?;
+    let len = target_len(&cfg.target)?;
+    let regions = layout(flows, len, 4096);
+    check_regions(flows, &regions, len)?;
+    if let Some(d) = cfg.warm_up {
+        warmup::check(d)?;
+    }
+    let warm = cfg.warm_up.map(|d| (warmup::region(&regions, len), d));
+    let cpu0 = process_cpu_seconds();
+    let mut r = match &cfg.backend {
+        Backend::Engine {
+            scheduler,
+            settings,
+        } => run_engine(cfg, scheduler, settings, flows, &regions, warm),
+        Backend::Kernel { scheduler } => {
+            check_kernel(cfg, scheduler, is_dev)?;
+            run_kernel(cfg, scheduler, flows, &regions, warm)
+        }
+    }?;
+    r.cpu_seconds = process_cpu_seconds() - cpu0;
+    Ok(r)
+}
+
+/// Refuses no flows, writes without `--allow-writes`, and a zero block
+/// size or depth.
+fn check_flows(cfg: &RunConfig, flows: &[FlowDesc]) -> io::Result<()> {
     if flows.is_empty() {
         return Err(io::Error::new(io::ErrorKind::InvalidInput, "no flows"));
     }
@@ -112,6 +139,13 @@ pub fn run(cfg: &RunConfig, flows: &[FlowDesc]) -> io::Result<RunReport> {
             ));
         }
     }
+    Ok(())
+}
+
+/// Refuses a mounted block device, and creates a missing regular file
+/// when `cfg` gives a size (refuses it otherwise): whether the target is
+/// a block device.
+fn prepare_target(cfg: &RunConfig) -> io::Result<bool> {
     let is_dev = sys::is_block_device(&cfg.target);
     if is_dev {
         sys::check_not_mounted(&cfg.target)?;
@@ -129,9 +163,13 @@ pub fn run(cfg: &RunConfig, flows: &[FlowDesc]) -> io::Result<RunReport> {
             }
         }
     }
-    let len = target_len(&cfg.target)?;
-    let regions = layout(flows, len, 4096);
-    for (f, r) in flows.iter().zip(&regions) {
+    Ok(is_dev)
+}
+
+/// Refuses a region that does not hold one block or ends past the
+/// target's `len` bytes.
+fn check_regions(flows: &[FlowDesc], regions: &[(u64, u64)], len: u64) -> io::Result<()> {
+    for (f, r) in flows.iter().zip(regions) {
         if r.1 < u64::from(f.block) || r.0 + r.1 > len {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidInput,
@@ -142,39 +180,30 @@ pub fn run(cfg: &RunConfig, flows: &[FlowDesc]) -> io::Result<RunReport> {
             ));
         }
     }
-    if let Some(d) = cfg.warm_up {
-        warmup::check(d)?;
+    Ok(())
+}
+
+/// Refuses a kernel:* run with a trace, without root, or on a target
+/// that is not a block device.
+fn check_kernel(cfg: &RunConfig, scheduler: &str, is_dev: bool) -> io::Result<()> {
+    if cfg.trace.is_some() {
+        return Err(io::Error::new(
+            io::ErrorKind::Unsupported,
+            "a trace is only recorded through the engine, not with kernel:*",
+        ));
     }
-    let warm = cfg.warm_up.map(|d| (warmup::region(&regions, len), d));
-    let cpu0 = process_cpu_seconds();
-    let mut r = match &cfg.backend {
-        Backend::Engine {
-            scheduler,
-            settings,
-        } => run_engine(cfg, scheduler, settings, flows, &regions, warm),
-        Backend::Kernel { scheduler } => {
-            if cfg.trace.is_some() {
-                return Err(io::Error::new(
-                    io::ErrorKind::Unsupported,
-                    "a trace is only recorded through the engine, not with kernel:*",
-                ));
-            }
-            sys::require_root("--scheduler kernel:*")?;
-            if !is_dev {
-                return Err(io::Error::new(
-                    io::ErrorKind::InvalidInput,
-                    format!(
-                        "kernel:{scheduler} needs a block device, and {} is not one \
-                         (make one with `bfq loop create FILE SIZE`)",
-                        cfg.target.display()
-                    ),
-                ));
-            }
-            run_kernel(cfg, scheduler, flows, &regions, warm)
-        }
-    }?;
-    r.cpu_seconds = process_cpu_seconds() - cpu0;
-    Ok(r)
+    sys::require_root("--scheduler kernel:*")?;
+    if !is_dev {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!(
+                "kernel:{scheduler} needs a block device, and {} is not one \
+                 (make one with `bfq loop create FILE SIZE`)",
+                cfg.target.display()
+            ),
+        ));
+    }
+    Ok(())
 }
 
 /// User + system CPU seconds of this process so far.
