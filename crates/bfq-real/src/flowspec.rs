@@ -27,108 +27,138 @@ fn positive_dur(s: &str, key: &str, v: &str) -> Result<Duration, String> {
     }
 }
 
+/// A size of key `k` (zero allowed, as an offset).
+fn offset_size(s: &str, k: &str, v: &str) -> Result<u64, String> {
+    parse_size(v).map_err(|e| bad(s, &format!("{k}: {e}")))
+}
+
+/// A size of key `k`, above zero.
+fn size(s: &str, k: &str, v: &str) -> Result<u64, String> {
+    match offset_size(s, k, v)? {
+        0 => Err(bad(s, &format!("{k}: size '{v}' must be above zero"))),
+        n => Ok(n),
+    }
+}
+
 /// Parses one flow description (`--flow`); `index` names it when no
 /// `name` is given (`flow0`, `flow1`...).
 pub fn parse(s: &str, index: usize) -> Result<FlowDesc, String> {
     let mut f = FlowDesc::reader(&format!("flow{index}"), Pattern::Seq, 4096);
-    let mut offset = None;
-    let mut len = None;
-    let mut on = None;
-    let mut off = None;
-    let mut every = None;
-    let mut batch = None;
+    let mut pairs = Pairs::default();
     for kv in s.split(',').filter(|p| !p.trim().is_empty()) {
         let (k, v) = kv
             .split_once('=')
             .ok_or_else(|| bad(s, &format!("'{kv}' is not key=value")))?;
-        let (k, v) = (k.trim(), v.trim());
-        let offset_size = || parse_size(v).map_err(|e| bad(s, &format!("{k}: {e}")));
-        let size = || match offset_size()? {
-            0 => Err(bad(s, &format!("{k}: size '{v}' must be above zero"))),
-            n => Ok(n),
-        };
-        match k {
-            "name" if v.is_empty() => return Err(bad(s, "name must not be empty")),
-            "name" => f.name = v.to_string(),
-            "op" | "rw" => {
-                f.dir = match v {
-                    "read" | "r" => Dir::Read,
-                    "write" | "w" => Dir::Write,
-                    _ => return Err(bad(s, "op is read or write")),
-                }
-            }
-            "pattern" => {
-                f.pattern = match v {
-                    "seq" => Pattern::Seq,
-                    "rand" => Pattern::Rand,
-                    _ => return Err(bad(s, "pattern is seq or rand")),
-                }
-            }
-            "bs" | "block" => {
-                let b = size()?;
-                if b % SECTOR_BYTES != 0 || b > 64 << 20 {
-                    return Err(bad(s, "bs must be a multiple of 512 bytes, at most 64M"));
-                }
-                f.block = b as u32;
-            }
-            "depth" => match v.parse::<u32>() {
-                Ok(d) if (1..=4096).contains(&d) => f.depth = d,
-                _ => return Err(bad(s, "depth must be in 1..=4096")),
-            },
-            "sync" => {
-                f.sync = match v {
-                    "1" | "true" | "yes" => true,
-                    "0" | "false" | "no" => false,
-                    _ => return Err(bad(s, "sync is true or false")),
-                }
-            }
-            "weight" => f.weight = Some(v.parse().map_err(|_| bad(s, "bad weight"))?),
-            "class" => {
-                f.prio.class = IoClass::parse(v).ok_or_else(|| bad(s, "class is rt, be or idle"))?
-            }
-            "level" => f.prio.level = v.parse().map_err(|_| bad(s, "bad level"))?,
-            "bytes" => f.bytes = Some(size()?),
-            "think" => f.think = dur(s, v)?,
-            "on" => on = Some(size()?),
-            "off" => off = Some(dur(s, v)?),
-            "every" => every = Some(positive_dur(s, k, v)?),
-            "batch" => batch = Some(size()?),
-            "repeat" => f.repeat = v.parse().map_err(|_| bad(s, "bad repeat"))?,
-            "rerun" => f.rerun_after = dur(s, v)?,
-            "start" => f.start = dur(s, v)?,
-            "stop" => f.stop = Some(positive_dur(s, k, v)?),
-            "duration" => f.duration = Some(positive_dur(s, k, v)?),
-            "after" => f.after = v.split('+').map(|n| n.trim().to_string()).collect(),
-            "offset" => offset = Some(offset_size()?),
-            "len" => len = Some(size()?),
-            "group" => f.group = Some(v.to_string()),
-            _ => return Err(bad(s, &format!("unknown key '{k}'"))),
-        }
+        set_key(&mut f, &mut pairs, s, k.trim(), v.trim())?;
     }
-    match (on, off) {
-        (Some(on), Some(off)) => {
-            f.on_off = Some(OnOff {
-                on_bytes: (on, on),
-                off: (off, off),
-            })
-        }
-        (None, None) => {}
-        _ => return Err(bad(s, "on and off go together")),
-    }
-    match (every, batch) {
-        (Some(every), Some(bytes)) => f.periodic = Some(Periodic { every, bytes }),
-        (None, None) => {}
-        _ => return Err(bad(s, "every and batch go together")),
-    }
-    if f.stop.is_some_and(|t| t <= f.start) {
-        return Err(bad(s, "stop must be after start"));
-    }
-    if offset.is_some() || len.is_some() {
-        let o = offset.unwrap_or(0);
-        let l = len.ok_or_else(|| bad(s, "offset needs len"))?;
-        f.region = Some((o, l));
-    }
+    pairs.apply(&mut f, s)?;
     Ok(f)
+}
+
+/// Sets key `k` of flow description `s` to `v`: in `f`, or in `pairs`
+/// for the keys that only count with another.
+fn set_key(f: &mut FlowDesc, pairs: &mut Pairs, s: &str, k: &str, v: &str) -> Result<(), String> {
+    match k {
+        "name" if v.is_empty() => return Err(bad(s, "name must not be empty")),
+        "name" => f.name = v.to_string(),
+        "op" | "rw" => {
+            f.dir = match v {
+                "read" | "r" => Dir::Read,
+                "write" | "w" => Dir::Write,
+                _ => return Err(bad(s, "op is read or write")),
+            }
+        }
+        "pattern" => {
+            f.pattern = match v {
+                "seq" => Pattern::Seq,
+                "rand" => Pattern::Rand,
+                _ => return Err(bad(s, "pattern is seq or rand")),
+            }
+        }
+        "bs" | "block" => {
+            let b = size(s, k, v)?;
+            if b % SECTOR_BYTES != 0 || b > 64 << 20 {
+                return Err(bad(s, "bs must be a multiple of 512 bytes, at most 64M"));
+            }
+            f.block = b as u32;
+        }
+        "depth" => match v.parse::<u32>() {
+            Ok(d) if (1..=4096).contains(&d) => f.depth = d,
+            _ => return Err(bad(s, "depth must be in 1..=4096")),
+        },
+        "sync" => {
+            f.sync = match v {
+                "1" | "true" | "yes" => true,
+                "0" | "false" | "no" => false,
+                _ => return Err(bad(s, "sync is true or false")),
+            }
+        }
+        "weight" => f.weight = Some(v.parse().map_err(|_| bad(s, "bad weight"))?),
+        "class" => {
+            f.prio.class = IoClass::parse(v).ok_or_else(|| bad(s, "class is rt, be or idle"))?
+        }
+        "level" => f.prio.level = v.parse().map_err(|_| bad(s, "bad level"))?,
+        "bytes" => f.bytes = Some(size(s, k, v)?),
+        "think" => f.think = dur(s, v)?,
+        "on" => pairs.on = Some(size(s, k, v)?),
+        "off" => pairs.off = Some(dur(s, v)?),
+        "every" => pairs.every = Some(positive_dur(s, k, v)?),
+        "batch" => pairs.batch = Some(size(s, k, v)?),
+        "repeat" => f.repeat = v.parse().map_err(|_| bad(s, "bad repeat"))?,
+        "rerun" => f.rerun_after = dur(s, v)?,
+        "start" => f.start = dur(s, v)?,
+        "stop" => f.stop = Some(positive_dur(s, k, v)?),
+        "duration" => f.duration = Some(positive_dur(s, k, v)?),
+        "after" => f.after = v.split('+').map(|n| n.trim().to_string()).collect(),
+        "offset" => pairs.offset = Some(offset_size(s, k, v)?),
+        "len" => pairs.len = Some(size(s, k, v)?),
+        "group" => f.group = Some(v.to_string()),
+        _ => return Err(bad(s, &format!("unknown key '{k}'"))),
+    }
+    Ok(())
+}
+
+/// The keys that count only with another: `on` and `off`, `every` and
+/// `batch`, `offset` and `len`.
+#[derive(Default)]
+struct Pairs {
+    offset: Option<u64>,
+    len: Option<u64>,
+    on: Option<u64>,
+    off: Option<Duration>,
+    every: Option<Duration>,
+    batch: Option<u64>,
+}
+
+impl Pairs {
+    /// Sets `f`'s on/off phases, periodic batches and region, refusing
+    /// half a pair, and a stop not after the start.
+    fn apply(self, f: &mut FlowDesc, s: &str) -> Result<(), String> {
+        match (self.on, self.off) {
+            (Some(on), Some(off)) => {
+                f.on_off = Some(OnOff {
+                    on_bytes: (on, on),
+                    off: (off, off),
+                })
+            }
+            (None, None) => {}
+            _ => return Err(bad(s, "on and off go together")),
+        }
+        match (self.every, self.batch) {
+            (Some(every), Some(bytes)) => f.periodic = Some(Periodic { every, bytes }),
+            (None, None) => {}
+            _ => return Err(bad(s, "every and batch go together")),
+        }
+        if f.stop.is_some_and(|t| t <= f.start) {
+            return Err(bad(s, "stop must be after start"));
+        }
+        if self.offset.is_some() || self.len.is_some() {
+            let o = self.offset.unwrap_or(0);
+            let l = self.len.ok_or_else(|| bad(s, "offset needs len"))?;
+            f.region = Some((o, l));
+        }
+        Ok(())
+    }
 }
 
 /// Refuses empty and repeated flow names (results are keyed by name).
