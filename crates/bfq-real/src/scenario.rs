@@ -8,6 +8,7 @@ use crate::desc::{Dir, FlowDesc, GroupDesc, OnOff, Pattern, Periodic};
 use crate::report::RunReport;
 use bfq_core::SECTOR_BYTES;
 use bfq_scenario::result::Hist;
+use bfq_scenario::scenario::FlowPlan;
 use bfq_scenario::{FlowResult, Pattern as SimPattern, Plan, SimResult};
 use std::io;
 use std::time::Duration;
@@ -25,80 +26,93 @@ pub fn from_plan(plan: &Plan) -> io::Result<(Vec<FlowDesc>, Vec<GroupDesc>)> {
         .collect();
     let mut flows = Vec::new();
     for f in &plan.flows {
-        let pattern = match f.pattern {
-            SimPattern::Seq => Pattern::Seq,
-            SimPattern::Rand => Pattern::Rand,
-            SimPattern::Replay => Pattern::Replay(
-                f.replay
-                    .as_ref()
-                    .map(|rows| {
-                        rows.iter()
-                            .map(|r| (r.sector * SECTOR_BYTES, r.sectors * SECTOR_BYTES as u32))
-                            .collect()
-                    })
-                    .unwrap_or_default(),
-            ),
-            SimPattern::Web => {
-                return Err(io::Error::new(
-                    io::ErrorKind::Unsupported,
-                    format!(
-                        "flow {}: pattern = \"web\" is not supported by real runs yet",
-                        f.name
-                    ),
-                ))
-            }
-        };
-        if f.buffered {
-            eprintln!(
-                "bfq: flow {}: buffered = true is ignored (the target is opened once, \
-                 O_DIRECT unless --buffered)",
-                f.name
-            );
-        }
-        let (repeat, rerun_after) = match f.repeat {
-            Some(gap) => (f.runs.unwrap_or(u32::MAX), Duration::from_nanos(gap)),
-            None => (1, Duration::ZERO),
-        };
-        flows.push(FlowDesc {
-            name: f.name.clone(),
-            dir: match f.op {
-                bfq_core::Op::Read => Dir::Read,
-                bfq_core::Op::Write => Dir::Write,
-            },
-            pattern,
-            block: f.block * SECTOR_BYTES as u32,
-            depth: f.depth.max(1),
-            sync: f.sync,
-            region: Some((f.region_start * SECTOR_BYTES, f.region_len * SECTOR_BYTES)),
-            bytes: f.bytes,
-            think: Duration::from_nanos(f.think),
-            on_off: f.on_off.map(|o| OnOff {
-                on_bytes: (o.on.lo.0, o.on.hi.0),
-                off: (
-                    Duration::from_nanos(o.off.lo.0),
-                    Duration::from_nanos(o.off.hi.0),
-                ),
-            }),
-            periodic: f.periodic.map(|p| Periodic {
-                every: Duration::from_nanos(p.every.0),
-                bytes: p.bytes.0,
-            }),
-            repeat,
-            rerun_after,
-            start: Duration::from_nanos(f.start),
-            stop: f.stop.map(Duration::from_nanos),
-            duration: f.duration.map(Duration::from_nanos),
-            after: f
-                .after
-                .iter()
-                .map(|&k| plan.flows[k].name.clone())
-                .collect(),
-            weight: f.weight,
-            prio: f.prio,
-            group: f.group.map(|g| plan.groups[g].path.clone()),
-        });
+        flows.push(flow_desc(plan, f)?);
     }
     Ok((flows, groups))
+}
+
+/// Converts one planned flow (sectors to bytes, nanoseconds to
+/// durations, flow and group numbers to names), warning that
+/// `buffered = true` is ignored.
+fn flow_desc(plan: &Plan, f: &FlowPlan) -> io::Result<FlowDesc> {
+    let pattern = flow_pattern(f)?;
+    if f.buffered {
+        eprintln!(
+            "bfq: flow {}: buffered = true is ignored (the target is opened once, \
+             O_DIRECT unless --buffered)",
+            f.name
+        );
+    }
+    let (repeat, rerun_after) = match f.repeat {
+        Some(gap) => (f.runs.unwrap_or(u32::MAX), Duration::from_nanos(gap)),
+        None => (1, Duration::ZERO),
+    };
+    Ok(FlowDesc {
+        name: f.name.clone(),
+        dir: match f.op {
+            bfq_core::Op::Read => Dir::Read,
+            bfq_core::Op::Write => Dir::Write,
+        },
+        pattern,
+        block: f.block * SECTOR_BYTES as u32,
+        depth: f.depth.max(1),
+        sync: f.sync,
+        region: Some((f.region_start * SECTOR_BYTES, f.region_len * SECTOR_BYTES)),
+        bytes: f.bytes,
+        think: Duration::from_nanos(f.think),
+        on_off: f.on_off.map(|o| OnOff {
+            on_bytes: (o.on.lo.0, o.on.hi.0),
+            off: (
+                Duration::from_nanos(o.off.lo.0),
+                Duration::from_nanos(o.off.hi.0),
+            ),
+        }),
+        periodic: f.periodic.map(|p| Periodic {
+            every: Duration::from_nanos(p.every.0),
+            bytes: p.bytes.0,
+        }),
+        repeat,
+        rerun_after,
+        start: Duration::from_nanos(f.start),
+        stop: f.stop.map(Duration::from_nanos),
+        duration: f.duration.map(Duration::from_nanos),
+        after: f
+            .after
+            .iter()
+            .map(|&k| plan.flows[k].name.clone())
+            .collect(),
+        weight: f.weight,
+        prio: f.prio,
+        group: f.group.map(|g| plan.groups[g].path.clone()),
+    })
+}
+
+/// A planned flow's access pattern (a replay's rows in bytes); `web`
+/// is refused.
+fn flow_pattern(f: &FlowPlan) -> io::Result<Pattern> {
+    Ok(match f.pattern {
+        SimPattern::Seq => Pattern::Seq,
+        SimPattern::Rand => Pattern::Rand,
+        SimPattern::Replay => Pattern::Replay(
+            f.replay
+                .as_ref()
+                .map(|rows| {
+                    rows.iter()
+                        .map(|r| (r.sector * SECTOR_BYTES, r.sectors * SECTOR_BYTES as u32))
+                        .collect()
+                })
+                .unwrap_or_default(),
+        ),
+        SimPattern::Web => {
+            return Err(io::Error::new(
+                io::ErrorKind::Unsupported,
+                format!(
+                    "flow {}: pattern = \"web\" is not supported by real runs yet",
+                    f.name
+                ),
+            ))
+        }
+    })
 }
 
 /// The results in the simulator's JSON format (`bfq sim --json`).
