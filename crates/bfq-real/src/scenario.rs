@@ -210,14 +210,6 @@ on_off = { on = "1M", off = "10ms" }
         assert_eq!((r.repeat, r.rerun_after), (3, Duration::from_secs(1)));
         assert_eq!(r.group.as_deref(), Some("/a/b"));
         assert_eq!((r.depth, r.sync), (1, true));
-        // an O_DIRECT io_uring reader: sync at any depth
-        let d = bfq_scenario::Scenario::from_toml_str(
-            "name = \"d\"\n[[flow]]\nname = \"r\"\npattern = \"rand\"\ndepth = 16\n",
-            "d",
-        )
-        .unwrap();
-        let (df, _) = from_plan(&d.plan().unwrap()).unwrap();
-        assert_eq!((df[0].depth, df[0].sync), (16, true));
         let w = &flows[1];
         assert_eq!(
             (w.dir, w.depth, w.block, w.sync),
@@ -226,31 +218,54 @@ on_off = { on = "1M", off = "10ms" }
         assert!(w.on_off.is_some());
         let b = groups.iter().find(|g| g.name == "/a/b").unwrap();
         assert_eq!((b.weight, b.parent.as_deref()), (300, Some("/a")));
+    }
 
-        let report = RunReport {
+    #[test]
+    fn an_o_direct_io_uring_reader_is_sync_at_any_depth() {
+        let d = bfq_scenario::Scenario::from_toml_str(
+            "name = \"d\"\n[[flow]]\nname = \"r\"\npattern = \"rand\"\ndepth = 16\n",
+            "d",
+        )
+        .unwrap();
+        let (df, _) = from_plan(&d.plan().unwrap()).unwrap();
+        assert_eq!((df[0].depth, df[0].sync), (16, true));
+    }
+
+    /// A 2-second fifo run of `flows`.
+    fn fifo_report(flows: Vec<crate::report::FlowReport>) -> RunReport {
+        RunReport {
             backend: "fifo".into(),
             target: "x".into(),
             seconds: 2.0,
             cpu_seconds: 0.0,
             scheduler: None,
-            flows: vec![crate::report::FlowReport {
-                name: "r".into(),
-                weight: 200,
-                ios: 2,
-                bytes: 8192,
-                lat_ns: vec![1000, 2000],
-                series_bytes: vec![4096, 4096],
-                run_starts_s: vec![0.25, 1.0],
-                run_ends_s: vec![0.5, 1.5],
-                ..Default::default()
-            }],
-        };
+            flows,
+        }
+    }
+
+    #[test]
+    fn results_count_each_run_its_own_time() {
+        let report = fifo_report(vec![crate::report::FlowReport {
+            name: "r".into(),
+            weight: 200,
+            ios: 2,
+            bytes: 8192,
+            lat_ns: vec![1000, 2000],
+            series_bytes: vec![4096, 4096],
+            run_starts_s: vec![0.25, 1.0],
+            run_ends_s: vec![0.5, 1.5],
+            ..Default::default()
+        }]);
         let j = to_sim_result(&report, "t", 1, Duration::from_secs(1));
         // each run's own time: the start delay and the gap are not counted
         assert_eq!(j.flows[0].run_times_s, vec![0.25, 0.5]);
         assert_eq!(j.flows[0].completions_s, vec![0.5, 1.5]);
         assert_eq!(j.flows[0].requests, 2);
         assert!(j.to_json().contains("\"scenario\": \"t\""));
+    }
+
+    #[test]
+    fn a_late_flow_is_counted_over_its_own_time() {
         // a flow that started late (a start delay, or after others) is
         // counted over its own time: 1 MiB from 1 s to 1.5 s is 2 MiB/s
         let late = crate::report::FlowReport {
@@ -262,9 +277,8 @@ on_off = { on = "1M", off = "10ms" }
             ..Default::default()
         };
         let report = RunReport {
-            flows: vec![late],
             seconds: 3.0,
-            ..report
+            ..fifo_report(vec![late])
         };
         let j = to_sim_result(&report, "t", 1, Duration::from_secs(1));
         assert!((j.flows[0].throughput_mib_s - 2.0).abs() < 1e-9);
