@@ -138,160 +138,246 @@ pub fn run_with<S: Scheduler + ?Sized>(
         queues_internally: dev.depth > 1,
         rotational: dev.rotational,
     });
-    let mut rng = Rng::new(seed);
-    let mut log = RunLog::default();
-    let mut ev: BinaryHeap<Reverse<(Time, u64, Ev)>> = BinaryHeap::new();
-    let mut seq = 0u64;
-    let mut push = |ev: &mut BinaryHeap<Reverse<(Time, u64, Ev)>>, t: Time, e: Ev| {
-        seq += 1;
-        ev.push(Reverse((t, seq, e)));
-    };
-    let mut pos = vec![0u64; defs.len()];
-    let mut held = vec![0u32; defs.len()];
-    let mut since = vec![0 as Time; defs.len()];
-    let mut reqflow: BTreeMap<u64, usize> = BTreeMap::new();
-    let mut issued_at: BTreeMap<u64, Time> = BTreeMap::new();
-    let mut issued_sectors = vec![0u64; defs.len()];
-    let mut done_sectors = vec![0u64; defs.len()];
-    log.latency = vec![vec![]; defs.len()];
-    log.done_at = vec![None; defs.len()];
-    log.per_flow = vec![0; defs.len()];
-    log.backlog = vec![vec![]; defs.len()];
-    for (i, d) in defs.iter().enumerate() {
-        log.flows.push(s.add_flow(0, d.spec).expect("flow"));
-        pos[i] = d.base;
-        let n = match d.kind {
-            Kind::Async { depth } => depth,
-            Kind::Sync { .. } => 1,
+    let mut h = Harness::new(dev, defs, until, seed);
+    h.add_flows(s);
+    loop {
+        h.fill(s, &mut on_dispatch);
+        let Some(Reverse((t, _, e))) = h.ev.pop() else {
+            break;
         };
-        for _ in 0..n {
-            push(&mut ev, d.start, Ev::Issue(i));
+        h.now = t;
+        match e {
+            Ev::Timer => {}
+            Ev::Issue(i) => h.issue(s, i),
+            Ev::Complete(id) => h.complete(s, id),
         }
     }
-    let mut next_id = 1u64;
-    let mut dev_free: Time = 0;
-    let mut head = 0u64;
-    let mut now: Time = 0;
-    let mut in_flight = 0u32;
-    loop {
-        // Let the scheduler fill the device.
-        while in_flight < dev.depth {
-            match s.dispatch(now) {
+    h.finish()
+}
+
+/// A run's state: the events (time, sequence number, event), the log,
+/// each flow's next position, requests held (and since when) and sectors
+/// issued and done, and the device's head, busy-until time and requests
+/// in flight.
+struct Harness<'a> {
+    dev: Dev,
+    defs: &'a [FlowDef],
+    until: Time,
+    rng: Rng,
+    log: RunLog,
+    ev: BinaryHeap<Reverse<(Time, u64, Ev)>>,
+    seq: u64,
+    pos: Vec<u64>,
+    held: Vec<u32>,
+    since: Vec<Time>,
+    reqflow: BTreeMap<u64, usize>,
+    issued_at: BTreeMap<u64, Time>,
+    issued_sectors: Vec<u64>,
+    done_sectors: Vec<u64>,
+    next_id: u64,
+    dev_free: Time,
+    head: u64,
+    now: Time,
+    in_flight: u32,
+}
+
+impl<'a> Harness<'a> {
+    /// A run of `defs` on `dev` until `until`, nothing issued yet.
+    fn new(dev: Dev, defs: &'a [FlowDef], until: Time, seed: u64) -> Self {
+        let n = defs.len();
+        let log = RunLog {
+            latency: vec![vec![]; n],
+            done_at: vec![None; n],
+            per_flow: vec![0; n],
+            backlog: vec![vec![]; n],
+            ..RunLog::default()
+        };
+        Harness {
+            dev,
+            defs,
+            until,
+            rng: Rng::new(seed),
+            log,
+            ev: BinaryHeap::new(),
+            seq: 0,
+            pos: vec![0; n],
+            held: vec![0; n],
+            since: vec![0; n],
+            reqflow: BTreeMap::new(),
+            issued_at: BTreeMap::new(),
+            issued_sectors: vec![0; n],
+            done_sectors: vec![0; n],
+            next_id: 1,
+            dev_free: 0,
+            head: 0,
+            now: 0,
+            in_flight: 0,
+        }
+    }
+
+    /// Queues event `e` at time `t` (after the events already queued at `t`).
+    fn push(&mut self, t: Time, e: Ev) {
+        self.seq += 1;
+        self.ev.push(Reverse((t, self.seq, e)));
+    }
+
+    /// Adds the flows to the scheduler and queues their first issues (one
+    /// per request a flow keeps outstanding) at their start times.
+    fn add_flows<S: Scheduler + ?Sized>(&mut self, s: &mut S) {
+        for (i, d) in self.defs.iter().enumerate() {
+            self.log.flows.push(s.add_flow(0, d.spec).expect("flow"));
+            self.pos[i] = d.base;
+            let n = match d.kind {
+                Kind::Async { depth } => depth,
+                Kind::Sync { .. } => 1,
+            };
+            for _ in 0..n {
+                self.push(d.start, Ev::Issue(i));
+            }
+        }
+    }
+
+    /// Lets the scheduler fill the device.
+    fn fill<S: Scheduler + ?Sized>(
+        &mut self,
+        s: &mut S,
+        on_dispatch: &mut impl FnMut(&S, &Request),
+    ) {
+        while self.in_flight < self.dev.depth {
+            match s.dispatch(self.now) {
                 Dispatch::Request(r) => {
                     on_dispatch(&*s, &r);
-                    assert!(
-                        log.dispatched_ids.insert(r.id),
-                        "request {} dispatched twice",
-                        r.id
-                    );
-                    let f = reqflow[&r.id];
-                    log.served.push(Served {
-                        time: now,
-                        flow: f,
-                        sectors: u64::from(r.sectors),
-                    });
-                    log.per_flow[f] += u64::from(r.sectors);
-                    let mut cost = dev.per_req + dev.per_sector * Time::from(r.sectors);
-                    log.dispatches += 1;
-                    if r.sector != head {
-                        cost += dev.seek;
-                    } else {
-                        log.contiguous += 1;
-                    }
-                    head = r.end();
-                    in_flight += 1;
-                    log.max_in_flight = log.max_in_flight.max(in_flight);
-                    let done = if dev.parallel {
-                        now + cost
-                    } else {
-                        dev_free = dev_free.max(now) + cost;
-                        dev_free
-                    };
-                    push(&mut ev, done, Ev::Complete(r.id));
+                    self.serve(&r);
                 }
                 Dispatch::Idle { until: t } => {
-                    assert!(t > now, "idle until the past");
-                    push(&mut ev, t, Ev::Timer);
+                    assert!(t > self.now, "idle until the past");
+                    self.push(t, Ev::Timer);
                     break;
                 }
                 Dispatch::Wait | Dispatch::Empty => break,
             }
         }
-        let Some(Reverse((t, _, e))) = ev.pop() else {
-            break;
+    }
+
+    /// Logs a dispatched request and queues its completion: its size's
+    /// cost plus a seek unless it starts at the head, after the requests
+    /// before it unless the device is parallel.
+    fn serve(&mut self, r: &Request) {
+        let log = &mut self.log;
+        assert!(
+            log.dispatched_ids.insert(r.id),
+            "request {} dispatched twice",
+            r.id
+        );
+        let f = self.reqflow[&r.id];
+        log.served.push(Served {
+            time: self.now,
+            flow: f,
+            sectors: u64::from(r.sectors),
+        });
+        log.per_flow[f] += u64::from(r.sectors);
+        let dev = self.dev;
+        let mut cost = dev.per_req + dev.per_sector * Time::from(r.sectors);
+        log.dispatches += 1;
+        if r.sector != self.head {
+            cost += dev.seek;
+        } else {
+            log.contiguous += 1;
+        }
+        self.head = r.end();
+        self.in_flight += 1;
+        log.max_in_flight = log.max_in_flight.max(self.in_flight);
+        let done = if dev.parallel {
+            self.now + cost
+        } else {
+            self.dev_free = self.dev_free.max(self.now) + cost;
+            self.dev_free
         };
-        now = t;
-        match e {
-            Ev::Timer => {}
-            Ev::Issue(i) => {
-                let d = &defs[i];
-                if now >= d.stop || now >= until || (d.limit > 0 && issued_sectors[i] >= d.limit) {
-                    continue;
-                }
-                issued_sectors[i] += u64::from(d.size);
-                let sector = if d.seq {
-                    let p = pos[i];
-                    pos[i] += if d.stride > 0 {
-                        d.stride
-                    } else {
-                        u64::from(d.size)
-                    };
-                    p
-                } else {
-                    d.base + (rng.next() % 1_000_000) * 8
-                };
-                let sync = matches!(d.kind, Kind::Sync { .. });
-                let r = Request {
-                    id: next_id,
-                    flow: log.flows[i],
-                    sector,
-                    sectors: d.size,
-                    op: d.op,
-                    sync,
-                };
-                reqflow.insert(next_id, i);
-                issued_at.insert(next_id, now);
-                next_id += 1;
-                s.add_request(now, r).expect("add");
-                log.issued += 1;
-                if held[i] == 0 {
-                    since[i] = now;
-                }
-                held[i] += 1;
-            }
-            Ev::Complete(id) => {
-                s.complete(now, id).expect("complete");
-                assert!(log.completed_ids.insert(id));
-                in_flight -= 1;
-                let i = reqflow[&id];
-                log.latency[i].push(now - issued_at[&id]);
-                done_sectors[i] += u64::from(defs[i].size);
-                if defs[i].limit > 0 && done_sectors[i] >= defs[i].limit && log.done_at[i].is_none()
-                {
-                    log.done_at[i] = Some(now);
-                }
-                held[i] -= 1;
-                if held[i] == 0 {
-                    let b = &mut log.backlog[i];
-                    // Quasi-backlogged: merge gaps shorter than T_wait.
-                    match b.last_mut() {
-                        Some(last) if since[i] <= last.1 + 8 * MS => last.1 = now,
-                        _ => b.push((since[i], now)),
-                    }
-                }
-                let think = match defs[i].kind {
-                    Kind::Sync { think } => think,
-                    Kind::Async { .. } => 0,
-                };
-                push(&mut ev, now + think, Ev::Issue(i));
+        self.push(done, Ev::Complete(r.id));
+    }
+
+    /// Flow `i` issues its next request (at its position if sequential,
+    /// anywhere if random), unless it stopped, the run ended or it issued
+    /// its limit.
+    fn issue<S: Scheduler + ?Sized>(&mut self, s: &mut S, i: usize) {
+        let (d, now) = (&self.defs[i], self.now);
+        if now >= d.stop || now >= self.until || (d.limit > 0 && self.issued_sectors[i] >= d.limit)
+        {
+            return;
+        }
+        self.issued_sectors[i] += u64::from(d.size);
+        let sector = if d.seq {
+            let p = self.pos[i];
+            self.pos[i] += if d.stride > 0 {
+                d.stride
+            } else {
+                u64::from(d.size)
+            };
+            p
+        } else {
+            d.base + (self.rng.next() % 1_000_000) * 8
+        };
+        let sync = matches!(d.kind, Kind::Sync { .. });
+        let id = self.next_id;
+        let r = Request {
+            id,
+            flow: self.log.flows[i],
+            sector,
+            sectors: d.size,
+            op: d.op,
+            sync,
+        };
+        self.reqflow.insert(id, i);
+        self.issued_at.insert(id, now);
+        self.next_id += 1;
+        s.add_request(now, r).expect("add");
+        self.log.issued += 1;
+        if self.held[i] == 0 {
+            self.since[i] = now;
+        }
+        self.held[i] += 1;
+    }
+
+    /// Completes request `id`: logs its latency, the flow's end (when it
+    /// reached its limit) and backlogged time, and queues the flow's next
+    /// issue (after its think time if synchronous).
+    fn complete<S: Scheduler + ?Sized>(&mut self, s: &mut S, id: u64) {
+        let now = self.now;
+        s.complete(now, id).expect("complete");
+        let log = &mut self.log;
+        assert!(log.completed_ids.insert(id));
+        self.in_flight -= 1;
+        let i = self.reqflow[&id];
+        let d = &self.defs[i];
+        log.latency[i].push(now - self.issued_at[&id]);
+        self.done_sectors[i] += u64::from(d.size);
+        if d.limit > 0 && self.done_sectors[i] >= d.limit && log.done_at[i].is_none() {
+            log.done_at[i] = Some(now);
+        }
+        self.held[i] -= 1;
+        if self.held[i] == 0 {
+            let b = &mut log.backlog[i];
+            // Quasi-backlogged: merge gaps shorter than T_wait.
+            match b.last_mut() {
+                Some(last) if self.since[i] <= last.1 + 8 * MS => last.1 = now,
+                _ => b.push((self.since[i], now)),
             }
         }
+        let think = match d.kind {
+            Kind::Sync { think } => think,
+            Kind::Async { .. } => 0,
+        };
+        self.push(now + think, Ev::Issue(i));
     }
-    for i in 0..defs.len() {
-        if held[i] > 0 {
-            log.backlog[i].push((since[i], now));
+
+    /// Closes the backlogged periods still open and returns the log.
+    fn finish(mut self) -> RunLog {
+        for i in 0..self.defs.len() {
+            if self.held[i] > 0 {
+                self.log.backlog[i].push((self.since[i], self.now));
+            }
         }
+        self.log.end = self.now;
+        self.log
     }
-    log.end = now;
-    log
 }
