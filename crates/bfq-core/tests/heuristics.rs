@@ -1144,103 +1144,12 @@ proptest! {
     /// once, nothing left behind.
     #[test]
     fn interface_fuzz_with_every_heuristic(ops in proptest::collection::vec(fuzz_op(), 1..400), prof in 0u8..3, dev in 0u8..3) {
-        let name = ["bfq", "bfq-plus-2014", "bfq-2010"][prof as usize];
-        let mut s = profile(name, &[]);
-        s.set_device(match dev {
-            0 => DeviceInfo::default(),
-            1 => DeviceInfo { queue_depth: 8, queues_internally: true, rotational: false },
-            _ => DeviceInfo { queue_depth: 32, queues_internally: true, rotational: true },
-        });
-        let g1 = s.add_group(GroupId::ROOT, 300).unwrap();
-        let g2 = s.add_group(g1, 100).unwrap();
-        let groups = [GroupId::ROOT, g1, g2];
-        let mut flows: Vec<FlowId> = (0..4).map(|i| s.add_flow(0, if i % 2 == 0 { FlowSpec::default() } else { FlowSpec::with_weight(100 * i) }).unwrap()).collect();
-        let mut pos: Vec<u64> = (0..4).map(|i| (i / 2) * 10_000_000).collect();
-        let mut in_flight: Vec<u64> = vec![];
-        let mut accepted = std::collections::BTreeSet::new();
-        let mut dispatched = std::collections::BTreeSet::new();
-        let mut now: Time = 0;
-        let mut next_id = 0u64;
-        let mut rng = common::Rng::new(11);
-        let take = |s: &mut Bfq, now: Time, in_flight: &mut Vec<u64>, dispatched: &mut std::collections::BTreeSet<u64>| -> Option<Time> {
-            match s.dispatch(now) {
-                Dispatch::Request(r) => {
-                    assert!(dispatched.insert(r.id), "dispatched twice");
-                    in_flight.push(r.id);
-                    None
-                }
-                Dispatch::Idle { until } => { assert!(until > now); Some(until) }
-                _ => None,
-            }
-        };
+        let mut z = Fuzz::new(prof, dev);
         for op in ops {
-            match op {
-                FuzzOp::AddFlow { default_weight, weight, group, class } => {
-                    let spec = FlowSpec {
-                        weight: if default_weight { None } else { Some(weight) },
-                        prio: IoPrio { class: IoClass::ALL[class as usize], level: 4 },
-                        group: groups[group],
-                    };
-                    flows.push(s.add_flow(now, spec).unwrap());
-                    // Pairs of flows share a region: merge candidates.
-                    pos.push((flows.len() as u64 / 2) * 10_000_000);
-                }
-                FuzzOp::RemoveFlow(i) => {
-                    if let Some(&f) = flows.get(i) {
-                        let _ = s.remove_flow(now, f);
-                    }
-                }
-                FuzzOp::AddReq { flow, near, sync, write, size } => {
-                    let Some(&f) = flows.get(flow) else { continue };
-                    let sector = if near {
-                        pos[flow] += 2 * u64::from(size);
-                        pos[flow] + (flow as u64 % 2) * u64::from(size)
-                    } else {
-                        (rng.next() % 1_000_000) * 1024
-                    };
-                    next_id += 1;
-                    let r = Request { id: next_id, flow: f, sector, sectors: size, op: if write { Op::Write } else { Op::Read }, sync };
-                    if s.add_request(now, r).is_ok() {
-                        accepted.insert(next_id);
-                    }
-                }
-                FuzzOp::Dispatch { dt_us } => {
-                    now += dt_us * US;
-                    take(&mut s, now, &mut in_flight, &mut dispatched);
-                }
-                FuzzOp::Complete { which, dt_us } => {
-                    now += dt_us * US;
-                    if !in_flight.is_empty() {
-                        let id = in_flight.swap_remove(which % in_flight.len());
-                        s.complete(now, id).unwrap();
-                    }
-                }
-            }
+            z.apply(op);
         }
-        // Drain.
-        let mut guard = 0;
-        loop {
-            guard += 1;
-            prop_assert!(guard < 1_000_000, "no progress");
-            if let Some(until) = take(&mut s, now, &mut in_flight, &mut dispatched) {
-                if let Some(id) = in_flight.pop() {
-                    now += 10 * US;
-                    s.complete(now, id).unwrap();
-                } else {
-                    now = until;
-                }
-                continue;
-            }
-            if s.queued() == 0 && in_flight.is_empty() {
-                break;
-            }
-            if let Some(id) = in_flight.pop() {
-                now += 10 * US;
-                s.complete(now, id).unwrap();
-            } else {
-                now += MS;
-            }
-        }
+        z.drain()?;
+        let Fuzz { mut s, flows, accepted, dispatched, now, .. } = z;
         s.check_invariants();
         prop_assert_eq!(&accepted, &dispatched);
         prop_assert_eq!(s.queued() + s.in_flight(), 0);
@@ -1249,6 +1158,188 @@ proptest! {
         // from the Debug dump: no accessor for these internals).
         if let Err(e) = nothing_left_behind(&mut s, now, &flows) {
             return Err(TestCaseError::fail(e));
+        }
+    }
+}
+
+/// The interface fuzz's state: the scheduler, its groups and flows (and
+/// each flow's next position), the requests accepted, dispatched and in
+/// flight, the clock, the last request id and the random sectors' stream.
+struct Fuzz {
+    s: Bfq,
+    groups: [GroupId; 3],
+    flows: Vec<FlowId>,
+    pos: Vec<u64>,
+    in_flight: Vec<u64>,
+    accepted: std::collections::BTreeSet<u64>,
+    dispatched: std::collections::BTreeSet<u64>,
+    now: Time,
+    next_id: u64,
+    rng: common::Rng,
+}
+
+impl Fuzz {
+    /// Profile `prof` (bfq, bfq-plus-2014, bfq-2010) on device `dev`
+    /// (default; 8 deep, flash; 32 deep, rotational), with two nested
+    /// groups and four flows (two of the default weight, two weighted).
+    fn new(prof: u8, dev: u8) -> Self {
+        let name = ["bfq", "bfq-plus-2014", "bfq-2010"][prof as usize];
+        let mut s = profile(name, &[]);
+        s.set_device(match dev {
+            0 => DeviceInfo::default(),
+            1 => DeviceInfo {
+                queue_depth: 8,
+                queues_internally: true,
+                rotational: false,
+            },
+            _ => DeviceInfo {
+                queue_depth: 32,
+                queues_internally: true,
+                rotational: true,
+            },
+        });
+        let g1 = s.add_group(GroupId::ROOT, 300).unwrap();
+        let g2 = s.add_group(g1, 100).unwrap();
+        let groups = [GroupId::ROOT, g1, g2];
+        let flows: Vec<FlowId> = (0..4)
+            .map(|i| {
+                let spec = if i % 2 == 0 {
+                    FlowSpec::default()
+                } else {
+                    FlowSpec::with_weight(100 * i)
+                };
+                s.add_flow(0, spec).unwrap()
+            })
+            .collect();
+        let pos: Vec<u64> = (0..4).map(|i| (i / 2) * 10_000_000).collect();
+        Fuzz {
+            s,
+            groups,
+            flows,
+            pos,
+            in_flight: vec![],
+            accepted: Default::default(),
+            dispatched: Default::default(),
+            now: 0,
+            next_id: 0,
+            rng: common::Rng::new(11),
+        }
+    }
+
+    /// Asks for a dispatch: a request (dispatched only once) goes in
+    /// flight; an idle answer gives the time it idles until (in the future).
+    fn take(&mut self) -> Option<Time> {
+        match self.s.dispatch(self.now) {
+            Dispatch::Request(r) => {
+                assert!(self.dispatched.insert(r.id), "dispatched twice");
+                self.in_flight.push(r.id);
+                None
+            }
+            Dispatch::Idle { until } => {
+                assert!(until > self.now);
+                Some(until)
+            }
+            _ => None,
+        }
+    }
+
+    /// Makes one random call.
+    fn apply(&mut self, op: FuzzOp) {
+        match op {
+            FuzzOp::AddFlow {
+                default_weight,
+                weight,
+                group,
+                class,
+            } => {
+                let spec = FlowSpec {
+                    weight: if default_weight { None } else { Some(weight) },
+                    prio: IoPrio {
+                        class: IoClass::ALL[class as usize],
+                        level: 4,
+                    },
+                    group: self.groups[group],
+                };
+                self.flows.push(self.s.add_flow(self.now, spec).unwrap());
+                // Pairs of flows share a region: merge candidates.
+                self.pos.push((self.flows.len() as u64 / 2) * 10_000_000);
+            }
+            FuzzOp::RemoveFlow(i) => {
+                if let Some(&f) = self.flows.get(i) {
+                    let _ = self.s.remove_flow(self.now, f);
+                }
+            }
+            FuzzOp::AddReq {
+                flow,
+                near,
+                sync,
+                write,
+                size,
+            } => self.add_request(flow, near, sync, write, size),
+            FuzzOp::Dispatch { dt_us } => {
+                self.now += dt_us * US;
+                self.take();
+            }
+            FuzzOp::Complete { which, dt_us } => {
+                self.now += dt_us * US;
+                if !self.in_flight.is_empty() {
+                    let id = self.in_flight.swap_remove(which % self.in_flight.len());
+                    self.s.complete(self.now, id).unwrap();
+                }
+            }
+        }
+    }
+
+    /// Adds a request of flow number `flow` (if there is one): next to its
+    /// last one if `near`, else at a random sector.
+    fn add_request(&mut self, flow: usize, near: bool, sync: bool, write: bool, size: u32) {
+        let Some(&f) = self.flows.get(flow) else {
+            return;
+        };
+        let sector = if near {
+            self.pos[flow] += 2 * u64::from(size);
+            self.pos[flow] + (flow as u64 % 2) * u64::from(size)
+        } else {
+            (self.rng.next() % 1_000_000) * 1024
+        };
+        self.next_id += 1;
+        let r = Request {
+            id: self.next_id,
+            flow: f,
+            sector,
+            sectors: size,
+            op: if write { Op::Write } else { Op::Read },
+            sync,
+        };
+        if self.s.add_request(self.now, r).is_ok() {
+            self.accepted.insert(self.next_id);
+        }
+    }
+
+    /// Dispatches and completes until nothing is queued or in flight.
+    fn drain(&mut self) -> Result<(), TestCaseError> {
+        let mut guard = 0;
+        loop {
+            guard += 1;
+            prop_assert!(guard < 1_000_000, "no progress");
+            if let Some(until) = self.take() {
+                if let Some(id) = self.in_flight.pop() {
+                    self.now += 10 * US;
+                    self.s.complete(self.now, id).unwrap();
+                } else {
+                    self.now = until;
+                }
+                continue;
+            }
+            if self.s.queued() == 0 && self.in_flight.is_empty() {
+                return Ok(());
+            }
+            if let Some(id) = self.in_flight.pop() {
+                self.now += 10 * US;
+                self.s.complete(self.now, id).unwrap();
+            } else {
+                self.now += MS;
+            }
         }
     }
 }
