@@ -1542,86 +1542,114 @@ fn h7_injection_engages_when_the_next_request_arrives_at_completion() {
     // never grew, and injection changed nothing (2018-io-control). That is
     // the kernel's count (`tot_rq_in_driver`), `inject_limit_counts_all`,
     // on in `bfq-kernel`: with it nothing is injected here.
-    let go = |inj: &str, all: &str| {
-        let mut s = profile(
-            "bfq",
-            &[
-                ("injection", inj),
-                ("low_latency", "0"),
-                ("inject_limit_counts_all", all),
-            ],
-        );
-        s.set_device(DeviceInfo {
-            queue_depth: 32,
-            queues_internally: true,
-            rotational: false,
-        });
-        let flows = [
-            s.add_flow(0, FlowSpec::with_weight(300)).unwrap(),
-            s.add_flow(0, FlowSpec::with_weight(100)).unwrap(),
-        ];
-        let mut id: u64 = 0;
-        let mut seed: u64 = 12345;
-        let mut next = |f: usize| {
-            id += 1;
-            seed = seed
-                .wrapping_mul(6364136223846793005)
-                .wrapping_add(1442695040888963407);
-            Request {
-                id,
-                flow: flows[f],
-                sector: (seed >> 20) % 100_000_000 / 8 * 8 + f as u64 * 200_000_000,
-                sectors: 8,
-                op: Op::Read,
-                sync: true,
-            }
-        };
-        let mut owner = std::collections::HashMap::new();
-        for f in 0..2 {
-            let r = next(f);
-            owner.insert(r.id, f);
-            s.add_request(0, r).unwrap();
-        }
-        // Every request takes 150 us, in parallel (a flash device).
-        let mut in_flight: Vec<(Time, u64)> = vec![];
-        let mut done = [0u64; 2];
-        let mut now: Time = 0;
-        let mut idle: Option<Time> = None;
-        while now < SEC {
-            loop {
-                match s.dispatch(now) {
-                    Dispatch::Request(r) => in_flight.push((now + 150 * US, r.id)),
-                    Dispatch::Idle { until } => {
-                        idle = Some(until);
-                        break;
-                    }
-                    _ => break,
-                }
-            }
-            let t_c = in_flight.iter().map(|x| x.0).min().unwrap_or(Time::MAX);
-            now = t_c.min(idle.take().unwrap_or(Time::MAX));
-            assert!(now < Time::MAX);
-            let (fin, rest): (Vec<_>, Vec<_>) = in_flight.iter().partition(|x| x.0 <= now);
-            in_flight = rest;
-            for (_, rid) in fin {
-                s.complete(now, rid).unwrap();
-                let f = owner[&rid];
-                done[f] += 1;
-                let r = next(f);
-                owner.insert(r.id, f);
-                s.add_request(now, r).unwrap();
-            }
-        }
-        (done[0] + done[1], s.stats().injected)
-    };
-    let (on, injected) = go("1", "0");
-    let (off, _) = go("0", "0");
-    let (all, injected_all) = go("1", "1");
+    let (on, injected) = two_readers_on_flash("1", "0");
+    let (off, _) = two_readers_on_flash("0", "0");
+    let (all, injected_all) = two_readers_on_flash("1", "1");
     eprintln!("with injection {on} requests ({injected} injected), without {off}; counting the idling flow's own request {all} ({injected_all})");
     assert!(injected > 0);
     assert!(on as f64 > 1.3 * off as f64, "{on} vs {off}");
     assert_eq!(injected_all, 0);
     assert_eq!(all, off);
+}
+
+/// Two sync random readers (weights 300 and 100) on a 32-deep flash
+/// device for one second, `injection` and `inject_limit_counts_all` as
+/// given (`low_latency` off): the requests served, and those injected.
+fn two_readers_on_flash(inj: &str, all: &str) -> (u64, u64) {
+    let mut s = profile(
+        "bfq",
+        &[
+            ("injection", inj),
+            ("low_latency", "0"),
+            ("inject_limit_counts_all", all),
+        ],
+    );
+    s.set_device(DeviceInfo {
+        queue_depth: 32,
+        queues_internally: true,
+        rotational: false,
+    });
+    let flows = [
+        s.add_flow(0, FlowSpec::with_weight(300)).unwrap(),
+        s.add_flow(0, FlowSpec::with_weight(100)).unwrap(),
+    ];
+    let mut reads = RandomReads {
+        flows,
+        id: 0,
+        seed: 12345,
+        owner: std::collections::HashMap::new(),
+    };
+    for f in 0..2 {
+        reads.add(&mut s, 0, f);
+    }
+    let done = reissue_at_completion(&mut s, &mut reads);
+    (done[0] + done[1], s.stats().injected)
+}
+
+/// Two flows' sync random reads of 8 sectors, each flow in its own
+/// 200M-sector region, from a seeded linear congruential stream; and
+/// which flow each request is of.
+struct RandomReads {
+    flows: [FlowId; 2],
+    id: u64,
+    seed: u64,
+    owner: std::collections::HashMap<u64, usize>,
+}
+
+impl RandomReads {
+    /// Adds flow `f`'s next read at `now`.
+    fn add(&mut self, s: &mut Bfq, now: Time, f: usize) {
+        self.id += 1;
+        self.seed = self
+            .seed
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        let r = Request {
+            id: self.id,
+            flow: self.flows[f],
+            sector: (self.seed >> 20) % 100_000_000 / 8 * 8 + f as u64 * 200_000_000,
+            sectors: 8,
+            op: Op::Read,
+            sync: true,
+        };
+        self.owner.insert(r.id, f);
+        s.add_request(now, r).unwrap();
+    }
+}
+
+/// Serves for one second, every request taking 150 us in parallel (a
+/// flash device), each flow issuing its next request at the instant its
+/// previous one completes, before the scheduler dispatches again: the
+/// requests each flow completed.
+fn reissue_at_completion(s: &mut Bfq, reads: &mut RandomReads) -> [u64; 2] {
+    let mut in_flight: Vec<(Time, u64)> = vec![];
+    let mut done = [0u64; 2];
+    let mut now: Time = 0;
+    let mut idle: Option<Time> = None;
+    while now < SEC {
+        loop {
+            match s.dispatch(now) {
+                Dispatch::Request(r) => in_flight.push((now + 150 * US, r.id)),
+                Dispatch::Idle { until } => {
+                    idle = Some(until);
+                    break;
+                }
+                _ => break,
+            }
+        }
+        let t_c = in_flight.iter().map(|x| x.0).min().unwrap_or(Time::MAX);
+        now = t_c.min(idle.take().unwrap_or(Time::MAX));
+        assert!(now < Time::MAX);
+        let (fin, rest): (Vec<_>, Vec<_>) = in_flight.iter().partition(|x| x.0 <= now);
+        in_flight = rest;
+        for (_, rid) in fin {
+            s.complete(now, rid).unwrap();
+            let f = reads.owner[&rid];
+            done[f] += 1;
+            reads.add(s, now, f);
+        }
+    }
+    done
 }
 
 #[test]
