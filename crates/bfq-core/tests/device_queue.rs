@@ -23,79 +23,16 @@ fn ssd() -> DeviceInfo {
 /// Returns the dispatch answers: requests, idles, and waits or idles
 /// with requests queued and room on the device.
 fn run(profile: &str, flows: u32, per: u32, rounds: u32) -> (u64, u64, u64) {
-    let mut s = Bfq::from_profile(profile, &Settings::new()).unwrap();
-    s.set_device(ssd());
-    let ids: Vec<FlowId> = (0..flows)
-        .map(|_| s.add_flow(0, FlowSpec::with_weight(100)).unwrap())
-        .collect();
-    let mut rng: u64 = 0x9E37_79B9_7F4A_7C15;
-    let mut next_sector = || {
-        rng ^= rng << 13;
-        rng ^= rng >> 7;
-        rng ^= rng << 17;
-        (rng % (1 << 21)) * 8
-    };
-    let (mut now, mut id) = (0, 0u64);
-    // Dispatched, in device order: (request id, flow).
-    let mut device = std::collections::VecDeque::new();
-    let (mut dispatched, mut idles, mut held_back) = (0u64, 0u64, 0u64);
-    let mut add = |s: &mut Bfq, now: Time, f: usize, id: &mut u64| {
-        let r = Request {
-            id: *id,
-            flow: ids[f],
-            sector: next_sector(),
-            sectors: 8,
-            op: Op::Read,
-            sync: true,
-        };
-        *id += 1;
-        s.add_request(now, r).unwrap();
-    };
-    let mut fill =
-        |s: &mut Bfq, now: Time, device: &mut std::collections::VecDeque<(u64, FlowId)>| {
-            while s.in_flight() < DEPTH as usize {
-                match s.dispatch(now) {
-                    Dispatch::Request(r) => {
-                        dispatched += 1;
-                        device.push_back((r.id, r.flow));
-                    }
-                    d => {
-                        idles += u64::from(matches!(d, Dispatch::Idle { .. }));
-                        if s.queued() > 0 {
-                            held_back += 1;
-                        }
-                        break;
-                    }
-                }
-            }
-        };
+    let mut r = Readers::new(profile, flows);
     for f in 0..flows as usize {
         for _ in 0..per {
-            add(&mut s, now, f, &mut id);
+            r.add(f);
         }
     }
-    fill(&mut s, now, &mut device);
+    r.fill();
     for k in 0..rounds {
-        // Every 7th round the device completes a burst of 8 before the
-        // readers come back, every 50th everything it holds.
-        let burst = match k {
-            _ if k % 50 == 0 => device.len(),
-            _ if k % 7 == 0 => 8.min(device.len()),
-            _ => 1,
-        };
-        let mut done = Vec::new();
-        for _ in 0..burst {
-            now += 4 * US;
-            let (rid, flow) = device.pop_front().expect("in flight");
-            s.complete(now, rid).unwrap();
-            done.push(ids.iter().position(|&x| x == flow).expect("a flow"));
-            fill(&mut s, now, &mut device);
-        }
-        now += US;
-        for f in done {
-            add(&mut s, now, f, &mut id);
-            fill(&mut s, now, &mut device);
-        }
+        r.round(k);
+        let s = &r.s;
         assert!(
             s.queued() == 0 || s.in_flight() == DEPTH as usize,
             "{profile} {flows}x{per}: {} queued with {} in flight",
@@ -103,7 +40,105 @@ fn run(profile: &str, flows: u32, per: u32, rounds: u32) -> (u64, u64, u64) {
             s.in_flight()
         );
     }
-    (dispatched, idles, held_back)
+    (r.dispatched, r.idles, r.held_back)
+}
+
+/// The readers, the scheduler and the device: the clock, the next
+/// request id and the random sectors' stream; the dispatched requests
+/// in device order (request id, flow); and the dispatch answers counted.
+struct Readers {
+    s: Bfq,
+    ids: Vec<FlowId>,
+    rng: u64,
+    now: Time,
+    id: u64,
+    device: std::collections::VecDeque<(u64, FlowId)>,
+    dispatched: u64,
+    idles: u64,
+    held_back: u64,
+}
+
+impl Readers {
+    /// `flows` readers of weight 100 under `profile`, on [`ssd`].
+    fn new(profile: &str, flows: u32) -> Self {
+        let mut s = Bfq::from_profile(profile, &Settings::new()).unwrap();
+        s.set_device(ssd());
+        let ids: Vec<FlowId> = (0..flows)
+            .map(|_| s.add_flow(0, FlowSpec::with_weight(100)).unwrap())
+            .collect();
+        Readers {
+            s,
+            ids,
+            rng: 0x9E37_79B9_7F4A_7C15,
+            now: 0,
+            id: 0,
+            device: Default::default(),
+            dispatched: 0,
+            idles: 0,
+            held_back: 0,
+        }
+    }
+
+    /// Reader `f` adds a sync read of 8 sectors at a random sector.
+    fn add(&mut self, f: usize) {
+        self.rng ^= self.rng << 13;
+        self.rng ^= self.rng >> 7;
+        self.rng ^= self.rng << 17;
+        let r = Request {
+            id: self.id,
+            flow: self.ids[f],
+            sector: (self.rng % (1 << 21)) * 8,
+            sectors: 8,
+            op: Op::Read,
+            sync: true,
+        };
+        self.id += 1;
+        self.s.add_request(self.now, r).unwrap();
+    }
+
+    /// Dispatches until the device is full or the scheduler answers
+    /// otherwise (an idle, or an answer with requests queued, counted).
+    fn fill(&mut self) {
+        while self.s.in_flight() < DEPTH as usize {
+            match self.s.dispatch(self.now) {
+                Dispatch::Request(r) => {
+                    self.dispatched += 1;
+                    self.device.push_back((r.id, r.flow));
+                }
+                d => {
+                    self.idles += u64::from(matches!(d, Dispatch::Idle { .. }));
+                    if self.s.queued() > 0 {
+                        self.held_back += 1;
+                    }
+                    break;
+                }
+            }
+        }
+    }
+
+    /// Round `k`: the device completes one request (every 7th round a
+    /// burst of 8 before the readers come back, every 50th everything it
+    /// holds), then each reader served adds its next one.
+    fn round(&mut self, k: u32) {
+        let burst = match k {
+            _ if k % 50 == 0 => self.device.len(),
+            _ if k % 7 == 0 => 8.min(self.device.len()),
+            _ => 1,
+        };
+        let mut done = Vec::new();
+        for _ in 0..burst {
+            self.now += 4 * US;
+            let (rid, flow) = self.device.pop_front().expect("in flight");
+            self.s.complete(self.now, rid).unwrap();
+            done.push(self.ids.iter().position(|&x| x == flow).expect("a flow"));
+            self.fill();
+        }
+        self.now += US;
+        for f in done {
+            self.add(f);
+            self.fill();
+        }
+    }
 }
 
 #[test]
