@@ -185,6 +185,28 @@ fn bad_input_is_an_error_not_a_panic() {
         op: Op::Read,
         sync: true,
     };
+    refuses_bad_flows_and_groups(&mut s);
+    refuses_bad_requests(&mut s, r);
+    // Removing a flow: new requests refused, then the id is unknown.
+    s.remove_flow(2, f).unwrap();
+    assert_eq!(
+        s.add_request(2, Request { id: 2, ..r }),
+        Err(SchedError::UnknownFlow(f))
+    );
+    assert_eq!(s.remove_flow(2, f), Err(SchedError::UnknownFlow(f)));
+    assert!(matches!(
+        Bfq::from_settings(&Settings::from_pairs([("max_budget", "x")])),
+        Err(SchedError::InvalidSetting { .. })
+    ));
+    assert!(matches!(
+        Bfq::from_settings(&Settings::from_pairs([("nope", "1")])),
+        Err(SchedError::UnknownSetting { .. })
+    ));
+}
+
+/// Flows of weight 0 or 1001, of level 8 or in an unknown group, and a
+/// group of weight 0, are refused.
+fn refuses_bad_flows_and_groups(s: &mut Bfq) {
     assert_eq!(
         s.add_flow(0, FlowSpec::with_weight(0)),
         Err(SchedError::InvalidWeight(0))
@@ -213,6 +235,12 @@ fn bad_input_is_an_error_not_a_panic() {
         s.add_group(GroupId::ROOT, 0),
         Err(SchedError::InvalidWeight(0))
     );
+}
+
+/// A request of an unknown flow, of no sectors or added twice is
+/// refused, and so is the completion of a request not dispatched,
+/// unknown or completed already; request `r` (id 1) is served meanwhile.
+fn refuses_bad_requests(s: &mut Bfq, r: Request) {
     assert_eq!(
         s.add_request(
             0,
@@ -234,21 +262,6 @@ fn bad_input_is_an_error_not_a_panic() {
     assert!(matches!(s.dispatch(0), Dispatch::Request(_)));
     s.complete(1, 1).unwrap();
     assert_eq!(s.complete(1, 1), Err(SchedError::UnknownRequest(1)));
-    // Removing a flow: new requests refused, then the id is unknown.
-    s.remove_flow(2, f).unwrap();
-    assert_eq!(
-        s.add_request(2, Request { id: 2, ..r }),
-        Err(SchedError::UnknownFlow(f))
-    );
-    assert_eq!(s.remove_flow(2, f), Err(SchedError::UnknownFlow(f)));
-    assert!(matches!(
-        Bfq::from_settings(&Settings::from_pairs([("max_budget", "x")])),
-        Err(SchedError::InvalidSetting { .. })
-    ));
-    assert!(matches!(
-        Bfq::from_settings(&Settings::from_pairs([("nope", "1")])),
-        Err(SchedError::UnknownSetting { .. })
-    ));
 }
 
 #[test]
