@@ -121,8 +121,8 @@ impl Readers {
     /// holds), then each reader served adds its next one.
     fn round(&mut self, k: u32) {
         let burst = match k {
-            _ if k % 50 == 0 => self.device.len(),
-            _ if k % 7 == 0 => 8.min(self.device.len()),
+            _ if k.is_multiple_of(50) => self.device.len(),
+            _ if k.is_multiple_of(7) => 8.min(self.device.len()),
             _ => 1,
         };
         let mut done = Vec::new();
