@@ -4,6 +4,7 @@
 use bfq_core::Settings;
 use bfq_real::sys::{self, LoopDevice};
 use bfq_real::{Backend, Dir, FlowDesc, Pattern, RunConfig};
+use std::path::Path;
 use std::time::Duration;
 
 fn flows() -> Vec<FlowDesc> {
@@ -119,9 +120,43 @@ fn kernel_side_by_side_on_a_loop_device() {
         }
     };
     let (_, before) = sys::block_schedulers(dev.path()).unwrap();
+    runs_on_each_backend(dev.path());
+    runs_nested_kernel_groups(dev.path());
+    warm_up_reads_through_the_kernel(dev.path());
+    let (_, after) = sys::block_schedulers(dev.path()).unwrap();
+    assert_eq!(before, after, "the device's scheduler is restored");
+    // No cgroup of ours is left.
+    let pid = std::process::id();
+    assert!(!std::path::Path::new(&format!("{}/bfq-rs-{pid}-0", sys::BLKIO_V1)).exists());
+    assert!(!std::path::Path::new(&format!("{}/bfq-rs-{pid}-g0", sys::BLKIO_V1)).exists());
+    one_cgroup_for_all(dev.path());
+    // Writes to a device are refused unless allowed.
+    let mut w = flows();
+    w[0].dir = Dir::Write;
+    let cfg = RunConfig::new(
+        dev.path(),
+        Backend::parse("kernel:none", Settings::new()),
+        Duration::from_secs(1),
+    );
+    assert!(bfq_real::run(&cfg, &w).is_err());
+    dev.remove().unwrap();
+}
+
+/// A kernel:bfq run of up to 30 s on `dev`.
+fn kernel_bfq(dev: &Path) -> RunConfig {
+    RunConfig::new(
+        dev,
+        Backend::parse("kernel:bfq", Settings::new()),
+        Duration::from_secs(30),
+    )
+}
+
+/// The flows run without errors under kernel:bfq, kernel:none and fifo,
+/// the first reading its 2 MiB.
+fn runs_on_each_backend(dev: &Path) {
     for sched in ["kernel:bfq", "kernel:none", "fifo"] {
         let cfg = RunConfig::new(
-            dev.path(),
+            dev,
             Backend::parse(sched, Settings::new()),
             Duration::from_secs(30),
         );
@@ -133,12 +168,11 @@ fn kernel_side_by_side_on_a_loop_device() {
             r.flows
         );
     }
-    // Nested groups on the kernel side: cgroups inside cgroups.
-    let mut cfg = RunConfig::new(
-        dev.path(),
-        Backend::parse("kernel:bfq", Settings::new()),
-        Duration::from_secs(30),
-    );
+}
+
+/// Nested groups on the kernel side: cgroups inside cgroups.
+fn runs_nested_kernel_groups(dev: &Path) {
+    let mut cfg = kernel_bfq(dev);
     cfg.groups = vec![
         bfq_real::GroupDesc {
             name: "/a".into(),
@@ -156,49 +190,44 @@ fn kernel_side_by_side_on_a_loop_device() {
     g[1].group = Some("/a".into());
     let r = bfq_real::run(&cfg, &g).unwrap();
     assert!(r.flows.iter().all(|f| f.errors == 0), "{:?}", r.flows);
-    // A warm-up reads through the device's scheduler before the flows:
-    // the device counts more sectors read than the flows' byte budgets.
-    let read_sectors = || -> u64 {
-        let name = dev.path().file_name().unwrap().to_str().unwrap().to_owned();
-        let stat = std::fs::read_to_string(format!("/sys/block/{name}/stat")).unwrap();
-        stat.split_whitespace().nth(2).unwrap().parse().unwrap()
-    };
-    let mut cfg = RunConfig::new(
-        dev.path(),
-        Backend::parse("kernel:bfq", Settings::new()),
-        Duration::from_secs(30),
-    );
+}
+
+/// Sectors read from block device `dev` so far (its `stat`).
+fn read_sectors(dev: &Path) -> u64 {
+    let name = dev.file_name().unwrap().to_str().unwrap().to_owned();
+    let stat = std::fs::read_to_string(format!("/sys/block/{name}/stat")).unwrap();
+    stat.split_whitespace().nth(2).unwrap().parse().unwrap()
+}
+
+/// A warm-up reads through the device's scheduler before the flows:
+/// the device counts more sectors read than the flows' byte budgets.
+fn warm_up_reads_through_the_kernel(dev: &Path) {
+    let mut cfg = kernel_bfq(dev);
     let budgets: u64 = flows()
         .iter()
         .map(|f| f.bytes.unwrap() * f.repeat as u64)
         .sum();
-    let without = read_sectors();
+    let without = read_sectors(dev);
     bfq_real::run(&cfg, &flows()).unwrap();
-    let flows_only = read_sectors() - without;
+    let flows_only = read_sectors(dev) - without;
     assert!(
         flows_only * 512 <= budgets + (1 << 20),
         "{flows_only} sectors"
     );
     cfg.warm_up = Some(Duration::from_millis(200));
-    let with = read_sectors();
+    let with = read_sectors(dev);
     let r = bfq_real::run(&cfg, &flows()).unwrap();
     assert!(r.flows.iter().all(|f| f.errors == 0), "{:?}", r.flows);
     assert!(
-        (read_sectors() - with) * 512 > budgets + (1 << 20),
+        (read_sectors(dev) - with) * 512 > budgets + (1 << 20),
         "the warm-up read through kernel:bfq"
     );
-    let (_, after) = sys::block_schedulers(dev.path()).unwrap();
-    assert_eq!(before, after, "the device's scheduler is restored");
-    // No cgroup of ours is left.
-    let pid = std::process::id();
-    assert!(!std::path::Path::new(&format!("{}/bfq-rs-{pid}-0", sys::BLKIO_V1)).exists());
-    assert!(!std::path::Path::new(&format!("{}/bfq-rs-{pid}-g0", sys::BLKIO_V1)).exists());
-    // One cgroup for all: equal weights run, flows stay where they are.
-    let mut cfg = RunConfig::new(
-        dev.path(),
-        Backend::parse("kernel:bfq", Settings::new()),
-        Duration::from_secs(30),
-    );
+}
+
+/// One cgroup for all: flows of different weights are refused, equal
+/// weights run, flows stay where they are.
+fn one_cgroup_for_all(dev: &Path) {
+    let mut cfg = kernel_bfq(dev);
     cfg.kernel_groups = bfq_real::KernelGroups::One;
     let e = bfq_real::run(&cfg, &flows()).unwrap_err();
     assert_eq!(e.kind(), std::io::ErrorKind::Unsupported, "{e}");
@@ -209,16 +238,6 @@ fn kernel_side_by_side_on_a_loop_device() {
     let r = bfq_real::run(&cfg, &same).unwrap();
     assert!(r.flows.iter().all(|f| f.errors == 0), "{:?}", r.flows);
     assert_eq!(r.flows[0].bytes, 2 << 20);
-    // Writes to a device are refused unless allowed.
-    let mut w = flows();
-    w[0].dir = Dir::Write;
-    let cfg = RunConfig::new(
-        dev.path(),
-        Backend::parse("kernel:none", Settings::new()),
-        Duration::from_secs(1),
-    );
-    assert!(bfq_real::run(&cfg, &w).is_err());
-    dev.remove().unwrap();
 }
 
 #[test]
