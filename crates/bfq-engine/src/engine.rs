@@ -208,36 +208,15 @@ impl EngineBuilder {
             None => bfq_schedulers::build(&self.scheduler, &self.settings)
                 .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?,
         };
-        let (file, len, block_size, rotational) = match self.target {
-            TargetSpec::Nop => (None, u64::MAX, 512, false),
-            TargetSpec::File(f) => {
-                let (len, bs, rot) = describe(&f)?;
-                (Some(f), len, bs, rot)
-            }
-            TargetSpec::Path(p) => {
-                let f = open_target(&p, self.writable, self.direct, self.create_size)?;
-                let (len, bs, rot) = describe(&f)?;
-                (Some(f), len, bs, rot)
-            }
-        };
+        let (file, len, block_size, rotational) =
+            target_file(self.target, self.writable, self.direct, self.create_size)?;
         let device = self.device.unwrap_or(DeviceInfo {
             queue_depth: self.queue_depth,
             queues_internally: self.queue_depth > 1,
             rotational,
         });
         sched.set_device(device);
-        // SAFETY: plain syscall, result checked.
-        let tfd = unsafe {
-            libc::timerfd_create(
-                libc::CLOCK_MONOTONIC,
-                libc::TFD_CLOEXEC | libc::TFD_NONBLOCK,
-            )
-        };
-        if tfd < 0 {
-            return Err(io::Error::last_os_error());
-        }
-        // SAFETY: a fresh descriptor we own.
-        let timerfd = unsafe { OwnedFd::from_raw_fd(tfd) };
+        let timerfd = monotonic_timerfd()?;
         let origin = Instant::now();
         let core = Core::new(
             sched,
@@ -273,6 +252,47 @@ impl EngineBuilder {
             device,
         })
     }
+}
+
+/// The open target of an [`EngineBuilder`]'s [`TargetSpec`] (opened here
+/// if given by path) with its length in bytes, logical block size and
+/// whether it is rotational; a NOP engine has no file, an unbounded
+/// length, 512-byte blocks and is not rotational.
+fn target_file(
+    target: TargetSpec,
+    writable: bool,
+    direct: bool,
+    create: Option<u64>,
+) -> io::Result<(Option<File>, u64, u32, bool)> {
+    Ok(match target {
+        TargetSpec::Nop => (None, u64::MAX, 512, false),
+        TargetSpec::File(f) => {
+            let (len, bs, rot) = describe(&f)?;
+            (Some(f), len, bs, rot)
+        }
+        TargetSpec::Path(p) => {
+            let f = open_target(&p, writable, direct, create)?;
+            let (len, bs, rot) = describe(&f)?;
+            (Some(f), len, bs, rot)
+        }
+    })
+}
+
+/// A non-blocking, close-on-exec timerfd on `CLOCK_MONOTONIC`: the
+/// idle timer that wakes the engine's service thread (`Core::set_timer`).
+fn monotonic_timerfd() -> io::Result<OwnedFd> {
+    // SAFETY: plain syscall, result checked.
+    let tfd = unsafe {
+        libc::timerfd_create(
+            libc::CLOCK_MONOTONIC,
+            libc::TFD_CLOEXEC | libc::TFD_NONBLOCK,
+        )
+    };
+    if tfd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: a fresh descriptor we own.
+    Ok(unsafe { OwnedFd::from_raw_fd(tfd) })
 }
 
 /// Opens the target. With `O_NOATIME` where the caller may (its owner, or
