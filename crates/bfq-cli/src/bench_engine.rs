@@ -8,7 +8,7 @@
 //! - `fairness`: 2 and 5 greedy sequential readers, weights 100:300 and
 //!   1:2:3:4:5, on a loop device over a regular file: engine vs kernel:bfq.
 
-use bfq_engine::{Engine, FlowOptions, Settings, ShutdownMode, SubmitMode};
+use bfq_engine::{Engine, EngineStats, Flow, FlowOptions, Settings, ShutdownMode, SubmitMode};
 use bfq_real::sys::{self, LoopDevice};
 use bfq_real::{Backend, FlowDesc, Pattern, RunConfig, RunReport};
 use clap::{Args as ClapArgs, Subcommand};
@@ -545,56 +545,85 @@ fn nop(
     };
     let mut out = Vec::new();
     for s in &scheds {
-        let (name, mode, private_rings) = split_mode(s);
-        let engine = Engine::nop()
-            .scheduler(name)
-            .submit_mode(mode)
-            .private_rings(private_rings)
-            .queue_depth(depth)
-            .open()?;
-        let stop = Arc::new(AtomicBool::new(false));
-        let handles: Vec<_> = (0..flows)
-            .map(|i| {
-                let flow = engine.flow(FlowOptions::weight(100).sync(false))?;
-                let stop = stop.clone();
-                Ok(std::thread::spawn(move || {
-                    let mut q = std::collections::VecDeque::with_capacity(window as usize);
-                    let mut done = 0u64;
-                    let mut sector = u64::from(i) << 32;
-                    while !stop.load(Ordering::Relaxed) {
-                        while q.len() < window as usize {
-                            q.push_back(flow.nop_async(sector, 8));
-                            sector += 8;
-                        }
-                        // Wait for half the window (at least one request), then
-                        // refill.
-                        for _ in 0..window.div_ceil(2) {
-                            let p = q.pop_front().expect("window");
-                            if p.wait().0.is_ok() {
-                                done += 1;
-                            }
-                        }
-                    }
-                    for p in q {
-                        let _ = p.wait();
-                        done += 1;
-                    }
-                    done
-                }))
-            })
-            .collect::<anyhow::Result<_>>()?;
-        let t0 = Instant::now();
-        let cpu0 = bfq_real::process_cpu_seconds();
-        std::thread::sleep(Duration::from_secs_f64(seconds));
-        stop.store(true, Ordering::Relaxed);
-        let total: u64 = handles.into_iter().map(|h| h.join().unwrap_or(0)).sum();
-        let secs = t0.elapsed().as_secs_f64();
-        let stats = engine.shutdown(ShutdownMode::Drain)?;
-        // Process CPU per request (all threads, the service thread's too):
-        // what a loaded machine changes least.
-        let cpu_ns = (bfq_real::process_cpu_seconds() - cpu0) * 1e9 / total.max(1) as f64;
-        out.push((s.clone(), total as f64 / secs, cpu_ns, stats));
+        let (rate, cpu_ns, stats) = nop_measure(s, flows, depth, window, seconds)?;
+        out.push((s.clone(), rate, cpu_ns, stats));
     }
+    print_nop(&out, (flows, depth, window, seconds), json_out)
+}
+
+/// One `nop` column: `flows` threads keep `window` NOPs each outstanding
+/// through an engine on scheduler `s` (`NAME[@mode]`, see [`split_mode`])
+/// of device depth `depth` for `seconds`. Requests per second, process
+/// CPU ns per request and the service thread's stats.
+fn nop_measure(
+    s: &str,
+    flows: u32,
+    depth: u32,
+    window: u32,
+    seconds: f64,
+) -> anyhow::Result<(f64, f64, EngineStats)> {
+    let (name, mode, private_rings) = split_mode(s);
+    let engine = Engine::nop()
+        .scheduler(name)
+        .submit_mode(mode)
+        .private_rings(private_rings)
+        .queue_depth(depth)
+        .open()?;
+    let stop = Arc::new(AtomicBool::new(false));
+    let handles: Vec<_> = (0..flows)
+        .map(|i| {
+            let flow = engine.flow(FlowOptions::weight(100).sync(false))?;
+            let stop = stop.clone();
+            Ok(std::thread::spawn(move || nop_flow(&flow, i, window, &stop)))
+        })
+        .collect::<anyhow::Result<_>>()?;
+    let t0 = Instant::now();
+    let cpu0 = bfq_real::process_cpu_seconds();
+    std::thread::sleep(Duration::from_secs_f64(seconds));
+    stop.store(true, Ordering::Relaxed);
+    let total: u64 = handles.into_iter().map(|h| h.join().unwrap_or(0)).sum();
+    let secs = t0.elapsed().as_secs_f64();
+    let stats = engine.shutdown(ShutdownMode::Drain)?;
+    // Process CPU per request (all threads, the service thread's too):
+    // what a loaded machine changes least.
+    let cpu_ns = (bfq_real::process_cpu_seconds() - cpu0) * 1e9 / total.max(1) as f64;
+    Ok((total as f64 / secs, cpu_ns, stats))
+}
+
+/// One `nop` flow thread (the `i`th): keeps `window` NOPs outstanding
+/// until `stop`, then waits for the rest. The requests it counted done.
+fn nop_flow(flow: &Flow, i: u32, window: u32, stop: &AtomicBool) -> u64 {
+    let mut q = std::collections::VecDeque::with_capacity(window as usize);
+    let mut done = 0u64;
+    let mut sector = u64::from(i) << 32;
+    while !stop.load(Ordering::Relaxed) {
+        while q.len() < window as usize {
+            q.push_back(flow.nop_async(sector, 8));
+            sector += 8;
+        }
+        // Wait for half the window (at least one request), then
+        // refill.
+        for _ in 0..window.div_ceil(2) {
+            let p = q.pop_front().expect("window");
+            if p.wait().0.is_ok() {
+                done += 1;
+            }
+        }
+    }
+    for p in q {
+        let _ = p.wait();
+        done += 1;
+    }
+    done
+}
+
+/// Prints `nop`'s columns (scheduler, requests per second, CPU ns per
+/// request, service stats) as JSON or as a table.
+fn print_nop(
+    out: &[(String, f64, f64, EngineStats)],
+    (flows, depth, window, seconds): (u32, u32, u32, f64),
+    json_out: bool,
+) -> anyhow::Result<()> {
     if json_out {
         println!(
             "{}",
@@ -605,7 +634,7 @@ fn nop(
         );
     } else {
         println!("io_uring NOP requests through the engine: {flows} flow(s), window {window}, device depth {depth}, {seconds} s");
-        for (s, r, cpu, st) in &out {
+        for (s, r, cpu, st) in out {
             println!(
                 "{s:>16}: {:>8.0} K req/s  {cpu:>5.0} ns CPU/req  (service thread: parked {} times, submitted {})",
                 r / 1e3,
