@@ -672,37 +672,59 @@ fn fairness(
     for weights in cases {
         let descs: Vec<FlowDesc> = weights
             .iter()
-            .enumerate()
-            .map(|(i, &w)| {
+            .map(|&w| {
                 let mut f = FlowDesc::reader(&format!("w{w}"), Pattern::Seq, block);
                 f.weight = Some(w);
-                let _ = i;
                 f
             })
             .collect();
         for s in &scheds {
-            let (name, mode, private_rings) = split_mode(s);
-            let mut settings = Settings::new();
-            if name != "fifo" && !name.starts_with("kernel:") {
-                for kv in &set {
-                    let (k, v) = Settings::parse_pair(kv)?;
-                    settings.set(k, v);
-                }
-            }
-            let mut cfg = RunConfig::new(
-                &dev,
-                Backend::parse(name, settings),
-                Duration::from_secs_f64(seconds),
-            );
-            cfg.submit_mode = mode;
-            cfg.private_rings = private_rings;
-            cfg.queue_depth = depth;
-            cfg.kernel_client = kernel_client;
+            let cfg = fairness_config(&dev, s, seconds, (depth, &set, kernel_client))?;
             let r = bfq_real::run(&cfg, &descs).map_err(|e| anyhow::anyhow!("{s}: {e}"))?;
             results.push((weights.to_vec(), s.clone(), r));
         }
     }
     drop(tmp);
+    print_fairness(&results, (block, seconds, depth, &set), json_out)
+}
+
+/// The run of one `fairness` column on `dev`: scheduler `s`
+/// (`NAME[@mode]`, see [`split_mode`]; the `--set` settings for engine
+/// schedulers other than fifo), `seconds` long, engine depth `depth`,
+/// kernel:bfq's readers issuing through `kernel_client`.
+fn fairness_config(
+    dev: &std::path::Path,
+    s: &str,
+    seconds: f64,
+    (depth, set, kernel_client): (u32, &[String], bfq_real::KernelClient),
+) -> anyhow::Result<RunConfig> {
+    let (name, mode, private_rings) = split_mode(s);
+    let mut settings = Settings::new();
+    if name != "fifo" && !name.starts_with("kernel:") {
+        for kv in set {
+            let (k, v) = Settings::parse_pair(kv)?;
+            settings.set(k, v);
+        }
+    }
+    let mut cfg = RunConfig::new(
+        dev,
+        Backend::parse(name, settings),
+        Duration::from_secs_f64(seconds),
+    );
+    cfg.submit_mode = mode;
+    cfg.private_rings = private_rings;
+    cfg.queue_depth = depth;
+    cfg.kernel_client = kernel_client;
+    Ok(cfg)
+}
+
+/// Prints `fairness`'s runs (weights, column, report) as JSON or as one
+/// line each: throughput, each reader's share got and due, worst error.
+fn print_fairness(
+    results: &[(Vec<u32>, String, RunReport)],
+    (block, seconds, depth, set): (u32, f64, u32, &[String]),
+    json_out: bool,
+) -> anyhow::Result<()> {
     if json_out {
         println!(
             "{}",
@@ -716,7 +738,7 @@ fn fairness(
         return Ok(());
     }
     println!("Greedy sequential readers ({} KiB), loop device (direct I/O) over a regular file, {seconds} s each", block >> 10);
-    for (w, s, r) in &results {
+    for (w, s, r) in results {
         let shares: Vec<String> = r
             .shares()
             .iter()
