@@ -339,6 +339,42 @@ fn randread(
 ) -> anyhow::Result<()> {
     sys::require_root("bench-engine randread (loop device, kernel schedulers)")?;
     let size = size.map(crate::loopdev::parse_size).transpose()?;
+    let (scheds, fio) = randread_columns(schedulers, &fio_on);
+    let (_tmp, dev, size) = randread_target(device, size)?;
+    let b = Randread {
+        dev,
+        size,
+        seconds,
+        depth,
+        scheds,
+        fio,
+        engine: (nice, async_submit, sqpoll),
+        kernel: (kernel_groups, kernel_client),
+    };
+    let mut rows = Vec::new();
+    let mut rounds: Vec<Vec<Vec<f64>>> = Vec::new();
+    for &n in &flows {
+        let (row, iops) = b.row(n, repeat)?;
+        rows.push(row);
+        rounds.push(iops);
+    }
+    // Where the benchmark's threads may run (see --cpus).
+    let cpus = sys::current_cpus()?;
+    if json_out {
+        return b.print_json(&rows, &rounds, &cpus);
+    }
+    b.print_table(&rows, &cpus);
+    if repeat > 1 {
+        print_rounds(&rows, &rounds);
+    }
+    Ok(())
+}
+
+/// `randread`'s columns: the schedulers given (default: fifo, bfq if
+/// registered, kernel:bfq, kernel:none), then one `fio:NAME` column per
+/// `--fio-on` scheduler when fio runs; with fio's version (`None`, with
+/// why on stderr, when it is missing).
+fn randread_columns(schedulers: Vec<String>, fio_on: &[String]) -> (Vec<String>, Option<String>) {
     let mut scheds = schedulers;
     if scheds.is_empty() {
         scheds = default_engine_scheds(true);
@@ -360,77 +396,83 @@ fn randread(
                 .map(|k| format!("{}{k}", crate::fio_ref::PREFIX)),
         );
     }
-    let _tmp;
-    let (dev, size) = match device {
+    (scheds, fio)
+}
+
+/// What `randread` reads and how much: `device` (its first `size` bytes,
+/// all of it by default; see [`read_region`]), or else a loop device over
+/// a fresh file of `size` (default 1 GiB) in /dev/shm, kept (and removed
+/// on drop) in the first element.
+fn randread_target(
+    device: Option<PathBuf>,
+    size: Option<u64>,
+) -> anyhow::Result<(Option<TempLoop>, PathBuf, u64)> {
+    Ok(match device {
         Some(d) => {
             let len =
                 bfq_real::target_len(&d).map_err(|e| anyhow::anyhow!("{}: {e}", d.display()))?;
             let region =
                 read_region(len, size).map_err(|e| anyhow::anyhow!("{}: {e}", d.display()))?;
-            (d, region)
+            (None, d, region)
         }
         None => {
             let size = read_region(u64::MAX, Some(size.unwrap_or(1 << 30)))?;
             let file = PathBuf::from(format!("/dev/shm/bfq-randread-{}.img", std::process::id()));
-            _tmp = TempLoop::new(file, size, true)?;
-            (_tmp.path(), size)
+            let tmp = TempLoop::new(file, size, true)?;
+            let dev = tmp.path();
+            (Some(tmp), dev, size)
         }
-    };
-    let mut rows = Vec::new();
-    let mut rounds: Vec<Vec<Vec<f64>>> = Vec::new();
-    for &n in &flows {
-        let per = (depth / n.max(1)).max(1);
+    })
+}
+
+/// One row of `randread`'s table: the flow count, each flow's depth and
+/// each column's run with the median IOPS.
+type RandreadRow = (u32, u32, Vec<(String, RunReport)>);
+
+/// One `randread` benchmark: the region of a device every column reads
+/// and what every run shares.
+struct Randread {
+    dev: PathBuf,
+    /// Bytes read, from the device's start.
+    size: u64,
+    seconds: f64,
+    /// Requests outstanding in total, split among the flows.
+    depth: u32,
+    /// The columns: engine schedulers (`NAME[@mode]`), kernel:* and fio:*.
+    scheds: Vec<String>,
+    /// fio's version, when it runs.
+    fio: Option<String>,
+    /// The engine's dispatcher nice value, IOSQE_ASYNC and SQPOLL idle ms.
+    engine: (i32, bool, u32),
+    /// How kernel:* flows are placed in cgroups and issue requests.
+    kernel: (bfq_real::KernelGroups, bfq_real::KernelClient),
+}
+
+impl Randread {
+    /// The row of `n` flows: every column measured `repeat` times,
+    /// columns interleaved, keeping each column's median run; with each
+    /// column's IOPS per round in run order.
+    fn row(&self, n: u32, repeat: u32) -> anyhow::Result<(RandreadRow, Vec<Vec<f64>>)> {
+        let per = (self.depth / n.max(1)).max(1);
         let descs: Vec<FlowDesc> = (0..n)
             .map(|i| {
                 let mut f = FlowDesc::reader(&format!("r{i}"), Pattern::Rand, 4096);
                 f.depth = per;
                 // Every flow reads the same region (fio's jobs too).
-                f.region = Some((0, size));
+                f.region = Some((0, self.size));
                 f.weight = Some(100);
                 f
             })
             .collect();
-        let mut runs: Vec<Vec<RunReport>> = scheds.iter().map(|_| Vec::new()).collect();
+        let mut runs: Vec<Vec<RunReport>> = self.scheds.iter().map(|_| Vec::new()).collect();
         for _ in 0..repeat {
-            for (k, s) in scheds.iter().enumerate() {
-                if let Some(ks) = s.strip_prefix(crate::fio_ref::PREFIX) {
-                    let secs = Duration::from_secs_f64(seconds);
-                    runs[k].push(crate::fio_ref::randread(&dev, ks, (n, per), size, secs)?);
-                    continue;
-                }
-                let (name, mode, private_rings) = split_mode(s);
-                let mut cfg = RunConfig::new(
-                    &dev,
-                    Backend::parse(name, Settings::new()),
-                    Duration::from_secs_f64(seconds),
-                );
-                cfg.submit_mode = mode;
-                cfg.private_rings = private_rings;
-                cfg.queue_depth = depth;
-                cfg.dispatcher_nice = nice;
-                cfg.async_submit = async_submit;
-                cfg.sqpoll_idle_ms = sqpoll;
-                cfg.kernel_groups = kernel_groups;
-                cfg.kernel_client = kernel_client;
-                // The engine submits to the device's own queue: run it on
-                // `none`, as kernel:none and fio:none are (a device given
-                // with --device may have another scheduler).
-                let _none = match &cfg.backend {
-                    Backend::Engine { .. } => Some(sys::SchedulerGuard::set(&dev, "none")?),
-                    Backend::Kernel { .. } => None,
-                };
-                let mut r = bfq_real::run(&cfg, &descs).map_err(|e| anyhow::anyhow!("{s}: {e}"))?;
-                r.backend = s.clone();
-                let errs: u64 = r.flows.iter().map(|f| f.errors).sum();
-                if errs > 0 {
-                    anyhow::bail!("{s}: {errs} errors: {:?}", r.flows[0].first_error);
-                }
-                runs[k].push(r);
+            for (k, s) in self.scheds.iter().enumerate() {
+                runs[k].push(self.measure(s, (n, per), &descs)?);
             }
         }
         let mut row = Vec::new();
         let mut iops = Vec::new();
-        for (s, mut v) in scheds.iter().zip(runs) {
+        for (s, mut v) in self.scheds.iter().zip(runs) {
             // Each round's IOPS in run order: rounds of the columns run
             // side by side, so their ratios pair up.
             iops.push(v.iter().map(|r| r.iops()).collect::<Vec<f64>>());
@@ -438,15 +480,64 @@ fn randread(
             let median = v.swap_remove(v.len() / 2);
             row.push((s.clone(), median));
         }
-        rows.push((n, per, row));
-        rounds.push(iops);
+        Ok(((n, per, row), iops))
     }
-    // Where the benchmark's threads may run (see --cpus).
-    let cpus = sys::current_cpus()?;
-    if json_out {
+
+    /// One run of column `s` with `n` flows of depth `per` each (`descs`):
+    /// fio for `fio:NAME`, else the engine (with the device on the
+    /// kernel's `none`) or the kernel's scheduler. Any failed request is
+    /// an error.
+    fn measure(
+        &self,
+        s: &str,
+        (n, per): (u32, u32),
+        descs: &[FlowDesc],
+    ) -> anyhow::Result<RunReport> {
+        let dev = &self.dev;
+        if let Some(ks) = s.strip_prefix(crate::fio_ref::PREFIX) {
+            let secs = Duration::from_secs_f64(self.seconds);
+            return crate::fio_ref::randread(dev, ks, (n, per), self.size, secs);
+        }
+        let (name, mode, private_rings) = split_mode(s);
+        let mut cfg = RunConfig::new(
+            dev,
+            Backend::parse(name, Settings::new()),
+            Duration::from_secs_f64(self.seconds),
+        );
+        cfg.submit_mode = mode;
+        cfg.private_rings = private_rings;
+        cfg.queue_depth = self.depth;
+        (cfg.dispatcher_nice, cfg.async_submit, cfg.sqpoll_idle_ms) = self.engine;
+        (cfg.kernel_groups, cfg.kernel_client) = self.kernel;
+        // The engine submits to the device's own queue: run it on
+        // `none`, as kernel:none and fio:none are (a device given
+        // with --device may have another scheduler).
+        let _none = match &cfg.backend {
+            Backend::Engine { .. } => Some(sys::SchedulerGuard::set(dev, "none")?),
+            Backend::Kernel { .. } => None,
+        };
+        let mut r = bfq_real::run(&cfg, descs).map_err(|e| anyhow::anyhow!("{s}: {e}"))?;
+        r.backend = s.to_string();
+        let errs: u64 = r.flows.iter().map(|f| f.errors).sum();
+        if errs > 0 {
+            anyhow::bail!("{s}: {errs} errors: {:?}", r.flows[0].first_error);
+        }
+        Ok(r)
+    }
+
+    /// Prints the benchmark, its rows and each column's IOPS per round
+    /// as JSON.
+    fn print_json(
+        &self,
+        rows: &[RandreadRow],
+        rounds: &[Vec<Vec<f64>>],
+        cpus: &[usize],
+    ) -> anyhow::Result<()> {
+        let (dev, size, depth, seconds) = (&self.dev, self.size, self.depth, self.seconds);
+        let (kernel_groups, kernel_client) = self.kernel;
         let v: Vec<Value> = rows
             .iter()
-            .zip(&rounds)
+            .zip(rounds)
             .map(|((n, per, row), iops)| {
                 let results = row.iter().zip(iops).map(|((_, r), iops)| {
                     let mut v = report_json(r);
@@ -459,75 +550,95 @@ fn randread(
         println!(
             "{}",
             serde_json::to_string_pretty(&json!({
-            "bench": "randread", "device": dev, "loop_direct_io": sys::loop_direct_io(&dev),
+            "bench": "randread", "device": dev, "loop_direct_io": sys::loop_direct_io(dev),
             "region_bytes": size, "block": 4096, "total_depth": depth,
             "seconds": seconds, "cpus": cpus, "kernel_groups": kernel_groups.name(),
-            "kernel_client": kernel_client.name(), "fio": fio, "rows": v}))?
+            "kernel_client": kernel_client.name(), "fio": self.fio, "rows": v}))?
         );
-        return Ok(());
+        Ok(())
     }
-    let dio = match sys::loop_direct_io(&dev) {
-        Some(true) => ", a loop device with direct I/O",
-        Some(false) => ", a BUFFERED loop device (reads may come from the page cache)",
-        None => "",
-    };
-    println!(
-        "4 KiB random reads on {}{dio} (the first {} MiB), {} requests outstanding in total, {seconds} s each, \
-         threads on CPUs {cpus:?}; kernel:* flows {}, {} at depth 1{}",
-        dev.display(),
-        size >> 20,
-        depth,
-        match kernel_groups {
-            bfq_real::KernelGroups::One => "in one cgroup",
-            bfq_real::KernelGroups::PerFlow => "in a cgroup each",
-            bfq_real::KernelGroups::PerProcess => "a process and a cgroup each",
-        },
-        kernel_client.name(),
-        fio.as_ref()
-            .map(|v| format!("; {v}: jobs x depth = flows x qd/fl, io_uring, one cgroup"))
-            .unwrap_or_default()
-    );
-    print!("{:>6} {:>6}", "flows", "qd/fl");
-    for s in &scheds {
-        print!(" {:>13}", s);
-    }
-    println!();
-    print!("{:13}", "");
-    // Each engine scheduler's IOPS as a ratio to every kernel or fio column.
-    let refs: Vec<&String> = scheds
-        .iter()
-        .filter(|s| s.starts_with("kernel:") || s.starts_with(crate::fio_ref::PREFIX))
-        .collect();
-    let names: Vec<&str> = refs.iter().map(|s| s.as_str()).collect();
-    println!(
-        "   (K IOPS [process CPU us per request]; ratios to {})",
-        names.join(" / ")
-    );
-    for (n, per, row) in &rows {
-        print!("{n:>6} {per:>6}");
-        for (_, r) in row {
-            print!(" {:>7.1} [{:>3.1}]", r.iops() / 1e3, r.cpu_us_per_io());
-        }
-        for (s, r) in row.iter().filter(|(s, _)| !refs.contains(&s)) {
-            print!("  {s}:");
-            for (k, kr) in row.iter().filter(|(k, _)| refs.contains(&k)) {
-                print!(" {:.2}x {k}", r.iops() / kr.iops().max(1e-9));
-            }
+
+    /// Prints the benchmark's line, the columns' header and a line per
+    /// row: each column's K IOPS and CPU per request, then each engine
+    /// scheduler's IOPS as a ratio to every kernel or fio column.
+    fn print_table(&self, rows: &[RandreadRow], cpus: &[usize]) {
+        self.print_title(cpus);
+        print!("{:>6} {:>6}", "flows", "qd/fl");
+        for s in &self.scheds {
+            print!(" {:>13}", s);
         }
         println!();
-    }
-    if repeat > 1 {
-        println!("K IOPS of each round, in run order (the table shows the median):");
-        for ((n, per, _), iops) in rows.iter().zip(&rounds) {
+        print!("{:13}", "");
+        // Each engine scheduler's IOPS as a ratio to every kernel or fio column.
+        let refs: Vec<&String> = self
+            .scheds
+            .iter()
+            .filter(|s| s.starts_with("kernel:") || s.starts_with(crate::fio_ref::PREFIX))
+            .collect();
+        let names: Vec<&str> = refs.iter().map(|s| s.as_str()).collect();
+        println!(
+            "   (K IOPS [process CPU us per request]; ratios to {})",
+            names.join(" / ")
+        );
+        for (n, per, row) in rows {
             print!("{n:>6} {per:>6}");
-            for v in iops {
-                let v: Vec<String> = v.iter().map(|x| format!("{:.0}", x / 1e3)).collect();
-                print!("  {}", v.join("/"));
+            for (_, r) in row {
+                print!(" {:>7.1} [{:>3.1}]", r.iops() / 1e3, r.cpu_us_per_io());
+            }
+            for (s, r) in row.iter().filter(|(s, _)| !refs.contains(&s)) {
+                print!("  {s}:");
+                for (k, kr) in row.iter().filter(|(k, _)| refs.contains(&k)) {
+                    print!(" {:.2}x {k}", r.iops() / kr.iops().max(1e-9));
+                }
             }
             println!();
         }
     }
-    Ok(())
+
+    /// Prints the line saying what the table measured: the device (and
+    /// whether a loop device reads with direct I/O), the region, the
+    /// depth, the run length, the CPUs, how kernel:* flows run, and fio's
+    /// jobs when it runs.
+    fn print_title(&self, cpus: &[usize]) {
+        let (dev, size, depth, seconds) = (&self.dev, self.size, self.depth, self.seconds);
+        let (kernel_groups, kernel_client) = self.kernel;
+        let dio = match sys::loop_direct_io(dev) {
+            Some(true) => ", a loop device with direct I/O",
+            Some(false) => ", a BUFFERED loop device (reads may come from the page cache)",
+            None => "",
+        };
+        println!(
+            "4 KiB random reads on {}{dio} (the first {} MiB), {} requests outstanding in total, {seconds} s each, \
+             threads on CPUs {cpus:?}; kernel:* flows {}, {} at depth 1{}",
+            dev.display(),
+            size >> 20,
+            depth,
+            match kernel_groups {
+                bfq_real::KernelGroups::One => "in one cgroup",
+                bfq_real::KernelGroups::PerFlow => "in a cgroup each",
+                bfq_real::KernelGroups::PerProcess => "a process and a cgroup each",
+            },
+            kernel_client.name(),
+            self.fio
+                .as_ref()
+                .map(|v| format!("; {v}: jobs x depth = flows x qd/fl, io_uring, one cgroup"))
+                .unwrap_or_default()
+        );
+    }
+}
+
+/// Prints each column's K IOPS of every round, in run order, per row
+/// (`--repeat` above 1; the table shows the median).
+fn print_rounds(rows: &[RandreadRow], rounds: &[Vec<Vec<f64>>]) {
+    println!("K IOPS of each round, in run order (the table shows the median):");
+    for ((n, per, _), iops) in rows.iter().zip(rounds) {
+        print!("{n:>6} {per:>6}");
+        for v in iops {
+            let v: Vec<String> = v.iter().map(|x| format!("{:.0}", x / 1e3)).collect();
+            print!("  {}", v.join("/"));
+        }
+        println!();
+    }
 }
 
 fn nop(
@@ -574,7 +685,9 @@ fn nop_measure(
         .map(|i| {
             let flow = engine.flow(FlowOptions::weight(100).sync(false))?;
             let stop = stop.clone();
-            Ok(std::thread::spawn(move || nop_flow(&flow, i, window, &stop)))
+            Ok(std::thread::spawn(move || {
+                nop_flow(&flow, i, window, &stop)
+            }))
         })
         .collect::<anyhow::Result<_>>()?;
     let t0 = Instant::now();
