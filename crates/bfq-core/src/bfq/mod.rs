@@ -1991,7 +1991,7 @@ impl Bfq {
         if woke && !lingered && (first || now.saturating_sub(fs.idle_since) > min_idle_time) {
             fs.served_at_start = fs.served_total;
         }
-        if was_idle && req.sync {
+        if was_idle && req.sync && kernel_sampling {
             self.sample_on_arrival(now, owner, req.id);
         }
         Arrival {
@@ -2002,13 +2002,11 @@ impl Bfq {
         }
     }
 
-    /// Rule switch `inject_kernel_sampling`: the kernel samples the inject
-    /// limit on a sync request's arrival into an idle queue.
+    /// Rule switch `inject_kernel_sampling` (the caller checks it is on):
+    /// the kernel samples the inject limit on a sync request's arrival into
+    /// an idle queue.
     fn sample_on_arrival(&mut self, now: Time, owner: FlowId, id: u64) {
         let inj = &self.cfg.inject;
-        if !(inj.enabled && inj.kernel_sampling && self.device.queues_internally) {
-            return;
-        }
         let slice_idle = self.cfg.idle.slice_idle;
         let fs = &mut self.topo.any_flow_mut(owner).data;
         let a = KernelArrival {
