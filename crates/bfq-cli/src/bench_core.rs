@@ -1,18 +1,23 @@
 //! `bfq bench-core`: CPU nanoseconds per request (add + dispatch +
 //! complete) in steady state, for BFQ and the FIFO policy through the same
 //! interface, at each number of backlogged flows, side by side in one run.
-//! Also counts heap allocations per request on that path.
+//! Also counts heap allocations per request on that path. With
+//! `--blocking`, flows instead issue one request at a time and their
+//! queues empty between requests, as threads waiting for each request
+//! through the engine.
 
 use crate::alloc_count;
-use bfq_core::{Dispatch, FlowSpec, Op, Request, Scheduler, Settings, Time, US};
+use bfq_core::{DeviceInfo, Dispatch, FlowSpec, Op, Request, Scheduler, Settings, Time, US};
 use clap::Args as ClapArgs;
 use serde::Serialize;
+use std::collections::VecDeque;
 use std::time::Instant;
 
 #[derive(ClapArgs)]
 pub struct Args {
-    /// Numbers of backlogged flows to measure (repeatable; default 1, 100,
-    /// 1000, 10000).
+    /// Numbers of flows to measure, backlogged (or waiting for each
+    /// request with `--blocking`) (repeatable; default 1, 100, 1000,
+    /// 10000).
     #[arg(long = "flows")]
     pub flows: Vec<u32>,
     /// Schedulers to measure (repeatable; default bfq and fifo).
@@ -21,6 +26,20 @@ pub struct Args {
     /// Requests kept queued per flow.
     #[arg(long, default_value_t = 2)]
     pub queued: u32,
+    /// Flows that wait for each request: every flow has one read at a time
+    /// and issues the next once it completed, with a dispatch in between
+    /// (the engine asks for one after each completion), so its queue
+    /// empties and, unless BFQ idles for it, every request is a turn of
+    /// its own. The device is told it is non-rotational with a queue of
+    /// 64 (the engine's on a NOP or flash target). `--queued` and
+    /// `--random` do not apply.
+    #[arg(long, conflicts_with_all = ["queued", "random"])]
+    pub blocking: bool,
+    /// With `--blocking`: the reads are asynchronous (as `bfq bench-engine
+    /// nop`'s flows), never idled for; default synchronous (as a thread's
+    /// blocking reads: BFQ idles for a lone one).
+    #[arg(long = "async", requires = "blocking")]
+    pub async_reads: bool,
     /// Random sectors instead of sequential streams (deep random queues
     /// exercise the per-flow sorted order).
     #[arg(long)]
@@ -96,6 +115,114 @@ fn cycles(
     }
     let ns = t0.elapsed().as_nanos() as f64;
     (ns, alloc_count() - a0)
+}
+
+/// `--blocking`'s device: non-rotational, queueing, 64 deep.
+const BLOCKING_DEVICE: DeviceInfo = DeviceInfo {
+    queue_depth: 64,
+    queues_internally: true,
+    rotational: false,
+};
+
+/// Flows that wait for each request (`--blocking`): the device's
+/// requests in dispatch order, completed oldest first.
+struct Blocking {
+    sync: bool,
+    device: VecDeque<Request>,
+}
+
+impl Blocking {
+    /// Dispatches until the scheduler has nothing to send; the idle
+    /// deadline if it idles.
+    fn drain(&mut self, s: &mut dyn Scheduler, now: Time) -> Option<Time> {
+        loop {
+            match s.dispatch(now) {
+                Dispatch::Request(r) => self.device.push_back(r),
+                Dispatch::Idle { until } => return Some(until),
+                _ => return None,
+            }
+        }
+    }
+
+    /// A read of `flow` at `sector`, sync or not as the mode says.
+    fn next(&self, id: u64, flow: bfq_core::FlowId, sector: u64) -> Request {
+        Request {
+            id,
+            flow,
+            sector,
+            sectors: 8,
+            op: Op::Read,
+            sync: self.sync,
+        }
+    }
+
+    /// Runs `n` complete+dispatch+add+dispatch cycles (the oldest request
+    /// on the device completes, its flow issues its next one); returns
+    /// (ns, allocations).
+    fn cycles(
+        &mut self,
+        s: &mut dyn Scheduler,
+        next_id: &mut u64,
+        now: &mut Time,
+        n: u64,
+    ) -> (f64, u64) {
+        let a0 = alloc_count();
+        let t0 = Instant::now();
+        for _ in 0..n {
+            *now += US;
+            let done = self.device.pop_front().expect("a request on the device");
+            s.complete(*now, done.id).expect("complete");
+            self.drain(s, *now);
+            let req = self.next(*next_id, done.flow, done.end());
+            *next_id += 1;
+            s.add_request(*now, req).expect("add");
+            let mut idle = self.drain(s, *now);
+            // Idling with requests of others queued and none on the
+            // device: the time moves on to the deadline.
+            while self.device.is_empty() {
+                *now = idle
+                    .expect("a scheduler with queued requests dispatched nothing")
+                    .max(*now);
+                idle = self.drain(s, *now);
+            }
+        }
+        let ns = t0.elapsed().as_nanos() as f64;
+        (ns, alloc_count() - a0)
+    }
+}
+
+/// `--blocking`: `nflows` flows each with one read on the device.
+fn measure_blocking(
+    name: &str,
+    settings: &Settings,
+    nflows: u32,
+    sync: bool,
+    requests: u64,
+) -> anyhow::Result<Row> {
+    let mut s = bfq_schedulers::build(name, settings)?;
+    s.set_device(BLOCKING_DEVICE);
+    let mut b = Blocking {
+        sync,
+        device: VecDeque::with_capacity(nflows as usize),
+    };
+    let mut now: Time = 0;
+    for i in 0..nflows {
+        let f = s.add_flow(now, FlowSpec::with_weight(100))?;
+        let req = b.next(u64::from(i), f, u64::from(i) << 32);
+        s.add_request(now, req)?;
+        b.drain(s.as_mut(), now);
+    }
+    let mut next_id = u64::from(nflows);
+    anyhow::ensure!(!b.device.is_empty(), "{name} dispatched nothing");
+    let warm = (requests / 4).max(u64::from(nflows) * 8);
+    b.cycles(s.as_mut(), &mut next_id, &mut now, warm);
+    let (ns, allocs) = b.cycles(s.as_mut(), &mut next_id, &mut now, requests);
+    Ok(Row {
+        scheduler: name.to_string(),
+        flows: nflows,
+        ns_per_request: ns / requests as f64,
+        allocs_per_request: allocs as f64 / requests as f64,
+    })
 }
 
 fn measure(
@@ -187,18 +314,16 @@ fn measure_all(
         }
         for name in scheds {
             // Settings apply to the schedulers that know them (BFQ).
-            let row = measure(
-                name,
-                if name == "fifo" {
-                    &no_settings
-                } else {
-                    settings
-                },
-                n,
-                a.queued,
-                place,
-                a.requests,
-            )?;
+            let set = if name == "fifo" {
+                &no_settings
+            } else {
+                settings
+            };
+            let row = if a.blocking {
+                measure_blocking(name, set, n, !a.async_reads, a.requests)?
+            } else {
+                measure(name, set, n, a.queued, place, a.requests)?
+            };
             if a.json {
                 eprintln!(
                     "{:<12} flows {:>6}: {:>8.1} ns/request, {:.4} allocations/request",
