@@ -10,6 +10,7 @@ use crate::types::{
     Dispatch, FlowId, FlowSpec, GroupId, ReqId, Request, Time, ID_INDEX_BITS, MAX_LIVE_IDS,
     MAX_TIME, MAX_WEIGHT, MIN_WEIGHT,
 };
+use std::collections::hash_map::Entry;
 use std::collections::{HashMap, VecDeque};
 use std::hash::{BuildHasherDefault, Hasher};
 
@@ -109,9 +110,13 @@ impl<X: Copy + Default> RequestTable<X> {
         Ok(())
     }
 
-    /// Stores a checked request as queued and returns its slot.
+    /// Stores a checked request as queued and returns its slot (one
+    /// look-up of the id: the duplicate check and the insertion share it).
     pub fn insert(&mut self, now: Time, req: Request, extra: X) -> Result<SlotIdx, SchedError> {
-        self.check(&req)?;
+        check_request(&req)?;
+        let Entry::Vacant(entry) = self.index.entry(req.id) else {
+            return Err(SchedError::DuplicateRequest(req.id));
+        };
         let idx = match self.free.pop() {
             Some(i) => {
                 let s = &mut self.slots[i as usize];
@@ -133,7 +138,7 @@ impl<X: Copy + Default> RequestTable<X> {
                 (self.slots.len() - 1) as SlotIdx
             }
         };
-        self.index.insert(req.id, idx);
+        entry.insert(idx);
         self.queued += 1;
         Ok(idx)
     }
@@ -191,19 +196,21 @@ impl<X: Copy + Default> RequestTable<X> {
 
     /// Validates a completion and returns the slot, without freeing it.
     pub fn check_complete(&self, id: ReqId) -> Result<SlotIdx, SchedError> {
-        match self.index.get(&id) {
-            None => Err(SchedError::UnknownRequest(id)),
-            Some(&i) if self.slots[i as usize].state != ReqState::Dispatched => {
-                Err(SchedError::NotDispatched(id))
-            }
-            Some(&i) => Ok(i),
-        }
+        completable(&self.slots, id, self.index.get(&id).copied())
     }
 
-    /// Completes a dispatched request: frees its slot and returns a copy.
+    /// Completes a dispatched request: frees its slot and returns a copy
+    /// (one look-up of the id for the check and the removal).
     pub fn complete(&mut self, id: ReqId) -> Result<Slot<X>, SchedError> {
-        let idx = self.check_complete(id)?;
-        self.index.remove(&id);
+        let entry = self.index.entry(id);
+        let held = match &entry {
+            Entry::Occupied(e) => Some(*e.get()),
+            Entry::Vacant(_) => None,
+        };
+        let idx = completable(&self.slots, id, held)?;
+        if let Entry::Occupied(e) = entry {
+            e.remove();
+        }
         self.in_flight -= 1;
         let s = &mut self.slots[idx as usize];
         let out = *s;
@@ -251,6 +258,22 @@ pub fn dispatch_past_end(now: Time, queued: usize) -> Option<Dispatch> {
     } else {
         Dispatch::Wait
     })
+}
+
+/// The completion rule: request `id`, held in slot `idx` (`None`: not
+/// held), must be known and dispatched; its slot.
+fn completable<X>(
+    slots: &[Slot<X>],
+    id: ReqId,
+    idx: Option<SlotIdx>,
+) -> Result<SlotIdx, SchedError> {
+    match idx {
+        None => Err(SchedError::UnknownRequest(id)),
+        Some(i) if slots[i as usize].state != ReqState::Dispatched => {
+            Err(SchedError::NotDispatched(id))
+        }
+        Some(i) => Ok(i),
+    }
 }
 
 /// Checks a request's own fields: not empty, and its end
