@@ -109,6 +109,10 @@ pub struct SeekHistory {
     mean: u64,
     /// Use the report's mean-distance rule with this threshold (0: kernel).
     mean_threshold: u64,
+    /// [`SeekHistory::is_seeky`]'s answer, set by each
+    /// [`SeekHistory::record`] (the history changes nowhere else): the
+    /// rules ask it several times per request.
+    seeky: bool,
 }
 
 impl SeekHistory {
@@ -139,6 +143,11 @@ impl SeekHistory {
         self.bits = (self.bits << 1) | u32::from(seek);
         self.last_end = end;
         self.samples = self.samples.saturating_add(1).min(32);
+        self.seeky = if self.mean_threshold > 0 {
+            self.samples > 1 && self.mean > self.mean_threshold
+        } else {
+            self.bits.count_ones() > 19
+        };
     }
 
     /// Every one of the last 32 requests was a seek.
@@ -148,12 +157,9 @@ impl SeekHistory {
 
     /// Kernel: more than 19 of the last 32 requests were seeks. Report:
     /// the mean distance is above the threshold.
+    #[inline]
     pub fn is_seeky(&self) -> bool {
-        if self.mean_threshold > 0 {
-            self.samples > 1 && self.mean > self.mean_threshold
-        } else {
-            self.bits.count_ones() > 19
-        }
+        self.seeky
     }
 }
 
@@ -251,7 +257,7 @@ impl Census {
             &mut self.busy_classes,
             add,
         );
-        self.reserve_group(group);
+        // Groups are counted from their creation (`reserve_group`).
         step(&mut self.group_count[group], &mut self.busy_groups, add);
         if add {
             self.busy_flows += 1;

@@ -744,10 +744,13 @@ impl Bfq {
             fs.service_since_busy = 0;
         } else {
             fs.idle_since = now;
-            // In u128: a flow busy for long may have been served more than
-            // u64::MAX / SEC sectors (9 TB).
-            let d = (u128::from(fs.service_since_busy) * u128::from(SEC))
-                .checked_div(u128::from(max_rt));
+            // In u128 only when needed: a flow busy for long may have been
+            // served more than u64::MAX / SEC sectors (9 TB).
+            let d = match fs.service_since_busy.checked_mul(SEC) {
+                Some(n) => n.checked_div(max_rt).map(u128::from),
+                None => (u128::from(fs.service_since_busy) * u128::from(SEC))
+                    .checked_div(u128::from(max_rt)),
+            };
             if let Some(d) = d {
                 let by_rate = fs
                     .busy_since

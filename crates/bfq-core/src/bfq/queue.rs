@@ -68,14 +68,15 @@ impl Sorted {
                 b.insert(key);
                 *self = Sorted::Deep(b);
             }
-            Sorted::Shallow(v) => {
-                let i = match v.back() {
-                    Some(&last) if last < key => v.len(),
-                    None => 0,
-                    _ => v.partition_point(|&k| k < key),
-                };
-                v.insert(i, key);
-            }
+            Sorted::Shallow(v) => match v.back() {
+                // Sequential streams append: no search, no shift.
+                Some(&last) if last < key => v.push_back(key),
+                None => v.push_back(key),
+                _ => {
+                    let i = v.partition_point(|&k| k < key);
+                    v.insert(i, key);
+                }
+            },
             Sorted::Deep(b) => {
                 b.insert(key);
             }
@@ -85,13 +86,15 @@ impl Sorted {
     fn remove(&mut self, key: (u64, SlotIdx)) {
         match self {
             Sorted::Shallow(v) => {
-                let i = if v.front() == Some(&key) {
-                    0
+                // Sequential streams leave from the front: no search, no
+                // shift.
+                if v.front() == Some(&key) {
+                    v.pop_front();
                 } else {
-                    v.partition_point(|&k| k < key)
-                };
-                debug_assert_eq!(v[i], key);
-                v.remove(i);
+                    let i = v.partition_point(|&k| k < key);
+                    debug_assert_eq!(v[i], key);
+                    v.remove(i);
+                }
             }
             Sorted::Deep(b) => {
                 let removed = b.remove(&key);
@@ -166,8 +169,12 @@ impl FlowQueue {
         now: Time,
         cfg: &QueueConfig,
     ) -> Option<SlotIdx> {
-        if self.is_empty() {
-            return None;
+        match self.sorted.len() {
+            0 => return None,
+            // The only request is both the FIFO's head and C-LOOK's
+            // choice.
+            1 => return self.sorted.first().map(|k| k.1),
+            _ => {}
         }
         // Drop FIFO entries already dispatched in sorted order.
         while let Some(&(slot, gen)) = self.fifo.front() {

@@ -580,6 +580,10 @@ impl Wf2q {
     /// starvation timeout (kernel BFQ_CL_IDLE_TIMEOUT).
     fn pick_class(&self, g: GroupId, now: Time) -> Option<IoClass> {
         let sd = self.sd(g);
+        // Nothing queued (no busy child, none in service while picking).
+        if sd.busy == 0 {
+            return None;
+        }
         let has = |c: IoClass| {
             let t = &sd.trees[c as usize];
             !t.elig.is_empty() || !t.inelig.is_empty()
