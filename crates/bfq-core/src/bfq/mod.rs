@@ -433,6 +433,21 @@ pub struct FlowState {
 }
 
 impl FlowState {
+    /// Keeps the census's count of busy non-seeky flows in step with this
+    /// flow's busy state and seekiness (both change one request at a time,
+    /// so this is O(1)).
+    fn recount_seq(&mut self, census: &mut Census) {
+        let seq = self.busy && !self.seek.is_seeky();
+        if seq != self.seq_counted {
+            self.seq_counted = seq;
+            if seq {
+                census.seq_busy += 1;
+            } else {
+                census.seq_busy -= 1;
+            }
+        }
+    }
+
     /// Takes the request in `slot` out of the flow's queue and dispatches
     /// it, with the flow's service book-keeping.
     fn take(&mut self, table: &mut RequestTable<u32>, slot: SlotIdx, now: Time) -> Request {
@@ -762,23 +777,7 @@ impl Bfq {
             }
         }
         self.census.update(busy, w, c, g, r);
-        self.recount_seq(f);
-    }
-
-    /// Keeps the census's count of busy non-seeky flows in step with a
-    /// flow's busy state and seekiness (both change one request at a time,
-    /// so this is O(1)).
-    fn recount_seq(&mut self, f: FlowId) {
-        let fs = &mut self.topo.any_flow_mut(f).data;
-        let seq = fs.busy && !fs.seek.is_seeky();
-        if seq != fs.seq_counted {
-            fs.seq_counted = seq;
-            if seq {
-                self.census.seq_busy += 1;
-            } else {
-                self.census.seq_busy -= 1;
-            }
-        }
+        fs.recount_seq(&mut self.census);
     }
 
     /// Heuristic 7: whether a sync flow whose queue emptied while requests
@@ -1659,7 +1658,6 @@ impl Scheduler for Bfq {
         let owner = self.queue_owner(&req, slot);
         self.topo.hold(req.flow)?;
         let arrival = self.enqueue(now, owner, &req, slot);
-        self.recount_seq(owner);
         if arrival.first && self.cfg.wr.enabled {
             self.note_burst(now, owner);
         }
@@ -1949,7 +1947,8 @@ impl Bfq {
     }
 
     /// Queues the request in `owner`'s queue and updates what the queue
-    /// learns from an arrival: seek history, sync state, think time, the
+    /// learns from an arrival: seek history (and the census's count of
+    /// non-seeky busy flows), sync state, think time, the
     /// start of its service count, the kernel's inject-limit sampling.
     fn enqueue(&mut self, now: Time, owner: FlowId, req: &Request, slot: SlotIdx) -> Arrival {
         let slice_idle = self.cfg.idle.slice_idle;
@@ -1973,6 +1972,7 @@ impl Bfq {
         fs.queue.push(&self.table, slot);
         fs.seek
             .record(req.sector, req.end(), seek_threshold, large_nonrot);
+        fs.recount_seq(&mut self.census);
         if req.sync {
             fs.last_sync_at = Some(now);
         }
