@@ -31,7 +31,7 @@ pub struct Args {
     /// (the engine asks for one after each completion), so its queue
     /// empties and, unless BFQ idles for it, every request is a turn of
     /// its own. The device is told it is non-rotational with a queue of
-    /// 64 (the engine's on a NOP or flash target). `--queued` and
+    /// 64 (`bfq bench-engine nop`'s default). `--queued` and
     /// `--random` do not apply.
     #[arg(long, conflicts_with_all = ["queued", "random"])]
     pub blocking: bool,
@@ -191,6 +191,30 @@ impl Blocking {
     }
 }
 
+/// `--blocking`'s start: scheduler `name` with `nflows` flows, each with
+/// its first read on the device (ids `0..nflows`).
+fn start_blocking(
+    name: &str,
+    settings: &Settings,
+    nflows: u32,
+    sync: bool,
+) -> anyhow::Result<(Box<dyn Scheduler>, Blocking)> {
+    let mut s = bfq_schedulers::build(name, settings)?;
+    s.set_device(BLOCKING_DEVICE);
+    let mut b = Blocking {
+        sync,
+        device: VecDeque::with_capacity(nflows as usize),
+    };
+    for i in 0..nflows {
+        let f = s.add_flow(0, FlowSpec::with_weight(100))?;
+        let req = b.next(u64::from(i), f, u64::from(i) << 32);
+        s.add_request(0, req)?;
+        b.drain(s.as_mut(), 0);
+    }
+    anyhow::ensure!(!b.device.is_empty(), "{name} dispatched nothing");
+    Ok((s, b))
+}
+
 /// `--blocking`: `nflows` flows each with one read on the device.
 fn measure_blocking(
     name: &str,
@@ -199,21 +223,8 @@ fn measure_blocking(
     sync: bool,
     requests: u64,
 ) -> anyhow::Result<Row> {
-    let mut s = bfq_schedulers::build(name, settings)?;
-    s.set_device(BLOCKING_DEVICE);
-    let mut b = Blocking {
-        sync,
-        device: VecDeque::with_capacity(nflows as usize),
-    };
-    let mut now: Time = 0;
-    for i in 0..nflows {
-        let f = s.add_flow(now, FlowSpec::with_weight(100))?;
-        let req = b.next(u64::from(i), f, u64::from(i) << 32);
-        s.add_request(now, req)?;
-        b.drain(s.as_mut(), now);
-    }
-    let mut next_id = u64::from(nflows);
-    anyhow::ensure!(!b.device.is_empty(), "{name} dispatched nothing");
+    let (mut s, mut b) = start_blocking(name, settings, nflows, sync)?;
+    let (mut next_id, mut now) = (u64::from(nflows), 0);
     let warm = (requests / 4).max(u64::from(nflows) * 8);
     b.cycles(s.as_mut(), &mut next_id, &mut now, warm);
     let (ns, allocs) = b.cycles(s.as_mut(), &mut next_id, &mut now, requests);
@@ -356,5 +367,33 @@ fn print_table(results: &[Row]) {
             r.allocs_per_request,
             fifo.map_or("-".into(), |x| format!("{x:.2}x"))
         );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// BFQ's turns in `n` requests of `--blocking` flows after a warm-up.
+    fn turns(nflows: u32, sync: bool, n: u64) -> u64 {
+        let (mut s, mut b) = start_blocking("bfq", &Settings::new(), nflows, sync).unwrap();
+        let (mut next_id, mut now) = (u64::from(nflows), 0);
+        b.cycles(s.as_mut(), &mut next_id, &mut now, 1000);
+        let before = s.internals(now).turns.unwrap();
+        b.cycles(s.as_mut(), &mut next_id, &mut now, n);
+        s.internals(now).turns.unwrap() - before
+    }
+
+    /// `--blocking` reproduces the engine's pattern: every request a turn
+    /// of its own (asynchronous reads, or several synchronous readers on
+    /// a queueing flash device), except for a lone synchronous reader,
+    /// which BFQ idles for.
+    #[test]
+    fn blocking_flows_take_a_turn_per_request_unless_idled_for() {
+        assert_eq!(turns(1, false, 500), 500);
+        assert_eq!(turns(4, false, 500), 500);
+        assert_eq!(turns(4, true, 500), 500);
+        assert_eq!(turns(64, true, 500), 500);
+        assert!(turns(1, true, 500) < 10);
     }
 }
