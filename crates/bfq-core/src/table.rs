@@ -200,17 +200,19 @@ impl<X: Copy + Default> RequestTable<X> {
     }
 
     /// Completes a dispatched request: frees its slot and returns a copy
-    /// (one look-up of the id for the check and the removal).
+    /// (one look-up of the id for the check and the removal; a refused
+    /// completion puts the id back, into the room it left: no allocation).
     pub fn complete(&mut self, id: ReqId) -> Result<Slot<X>, SchedError> {
-        let entry = self.index.entry(id);
-        let held = match &entry {
-            Entry::Occupied(e) => Some(*e.get()),
-            Entry::Vacant(_) => None,
+        let held = self.index.remove(&id);
+        let idx = match completable(&self.slots, id, held) {
+            Ok(idx) => idx,
+            Err(e) => {
+                if let Some(idx) = held {
+                    self.index.insert(id, idx);
+                }
+                return Err(e);
+            }
         };
-        let idx = completable(&self.slots, id, held)?;
-        if let Entry::Occupied(e) = entry {
-            e.remove();
-        }
         self.in_flight -= 1;
         let s = &mut self.slots[idx as usize];
         let out = *s;
