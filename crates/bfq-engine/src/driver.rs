@@ -1025,6 +1025,10 @@ impl Shared {
         if st.done.is_empty() {
             return;
         }
+        #[cfg(test)]
+        if ring.dead.load(Ordering::Relaxed) {
+            delivery_gate::pause(self.id);
+        }
         for (sink, res) in st.done.drain(..) {
             let f = sink.complete(res);
             push_finished(&mut st.wakes, &mut st.released, f, ring);
@@ -1551,6 +1555,75 @@ impl Driver for FlowDriver {
     }
     fn finish_wait(&self) {
         self.0.finish_wait()
+    }
+}
+
+/// Tests only: pauses the delivery of an exiting thread's results for
+/// one engine (in [`Shared::deliver`]), so a test can look at what the
+/// rest of the engine does meanwhile. Not compiled outside tests.
+#[cfg(test)]
+pub(crate) mod delivery_gate {
+    use std::sync::{Arc, Condvar, Mutex};
+
+    /// A closed gate: a delivery reaching it says so and waits until it
+    /// opens.
+    #[derive(Default)]
+    pub(crate) struct Gate {
+        /// (a delivery reached it, it is open)
+        state: Mutex<(bool, bool)>,
+        changed: Condvar,
+    }
+
+    /// The closed gates, by engine id.
+    static GATES: Mutex<Vec<(u64, Arc<Gate>)>> = Mutex::new(Vec::new());
+
+    /// Closes a gate for engine `id`'s exiting threads' deliveries.
+    pub(crate) fn close(id: u64) -> Arc<Gate> {
+        let g = Arc::new(Gate::default());
+        GATES.lock().unwrap().push((id, g.clone()));
+        g
+    }
+
+    /// Called by a delivery of engine `id`: waits while its gate is
+    /// closed.
+    pub(super) fn pause(id: u64) {
+        let g = GATES
+            .lock()
+            .unwrap()
+            .iter()
+            .find(|(e, _)| *e == id)
+            .map(|(_, g)| g.clone());
+        if let Some(g) = g {
+            let mut st = g.state.lock().unwrap();
+            st.0 = true;
+            g.changed.notify_all();
+            while !st.1 {
+                st = g.changed.wait(st).unwrap();
+            }
+        }
+    }
+
+    impl Gate {
+        /// Waits until a delivery reaches the gate (true) or `gone` says
+        /// none will (false).
+        pub(crate) fn reached(&self, gone: impl Fn() -> bool) -> bool {
+            let mut st = self.state.lock().unwrap();
+            while !st.0 {
+                if gone() {
+                    return false;
+                }
+                let t = std::time::Duration::from_millis(1);
+                st = self.changed.wait_timeout(st, t).unwrap().0;
+            }
+            true
+        }
+
+        /// Opens the gate (and removes it: later deliveries pass).
+        pub(crate) fn open(self: &Arc<Self>) {
+            GATES.lock().unwrap().retain(|(_, g)| !Arc::ptr_eq(g, self));
+            self.state.lock().unwrap().1 = true;
+            self.changed.notify_all();
+        }
     }
 }
 

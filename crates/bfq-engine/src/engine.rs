@@ -900,6 +900,70 @@ mod tests {
         engine.shutdown(ShutdownMode::Drain).unwrap();
     }
 
+    /// A thread that exits with a request on its ring reaps it and
+    /// delivers its result under the core's lock (its ring, with nothing
+    /// in flight, may leave the list the service thread's `done` looks
+    /// at): a `Drain` shutdown does not return while that delivery is
+    /// paused, and the result is in once it has.
+    #[test]
+    fn a_shutdown_waits_for_an_exiting_threads_delivery() {
+        use crate::driver::delivery_gate;
+        use std::io::Write;
+        let mut paused = 0;
+        // The exiting thread reaps its request itself unless the service
+        // thread took its lingering ring over first (a thread descheduled
+        // for over a millisecond): tried again then.
+        for _ in 0..20 {
+            let engine = Engine::nop().open().unwrap();
+            let flow = engine.flow(FlowOptions::weight(100)).unwrap();
+            let gate = delivery_gate::close(engine.shared.id);
+            let (target, mut w) = pipe();
+            let exiting = std::thread::scope(|sc| {
+                let t = sc.spawn(|| {
+                    let read = flow.read_file_async(&target, 0, vec![0u8; 1]);
+                    // Its wait puts both requests on this thread's ring.
+                    flow.nop_async(0, 1).wait().0.unwrap();
+                    w.write_all(b"x").unwrap();
+                    read
+                });
+                if !gate.reached(|| t.is_finished()) {
+                    gate.open();
+                    drop(t.join().unwrap().wait());
+                    return None;
+                }
+                let shared = engine.shared.clone();
+                let stop = std::thread::spawn(move || engine.shutdown(ShutdownMode::Drain));
+                // However long this thread is descheduled, the shutdown
+                // cannot return before the delivery ends.
+                for _ in 0..1000 {
+                    if stop.is_finished() {
+                        break;
+                    }
+                    std::thread::sleep(std::time::Duration::from_millis(1));
+                }
+                let early = stop.is_finished();
+                gate.open();
+                let read = t.join().unwrap();
+                Some((early, stop, read, shared))
+            });
+            let Some((early, stop, read, shared)) = exiting else {
+                continue;
+            };
+            paused += 1;
+            let stats = stop.join().unwrap();
+            let (r, buf) = read.wait();
+            assert!(
+                !early,
+                "the shutdown returned while an exiting thread delivered"
+            );
+            assert!(stats.is_ok(), "{stats:?}");
+            assert_eq!((r.unwrap(), buf), (1, vec![b'x']));
+            drop((flow, shared));
+            break;
+        }
+        assert_eq!(paused, 1, "no exiting thread delivered its own result");
+    }
+
     /// A request the scheduler still queues when a `Cancel` shutdown
     /// fails it, whose submitter dropped its `Pending` first: its buffer's
     /// drop runs with the core lock released too.
