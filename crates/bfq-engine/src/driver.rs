@@ -36,7 +36,6 @@ use std::mem::ManuallyDrop;
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::sync::atomic::{fence, AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
-use std::time::Instant;
 
 /// User data of the read of a ring's wake eventfd.
 pub(crate) const WAKE_TOKEN: u64 = u64::MAX;
@@ -118,7 +117,9 @@ pub(crate) struct Shared {
     closing_len: AtomicUsize,
     /// Entries of each ring's submission queue.
     pub entries: u32,
-    pub origin: Instant,
+    /// CLOCK_MONOTONIC (ns) when the engine started: its times count
+    /// from it (as the idle timer's deadlines, see `CoreConfig`).
+    pub origin_mono: u64,
     next_ring: AtomicU32,
     /// This engine, for the per-thread ring table.
     me: Weak<Shared>,
@@ -445,7 +446,7 @@ impl Shared {
         private_rings: bool,
         core: Core,
         timerfd: OwnedFd,
-        origin: Instant,
+        origin_mono: u64,
         depth: u32,
     ) -> io::Result<Arc<Self>> {
         let notify = Arc::new(EventFd::new()?);
@@ -470,16 +471,18 @@ impl Shared {
             closing: Mutex::new(Vec::new()),
             closing_len: AtomicUsize::new(0),
             entries: (depth * 2 + 8).next_power_of_two(),
-            origin,
+            origin_mono,
             next_ring: AtomicU32::new(0),
             me: me.clone(),
         }))
     }
 
-    /// Nanoseconds since the engine started.
+    /// Nanoseconds since the engine started: one CLOCK_MONOTONIC read
+    /// (the clock `Instant` reads) and a subtraction, without
+    /// `Instant::elapsed`'s `Duration` arithmetic.
     #[inline]
     pub(crate) fn now(&self) -> Time {
-        self.origin.elapsed().as_nanos() as Time
+        monotonic_ns().saturating_sub(self.origin_mono)
     }
 
     /// The core, also after a panic elsewhere (the core catches its

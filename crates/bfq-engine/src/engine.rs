@@ -17,7 +17,6 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::thread::JoinHandle;
-use std::time::Instant;
 
 /// Where requests go.
 #[derive(Debug)]
@@ -217,7 +216,8 @@ impl EngineBuilder {
         });
         sched.set_device(device);
         let timerfd = monotonic_timerfd()?;
-        let origin = Instant::now();
+        // The engine's times are ns of CLOCK_MONOTONIC since this.
+        let origin_mono = monotonic_ns();
         let core = Core::new(
             sched,
             CoreConfig {
@@ -226,7 +226,7 @@ impl EngineBuilder {
                 async_submit: self.async_submit,
                 target: file.as_ref().map(|f| f.as_raw_fd()),
                 timerfd: timerfd.as_raw_fd(),
-                origin_mono: monotonic_ns().saturating_sub(origin.elapsed().as_nanos() as u64),
+                origin_mono,
                 trace: self.trace,
             },
         );
@@ -235,7 +235,7 @@ impl EngineBuilder {
             self.private_rings,
             core,
             timerfd,
-            origin,
+            origin_mono,
             device.queue_depth.max(1),
         )?;
         let sqpoll = match self.submit_mode {
