@@ -1666,6 +1666,56 @@ pub(crate) mod delivery_gate {
 mod tests {
     use super::*;
 
+    /// A ring left with nothing that can complete on it is marked away
+    /// with eventfd notification off (nobody needs telling); a ring left
+    /// with a request in flight, or with a wake-up read armed, turns it
+    /// on (the service thread reaps it); entering the ring again turns
+    /// it off.
+    #[test]
+    fn a_ring_left_empty_needs_no_notification() {
+        let engine = crate::Engine::nop().open().unwrap();
+        let shared = &engine.shared;
+        let ring = shared
+            .new_ring(Arc::new(EventFd::new().unwrap()), 0)
+            .unwrap();
+        let mut st = ring.st.lock().unwrap();
+        let notifying = |st: &mut RingState| !st.uring.completion().eventfd_disabled();
+        assert!(!leave_ring(&ring, &mut st), "nothing can arrive");
+        assert!(ring.away.load(Ordering::SeqCst));
+        assert!(!notifying(&mut st), "an empty ring left notifying");
+        enter_again(&ring, &mut st);
+        assert!(!ring.away.load(Ordering::SeqCst));
+        // A request in flight (its completion, already in, is reaped
+        // after each leave: the ring is left with it counted).
+        st.sqes.push(opcode::Nop::new().build().user_data(1));
+        shared.push_sqes(&ring, &mut st);
+        submit_pending(&mut st);
+        leave_ring(&ring, &mut st);
+        assert!(ring.away.load(Ordering::SeqCst));
+        assert!(notifying(&mut st), "a ring left with a request in flight");
+        enter_again(&ring, &mut st);
+        assert!(!ring.away.load(Ordering::SeqCst));
+        assert!(!notifying(&mut st), "entered again");
+        st.uring.submitter().submit_and_wait(1).unwrap();
+        reap(&ring, &mut st);
+        assert_eq!(st.cqes, [(1, 0)]);
+        st.cqes.clear();
+        // A wake-up read armed.
+        arm_reads(&ring, &mut st, None);
+        submit_pending(&mut st);
+        leave_ring(&ring, &mut st);
+        assert!(notifying(&mut st), "a ring left with a wake-up read armed");
+        enter_again(&ring, &mut st);
+        assert!(!notifying(&mut st), "entered again");
+        ring.wake.signal();
+        st.uring.submitter().submit_and_wait(1).unwrap();
+        reap(&ring, &mut st);
+        assert!(st.woken && st.cqes.is_empty());
+        drop(st);
+        drop(ring);
+        engine.shutdown(crate::ShutdownMode::Drain).unwrap();
+    }
+
     /// A private ring is registered with its thread and entered by its
     /// index; dropping it on its thread unregisters it, and dropping it
     /// on another thread (its owner gone) leaves that thread's table

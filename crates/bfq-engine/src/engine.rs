@@ -372,7 +372,7 @@ fn sysfs_rotational(major: u32, minor: u32) -> bool {
 /// working until the engine shuts down). Dropping the engine cancels what is
 /// left ([`ShutdownMode::Cancel`]) and joins the service thread.
 pub struct Engine {
-    shared: Arc<Shared>,
+    pub(crate) shared: Arc<Shared>,
     thread: Option<JoinHandle<()>>,
     /// The target, open until the engine is dropped.
     _file: Option<Arc<File>>,
