@@ -11,7 +11,7 @@ use std::io;
 use std::marker::PhantomData;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::pin::Pin;
-use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll, Waker};
 use std::thread::Thread;
@@ -190,13 +190,14 @@ pub type IoResult<B> = (io::Result<usize>, B);
 /// Counts a request among those its submitting thread has outstanding
 /// (the ring's owner lingers while it has some, see
 /// [`Driver::finish_wait`]); uncounted when its `Pending` is done with.
-pub(crate) struct Hold(pub(crate) Arc<AtomicU32>);
+/// The count is the strong count of the ring's [`Outstanding`] `Arc`
+/// (one reference per hold, plus the ring's own): a request updates one
+/// atomic to be counted and one to be uncounted, where a separate
+/// counter beside the `Arc` took two more.
+pub(crate) struct Hold(pub(crate) Arc<Outstanding>);
 
-impl Drop for Hold {
-    fn drop(&mut self) {
-        self.0.fetch_sub(1, Ordering::Release);
-    }
-}
+/// What the holds of a ring's requests share (see [`Hold`]).
+pub(crate) struct Outstanding;
 
 /// A request in progress. Await it from any async runtime, or block on it
 /// with [`Pending::wait`]. Dropping it is safe: the request still runs to

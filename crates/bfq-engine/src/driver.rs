@@ -25,7 +25,9 @@
 //! ring's own state by its owner (the service thread only `try_lock`s
 //! busy rings).
 
-use crate::completion::{Driver, EventFd, Hold, Register, Waiter, WakeRelay, RELAY_FANOUT};
+use crate::completion::{
+    Driver, EventFd, Hold, Outstanding, Register, Waiter, WakeRelay, RELAY_FANOUT,
+};
 use crate::core::{Core, Op, ShutdownMode};
 use crate::slot::{Completer, Finished, Release, SlotId};
 use bfq_core::{FlowId, Time};
@@ -148,8 +150,9 @@ pub(crate) struct Ring {
     pub away: AtomicBool,
     /// The owner thread has exited.
     pub dead: AtomicBool,
-    /// Requests the owner submitted whose `Pending` is not done with.
-    pub mine: Arc<AtomicU32>,
+    /// Requests the owner submitted whose `Pending` is not done with:
+    /// each holds a reference (see [`Hold`], [`Ring::mine`]).
+    pub mine: Arc<Outstanding>,
     /// The owner left the engine keeping the ring (eventfd notification
     /// off, its plug maybe unsubmitted): it is coming back.
     pub lingering: AtomicBool,
@@ -169,6 +172,18 @@ pub(crate) struct Ring {
     /// Results taken from the core are being delivered to their slots
     /// (see [`Shared::settle`]): a shutdown is not over before they are.
     pub delivering: AtomicBool,
+}
+
+impl Ring {
+    /// Requests the owner submitted whose `Pending` is not done with:
+    /// the holds on `mine`, less the ring's own reference.
+    pub(crate) fn mine(&self) -> u32 {
+        let n = Arc::strong_count(&self.mine) - 1;
+        // Read with the ordering of a hold's release (its `Arc`'s drop
+        // is a release decrement).
+        fence(Ordering::Acquire);
+        n as u32
+    }
 }
 
 /// A ring and the buffers of the thread working on it (reused: no
@@ -533,7 +548,7 @@ impl Shared {
             in_flight: AtomicU32::new(0),
             away: AtomicBool::new(false),
             dead: AtomicBool::new(false),
-            mine: Arc::new(AtomicU32::new(0)),
+            mine: Arc::new(Outstanding),
             lingering: AtomicBool::new(false),
             lingered: AtomicBool::new(false),
             plugged: AtomicU32::new(0),
@@ -603,7 +618,6 @@ impl Shared {
         let stay = self.enter_to_plug(ring, &mut st, then_wait);
         st.plug.push(op);
         ring.plugged.store(st.plug.len() as u32, Ordering::Release);
-        ring.mine.fetch_add(1, Ordering::Relaxed);
         let hold = Some(Hold(ring.mine.clone()));
         if !then_wait && !stay {
             if st.plug.len() >= PLUG_MAX {
@@ -878,7 +892,7 @@ impl Shared {
     /// tell, only its own on the ring (other threads' completions are not
     /// kept waiting for it), else leaves (submitting its plug).
     fn linger_or_leave(&self, ring: &Ring, st: &mut RingState, may_linger: bool) {
-        let mine = ring.mine.load(Ordering::Acquire);
+        let mine = ring.mine();
         if may_linger && mine > 0 && ring.in_flight.load(Ordering::Relaxed) <= mine {
             self.linger(ring);
         } else {
@@ -1132,7 +1146,7 @@ impl Shared {
         // The caller looks at its result next: a wake-up reaped here has
         // done its job.
         st.woken = false;
-        if private && ring.mine.load(Ordering::Acquire) == 1 {
+        if private && ring.mine() == 1 {
             // The waited request, done, is the thread's only one: once
             // its result is taken the thread has nothing outstanding and
             // leaves the ring (as `finish_wait` would, which then finds
@@ -1169,7 +1183,7 @@ impl Shared {
             || own.is_none()
             || st.plug.len() != 1
             || ring.in_flight.load(Ordering::Relaxed) != 0
-            || ring.mine.load(Ordering::Acquire) != 1
+            || ring.mine() != 1
             || self.stop_begun.load(Ordering::Relaxed)
             || plugged() != own
         {
@@ -1559,7 +1573,7 @@ impl Driver for Shared {
         else {
             return;
         };
-        let mine = ring.mine.load(Ordering::Acquire) > 0;
+        let mine = ring.mine() > 0;
         // Already left, or lingering for requests still to come back for:
         // nothing to do.
         if ring.away.load(Ordering::SeqCst) || (mine && ring.lingering.load(Ordering::SeqCst)) {
