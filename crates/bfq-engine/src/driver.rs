@@ -699,7 +699,11 @@ impl Shared {
             core.stopping().is_some()
         };
         ring.plugged.store(0, Ordering::SeqCst);
-        ring.flushes.fetch_add(1, Ordering::SeqCst);
+        // Only a holder of the ring's lock flushes its plug: a load and a
+        // store, not a read-modify-write. Whoever reads the new count
+        // (acquire) sees the plug's requests added to the core.
+        let flushes = ring.flushes.load(Ordering::Relaxed);
+        ring.flushes.store(flushes + 1, Ordering::Release);
         // The service thread may be waiting for this plug to end a
         // shutdown.
         if exiting || stopping {
