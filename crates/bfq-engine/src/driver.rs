@@ -37,7 +37,7 @@ use std::io;
 use std::mem::ManuallyDrop;
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::sync::atomic::{fence, AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, Weak};
+use std::sync::{Arc, Mutex, MutexGuard, TryLockError, Weak};
 
 /// User data of the read of a ring's wake eventfd.
 pub(crate) const WAKE_TOKEN: u64 = u64::MAX;
@@ -55,6 +55,9 @@ const WORK_ROUNDS: usize = 16;
 const LEAVE_ROUNDS: usize = 4;
 /// The longest an exiting thread waits for the requests on its ring.
 const EXIT_WAIT_NS: u64 = 1_000_000_000;
+/// How long a thread tries to take the core's lock held by another
+/// before sleeping on it (see [`Shared::core`]).
+const CORE_SPIN_NS: u64 = 5_000;
 /// Requests a thread's plug holds before it submits them without
 /// waiting (the block layer's plug flushes at 32 too).
 const PLUG_MAX: usize = 32;
@@ -505,9 +508,34 @@ impl Shared {
     /// The core, also after a panic elsewhere (the core catches its
     /// scheduler's panics; its own state stays consistent).
     pub(crate) fn core(&self) -> CoreGuard<'_> {
-        CoreGuard(ManuallyDrop::new(
-            self.core.lock().unwrap_or_else(|p| p.into_inner()),
-        ))
+        let g = match self.core.try_lock() {
+            Ok(g) => g,
+            Err(TryLockError::Poisoned(p)) => p.into_inner(),
+            Err(TryLockError::WouldBlock) => self.core_contended(),
+        };
+        CoreGuard(ManuallyDrop::new(g))
+    }
+
+    /// Takes the core's lock held by another thread: tries again for up
+    /// to [`CORE_SPIN_NS`] before sleeping on it (the holder, running on
+    /// another CPU, holds it for a plug's or a batch's decisions, a few
+    /// microseconds at most; sleeping and being woken costs the sleeper
+    /// a context switch and the holder a `futex` wake-up).
+    #[cold]
+    fn core_contended(&self) -> MutexGuard<'_, Core> {
+        let until = monotonic_ns() + CORE_SPIN_NS;
+        loop {
+            for _ in 0..16 {
+                std::hint::spin_loop();
+            }
+            match self.core.try_lock() {
+                Ok(g) => return g,
+                Err(TryLockError::Poisoned(p)) => return p.into_inner(),
+                Err(TryLockError::WouldBlock) if monotonic_ns() < until => {}
+                Err(TryLockError::WouldBlock) => break,
+            }
+        }
+        self.core.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// Makes a ring whose completions can notify the service thread;
