@@ -1732,20 +1732,32 @@ mod tests {
         assert!(!notifying(&mut st), "an empty ring left notifying");
         enter_again(&ring, &mut st);
         assert!(!ring.away.load(Ordering::SeqCst));
-        // A request in flight (its completion, already in, is reaped
-        // after each leave: the ring is left with it counted).
-        st.sqes.push(opcode::Nop::new().build().user_data(1));
+        // A request in flight, its completion not in yet (a read of an
+        // eventfd nobody has written): only the in-flight count tells.
+        let ev = EventFd::new().unwrap();
+        // Leaked: a failing assertion must not free it under the read.
+        let p: *mut u64 = Box::leak(Box::new(0u64));
+        st.sqes.push(
+            opcode::Read::new(types::Fd(ev.fd()), p.cast(), 8)
+                .build()
+                .user_data(1),
+        );
         shared.push_sqes(&ring, &mut st);
         submit_pending(&mut st);
-        leave_ring(&ring, &mut st);
+        assert!(
+            st.uring.completion().is_empty(),
+            "the read is still in flight"
+        );
+        assert!(!leave_ring(&ring, &mut st), "nothing completed yet");
         assert!(ring.away.load(Ordering::SeqCst));
         assert!(notifying(&mut st), "a ring left with a request in flight");
         enter_again(&ring, &mut st);
         assert!(!ring.away.load(Ordering::SeqCst));
         assert!(!notifying(&mut st), "entered again");
+        ev.signal();
         st.uring.submitter().submit_and_wait(1).unwrap();
         reap(&ring, &mut st);
-        assert_eq!(st.cqes, [(1, 0)]);
+        assert_eq!(st.cqes, [(1, 8)]);
         st.cqes.clear();
         // A wake-up read armed.
         arm_reads(&ring, &mut st, None);
