@@ -94,25 +94,37 @@ fn cycles(
     now: &mut Time,
     n: u64,
 ) -> (f64, u64) {
+    timed(|| {
+        for _ in 0..n {
+            cycle(s, place, next_id, now);
+        }
+    })
+}
+
+/// One add+dispatch+complete cycle of a backlogged flow.
+fn cycle(s: &mut dyn Scheduler, place: Placement, next_id: &mut u64, now: &mut Time) {
+    *now += US;
+    let Dispatch::Request(r) = s.dispatch(*now) else {
+        panic!("backlogged scheduler dispatched nothing")
+    };
+    s.complete(*now, r.id).expect("complete");
+    let req = Request {
+        id: *next_id,
+        flow: r.flow,
+        sector: place.sector(*next_id, r.end() + 8),
+        sectors: 8,
+        op: Op::Write,
+        sync: false,
+    };
+    *next_id += 1;
+    s.add_request(*now, req).expect("add");
+}
+
+/// Runs `work` once; returns (ns, heap allocations) it took.
+fn timed(work: impl FnOnce()) -> (f64, u64) {
     let a0 = alloc_count();
     let t0 = Instant::now();
-    for _ in 0..n {
-        *now += US;
-        let Dispatch::Request(r) = s.dispatch(*now) else {
-            panic!("backlogged scheduler dispatched nothing")
-        };
-        s.complete(*now, r.id).expect("complete");
-        let req = Request {
-            id: *next_id,
-            flow: r.flow,
-            sector: place.sector(*next_id, r.end() + 8),
-            sectors: 8,
-            op: Op::Write,
-            sync: false,
-        };
-        *next_id += 1;
-        s.add_request(*now, req).expect("add");
-    }
+    work();
     let ns = t0.elapsed().as_nanos() as f64;
     (ns, alloc_count() - a0)
 }
@@ -166,28 +178,33 @@ impl Blocking {
         now: &mut Time,
         n: u64,
     ) -> (f64, u64) {
-        let a0 = alloc_count();
-        let t0 = Instant::now();
-        for _ in 0..n {
-            *now += US;
-            let done = self.device.pop_front().expect("a request on the device");
-            s.complete(*now, done.id).expect("complete");
-            self.drain(s, *now);
-            let req = self.next(*next_id, done.flow, done.end());
-            *next_id += 1;
-            s.add_request(*now, req).expect("add");
-            let mut idle = self.drain(s, *now);
-            // Idling with requests of others queued and none on the
-            // device: the time moves on to the deadline.
-            while self.device.is_empty() {
-                *now = idle
-                    .expect("a scheduler with queued requests dispatched nothing")
-                    .max(*now);
-                idle = self.drain(s, *now);
+        timed(|| {
+            for _ in 0..n {
+                self.cycle(s, next_id, now);
             }
+        })
+    }
+
+    /// The oldest request on the device completes, its flow issues its
+    /// next one, and the scheduler dispatches (moving the time on to an
+    /// idle deadline while nothing is on the device).
+    fn cycle(&mut self, s: &mut dyn Scheduler, next_id: &mut u64, now: &mut Time) {
+        *now += US;
+        let done = self.device.pop_front().expect("a request on the device");
+        s.complete(*now, done.id).expect("complete");
+        self.drain(s, *now);
+        let req = self.next(*next_id, done.flow, done.end());
+        *next_id += 1;
+        s.add_request(*now, req).expect("add");
+        let mut idle = self.drain(s, *now);
+        // Idling with requests of others queued and none on the
+        // device: the time moves on to the deadline.
+        while self.device.is_empty() {
+            *now = idle
+                .expect("a scheduler with queued requests dispatched nothing")
+                .max(*now);
+            idle = self.drain(s, *now);
         }
-        let ns = t0.elapsed().as_nanos() as f64;
-        (ns, alloc_count() - a0)
     }
 }
 
