@@ -222,6 +222,8 @@ pub(crate) struct Core {
     /// The idle timer's deadline, while armed.
     timer_at: Option<Time>,
     seq: u64,
+    /// The latest time handed to the scheduler (see [`Core::at`]).
+    last_now: Time,
     /// Requests the core failed on its own (a `Cancel` shutdown, a
     /// scheduler's panic), to wake and let go of once the lock is
     /// released (see [`Finished`]; the driver's `CoreGuard` does).
@@ -242,6 +244,7 @@ impl Core {
             stats: EngineStats::default(),
             timer_at: None,
             seq: 0,
+            last_now: 0,
             finished: Vec::new(),
         }
     }
@@ -275,8 +278,20 @@ impl Core {
         }
     }
 
+    /// `now` as handed to the scheduler: never earlier than a time it was
+    /// given before. Callers read the clock before taking the core's lock
+    /// (a clock read, ~20 ns, is no part of the serialised step), so a
+    /// thread that read it earlier may take the lock after one that read
+    /// it later; its time is then raised to the later one, and the
+    /// scheduler never sees time go backwards.
+    fn at(&mut self, now: Time) -> Time {
+        self.last_now = self.last_now.max(now);
+        self.last_now
+    }
+
     /// What the scheduler's mechanisms did so far (`None` after a panic).
     pub(crate) fn internals(&mut self, now: Time) -> Option<Internals> {
+        let now = self.at(now);
         self.sched(|s| s.internals(now))
     }
 
@@ -284,11 +299,13 @@ impl Core {
         if self.stopping.is_some() || self.closed {
             return Err(SchedError::UnknownGroup(spec.group));
         }
+        let now = self.at(now);
         self.sched(|s| s.add_flow(now, spec))
             .unwrap_or(Err(SchedError::UnknownGroup(spec.group)))
     }
 
     pub(crate) fn remove_flow(&mut self, now: Time, id: FlowId) {
+        let now = self.at(now);
         let _ = self.sched(|s| s.remove_flow(now, id));
     }
 
@@ -322,6 +339,7 @@ impl Core {
     /// finished instead (its result is in; `None` if its slot was let go
     /// of already), to wake and release outside the lock.
     pub(crate) fn add(&mut self, mut op: Op, now: Time) -> Result<u32, Option<Finished>> {
+        let now = self.at(now);
         if self.closed || self.failed {
             return Err(op.finish_deferred(Err(if self.failed {
                 scheduler_failed()
@@ -392,11 +410,12 @@ impl Core {
     /// scheduler idles. `now` is read again after a stale idle answer.
     pub(crate) fn dispatch(
         &mut self,
-        mut now: Time,
+        now: Time,
         clock: impl Fn() -> Time,
         ring: u32,
         out: &mut Vec<squeue::Entry>,
     ) {
+        let mut now = self.at(now);
         let mut past_idles = 0;
         while self.in_flight < self.cfg.depth && self.stopping != Some(ShutdownMode::Cancel) {
             match self.sched(|s| s.dispatch(now)) {
@@ -413,7 +432,7 @@ impl Core {
                 Some(Dispatch::Idle { until }) => {
                     if until <= now && past_idles < 3 {
                         past_idles += 1;
-                        now = clock();
+                        now = self.at(clock());
                         continue;
                     }
                     self.set_timer(until.min(now.saturating_add(MAX_IDLE_WAIT_NS)));
@@ -503,6 +522,7 @@ impl Core {
         res: i32,
         now: Time,
     ) -> Option<(Completer, io::Result<usize>)> {
+        let now = self.at(now);
         self.trace(now, 'C', idx);
         let Held { mut op, ring, .. } = self.held.get_mut(idx as usize).and_then(|h| h.take())?;
         debug_assert!(ring.is_some(), "completion of a request never dispatched");
@@ -672,5 +692,85 @@ mod tests {
         core.timer_fired();
         assert_eq!(idle(&mut core, 1_600_000, 3_000_000), 3);
         assert!(out.is_empty());
+    }
+
+    /// Records the times the core hands to the scheduler.
+    struct Clocked(Arc<std::sync::Mutex<Vec<Time>>>);
+
+    impl Scheduler for Clocked {
+        fn name(&self) -> &str {
+            "clocked"
+        }
+        fn set_device(&mut self, _: DeviceInfo) {}
+        fn add_group(&mut self, _: GroupId, _: u32) -> Result<GroupId, SchedError> {
+            Err(SchedError::UnknownGroup(GroupId::ROOT))
+        }
+        fn remove_group(&mut self, g: GroupId) -> Result<(), SchedError> {
+            Err(SchedError::UnknownGroup(g))
+        }
+        fn add_flow(&mut self, now: Time, s: FlowSpec) -> Result<FlowId, SchedError> {
+            self.0.lock().unwrap().push(now);
+            Err(SchedError::UnknownGroup(s.group))
+        }
+        fn remove_flow(&mut self, now: Time, _: FlowId) -> Result<(), SchedError> {
+            self.0.lock().unwrap().push(now);
+            Ok(())
+        }
+        fn add_request(&mut self, now: Time, _: Request) -> Result<(), SchedError> {
+            self.0.lock().unwrap().push(now);
+            Ok(())
+        }
+        fn dispatch(&mut self, now: Time) -> Dispatch {
+            self.0.lock().unwrap().push(now);
+            Dispatch::Empty
+        }
+        fn complete(&mut self, now: Time, _: ReqId) -> Result<(), SchedError> {
+            self.0.lock().unwrap().push(now);
+            Ok(())
+        }
+        fn queued(&self) -> usize {
+            0
+        }
+        fn in_flight(&self) -> usize {
+            0
+        }
+    }
+
+    /// Times are read before the core's lock is taken, so they may reach
+    /// the core out of order; the scheduler still sees them never go
+    /// backwards.
+    #[test]
+    fn the_scheduler_never_sees_time_go_backwards() {
+        let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let mut core = Core::new(
+            Box::new(Clocked(seen.clone())),
+            CoreConfig {
+                depth: 4,
+                allow_short: false,
+                async_submit: false,
+                target: None,
+                timerfd: -1,
+                origin_mono: 0,
+                trace: None,
+            },
+        );
+        let op = Op {
+            kind: OpKind::Nop,
+            flow: FlowId(1),
+            offset: 0,
+            ptr: std::ptr::null_mut(),
+            len: 1,
+            sync: true,
+            file: None,
+            sink: None,
+            before_stop: true,
+        };
+        assert!(core.add(op, 1_000).is_ok());
+        core.dispatch(400, || 500, 0, &mut Vec::new());
+        core.remove_flow(700, FlowId(1));
+        let _ = core.add_flow(1_500, FlowSpec::default());
+        let _ = core.internals(1_200);
+        core.remove_flow(300, FlowId(1));
+        assert_eq!(*seen.lock().unwrap(), [1_000, 1_000, 1_000, 1_500, 1_500]);
     }
 }

@@ -703,9 +703,11 @@ impl Shared {
         // A ring whose owner is exiting takes no new requests: the
         // service thread dispatches them.
         let exiting = ring.dead.load(Ordering::Relaxed);
+        // Read before the lock: the core keeps the scheduler's time from
+        // going backwards (see `Core::at`).
+        let now = self.now();
         let stopping = {
             let mut core = self.core();
-            let now = self.now();
             for op in st.plug.drain(..) {
                 match core.add(op, now) {
                     Ok(idx) => own = Some(u64::from(idx)),
@@ -815,8 +817,8 @@ impl Shared {
             self.closing_len.store(closing.len(), Ordering::SeqCst);
         }
         if !gone.is_empty() {
-            let mut core = self.core();
             let now = self.now();
+            let mut core = self.core();
             for f in gone {
                 core.remove_flow(now, f);
             }
@@ -936,11 +938,8 @@ impl Shared {
     /// Dispatcher mode (or a thread without a ring): the service thread
     /// dispatches and submits.
     fn submit_to_service(&self, op: Op) {
-        let w = {
-            let mut core = self.core();
-            let now = self.now();
-            core.add(op, now)
-        };
+        let now = self.now();
+        let w = self.core().add(op, now);
         if let Err(Some(f)) = w {
             f.wake();
         }
@@ -1015,8 +1014,9 @@ impl Shared {
     /// requests' slots after the core's lock is released (the lock is
     /// held for the scheduler's part only; see [`Shared::deliver`]).
     pub(crate) fn settle(&self, cqes: &[(u64, i32)], ring: &Ring, st: &mut RingState) {
-        let mut core = self.core();
+        // Read before the lock (see `Core::at`).
         let now = self.now();
+        let mut core = self.core();
         for &(ud, res) in cqes {
             if let Some(d) = core.complete(ud as u32, res, now) {
                 st.done.push(d);
