@@ -193,6 +193,29 @@ fn default_engine_scheds(with_fifo: bool) -> Vec<String> {
 }
 
 fn report_json(r: &RunReport) -> Value {
+    let mut v = report_fields(r);
+    if let Some(e) = &r.engine {
+        v["engine"] = engine_stats_json(e);
+    }
+    v
+}
+
+/// The engine's counters of a run: where requests completed and who
+/// woke their waiters (docs/engine.md, "Where a result waits").
+fn engine_stats_json(e: &EngineStats) -> Value {
+    json!({
+        "completed": e.completed, "private_waits": e.private_waits,
+        "service_submits": e.service_submits, "parks": e.parks,
+        "foreign_completions": e.foreign_completions,
+        "service_completions": e.service_completions, "cross_wakes": e.cross_wakes,
+        "latency_bucket_us": "bucket 0 < 1 us, bucket i in [2^(i-1), 2^i) us (1024 ns units)",
+        "own_latency": e.own_latency, "foreign_latency": e.foreign_latency,
+        "wake_latency": e.wake_latency,
+    })
+}
+
+/// A run's own figures as JSON.
+fn report_fields(r: &RunReport) -> Value {
     json!({
         "backend": r.backend,
         "seconds": r.seconds,

@@ -11,7 +11,7 @@ use std::io;
 use std::marker::PhantomData;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::pin::Pin;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll, Waker};
 use std::thread::Thread;
@@ -27,7 +27,7 @@ pub(crate) enum Waiter {
 }
 
 /// A non-blocking eventfd (wakes a thread waiting in a ring).
-pub(crate) struct EventFd(OwnedFd);
+pub(crate) struct EventFd(OwnedFd, AtomicU64);
 
 impl EventFd {
     pub(crate) fn new() -> io::Result<Self> {
@@ -37,11 +37,36 @@ impl EventFd {
             return Err(io::Error::last_os_error());
         }
         // SAFETY: fd is a fresh descriptor we own.
-        Ok(EventFd(unsafe { OwnedFd::from_raw_fd(fd) }))
+        Ok(EventFd(
+            unsafe { OwnedFd::from_raw_fd(fd) },
+            AtomicU64::new(0),
+        ))
     }
 
     pub(crate) fn fd(&self) -> i32 {
         self.0.as_raw_fd()
+    }
+
+    /// [`EventFd::signal`] for a waiter: also notes when (CLOCK_MONOTONIC
+    /// ns), unless an earlier wake not yet seen is noted, for
+    /// [`EventFd::take_stamp`].
+    pub(crate) fn signal_waiter(&self) {
+        let _ = self.1.compare_exchange(
+            0,
+            crate::driver::monotonic_ns(),
+            Ordering::Relaxed,
+            Ordering::Relaxed,
+        );
+        self.signal();
+    }
+
+    /// When the earliest wake not yet seen was noted (0 if none), and
+    /// forgets it.
+    pub(crate) fn take_stamp(&self) -> u64 {
+        if self.1.load(Ordering::Relaxed) == 0 {
+            return 0;
+        }
+        self.1.swap(0, Ordering::Relaxed)
     }
 
     /// Adds one to the counter (wakes a pending read).
@@ -178,7 +203,7 @@ impl Waiter {
             Waiter::None => {}
             Waiter::Waker(w) => w.wake(),
             Waiter::Thread(t) => t.unpark(),
-            Waiter::Event(e) => e.signal(),
+            Waiter::Event(e) => e.signal_waiter(),
         }
     }
 }

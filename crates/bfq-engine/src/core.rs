@@ -18,6 +18,10 @@ use std::os::fd::{AsRawFd, RawFd};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Arc;
 
+/// The `from` of a request handed in by no client ring (see
+/// [`Core::add`]).
+pub(crate) const NO_RING: u32 = u32::MAX;
+
 /// The longest one idle timer sleeps (1 s); a scheduler idling longer is
 /// asked again each time it fires.
 pub(crate) const MAX_IDLE_WAIT_NS: u64 = 1_000_000_000;
@@ -181,6 +185,39 @@ pub struct EngineStats {
     /// Requests submitted on their thread's private ring, the thread
     /// waiting there for each (`EngineBuilder::private_rings`).
     pub private_waits: u64,
+    /// Requests completed on another ring than their submitting thread's
+    /// (the core's lock holder dispatched them onto its own ring): their
+    /// owner learns of the result only once that ring is reaped.
+    pub foreign_completions: u64,
+    /// Requests whose completion the service thread reported (it reaped
+    /// a ring whose owner was away, or its own ring).
+    pub service_completions: u64,
+    /// Waiters woken by another thread than their own (an eventfd write,
+    /// an unpark or a waker).
+    pub cross_wakes: u64,
+    /// Dispatch to report (the completion reaped and told to the core),
+    /// for requests completed on their submitting thread's ring: a count
+    /// per [`LatencyHistogram`] bucket.
+    pub own_latency: LatencyHistogram,
+    /// The same for requests completed on another thread's ring.
+    pub foreign_latency: LatencyHistogram,
+    /// From a cross-thread eventfd wake of a thread waiting in its ring
+    /// to that thread running again and seeing it.
+    pub wake_latency: LatencyHistogram,
+}
+
+/// Counts of times by powers of two: bucket 0 holds times under 1 us
+/// (1024 ns), bucket `i` times in `[2^(9+i), 2^(10+i))` ns, the last one
+/// everything from 2^(9+15) ns (16.8 ms) up.
+pub type LatencyHistogram = [u64; LATENCY_BUCKETS];
+
+/// Buckets of a [`LatencyHistogram`].
+pub const LATENCY_BUCKETS: usize = 16;
+
+/// The [`LatencyHistogram`] bucket of `ns`.
+#[inline]
+pub(crate) fn latency_bucket(ns: u64) -> usize {
+    ((64 - (ns >> 10).leading_zeros()) as usize).min(LATENCY_BUCKETS - 1)
 }
 
 /// A request the scheduler holds or the device serves.
@@ -188,6 +225,11 @@ struct Held {
     op: Op,
     /// The ring it was submitted on, once dispatched.
     ring: Option<u32>,
+    /// The ring of the thread whose plug handed it in ([`NO_RING`]: the
+    /// service thread, dispatcher mode).
+    from: u32,
+    /// When it was dispatched.
+    dispatched: Time,
     /// Trace: unique request number, and the scheduler's view.
     seq: u64,
     req: Request,
@@ -337,8 +379,15 @@ impl Core {
     /// Hands a request to the scheduler and returns its id (its SQE's
     /// user data once dispatched). If it failed at once, returns it
     /// finished instead (its result is in; `None` if its slot was let go
-    /// of already), to wake and release outside the lock.
-    pub(crate) fn add(&mut self, mut op: Op, now: Time) -> Result<u32, Option<Finished>> {
+    /// of already), to wake and release outside the lock. `from`: the
+    /// ring whose plug hands it in ([`NO_RING`] if none), for the counts
+    /// of requests completed on another ring.
+    pub(crate) fn add(
+        &mut self,
+        mut op: Op,
+        now: Time,
+        from: u32,
+    ) -> Result<u32, Option<Finished>> {
         let now = self.at(now);
         if self.closed || self.failed {
             return Err(op.finish_deferred(Err(if self.failed {
@@ -386,6 +435,8 @@ impl Core {
                 self.held[idx as usize] = Some(Held {
                     op,
                     ring: None,
+                    from,
+                    dispatched: 0,
                     seq,
                     req,
                 });
@@ -422,7 +473,10 @@ impl Core {
                 Some(Dispatch::Request(r)) => {
                     let idx = r.id as u32;
                     match self.held.get_mut(idx as usize).and_then(|h| h.as_mut()) {
-                        Some(h) if h.ring.is_none() => h.ring = Some(ring),
+                        Some(h) if h.ring.is_none() => {
+                            h.ring = Some(ring);
+                            h.dispatched = now;
+                        }
                         _ => break, // the scheduler returned a bogus id
                     }
                     self.trace(now, 'D', idx);
@@ -524,8 +578,21 @@ impl Core {
     ) -> Option<(Completer, io::Result<usize>)> {
         let now = self.at(now);
         self.trace(now, 'C', idx);
-        let Held { mut op, ring, .. } = self.held.get_mut(idx as usize).and_then(|h| h.take())?;
+        let Held {
+            mut op,
+            ring,
+            from,
+            dispatched,
+            ..
+        } = self.held.get_mut(idx as usize).and_then(|h| h.take())?;
         debug_assert!(ring.is_some(), "completion of a request never dispatched");
+        let b = latency_bucket(now.saturating_sub(dispatched));
+        if from != NO_RING && ring != Some(from) {
+            self.stats.foreign_completions += 1;
+            self.stats.foreign_latency[b] += 1;
+        } else {
+            self.stats.own_latency[b] += 1;
+        }
         self.free.push(idx);
         self.in_flight -= 1;
         let _ = self.sched(|s| s.complete(now, u64::from(idx)));

@@ -28,7 +28,7 @@
 use crate::completion::{
     Driver, EventFd, Hold, Outstanding, Register, Waiter, WakeRelay, RELAY_FANOUT,
 };
-use crate::core::{Core, Op, ShutdownMode};
+use crate::core::{latency_bucket, Core, Op, ShutdownMode, LATENCY_BUCKETS, NO_RING};
 use crate::slot::{Completer, Finished, Release, SlotId};
 use bfq_core::{FlowId, Time};
 use io_uring::{opcode, squeue, types, IoUring};
@@ -116,6 +116,10 @@ pub(crate) struct Shared {
     pub linger_wakes: AtomicU64,
     /// Requests the service thread submitted.
     pub service_submits: AtomicU64,
+    /// Waiters woken by another thread ([`crate::EngineStats::cross_wakes`]).
+    pub cross_wakes: AtomicU64,
+    /// [`crate::EngineStats::wake_latency`].
+    pub wake_latency: [AtomicU64; LATENCY_BUCKETS],
     /// Closed flows waiting for plugs to be flushed before they leave
     /// the scheduler ([`Shared::close_flow`]), and their number.
     closing: Mutex<Vec<Closing>>,
@@ -417,7 +421,7 @@ impl Drop for LocalRings {
                     s.work(&ring, &mut st);
                 }
                 s.leave(&ring, &mut st);
-                wake_all(&mut st);
+                wake_all(&s, &mut st);
             }
             s.notify.signal();
         }
@@ -488,6 +492,8 @@ impl Shared {
             parks: AtomicU64::new(0),
             linger_wakes: AtomicU64::new(0),
             service_submits: AtomicU64::new(0),
+            cross_wakes: AtomicU64::new(0),
+            wake_latency: Default::default(),
             closing: Mutex::new(Vec::new()),
             closing_len: AtomicUsize::new(0),
             entries: (depth * 2 + 8).next_power_of_two(),
@@ -709,7 +715,7 @@ impl Shared {
         let stopping = {
             let mut core = self.core();
             for op in st.plug.drain(..) {
-                match core.add(op, now) {
+                match core.add(op, now, ring.id) {
                     Ok(idx) => own = Some(u64::from(idx)),
                     Err(f) => {
                         failed |= f.is_some();
@@ -932,14 +938,14 @@ impl Shared {
         } else {
             self.leave(ring, st);
         }
-        wake_all(st);
+        wake_all(self, st);
     }
 
     /// Dispatcher mode (or a thread without a ring): the service thread
     /// dispatches and submits.
     fn submit_to_service(&self, op: Op) {
         let now = self.now();
-        let w = self.core().add(op, now);
+        let w = self.core().add(op, now, NO_RING);
         if let Err(Some(f)) = w {
             f.wake();
         }
@@ -1017,6 +1023,9 @@ impl Shared {
         // Read before the lock (see `Core::at`).
         let now = self.now();
         let mut core = self.core();
+        if Arc::ptr_eq(&ring.wake, &self.notify) {
+            core.stats.service_completions += cqes.len() as u64;
+        }
         for &(ud, res) in cqes {
             if let Some(d) = core.complete(ud as u32, res, now) {
                 st.done.push(d);
@@ -1059,7 +1068,7 @@ impl Shared {
         self.push_sqes(ring, st);
         submit_pending(st);
         match self.mode {
-            SubmitMode::Local => wake_all(st),
+            SubmitMode::Local => wake_all(self, st),
             SubmitMode::Dispatcher => {
                 self.relay.wake_or_publish(&mut st.wakes);
             }
@@ -1175,6 +1184,9 @@ impl Shared {
             enter_and_wait(&mut st, None);
         }
         self.work(ring, &mut st);
+        if st.woken {
+            self.note_wake_latency(ring);
+        }
         // The caller looks at its result next: a wake-up reaped here has
         // done its job.
         st.woken = false;
@@ -1185,11 +1197,21 @@ impl Shared {
             // the ring left and takes no lock).
             self.leave(ring, &mut st);
         }
-        wake_all(&mut st);
+        wake_all(self, &mut st);
     }
 }
 
 impl Shared {
+    /// Counts the time from another thread's wake of this ring's owner
+    /// to the owner seeing it ([`crate::EngineStats::wake_latency`]).
+    fn note_wake_latency(&self, ring: &Ring) {
+        let t = ring.wake.take_stamp();
+        if t != 0 {
+            let b = latency_bucket(monotonic_ns().saturating_sub(t));
+            self.wake_latency[b].fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
     /// The private ring, taken out of the ring's state, if this wait may
     /// use it (see [`Private`]): the waited request is the thread's own
     /// (`own`, its slot), its one outstanding request and the one request
@@ -1548,7 +1570,11 @@ fn push_finished(ws: &mut Vec<Waiter>, released: &mut Vec<Release>, f: Finished,
 
 /// Wakes every waiter and lets go of the finished requests' slots
 /// (keeping the vectors' memory for the next ones).
-fn wake_all(st: &mut RingState) {
+fn wake_all(shared: &Shared, st: &mut RingState) {
+    if !st.wakes.is_empty() {
+        let n = st.wakes.len() as u64;
+        shared.cross_wakes.fetch_add(n, Ordering::Relaxed);
+    }
     for w in st.wakes.drain(..) {
         w.wake();
     }

@@ -517,6 +517,10 @@ impl Engine {
         s.parks = self.shared.parks.load(Ordering::Relaxed);
         s.linger_wakes = self.shared.linger_wakes.load(Ordering::Relaxed);
         s.service_submits = self.shared.service_submits.load(Ordering::Relaxed);
+        s.cross_wakes = self.shared.cross_wakes.load(Ordering::Relaxed);
+        for (to, from) in s.wake_latency.iter_mut().zip(&self.shared.wake_latency) {
+            *to = from.load(Ordering::Relaxed);
+        }
         Ok(s)
     }
 
@@ -833,6 +837,47 @@ mod tests {
                 );
             }
         }
+    }
+
+    /// A request the scheduler held back (the device queue full) and
+    /// dispatched when another thread's request completed goes on that
+    /// thread's ring: it is counted as completed on a foreign ring, and
+    /// its waiter is woken by that thread; requests completed on their
+    /// own thread's ring are not counted so.
+    #[test]
+    fn a_request_dispatched_by_another_thread_counts_as_foreign() {
+        use std::io::Write;
+        let engine = Engine::nop().queue_depth(1).open().unwrap();
+        let a = engine.flow(FlowOptions::weight(100)).unwrap();
+        let b = engine.flow(FlowOptions::weight(100)).unwrap();
+        let (target, mut w) = pipe();
+        // On this thread's ring, in flight until the pipe is written.
+        let read = a.read_file_async(&target, 0, vec![0u8; 1]);
+        while engine.stats().unwrap().in_flight == 0 {
+            assert!(!read.is_done(), "nothing was written to the pipe");
+        }
+        let stats = engine.stats().unwrap();
+        assert_eq!((stats.foreign_completions, stats.cross_wakes), (0, 0));
+        let waiter = std::thread::spawn(move || {
+            b.nop_async(0, 1).wait().0.unwrap();
+            b
+        });
+        // The other thread's request waits in the scheduler (the device
+        // queue holds one request).
+        while engine.stats().unwrap().queued == 0 {
+            std::thread::yield_now();
+        }
+        w.write_all(b"x").unwrap();
+        assert_eq!(read.wait().0.unwrap(), 1);
+        let b = waiter.join().unwrap();
+        let stats = engine.stats().unwrap();
+        assert_eq!(stats.completed, 2);
+        assert_eq!(stats.foreign_completions, 1, "{stats:?}");
+        assert_eq!(stats.own_latency.iter().sum::<u64>(), 1);
+        assert_eq!(stats.foreign_latency.iter().sum::<u64>(), 1);
+        assert!(stats.cross_wakes + stats.service_completions >= 1);
+        drop((a, b));
+        engine.shutdown(ShutdownMode::Drain).unwrap();
     }
 
     /// A blocking wait on the private ring registers no waiter with the

@@ -42,7 +42,9 @@ mod service;
 mod slot;
 pub mod sys;
 
-pub use crate::core::{EngineStats, FileTarget, ShutdownMode, TraceEvent};
+pub use crate::core::{
+    EngineStats, FileTarget, LatencyHistogram, ShutdownMode, TraceEvent, LATENCY_BUCKETS,
+};
 pub use bfq_core::{DeviceInfo, FlowId, FlowSpec, GroupId, Internals, IoClass, IoPrio, Settings};
 pub use buf::{AlignedBuf, IoBuf, IoBufMut};
 pub use completion::{block_on, IoResult, Pending};

@@ -72,6 +72,9 @@ pub struct RunReport {
     /// What the engine's scheduler learned and did (B_max, peak rate,
     /// injection, the device's medium); `None` for the kernel's schedulers.
     pub scheduler: Option<bfq_core::Internals>,
+    /// The engine's counters at the end of the run; `None` for the
+    /// kernel's schedulers.
+    pub engine: Option<bfq_engine::EngineStats>,
 }
 
 impl RunReport {
@@ -94,6 +97,7 @@ impl RunReport {
             flows,
             cpu_seconds: 0.0,
             scheduler: None,
+            engine: None,
         }
     }
 

@@ -252,12 +252,13 @@ fn run_engine(
     let (seconds, reports) = run_threads(cfg, flows, regions, &handles)?;
     drop(handles);
     let internals = engine.scheduler_internals().ok();
-    engine.shutdown(ShutdownMode::Cancel)?;
+    let stats = engine.shutdown(ShutdownMode::Cancel)?;
     if let Some(out) = trace_out {
         out.lock().unwrap_or_else(|p| p.into_inner()).flush()?;
     }
     let mut report = RunReport::of(cfg, seconds, reports);
     report.scheduler = internals;
+    report.engine = Some(stats);
     Ok(report)
 }
 

@@ -239,6 +239,7 @@ on_off = { on = "1M", off = "10ms" }
             seconds: 2.0,
             cpu_seconds: 0.0,
             scheduler: None,
+            engine: None,
             flows,
         }
     }
