@@ -41,7 +41,9 @@ pub enum BenchCmd {
         /// (`SubmitMode::Dispatcher`); without it, or with `@local`, from
         /// each flow's thread (`SubmitMode::Local`, the engine's default);
         /// with `@shared`, from each flow's thread without private rings
-        /// (`EngineBuilder::private_rings(false)`).
+        /// (`EngineBuilder::private_rings(false)`); with `@coop`, from
+        /// each flow's thread on rings set up with `COOP_TASKRUN`
+        /// (`EngineBuilder::coop_taskrun(true)`).
         #[arg(long, value_delimiter = ',')]
         schedulers: Vec<String>,
         /// Seconds per measurement.
@@ -161,19 +163,24 @@ pub enum BenchCmd {
 }
 
 /// `NAME@dispatcher` -> (NAME, dispatcher mode); `NAME@shared` -> (NAME,
-/// local submission without private rings); `NAME@local` or `NAME` ->
-/// (NAME, local submission with private rings, the engine's default).
-fn split_mode(s: &str) -> (&str, SubmitMode, bool) {
+/// local submission without private rings); `NAME@coop` -> (NAME, local
+/// submission on `COOP_TASKRUN` rings); `NAME@local` or `NAME` -> (NAME,
+/// local submission with private rings, the engine's default). The
+/// booleans: private rings, `COOP_TASKRUN`.
+fn split_mode(s: &str) -> (&str, SubmitMode, (bool, bool)) {
     if let Some(name) = s.strip_suffix("@dispatcher") {
-        return (name, SubmitMode::Dispatcher, true);
+        return (name, SubmitMode::Dispatcher, (true, false));
     }
     if let Some(name) = s.strip_suffix("@shared") {
-        return (name, SubmitMode::Local, false);
+        return (name, SubmitMode::Local, (false, false));
+    }
+    if let Some(name) = s.strip_suffix("@coop") {
+        return (name, SubmitMode::Local, (true, true));
     }
     (
         s.strip_suffix("@local").unwrap_or(s),
         SubmitMode::Local,
-        true,
+        (true, false),
     )
 }
 
@@ -521,7 +528,7 @@ impl Randread {
             let secs = Duration::from_secs_f64(self.seconds);
             return crate::fio_ref::randread(dev, ks, (n, per), self.size, secs);
         }
-        let (name, mode, private_rings) = split_mode(s);
+        let (name, mode, (private_rings, coop_taskrun)) = split_mode(s);
         let mut cfg = RunConfig::new(
             dev,
             Backend::parse(name, Settings::new()),
@@ -529,6 +536,7 @@ impl Randread {
         );
         cfg.submit_mode = mode;
         cfg.private_rings = private_rings;
+        cfg.coop_taskrun = coop_taskrun;
         cfg.queue_depth = self.depth;
         (cfg.dispatcher_nice, cfg.async_submit, cfg.sqpoll_idle_ms) = self.engine;
         (cfg.kernel_groups, cfg.kernel_client) = self.kernel;
@@ -696,11 +704,12 @@ fn nop_measure(
     window: u32,
     seconds: f64,
 ) -> anyhow::Result<(f64, f64, EngineStats)> {
-    let (name, mode, private_rings) = split_mode(s);
+    let (name, mode, (private_rings, coop)) = split_mode(s);
     let engine = Engine::nop()
         .scheduler(name)
         .submit_mode(mode)
         .private_rings(private_rings)
+        .coop_taskrun(coop)
         .queue_depth(depth)
         .open()?;
     let stop = Arc::new(AtomicBool::new(false));
@@ -834,7 +843,7 @@ fn fairness_config(
     seconds: f64,
     (depth, set, kernel_client): (u32, &[String], bfq_real::KernelClient),
 ) -> anyhow::Result<RunConfig> {
-    let (name, mode, private_rings) = split_mode(s);
+    let (name, mode, (private_rings, coop_taskrun)) = split_mode(s);
     let mut settings = Settings::new();
     if name != "fifo" && !name.starts_with("kernel:") {
         for kv in set {
@@ -849,6 +858,7 @@ fn fairness_config(
     );
     cfg.submit_mode = mode;
     cfg.private_rings = private_rings;
+    cfg.coop_taskrun = coop_taskrun;
     cfg.queue_depth = depth;
     cfg.kernel_client = kernel_client;
     Ok(cfg)

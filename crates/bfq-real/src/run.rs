@@ -319,6 +319,7 @@ fn open_engine(
         .service_nice(cfg.dispatcher_nice)
         .submit_mode(cfg.submit_mode)
         .private_rings(cfg.private_rings)
+        .coop_taskrun(cfg.coop_taskrun)
         .async_submit(cfg.async_submit)
         .sqpoll(cfg.sqpoll_idle_ms)
         .open()
