@@ -832,7 +832,7 @@ mod tests {
             sink: None,
             before_stop: true,
         };
-        assert!(core.add(op, 1_000).is_ok());
+        assert!(core.add(op, 1_000, NO_RING).is_ok());
         core.dispatch(400, || 500, 0, &mut Vec::new());
         core.remove_flow(700, FlowId(1));
         let _ = core.add_flow(1_500, FlowSpec::default());
