@@ -192,8 +192,11 @@ pub struct EngineStats {
     /// Requests whose completion the service thread reported (it reaped
     /// a ring whose owner was away, or its own ring).
     pub service_completions: u64,
-    /// Waiters woken by another thread than their own (an eventfd write,
-    /// an unpark or a waker).
+    /// Waiters woken by the thread that reaped their request's
+    /// completion (an eventfd write, an unpark or a `Waker`; a `Waker` is
+    /// counted even when it wakes a task of the reaping thread itself).
+    /// Local mode only: the dispatcher's wake relay and requests that
+    /// fail at once are not counted.
     pub cross_wakes: u64,
     /// Dispatch to report (the completion reaped and told to the core),
     /// for requests completed on their submitting thread's ring: a count

@@ -222,6 +222,9 @@ pub(crate) struct RingState {
     cancel_sent: bool,
     /// The owner's private ring (see [`Private`]).
     private: PrivateRing,
+    /// The ring was set up with `COOP_TASKRUN | TASKRUN_FLAG` (see
+    /// [`run_task_work`]).
+    coop: bool,
     /// The wake-up read completed (the service thread: look around).
     pub woken: bool,
     /// The service ring's read of the idle timer.
@@ -555,13 +558,16 @@ impl Shared {
         if sqpoll_ms > 0 {
             b.setup_sqpoll(sqpoll_ms);
         }
-        if self.coop_taskrun {
-            // See `run_task_work`.
+        // See `run_task_work`. The kernel refuses these flags with
+        // SQPOLL, and the option is local mode's.
+        let coop = self.coop_taskrun && sqpoll_ms == 0 && self.mode == SubmitMode::Local;
+        if coop {
             b.setup_coop_taskrun().setup_taskrun_flag();
         }
-        let mut uring = b
-            .build(self.entries)
-            .or_else(|_| IoUring::new(self.entries))?;
+        let (mut uring, coop) = match b.build(self.entries) {
+            Ok(u) => (u, coop),
+            Err(_) => (IoUring::new(self.entries)?, false),
+        };
         uring.submitter().register_eventfd(self.notify.fd())?;
         uring.completion().disable_eventfd();
         // Notifications stay off while the owner works on the ring.
@@ -569,6 +575,7 @@ impl Shared {
             id: self.next_ring.fetch_add(1, Ordering::Relaxed),
             st: Mutex::new(RingState {
                 uring,
+                coop,
                 notifying: false,
                 wake_armed: false,
                 wake_buf: Box::new(0),
@@ -1011,7 +1018,7 @@ impl Shared {
         self.flush_plug(ring, st);
         for _ in 0..WORK_ROUNDS {
             submit_pending(st);
-            run_task_work(st);
+            run_task_work(ring, st, false);
             reap(ring, st);
             if st.cqes.is_empty() {
                 return;
@@ -1169,7 +1176,11 @@ impl Shared {
     fn block_in_ring(&self, ring: &Ring, own: Option<SlotId>, register: Register<'_>) {
         let mut st = self.enter_own(ring);
         self.cancel_if_stopping(ring, &mut st);
-        let register = || register(Waiter::Event(ring.wake.clone()));
+        let register = || {
+            // A wake noted before this wait is not this wait's.
+            ring.wake.take_stamp();
+            register(Waiter::Event(ring.wake.clone()))
+        };
         // Whether a result is in: a request that failed at once may be
         // the one waited for, and a private wait ends with its result.
         let (result_in, private) = match self.lone_wait(ring, &mut st, own) {
@@ -1501,8 +1512,22 @@ pub(crate) fn enter_and_wait(st: &mut RingState, timeout: Option<u64>) {
 /// woken, and the work runs at its next entry into the kernel (a system
 /// call, or the next interrupt or timer tick) rather than at once. Without
 /// it the flag is never set.
-fn run_task_work(st: &mut RingState) {
-    if st.uring.submission().taskrun() {
+///
+/// The flag is a hint, not a count: the kernel sets it when the thread's
+/// list of task work was empty (not for work joining a list that holds
+/// another ring's) and clears it when any thread runs task work for the
+/// ring. Blocking waits enter the kernel anyway; a look that must not
+/// miss a completion without blocking (`must`: a future's `poll`,
+/// `is_done`) enters it whenever requests are in flight on the ring and
+/// none is reaped yet: one system call per such look on a
+/// `COOP_TASKRUN` ring.
+fn run_task_work(ring: &Ring, st: &mut RingState, must: bool) {
+    if !st.coop {
+        return;
+    }
+    let unseen =
+        must && ring.in_flight.load(Ordering::Relaxed) > 0 && st.uring.completion().is_empty();
+    if unseen || st.uring.submission().taskrun() {
         if let Err(e) = st.uring.submitter().submit_and_wait(0) {
             debug_assert!(transient(&e), "io_uring_enter failed: {e}");
         }
@@ -1644,6 +1669,7 @@ impl Driver for Shared {
         }
         enter_again(ring, &mut st);
         self.unlinger(ring);
+        run_task_work(ring, &mut st, true);
         self.work(ring, &mut st);
         self.linger_or_leave(ring, &mut st, linger);
     }
@@ -1826,6 +1852,62 @@ mod tests {
         drop(st);
         drop(ring);
         engine.shutdown(crate::ShutdownMode::Drain).unwrap();
+    }
+
+    /// Pushes and submits a read of `ev` on `ring` (its buffer leaked: a
+    /// failing assertion must not free it under the read).
+    fn read_eventfd(shared: &Shared, ring: &Ring, st: &mut RingState, ev: &EventFd) {
+        let p: *mut u64 = Box::leak(Box::new(0u64));
+        st.sqes
+            .push(opcode::Read::new(types::Fd(ev.fd()), p.cast(), 8).build());
+        shared.push_sqes(ring, st);
+        submit_pending(st);
+    }
+
+    /// `COOP_TASKRUN`'s `IORING_SQ_TASKRUN` flag is a hint: with two
+    /// rings of one thread, the second completion's task work joins a
+    /// list the first made non-empty and sets no flag on its ring. A look
+    /// that must not miss a completion (a future's `poll`, `is_done`)
+    /// still finds it: it enters the kernel while requests are in flight.
+    #[test]
+    fn a_look_that_must_not_miss_finds_a_completion_the_flag_does_not_show() {
+        let engines = [(); 2].map(|_| crate::Engine::nop().coop_taskrun(true).open().unwrap());
+        let rings = engines.each_ref().map(|e| {
+            e.shared
+                .new_ring(Arc::new(EventFd::new().unwrap()), 0)
+                .unwrap()
+        });
+        let evs = [(); 2].map(|_| Arc::new(EventFd::new().unwrap()));
+        let mut sts = rings.each_ref().map(|r| r.st.lock().unwrap());
+        if !sts[0].coop {
+            eprintln!("skipped: the kernel refuses COOP_TASKRUN (Linux 5.19)");
+            return;
+        }
+        for i in 0..2 {
+            read_eventfd(&engines[i].shared, &rings[i], &mut sts[i], &evs[i]);
+        }
+        // Both written by another thread while this one makes no system
+        // call (whose return would run the task work).
+        let writers = evs.clone();
+        let done = Arc::new(AtomicBool::new(false));
+        let d = done.clone();
+        let w = std::thread::spawn(move || {
+            writers.iter().for_each(|e| e.signal());
+            d.store(true, Ordering::Release);
+        });
+        while !done.load(Ordering::Acquire) {
+            std::hint::spin_loop();
+        }
+        run_task_work(&rings[1], &mut sts[1], true);
+        engines[1].shared.work(&rings[1], &mut sts[1]);
+        assert_eq!(rings[1].in_flight.load(Ordering::SeqCst), 0, "missed");
+        w.join().unwrap();
+        engines[0].shared.work(&rings[0], &mut sts[0]);
+        drop(sts);
+        drop(rings);
+        for e in engines {
+            e.shutdown(crate::ShutdownMode::Drain).unwrap();
+        }
     }
 
     /// A completion queued as the owner's task work without an IPI

@@ -165,12 +165,16 @@ impl EngineBuilder {
     /// `IORING_SETUP_COOP_TASKRUN | TASKRUN_FLAG` (Linux 5.19; ignored where
     /// the kernel refuses): a completion does not interrupt its submitting
     /// thread while it runs (no IPI); it is posted at the thread's next
-    /// entry into the kernel, or its next interrupt or timer tick (at most
-    /// 1/HZ later) if it computes without system calls. Off by default:
-    /// with a busy program on every CPU it lifted 4 flows x 16 from
-    /// 0.78-0.81x of fio to 0.96-1.14x, but one thread with 64 requests on
-    /// a quiet machine fell from 0.99x to 0.86x. See docs/engine.md,
-    /// "Where a result waits".
+    /// entry into the kernel, or its next interrupt or timer tick if it
+    /// computes without system calls. Every request on that thread's ring
+    /// waits so, other flows' requests it dispatched included (measured up
+    /// to 8 ms with `CONFIG_HZ=250`; no bound on a `nohz_full` CPU). A
+    /// future's `poll` and `is_done` make a system call while requests are
+    /// in flight on the ring. Off by default: with a busy program on every
+    /// CPU it lifted 4 flows x 16 from 0.78-0.81x of fio to 0.96-1.14x in
+    /// two of three batches, but one thread with 64 requests on a quiet
+    /// machine fell from 0.99x to 0.86x. See docs/engine.md, "Where a
+    /// result waits".
     pub fn coop_taskrun(mut self, on: bool) -> Self {
         self.coop_taskrun = on;
         self
