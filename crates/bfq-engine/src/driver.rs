@@ -1814,15 +1814,7 @@ mod tests {
         // A request in flight, its completion not in yet (a read of an
         // eventfd nobody has written): only the in-flight count tells.
         let ev = EventFd::new().unwrap();
-        // Leaked: a failing assertion must not free it under the read.
-        let p: *mut u64 = Box::leak(Box::new(0u64));
-        st.sqes.push(
-            opcode::Read::new(types::Fd(ev.fd()), p.cast(), 8)
-                .build()
-                .user_data(1),
-        );
-        shared.push_sqes(&ring, &mut st);
-        submit_pending(&mut st);
+        read_eventfd(shared, &ring, &mut st, &ev);
         assert!(
             st.uring.completion().is_empty(),
             "the read is still in flight"
@@ -1858,8 +1850,11 @@ mod tests {
     /// failing assertion must not free it under the read).
     fn read_eventfd(shared: &Shared, ring: &Ring, st: &mut RingState, ev: &EventFd) {
         let p: *mut u64 = Box::leak(Box::new(0u64));
-        st.sqes
-            .push(opcode::Read::new(types::Fd(ev.fd()), p.cast(), 8).build());
+        st.sqes.push(
+            opcode::Read::new(types::Fd(ev.fd()), p.cast(), 8)
+                .build()
+                .user_data(1),
+        );
         shared.push_sqes(ring, st);
         submit_pending(st);
     }
@@ -1924,15 +1919,7 @@ mod tests {
             .unwrap();
         let mut st = ring.st.lock().unwrap();
         let ev = Arc::new(EventFd::new().unwrap());
-        // Leaked: a failing assertion must not free it under the read.
-        let p: *mut u64 = Box::leak(Box::new(0u64));
-        st.sqes.push(
-            opcode::Read::new(types::Fd(ev.fd()), p.cast(), 8)
-                .build()
-                .user_data(1),
-        );
-        shared.push_sqes(&ring, &mut st);
-        submit_pending(&mut st);
+        read_eventfd(shared, &ring, &mut st, &ev);
         // The eventfd is written by another thread while this one makes
         // no system call (whose return would run the task work).
         let go = Arc::new(AtomicBool::new(false));
