@@ -682,12 +682,24 @@ mod tests {
     use std::os::fd::{FromRawFd, OwnedFd};
     use std::sync::atomic::{AtomicU64, Ordering};
 
-    /// Answers `Idle { until }` with the deadline the test sets.
-    struct Idler(Arc<AtomicU64>);
+    /// A test scheduler: records every time the core hands it (`seen`)
+    /// and answers `Idle { until }` with the deadline the test sets in
+    /// `until` (nothing to dispatch while it is 0).
+    #[derive(Clone, Default)]
+    struct Stub {
+        until: Arc<AtomicU64>,
+        seen: Arc<std::sync::Mutex<Vec<Time>>>,
+    }
 
-    impl Scheduler for Idler {
+    impl Stub {
+        fn saw(&self, now: Time) {
+            self.seen.lock().unwrap().push(now);
+        }
+    }
+
+    impl Scheduler for Stub {
         fn name(&self) -> &str {
-            "idler"
+            "stub"
         }
         fn set_device(&mut self, _: DeviceInfo) {}
         fn add_group(&mut self, _: GroupId, _: u32) -> Result<GroupId, SchedError> {
@@ -696,21 +708,27 @@ mod tests {
         fn remove_group(&mut self, g: GroupId) -> Result<(), SchedError> {
             Err(SchedError::UnknownGroup(g))
         }
-        fn add_flow(&mut self, _: Time, s: FlowSpec) -> Result<FlowId, SchedError> {
+        fn add_flow(&mut self, now: Time, s: FlowSpec) -> Result<FlowId, SchedError> {
+            self.saw(now);
             Err(SchedError::UnknownGroup(s.group))
         }
-        fn remove_flow(&mut self, _: Time, _: FlowId) -> Result<(), SchedError> {
+        fn remove_flow(&mut self, now: Time, _: FlowId) -> Result<(), SchedError> {
+            self.saw(now);
             Ok(())
         }
-        fn add_request(&mut self, _: Time, _: Request) -> Result<(), SchedError> {
+        fn add_request(&mut self, now: Time, _: Request) -> Result<(), SchedError> {
+            self.saw(now);
             Ok(())
         }
-        fn dispatch(&mut self, _: Time) -> Dispatch {
-            Dispatch::Idle {
-                until: self.0.load(Ordering::Relaxed),
+        fn dispatch(&mut self, now: Time) -> Dispatch {
+            self.saw(now);
+            match self.until.load(Ordering::Relaxed) {
+                0 => Dispatch::Empty,
+                until => Dispatch::Idle { until },
             }
         }
-        fn complete(&mut self, _: Time, _: ReqId) -> Result<(), SchedError> {
+        fn complete(&mut self, now: Time, _: ReqId) -> Result<(), SchedError> {
+            self.saw(now);
             Ok(())
         }
         fn queued(&self) -> usize {
@@ -719,6 +737,22 @@ mod tests {
         fn in_flight(&self) -> usize {
             0
         }
+    }
+
+    /// A core of depth 4 over `stub`, its idle timer `timerfd`.
+    fn core_with(stub: Stub, timerfd: RawFd, origin_mono: u64) -> Core {
+        Core::new(
+            Box::new(stub),
+            CoreConfig {
+                depth: 4,
+                allow_short: false,
+                async_submit: false,
+                target: None,
+                timerfd,
+                origin_mono,
+                trace: None,
+            },
+        )
     }
 
     /// An idle whose deadline is later than the armed timer's does not
@@ -731,20 +765,10 @@ mod tests {
         assert!(fd >= 0);
         // SAFETY: a fresh descriptor.
         let timerfd = unsafe { OwnedFd::from_raw_fd(fd) };
-        let until = Arc::new(AtomicU64::new(0));
-        let mut core = Core::new(
-            Box::new(Idler(until.clone())),
-            CoreConfig {
-                depth: 4,
-                allow_short: false,
-                async_submit: false,
-                target: None,
-                timerfd: timerfd.as_raw_fd(),
-                // Far in the future: the timer never fires during the test.
-                origin_mono: 1 << 62,
-                trace: None,
-            },
-        );
+        let stub = Stub::default();
+        let until = stub.until.clone();
+        // Far in the future: the timer never fires during the test.
+        let mut core = core_with(stub.clone(), timerfd.as_raw_fd(), 1 << 62);
         let mut out = Vec::new();
         let mut idle = |core: &mut Core, now: Time, deadline: Time| {
             until.store(deadline, Ordering::Relaxed);
@@ -764,66 +788,13 @@ mod tests {
         assert!(out.is_empty());
     }
 
-    /// Records the times the core hands to the scheduler.
-    struct Clocked(Arc<std::sync::Mutex<Vec<Time>>>);
-
-    impl Scheduler for Clocked {
-        fn name(&self) -> &str {
-            "clocked"
-        }
-        fn set_device(&mut self, _: DeviceInfo) {}
-        fn add_group(&mut self, _: GroupId, _: u32) -> Result<GroupId, SchedError> {
-            Err(SchedError::UnknownGroup(GroupId::ROOT))
-        }
-        fn remove_group(&mut self, g: GroupId) -> Result<(), SchedError> {
-            Err(SchedError::UnknownGroup(g))
-        }
-        fn add_flow(&mut self, now: Time, s: FlowSpec) -> Result<FlowId, SchedError> {
-            self.0.lock().unwrap().push(now);
-            Err(SchedError::UnknownGroup(s.group))
-        }
-        fn remove_flow(&mut self, now: Time, _: FlowId) -> Result<(), SchedError> {
-            self.0.lock().unwrap().push(now);
-            Ok(())
-        }
-        fn add_request(&mut self, now: Time, _: Request) -> Result<(), SchedError> {
-            self.0.lock().unwrap().push(now);
-            Ok(())
-        }
-        fn dispatch(&mut self, now: Time) -> Dispatch {
-            self.0.lock().unwrap().push(now);
-            Dispatch::Empty
-        }
-        fn complete(&mut self, now: Time, _: ReqId) -> Result<(), SchedError> {
-            self.0.lock().unwrap().push(now);
-            Ok(())
-        }
-        fn queued(&self) -> usize {
-            0
-        }
-        fn in_flight(&self) -> usize {
-            0
-        }
-    }
-
     /// Times are read before the core's lock is taken, so they may reach
     /// the core out of order; the scheduler still sees them never go
     /// backwards.
     #[test]
     fn the_scheduler_never_sees_time_go_backwards() {
-        let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
-        let mut core = Core::new(
-            Box::new(Clocked(seen.clone())),
-            CoreConfig {
-                depth: 4,
-                allow_short: false,
-                async_submit: false,
-                target: None,
-                timerfd: -1,
-                origin_mono: 0,
-                trace: None,
-            },
-        );
+        let stub = Stub::default();
+        let mut core = core_with(stub.clone(), -1, 0);
         let op = Op {
             kind: OpKind::Nop,
             flow: FlowId(1),
@@ -841,6 +812,9 @@ mod tests {
         let _ = core.add_flow(1_500, FlowSpec::default());
         let _ = core.internals(1_200);
         core.remove_flow(300, FlowId(1));
-        assert_eq!(*seen.lock().unwrap(), [1_000, 1_000, 1_000, 1_500, 1_500]);
+        assert_eq!(
+            *stub.seen.lock().unwrap(),
+            [1_000, 1_000, 1_000, 1_500, 1_500]
+        );
     }
 }
