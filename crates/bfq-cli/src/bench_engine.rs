@@ -8,7 +8,9 @@
 //! - `fairness`: 2 and 5 greedy sequential readers, weights 100:300 and
 //!   1:2:3:4:5, on a loop device over a regular file: engine vs kernel:bfq.
 
-use bfq_engine::{Engine, EngineStats, Flow, FlowOptions, Settings, ShutdownMode, SubmitMode};
+use bfq_engine::{
+    CoopTaskrun, Engine, EngineStats, Flow, FlowOptions, Settings, ShutdownMode, SubmitMode,
+};
 use bfq_real::sys::{self, LoopDevice};
 use bfq_real::{Backend, FlowDesc, Pattern, RunConfig, RunReport};
 use clap::{Args as ClapArgs, Subcommand};
@@ -43,7 +45,10 @@ pub enum BenchCmd {
         /// with `@shared`, from each flow's thread without private rings
         /// (`EngineBuilder::private_rings(false)`); with `@coop`, from
         /// each flow's thread on rings set up with `COOP_TASKRUN`
-        /// (`EngineBuilder::coop_taskrun(true)`).
+        /// (`EngineBuilder::coop_taskrun(CoopTaskrun::On)`), with
+        /// `@nocoop` without it (`CoopTaskrun::Off`); otherwise each
+        /// thread's ring has it while the thread waits for a CPU
+        /// (`CoopTaskrun::Auto`, the engine's default).
         #[arg(long, value_delimiter = ',')]
         schedulers: Vec<String>,
         /// Seconds per measurement.
@@ -163,24 +168,29 @@ pub enum BenchCmd {
 }
 
 /// `NAME@dispatcher` -> (NAME, dispatcher mode); `NAME@shared` -> (NAME,
-/// local submission without private rings); `NAME@coop` -> (NAME, local
-/// submission on `COOP_TASKRUN` rings); `NAME@local` or `NAME` -> (NAME,
-/// local submission with private rings, the engine's default). The
-/// booleans: private rings, `COOP_TASKRUN`.
-fn split_mode(s: &str) -> (&str, SubmitMode, (bool, bool)) {
+/// local submission without private rings); `NAME@coop` and
+/// `NAME@nocoop` -> (NAME, local submission on rings with and without
+/// `COOP_TASKRUN`); `NAME@local` or `NAME` -> (NAME, local submission with
+/// private rings, `COOP_TASKRUN` chosen per thread: the engine's default).
+/// The pair: private rings, `COOP_TASKRUN`.
+fn split_mode(s: &str) -> (&str, SubmitMode, (bool, CoopTaskrun)) {
+    let local = |name, private, coop| (name, SubmitMode::Local, (private, coop));
     if let Some(name) = s.strip_suffix("@dispatcher") {
-        return (name, SubmitMode::Dispatcher, (true, false));
+        return (name, SubmitMode::Dispatcher, (true, CoopTaskrun::Auto));
     }
     if let Some(name) = s.strip_suffix("@shared") {
-        return (name, SubmitMode::Local, (false, false));
+        return local(name, false, CoopTaskrun::Auto);
     }
     if let Some(name) = s.strip_suffix("@coop") {
-        return (name, SubmitMode::Local, (true, true));
+        return local(name, true, CoopTaskrun::On);
     }
-    (
+    if let Some(name) = s.strip_suffix("@nocoop") {
+        return local(name, true, CoopTaskrun::Off);
+    }
+    local(
         s.strip_suffix("@local").unwrap_or(s),
-        SubmitMode::Local,
-        (true, false),
+        true,
+        CoopTaskrun::Auto,
     )
 }
 
@@ -215,6 +225,7 @@ fn engine_stats_json(e: &EngineStats) -> Value {
         "service_submits": e.service_submits, "parks": e.parks,
         "foreign_completions": e.foreign_completions,
         "service_completions": e.service_completions, "cross_wakes": e.cross_wakes,
+        "coop_switches": e.coop_switches,
         "latency_bucket_us": "bucket 0 < 1 us, bucket i in [2^(i-1), 2^i) us (1024 ns units)",
         "own_latency": e.own_latency, "foreign_latency": e.foreign_latency,
         "wake_latency": e.wake_latency,

@@ -198,6 +198,10 @@ pub struct EngineStats {
     /// Local mode only: the dispatcher's wake relay and requests that
     /// fail at once are not counted.
     pub cross_wakes: u64,
+    /// Threads' rings set up again with `COOP_TASKRUN`, and set up again
+    /// without it, as their threads' waits for a CPU rose and fell
+    /// (`CoopTaskrun::Auto`).
+    pub coop_switches: [u64; 2],
     /// Dispatch to report (the completion reaped and told to the core),
     /// for requests completed on their submitting thread's ring: a count
     /// per [`LatencyHistogram`] bucket.

@@ -30,6 +30,7 @@ use crate::completion::{
 };
 use crate::core::{latency_bucket, Core, Op, ShutdownMode, LATENCY_BUCKETS, NO_RING};
 use crate::slot::{Completer, Finished, Release, SlotId};
+use crate::taskrun::{CoopTaskrun, CpuWait};
 use bfq_core::{FlowId, Time};
 use io_uring::{opcode, squeue, types, IoUring};
 use std::cell::RefCell;
@@ -82,9 +83,9 @@ pub(crate) struct Shared {
     /// A thread's lone blocking wait may use its private ring (see
     /// [`Private`]; `EngineBuilder::private_rings`).
     pub private_rings: bool,
-    /// Rings are set up with `COOP_TASKRUN` (see [`run_task_work`];
-    /// `EngineBuilder::coop_taskrun`).
-    pub coop_taskrun: bool,
+    /// Whether rings are set up with `COOP_TASKRUN` (see
+    /// [`run_task_work`], [`CoopTaskrun`]; `EngineBuilder::coop_taskrun`).
+    pub coop_taskrun: CoopTaskrun,
     pub core: Mutex<Core>,
     /// Every client ring, for the service thread (reaping rings whose
     /// owner is away, cancelling, dropping rings of exited threads).
@@ -121,6 +122,8 @@ pub(crate) struct Shared {
     pub service_submits: AtomicU64,
     /// Waiters woken by another thread ([`crate::EngineStats::cross_wakes`]).
     pub cross_wakes: AtomicU64,
+    /// [`crate::EngineStats::coop_switches`].
+    pub coop_switches: [AtomicU64; 2],
     /// [`crate::EngineStats::wake_latency`].
     pub wake_latency: [AtomicU64; LATENCY_BUCKETS],
     /// Closed flows waiting for plugs to be flushed before they leave
@@ -182,6 +185,9 @@ pub(crate) struct Ring {
     /// Results taken from the core are being delivered to their slots
     /// (see [`Shared::settle`]): a shutdown is not over before they are.
     pub delivering: AtomicBool,
+    /// The owner wants its ring set up the other way (see
+    /// [`Shared::renew_ring`]); only the owner reads and writes it.
+    renew: AtomicBool,
 }
 
 impl Ring {
@@ -225,6 +231,9 @@ pub(crate) struct RingState {
     /// The ring was set up with `COOP_TASKRUN | TASKRUN_FLAG` (see
     /// [`run_task_work`]).
     coop: bool,
+    /// The owner's waits for a CPU, which choose `coop` for its next
+    /// ring (`CoopTaskrun::Auto`; see [`Shared::renew_ring`]).
+    cpu_wait: Option<Box<CpuWait>>,
     /// The wake-up read completed (the service thread: look around).
     pub woken: bool,
     /// The service ring's read of the idle timer.
@@ -396,10 +405,16 @@ enum PrivateRing {
 
 thread_local! {
     /// This thread's rings, one per engine it submitted to.
-    static LOCAL: RefCell<LocalRings> = const { RefCell::new(LocalRings(Vec::new())) };
+    static LOCAL: RefCell<LocalRings> = const { RefCell::new(LocalRings(Vec::new(), Vec::new())) };
 }
 
-struct LocalRings(Vec<(u64, Weak<Shared>, Arc<Ring>)>);
+/// This thread's ring per engine (engine id, engine, ring), and its
+/// rings retired by [`Shared::renew_ring`], kept until their requests
+/// are reaped (a caller up the stack may still use one).
+struct LocalRings(Vec<LocalRing>, Vec<LocalRing>);
+
+/// (engine id, engine, ring).
+type LocalRing = (u64, Weak<Shared>, Arc<Ring>);
 
 impl Drop for LocalRings {
     /// The thread exits: its rings are left to the service thread (the
@@ -410,7 +425,8 @@ impl Drop for LocalRings {
     /// thread first waits for them, up to [`EXIT_WAIT_NS`], taking no new
     /// ones.
     fn drop(&mut self) {
-        for (_, shared, ring) in self.0.drain(..) {
+        let retired = std::mem::take(&mut self.1);
+        for (_, shared, ring) in self.0.drain(..).chain(retired) {
             ring.dead.store(true, Ordering::SeqCst);
             let Some(s) = shared.upgrade() else { continue };
             if let Ok(mut st) = ring.st.lock() {
@@ -473,7 +489,7 @@ pub(crate) fn arm_timerfd(timerfd: RawFd, at: u64) {
 impl Shared {
     pub(crate) fn new(
         mode: SubmitMode,
-        (private_rings, coop_taskrun): (bool, bool),
+        (private_rings, coop_taskrun): (bool, CoopTaskrun),
         core: Core,
         timerfd: OwnedFd,
         origin_mono: u64,
@@ -500,6 +516,7 @@ impl Shared {
             linger_wakes: AtomicU64::new(0),
             service_submits: AtomicU64::new(0),
             cross_wakes: AtomicU64::new(0),
+            coop_switches: Default::default(),
             wake_latency: Default::default(),
             closing: Mutex::new(Vec::new()),
             closing_len: AtomicUsize::new(0),
@@ -552,15 +569,21 @@ impl Shared {
     }
 
     /// Makes a ring whose completions can notify the service thread;
-    /// `wake` is the eventfd its owner's waits also read.
-    pub(crate) fn new_ring(&self, wake: Arc<EventFd>, sqpoll_ms: u32) -> io::Result<Arc<Ring>> {
+    /// `wake` is the eventfd its owner's waits also read; `coop`: with
+    /// `COOP_TASKRUN` where it may have it.
+    pub(crate) fn new_ring(
+        &self,
+        wake: Arc<EventFd>,
+        sqpoll_ms: u32,
+        coop: bool,
+    ) -> io::Result<Arc<Ring>> {
         let mut b = IoUring::builder();
         if sqpoll_ms > 0 {
             b.setup_sqpoll(sqpoll_ms);
         }
         // See `run_task_work`. The kernel refuses these flags with
         // SQPOLL, and the option is local mode's.
-        let coop = self.coop_taskrun && sqpoll_ms == 0 && self.mode == SubmitMode::Local;
+        let coop = coop && sqpoll_ms == 0 && self.mode == SubmitMode::Local;
         if coop {
             b.setup_coop_taskrun().setup_taskrun_flag();
         }
@@ -576,6 +599,7 @@ impl Shared {
             st: Mutex::new(RingState {
                 uring,
                 coop,
+                cpu_wait: None,
                 notifying: false,
                 wake_armed: false,
                 wake_buf: Box::new(0),
@@ -605,6 +629,7 @@ impl Shared {
             visits: AtomicU64::new(0),
             seen: AtomicU64::new(0),
             delivering: AtomicBool::new(false),
+            renew: AtomicBool::new(false),
         }))
     }
 
@@ -615,6 +640,16 @@ impl Shared {
     /// exits, so it outlives every call on this thread; callers use it
     /// only on this thread, within the call.
     fn local_ring(&self, create: bool) -> Option<&Ring> {
+        let ring = self.table_ring(create)?;
+        if ring.renew.load(Ordering::Relaxed) {
+            return Some(self.renew_ring(ring));
+        }
+        Some(ring)
+    }
+
+    /// This thread's ring for this engine in its table, made on first use
+    /// (see [`Shared::local_ring`]).
+    fn table_ring(&self, create: bool) -> Option<&Ring> {
         let ring: *const Ring = LOCAL
             .try_with(|l| {
                 let mut l = l.borrow_mut();
@@ -626,7 +661,7 @@ impl Shared {
                 }
                 // Forget the rings of engines that are gone.
                 l.0.retain(|(_, s, _)| s.strong_count() > 0);
-                let ring = self.new_ring(Arc::new(EventFd::new().ok()?), 0).ok()?;
+                let ring = self.owned_ring(CoopTaskrun::On == self.coop_taskrun).ok()?;
                 self.rings
                     .lock()
                     .unwrap_or_else(|p| p.into_inner())
@@ -641,6 +676,88 @@ impl Shared {
         // this thread runs, and the table drops it only as the thread
         // exits (after which `LOCAL` is no longer reachable from it).
         Some(unsafe { &*ring })
+    }
+
+    /// A new ring for the calling thread, with `COOP_TASKRUN` if `coop`
+    /// (and, under `CoopTaskrun::Auto`, the thread's sampler of its
+    /// waits for a CPU).
+    fn owned_ring(&self, coop: bool) -> io::Result<Arc<Ring>> {
+        let ring = self.new_ring(Arc::new(EventFd::new()?), 0, coop)?;
+        if self.coop_taskrun == CoopTaskrun::Auto {
+            let mut st = ring.st.lock().unwrap_or_else(|p| p.into_inner());
+            st.cpu_wait = CpuWait::open(st.coop);
+        }
+        Ok(ring)
+    }
+
+    /// Sets this thread's ring up again the other way (with or without
+    /// `COOP_TASKRUN`, `CoopTaskrun::Auto`): a new ring takes the
+    /// thread's work from now on; the old one is retired as a ring whose
+    /// thread exited, without waiting: its requests complete there and
+    /// the service thread reaps them (their waiters, on the new ring,
+    /// are woken as for another thread's request), and the service
+    /// thread forgets it once empty. The private ring is dropped here (on
+    /// its owner thread, which unregisters it); the next lone wait makes
+    /// another. Returns the ring to use: the old one if its lock is busy
+    /// (tried again at the next call), a shutdown has begun, or the
+    /// kernel refuses a ring (the sampler is then dropped).
+    #[cold]
+    fn renew_ring<'r>(&'r self, old: &'r Ring) -> &'r Ring {
+        let Ok(mut st) = old.st.try_lock() else {
+            return old;
+        };
+        let wait = st.cpu_wait.take();
+        let coop = !st.coop;
+        let new = match self.owned_ring(coop) {
+            Ok(r)
+                if r.st.lock().is_ok_and(|n| n.coop == coop)
+                    && !self.stop_begun.load(Ordering::SeqCst) =>
+            {
+                r
+            }
+            _ => {
+                old.renew.store(false, Ordering::Relaxed);
+                return old;
+            }
+        };
+        if let Some(mut w) = wait {
+            w.coop = coop;
+            new.st.lock().unwrap_or_else(|p| p.into_inner()).cpu_wait = Some(w);
+        }
+        self.retire(old, &mut st);
+        drop(st);
+        self.coop_switches[usize::from(!coop)].fetch_add(1, Ordering::Relaxed);
+        self.rings
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(new.clone());
+        self.notify.signal();
+        let p = Arc::as_ptr(&new);
+        let _ = LOCAL.try_with(|l| {
+            let mut l = l.borrow_mut();
+            l.1.retain(|(_, _, r)| r.in_flight.load(Ordering::SeqCst) > 0);
+            if let Some(e) = l.0.iter_mut().find(|(id, _, _)| *id == self.id) {
+                let gone = std::mem::replace(&mut e.2, new);
+                l.1.push((self.id, self.me.clone(), gone));
+            }
+        });
+        // SAFETY: as in `table_ring`: the thread's table holds the new
+        // ring until the thread exits.
+        unsafe { &*p }
+    }
+
+    /// Retires this thread's ring (under its lock; see
+    /// [`Shared::renew_ring`]): its plug goes to the scheduler and what
+    /// that dispatches onto it, it takes no new requests, and it is left
+    /// to the service thread.
+    fn retire(&self, old: &Ring, st: &mut RingState) {
+        enter_again(old, st);
+        self.unlinger(old);
+        st.private = PrivateRing::Untried;
+        self.flush_plug(old, st);
+        old.dead.store(true, Ordering::SeqCst);
+        self.leave(old, st);
+        wake_all(self, st);
     }
 
     /// Hands a request to the scheduler and pushes what it dispatches on
@@ -667,6 +784,11 @@ impl Shared {
         let stay = self.enter_to_plug(ring, &mut st, then_wait);
         st.plug.push(op);
         ring.plugged.store(st.plug.len() as u32, Ordering::Release);
+        if let Some(w) = st.cpu_wait.as_deref_mut() {
+            if w.tick() {
+                ring.renew.store(true, Ordering::Relaxed);
+            }
+        }
         let hold = Some(Hold(ring.mine.clone()));
         if !then_wait && !stay {
             if st.plug.len() >= PLUG_MAX {
@@ -1802,7 +1924,7 @@ mod tests {
         let engine = crate::Engine::nop().open().unwrap();
         let shared = &engine.shared;
         let ring = shared
-            .new_ring(Arc::new(EventFd::new().unwrap()), 0)
+            .new_ring(Arc::new(EventFd::new().unwrap()), 0, false)
             .unwrap();
         let mut st = ring.st.lock().unwrap();
         let notifying = |st: &mut RingState| !st.uring.completion().eventfd_disabled();
@@ -1846,6 +1968,73 @@ mod tests {
         engine.shutdown(crate::ShutdownMode::Drain).unwrap();
     }
 
+    /// `CoopTaskrun::Auto` sets a thread's ring up again the other way
+    /// with a request (a read of a pipe) in flight on it: the thread's
+    /// next request goes on the new ring, which has the other setup; the
+    /// old ring takes no new requests, the request on it completes there
+    /// and its wait, on the new ring, ends; the service thread then
+    /// forgets the old ring (memory stays flat however often rings are
+    /// set up again).
+    #[test]
+    fn a_ring_set_up_again_finishes_what_the_old_one_carries() {
+        use std::os::fd::FromRawFd;
+        let engine = crate::Engine::nop().open().unwrap();
+        let shared = engine.shared.clone();
+        let mut fds = [0i32; 2];
+        // SAFETY: pipe writes two descriptors into the array.
+        assert_eq!(unsafe { libc::pipe(fds.as_mut_ptr()) }, 0);
+        // SAFETY: fresh descriptors this test owns.
+        let (r, mut w) = unsafe {
+            (
+                std::fs::File::from_raw_fd(fds[0]),
+                std::fs::File::from_raw_fd(fds[1]),
+            )
+        };
+        let pipe = crate::FileTarget::new(r, 0);
+        let flow = engine.flow(crate::FlowOptions::default()).unwrap();
+        let p = flow.read_file_async(&pipe, 0, vec![0u8; 8]);
+        assert!(!p.is_done(), "submitted, not done");
+        let old_id = shared.table_ring(false).unwrap().id;
+        let old = shared
+            .rings
+            .lock()
+            .unwrap()
+            .iter()
+            .find(|r| r.id == old_id)
+            .cloned()
+            .unwrap();
+        let old_coop = old.st.lock().unwrap().coop;
+        assert!(old.st.lock().unwrap().cpu_wait.is_some(), "Auto samples");
+        old.renew.store(true, Ordering::Relaxed);
+        assert!(flow.nop_async(0, 1).wait().0.is_ok());
+        let new = shared.table_ring(false).unwrap();
+        if new.id == old_id {
+            eprintln!("skipped: the kernel refuses COOP_TASKRUN (Linux 5.19)");
+            return;
+        }
+        assert_eq!(new.st.lock().unwrap().coop, !old_coop);
+        let want = if old_coop { [0, 1] } else { [1, 0] };
+        assert_eq!(engine.stats().unwrap().coop_switches, want);
+        assert!(
+            new.st.lock().unwrap().cpu_wait.is_some(),
+            "the sampler moved"
+        );
+        assert!(old.dead.load(Ordering::SeqCst));
+        assert_eq!(old.in_flight.load(Ordering::SeqCst), 1, "the pipe's read");
+        std::io::Write::write_all(&mut w, &[7; 8]).unwrap();
+        let (res, buf) = p.wait();
+        assert_eq!((res.ok(), buf), (Some(8), vec![7u8; 8]));
+        let forgotten = || !shared.rings.lock().unwrap().iter().any(|r| r.id == old_id);
+        let until = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while !forgotten() && std::time::Instant::now() < until {
+            shared.notify.signal();
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+        assert!(forgotten(), "the old ring is still in the engine's list");
+        drop(flow);
+        engine.shutdown(crate::ShutdownMode::Drain).unwrap();
+    }
+
     /// Pushes and submits a read of `ev` on `ring` (its buffer leaked: a
     /// failing assertion must not free it under the read).
     fn read_eventfd(shared: &Shared, ring: &Ring, st: &mut RingState, ev: &EventFd) {
@@ -1866,10 +2055,15 @@ mod tests {
     /// still finds it: it enters the kernel while requests are in flight.
     #[test]
     fn a_look_that_must_not_miss_finds_a_completion_the_flag_does_not_show() {
-        let engines = [(); 2].map(|_| crate::Engine::nop().coop_taskrun(true).open().unwrap());
+        let engines = [(); 2].map(|_| {
+            crate::Engine::nop()
+                .coop_taskrun(CoopTaskrun::On)
+                .open()
+                .unwrap()
+        });
         let rings = engines.each_ref().map(|e| {
             e.shared
-                .new_ring(Arc::new(EventFd::new().unwrap()), 0)
+                .new_ring(Arc::new(EventFd::new().unwrap()), 0, true)
                 .unwrap()
         });
         let evs = [(); 2].map(|_| Arc::new(EventFd::new().unwrap()));
@@ -1912,10 +2106,13 @@ mod tests {
     /// system call or interrupt.
     #[test]
     fn a_completion_waiting_as_task_work_is_reaped_by_the_owners_work() {
-        let engine = crate::Engine::nop().coop_taskrun(true).open().unwrap();
+        let engine = crate::Engine::nop()
+            .coop_taskrun(CoopTaskrun::On)
+            .open()
+            .unwrap();
         let shared = &engine.shared;
         let ring = shared
-            .new_ring(Arc::new(EventFd::new().unwrap()), 0)
+            .new_ring(Arc::new(EventFd::new().unwrap()), 0, true)
             .unwrap();
         let mut st = ring.st.lock().unwrap();
         let ev = Arc::new(EventFd::new().unwrap());

@@ -5,6 +5,7 @@ use crate::completion::{IoResult, Pending};
 use crate::core::{engine_gone, Core, CoreConfig, Op, OpKind, TraceSink};
 pub use crate::core::{EngineStats, FileTarget, ShutdownMode, TraceEvent};
 use crate::driver::{monotonic_ns, FlowDriver, Shared, SubmitMode};
+use crate::taskrun::CoopTaskrun;
 use bfq_core::{
     DeviceInfo, FlowId, FlowSpec, GroupId, Internals, IoClass, IoPrio, SchedError, Scheduler,
     Settings, SECTOR_BYTES,
@@ -41,7 +42,7 @@ pub struct EngineBuilder {
     service_nice: i32,
     submit_mode: SubmitMode,
     private_rings: bool,
-    coop_taskrun: bool,
+    coop_taskrun: CoopTaskrun,
     async_submit: bool,
     sqpoll_idle_ms: u32,
     trace: Option<TraceSink>,
@@ -63,7 +64,7 @@ impl EngineBuilder {
             service_nice: 0,
             submit_mode: SubmitMode::default(),
             private_rings: true,
-            coop_taskrun: false,
+            coop_taskrun: CoopTaskrun::Auto,
             async_submit: false,
             sqpoll_idle_ms: 0,
             trace: None,
@@ -161,22 +162,19 @@ impl EngineBuilder {
         self
     }
 
-    /// Local mode: set up each thread's ring with
-    /// `IORING_SETUP_COOP_TASKRUN | TASKRUN_FLAG` (Linux 5.19; ignored where
-    /// the kernel refuses): a completion does not interrupt its submitting
-    /// thread while it runs (no IPI); it is posted at the thread's next
-    /// entry into the kernel, or its next interrupt or timer tick if it
-    /// computes without system calls. Every request on that thread's ring
-    /// waits so, other flows' requests it dispatched included (measured up
-    /// to 8 ms with `CONFIG_HZ=250`; no bound on a `nohz_full` CPU). A
-    /// future's `poll` and `is_done` make a system call while requests are
-    /// in flight on the ring. Off by default: with a busy program on every
-    /// CPU it lifted 4 flows x 16 from 0.78-0.81x of fio to 0.96-1.14x in
-    /// two of three batches, but one thread with 64 requests on a quiet
-    /// machine fell from 0.99x to 0.86x. See docs/engine.md, "Where a
-    /// result waits".
-    pub fn coop_taskrun(mut self, on: bool) -> Self {
-        self.coop_taskrun = on;
+    /// Local mode: how each thread's ring takes its completions: with
+    /// `IORING_SETUP_COOP_TASKRUN | TASKRUN_FLAG` (Linux 5.19; a completion
+    /// then does not interrupt its thread while it runs, no IPI: it is
+    /// posted at the thread's next entry into the kernel, or its next
+    /// interrupt or timer tick if it computes without system calls, and
+    /// every request on that thread's ring waits so, other flows' requests
+    /// it dispatched included; a future's `poll` and `is_done` make a
+    /// system call while requests are in flight on such a ring), without
+    /// it, or chosen per thread by how much it waits for a CPU
+    /// ([`CoopTaskrun::Auto`], the default). See [`CoopTaskrun`] and
+    /// docs/engine.md, "Where a result waits".
+    pub fn coop_taskrun(mut self, mode: CoopTaskrun) -> Self {
+        self.coop_taskrun = mode;
         self
     }
 
@@ -539,6 +537,11 @@ impl Engine {
         s.linger_wakes = self.shared.linger_wakes.load(Ordering::Relaxed);
         s.service_submits = self.shared.service_submits.load(Ordering::Relaxed);
         s.cross_wakes = self.shared.cross_wakes.load(Ordering::Relaxed);
+        s.coop_switches = self
+            .shared
+            .coop_switches
+            .each_ref()
+            .map(|c| c.load(Ordering::Relaxed));
         for (to, from) in s.wake_latency.iter_mut().zip(&self.shared.wake_latency) {
             *to = from.load(Ordering::Relaxed);
         }

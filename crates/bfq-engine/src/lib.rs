@@ -41,6 +41,7 @@ mod engine;
 mod service;
 mod slot;
 pub mod sys;
+mod taskrun;
 
 pub use crate::core::{
     EngineStats, FileTarget, LatencyHistogram, ShutdownMode, TraceEvent, LATENCY_BUCKETS,
@@ -50,3 +51,4 @@ pub use buf::{AlignedBuf, IoBuf, IoBufMut};
 pub use completion::{block_on, IoResult, Pending};
 pub use driver::SubmitMode;
 pub use engine::{Engine, EngineBuilder, Flow, FlowOptions};
+pub use taskrun::CoopTaskrun;

@@ -11,6 +11,7 @@ use crate::completion::RELAY_MAX_WAIT_NS;
 use crate::driver::{
     arm_reads, enter_and_wait, reap, submit_pending, Ring, RingState, Shared, SubmitMode,
 };
+use crate::taskrun::CoopTaskrun;
 use std::io;
 use std::os::fd::AsRawFd;
 use std::sync::atomic::Ordering;
@@ -24,7 +25,11 @@ pub(crate) fn spawn(shared: Arc<Shared>, nice: i32, sqpoll_ms: u32) -> io::Resul
         .name("bfq-service".into())
         .spawn(move || {
             set_nice(nice);
-            match shared.new_ring(shared.notify.clone(), sqpoll_ms) {
+            match shared.new_ring(
+                shared.notify.clone(),
+                sqpoll_ms,
+                shared.coop_taskrun == CoopTaskrun::On,
+            ) {
                 Ok(ring) => {
                     let _ = ready_tx.send(Ok(()));
                     let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {

@@ -3,7 +3,7 @@
 //! local mode's. Its own test binary: it counts the process's SQPOLL
 //! threads.
 
-use bfq_engine::{Engine, FlowOptions, ShutdownMode, SubmitMode};
+use bfq_engine::{CoopTaskrun, Engine, FlowOptions, ShutdownMode, SubmitMode};
 
 /// The process's io_uring SQPOLL threads (`iou-sqp-*`).
 fn sqpoll_threads() -> usize {
@@ -20,7 +20,11 @@ fn with_coop(coop: bool) -> usize {
     let e = Engine::nop()
         .submit_mode(SubmitMode::Dispatcher)
         .sqpoll(100)
-        .coop_taskrun(coop)
+        .coop_taskrun(if coop {
+            CoopTaskrun::On
+        } else {
+            CoopTaskrun::Off
+        })
         .open()
         .unwrap();
     let f = e.flow(FlowOptions::weight(100)).unwrap();

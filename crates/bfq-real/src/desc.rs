@@ -325,9 +325,9 @@ pub struct RunConfig {
     /// Local mode: a lone blocking wait may use the thread's private ring
     /// (`EngineBuilder::private_rings`; default on).
     pub private_rings: bool,
-    /// Local mode: rings set up with `COOP_TASKRUN`
-    /// (`EngineBuilder::coop_taskrun`; default off).
-    pub coop_taskrun: bool,
+    /// Local mode: whether rings are set up with `COOP_TASKRUN`
+    /// (`EngineBuilder::coop_taskrun`; default `Auto`).
+    pub coop_taskrun: bfq_engine::CoopTaskrun,
     /// Engine reads and writes go through io_uring's workers (IOSQE_ASYNC).
     pub async_submit: bool,
     /// Engine submissions through an SQPOLL kernel thread (idle ms; 0 = off).
@@ -362,7 +362,7 @@ impl RunConfig {
             dispatcher_nice: 0,
             submit_mode: bfq_engine::SubmitMode::default(),
             private_rings: true,
-            coop_taskrun: false,
+            coop_taskrun: bfq_engine::CoopTaskrun::Auto,
             async_submit: false,
             sqpoll_idle_ms: 0,
             series_interval: Duration::from_secs(1),
