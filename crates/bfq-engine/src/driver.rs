@@ -161,7 +161,8 @@ pub(crate) struct Ring {
     pub in_flight: AtomicU32,
     /// The owner is not reaping (eventfd notification on).
     pub away: AtomicBool,
-    /// The owner thread has exited.
+    /// The owner thread has exited, or set up another ring in its place
+    /// ([`Shared::renew_ring`]): it takes no new requests.
     pub dead: AtomicBool,
     /// Requests the owner submitted whose `Pending` is not done with:
     /// each holds a reference (see [`Hold`], [`Ring::mine`]).
@@ -234,6 +235,12 @@ pub(crate) struct RingState {
     /// The owner's waits for a CPU, which choose `coop` for its next
     /// ring (`CoopTaskrun::Auto`; see [`Shared::renew_ring`]).
     cpu_wait: Option<Box<CpuWait>>,
+    /// The owner's ring set up with `COOP_TASKRUN` that this one
+    /// replaced, while requests may be in flight on it: their completions
+    /// wait for the owner's next entry into the kernel, which a look
+    /// that must not miss one (a future's `poll`, `is_done`) then makes
+    /// (see [`Shared::renew_ring`]).
+    retired_coop: Option<Arc<Ring>>,
     /// The wake-up read completed (the service thread: look around).
     pub woken: bool,
     /// The service ring's read of the idle timer.
@@ -422,10 +429,12 @@ impl Drop for LocalRings {
     ///
     /// Requests on the ring were submitted by this thread, and the kernel
     /// completes some of them (io-wq work, retries) on its behalf: so the
-    /// thread first waits for them, up to [`EXIT_WAIT_NS`], taking no new
+    /// thread first waits for them, up to [`EXIT_WAIT_NS`] in all (its
+    /// rings retired by [`Shared::renew_ring`] included), taking no new
     /// ones.
     fn drop(&mut self) {
         let retired = std::mem::take(&mut self.1);
+        let until = monotonic_ns().saturating_add(EXIT_WAIT_NS);
         for (_, shared, ring) in self.0.drain(..).chain(retired) {
             ring.dead.store(true, Ordering::SeqCst);
             let Some(s) = shared.upgrade() else { continue };
@@ -433,7 +442,6 @@ impl Drop for LocalRings {
                 enter_again(&ring, &mut st);
                 s.unlinger(&ring);
                 s.flush_plug(&ring, &mut st);
-                let until = monotonic_ns().saturating_add(EXIT_WAIT_NS);
                 while ring.in_flight.load(Ordering::SeqCst) > 0 {
                     let now = monotonic_ns();
                     if now >= until {
@@ -600,6 +608,7 @@ impl Shared {
                 uring,
                 coop,
                 cpu_wait: None,
+                retired_coop: None,
                 notifying: false,
                 wake_armed: false,
                 wake_buf: Box::new(0),
@@ -661,7 +670,9 @@ impl Shared {
                 }
                 // Forget the rings of engines that are gone.
                 l.0.retain(|(_, s, _)| s.strong_count() > 0);
-                let ring = self.owned_ring(CoopTaskrun::On == self.coop_taskrun).ok()?;
+                let ring = self
+                    .owned_ring(CoopTaskrun::On == self.coop_taskrun, None)
+                    .ok()?;
                 self.rings
                     .lock()
                     .unwrap_or_else(|p| p.into_inner())
@@ -680,12 +691,18 @@ impl Shared {
 
     /// A new ring for the calling thread, with `COOP_TASKRUN` if `coop`
     /// (and, under `CoopTaskrun::Auto`, the thread's sampler of its
-    /// waits for a CPU).
-    fn owned_ring(&self, coop: bool) -> io::Result<Arc<Ring>> {
+    /// waits for a CPU: `wait`, or a new one).
+    fn owned_ring(&self, coop: bool, wait: Option<Box<CpuWait>>) -> io::Result<Arc<Ring>> {
         let ring = self.new_ring(Arc::new(EventFd::new()?), 0, coop)?;
         if self.coop_taskrun == CoopTaskrun::Auto {
             let mut st = ring.st.lock().unwrap_or_else(|p| p.into_inner());
-            st.cpu_wait = CpuWait::open(st.coop);
+            st.cpu_wait = match wait {
+                Some(mut w) => {
+                    w.coop = st.coop;
+                    Some(w)
+                }
+                None => CpuWait::open(st.coop),
+            };
         }
         Ok(ring)
     }
@@ -703,12 +720,13 @@ impl Shared {
     /// kernel refuses a ring (the sampler is then dropped).
     #[cold]
     fn renew_ring<'r>(&'r self, old: &'r Ring) -> &'r Ring {
-        let Ok(mut st) = old.st.try_lock() else {
-            return old;
+        let mut st = match old.st.try_lock() {
+            Ok(st) => st,
+            Err(TryLockError::Poisoned(p)) => p.into_inner(),
+            Err(TryLockError::WouldBlock) => return old,
         };
-        let wait = st.cpu_wait.take();
         let coop = !st.coop;
-        let new = match self.owned_ring(coop) {
+        let new = match self.owned_ring(coop, st.cpu_wait.take()) {
             Ok(r)
                 if r.st.lock().is_ok_and(|n| n.coop == coop)
                     && !self.stop_begun.load(Ordering::SeqCst) =>
@@ -720,11 +738,13 @@ impl Shared {
                 return old;
             }
         };
-        if let Some(mut w) = wait {
-            w.coop = coop;
-            new.st.lock().unwrap_or_else(|p| p.into_inner()).cpu_wait = Some(w);
-        }
         self.retire(old, &mut st);
+        // A ring with COOP_TASKRUN, or the one it still owes for.
+        let owed = match st.coop {
+            true => None,
+            false => st.retired_coop.take(),
+        };
+        let was_coop = st.coop;
         drop(st);
         self.coop_switches[usize::from(!coop)].fetch_add(1, Ordering::Relaxed);
         self.rings
@@ -737,6 +757,11 @@ impl Shared {
             let mut l = l.borrow_mut();
             l.1.retain(|(_, _, r)| r.in_flight.load(Ordering::SeqCst) > 0);
             if let Some(e) = l.0.iter_mut().find(|(id, _, _)| *id == self.id) {
+                let owed = if was_coop { Some(e.2.clone()) } else { owed };
+                new.st
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .retired_coop = owed;
                 let gone = std::mem::replace(&mut e.2, new);
                 l.1.push((self.id, self.me.clone(), gone));
             }
@@ -1572,6 +1597,20 @@ fn quiet(ring: &Ring, st: &mut RingState) -> bool {
         && st.uring.completion().is_empty()
 }
 
+/// While requests may be in flight on the thread's retired
+/// `COOP_TASKRUN` ring ([`RingState::retired_coop`]), enters the kernel
+/// once (no submission, no wait): their completions' task work runs on
+/// the way back, and the service thread then reaps them. Forgets the
+/// ring once it is empty.
+fn enter_for_retired_coop(st: &mut RingState) {
+    let Some(old) = &st.retired_coop else { return };
+    if old.in_flight.load(Ordering::Relaxed) == 0 {
+        st.retired_coop = None;
+    } else if let Err(e) = st.uring.submitter().submit_and_wait(0) {
+        debug_assert!(transient(&e), "io_uring_enter failed: {e}");
+    }
+}
+
 /// Pushes one SQE, submitting when the queue is full.
 fn push_sqe(st: &mut RingState, sqe: squeue::Entry) {
     loop {
@@ -1783,6 +1822,7 @@ impl Driver for Shared {
         let Ok(mut st) = ring.st.try_lock() else {
             return;
         };
+        enter_for_retired_coop(&mut st);
         if ring.in_flight.load(Ordering::Relaxed) == 0
             && st.uring.completion().is_empty()
             && st.plug.is_empty()
@@ -2177,5 +2217,449 @@ mod tests {
         assert_eq!(registered(), before + 1);
         std::thread::spawn(move || drop(p)).join().unwrap();
         assert_eq!(registered(), before + 1, "only its owner unregisters it");
+    }
+
+    // Setting rings up again (`Shared::renew_ring`) under load, shutdown
+    // and thread exit.
+
+    /// Sets this thread's ring for `s` to be set up again at its next use.
+    fn ask_renew(s: &Shared) {
+        if let Some(r) = s.table_ring(false) {
+            r.renew.store(true, Ordering::Relaxed);
+        }
+    }
+
+    /// A pipe as a `FileTarget` and its write end.
+    fn pipe() -> (crate::FileTarget, std::fs::File) {
+        use std::os::fd::FromRawFd;
+        let mut fds = [0i32; 2];
+        // SAFETY: pipe writes two descriptors into the array.
+        assert_eq!(unsafe { libc::pipe(fds.as_mut_ptr()) }, 0);
+        // SAFETY: fresh descriptors this test owns.
+        let (r, w) = unsafe {
+            (
+                std::fs::File::from_raw_fd(fds[0]),
+                std::fs::File::from_raw_fd(fds[1]),
+            )
+        };
+        (crate::FileTarget::new(r, 0), w)
+    }
+
+    /// Runs `f` on a thread; panics if it does not end within `secs`.
+    fn within<T: Send + 'static>(
+        secs: u64,
+        what: &str,
+        f: impl FnOnce() -> T + Send + 'static,
+    ) -> T {
+        let (tx, rx) = std::sync::mpsc::channel();
+        let h = std::thread::spawn(move || {
+            let _ = tx.send(f());
+        });
+        match rx.recv_timeout(std::time::Duration::from_secs(secs)) {
+            Ok(v) => {
+                h.join().unwrap();
+                v
+            }
+            Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
+                h.join().unwrap();
+                unreachable!()
+            }
+            Err(_) => panic!("{what}: still running after {secs} s (lost wake-up?)"),
+        }
+    }
+
+    /// Several threads submit to shared flows (so that each thread's
+    /// flush dispatches other threads' requests onto its ring), wait with
+    /// blocking waits, futures and `is_done`, and have their rings set up
+    /// again every few requests: every request completes, nothing hangs,
+    /// and once the threads are gone the engine forgets every ring.
+    #[test]
+    fn renewals_under_load_lose_nothing() {
+        for coop in [CoopTaskrun::Auto] {
+            let engine = Arc::new(crate::Engine::nop().coop_taskrun(coop).open().unwrap());
+            let shared = engine.shared.clone();
+            let flows: Arc<Vec<crate::Flow>> = Arc::new(
+                (0..4)
+                    .map(|_| engine.flow(crate::FlowOptions::default()).unwrap())
+                    .collect(),
+            );
+            let threads: Vec<_> = (0..4u64)
+                .map(|t| {
+                    let (flows, shared) = (flows.clone(), shared.clone());
+                    std::thread::spawn(move || {
+                        let mut renewals = 0;
+                        let mut max_retired = 0;
+                        for i in 0..600u64 {
+                            let n = 1 + ((i * 7 + t) % 40) as usize;
+                            let mut ps: Vec<_> = (0..n)
+                                .map(|k| {
+                                    flows[((t + i) as usize + k) % 4]
+                                        .nop_async(i * 64 + k as u64, 8)
+                                })
+                                .collect();
+                            if i % 3 == t % 3 {
+                                ask_renew(&shared);
+                                renewals += 1;
+                            }
+                            match i % 4 {
+                                0 => {
+                                    for p in ps.drain(..) {
+                                        assert!(p.wait().0.is_ok());
+                                    }
+                                }
+                                1 => {
+                                    for p in ps.drain(..) {
+                                        assert!(crate::block_on(p).0.is_ok());
+                                    }
+                                }
+                                2 => {
+                                    for (k, p) in ps.drain(..).enumerate() {
+                                        if k == 3 {
+                                            ask_renew(&shared);
+                                        }
+                                        let mut spins = 0u64;
+                                        while !p.is_done() {
+                                            spins += 1;
+                                            assert!(spins < 2_000_000_000, "is_done never");
+                                            std::hint::spin_loop();
+                                        }
+                                        assert!(p.wait().0.is_ok());
+                                    }
+                                }
+                                _ => {
+                                    // Blocking reads between, on a flow.
+                                    let r = flows[t as usize].nop_async(i, 8).wait();
+                                    assert!(r.0.is_ok());
+                                    for p in ps.drain(..).rev() {
+                                        assert!(p.wait().0.is_ok());
+                                    }
+                                }
+                            }
+                            let retired = LOCAL.with(|l| l.borrow().1.len());
+                            max_retired = max_retired.max(retired);
+                        }
+                        (renewals, max_retired)
+                    })
+                })
+                .collect();
+            let out = within(120, "threads", move || {
+                threads
+                    .into_iter()
+                    .map(|h| h.join().unwrap())
+                    .collect::<Vec<_>>()
+            });
+            eprintln!("renewals asked, max retired per thread: {out:?}");
+            let s = engine.stats().unwrap();
+            eprintln!("coop_switches {:?}", s.coop_switches);
+            assert!(s.coop_switches[0] + s.coop_switches[1] > 100);
+            for &(_, m) in &out {
+                assert!(m <= 4, "retired rings pile up: {m}");
+            }
+            let forgotten = || shared.rings.lock().unwrap().is_empty();
+            let until = std::time::Instant::now() + std::time::Duration::from_secs(10);
+            while !forgotten() && std::time::Instant::now() < until {
+                shared.notify.signal();
+                std::thread::sleep(std::time::Duration::from_millis(1));
+            }
+            assert!(
+                forgotten(),
+                "{} rings left",
+                shared.rings.lock().unwrap().len()
+            );
+            drop(flows);
+            let engine = Arc::try_unwrap(engine).ok().unwrap();
+            engine.shutdown(crate::ShutdownMode::Drain).unwrap();
+        }
+    }
+
+    /// Requests in flight on retired rings (pipe reads) complete after
+    /// their thread set its ring up again several times and exited.
+    #[test]
+    fn requests_on_retired_rings_outlive_their_thread() {
+        let engine = crate::Engine::nop().open().unwrap();
+        let shared = engine.shared.clone();
+        let flow = Arc::new(engine.flow(crate::FlowOptions::default()).unwrap());
+        let pipes: Vec<_> = (0..3).map(|_| pipe()).collect();
+        let (targets, mut writers): (Vec<_>, Vec<_>) = pipes.into_iter().unzip();
+        let targets = Arc::new(targets);
+        let (f2, s2, t2) = (flow.clone(), shared.clone(), targets.clone());
+        let t0 = std::time::Instant::now();
+        let pend = within(30, "exiting thread", move || {
+            let mut ps = Vec::new();
+            let mut ids = Vec::new();
+            for t in t2.iter() {
+                ps.push(f2.read_file_async(t, 0, vec![0u8; 8]));
+                // Submitted (the wait flushes the plug), then renewed.
+                assert!(f2.nop_async(0, 1).wait().0.is_ok());
+                ids.push(s2.table_ring(false).unwrap().id);
+                if std::env::var("BFQ_TEST_NO_RENEW").is_err() {
+                    ask_renew(&s2);
+                }
+                assert!(f2.nop_async(0, 1).wait().0.is_ok());
+            }
+            eprintln!(
+                "ring ids {ids:?}, retired {}",
+                LOCAL.with(|l| l.borrow().1.len())
+            );
+            ps
+        });
+        eprintln!("the thread took {:?} to exit", t0.elapsed());
+        for w in &mut writers {
+            std::io::Write::write_all(w, &[5; 8]).unwrap();
+        }
+        for p in pend {
+            let (r, b) = within(10, "pipe read", move || p.wait());
+            eprintln!("result {r:?}");
+            let _ = b;
+        }
+        drop(flow);
+        engine.shutdown(crate::ShutdownMode::Drain).unwrap();
+    }
+
+    /// A shutdown (Cancel) while threads keep renewing their rings with
+    /// pipe reads in flight: it ends, and every request ends.
+    #[test]
+    fn cancel_shutdown_racing_renewals_ends() {
+        for round in 0..20 {
+            let engine = crate::Engine::nop().open().unwrap();
+            let shared = engine.shared.clone();
+            let flow = Arc::new(engine.flow(crate::FlowOptions::default()).unwrap());
+            let stop = Arc::new(AtomicBool::new(false));
+            let threads: Vec<_> = (0..3)
+                .map(|_| {
+                    let (flow, shared, stop) = (flow.clone(), shared.clone(), stop.clone());
+                    std::thread::spawn(move || {
+                        let (t, _w) = pipe();
+                        let mut held = Vec::new();
+                        let mut i = 0u64;
+                        while !stop.load(Ordering::Relaxed) || i < 50 {
+                            held.push(flow.read_file_async(&t, 0, vec![0u8; 8]));
+                            let _ = flow.nop_async(i, 8).wait();
+                            ask_renew(&shared);
+                            let _ = flow.nop_async(i, 8).wait();
+                            i += 1;
+                            if i > 5000 {
+                                break;
+                            }
+                        }
+                        for p in held {
+                            let _ = p.wait();
+                        }
+                    })
+                })
+                .collect();
+            std::thread::sleep(std::time::Duration::from_millis(5 + round));
+            within(30, "cancel shutdown", move || {
+                engine.shutdown(crate::ShutdownMode::Cancel).unwrap();
+            });
+            stop.store(true, Ordering::Relaxed);
+            within(30, "threads after shutdown", move || {
+                for h in threads {
+                    h.join().unwrap();
+                }
+            });
+        }
+    }
+
+    /// Pipe reads in flight on rings set up again and again (the writer
+    /// feeds them slowly), waited for by blocking waits, futures and
+    /// `is_done` on the thread's later rings: all complete.
+    #[test]
+    fn pipe_reads_across_renewals_complete() {
+        let engine = crate::Engine::nop().open().unwrap();
+        let shared = engine.shared.clone();
+        let flows: Arc<Vec<crate::Flow>> = Arc::new(
+            (0..3)
+                .map(|_| engine.flow(crate::FlowOptions::default()).unwrap())
+                .collect(),
+        );
+        let mut writers = Vec::new();
+        let threads: Vec<_> = (0..3u64)
+            .map(|t| {
+                let (target, w) = pipe();
+                writers.push(w);
+                let (flows, shared) = (flows.clone(), shared.clone());
+                std::thread::spawn(move || {
+                    for i in 0..200u64 {
+                        let ps: Vec<_> = (0..4)
+                            .map(|_| flows[t as usize].read_file_async(&target, 0, vec![0u8; 8]))
+                            .collect();
+                        let _ = flows[((t + i) % 3) as usize].nop_async(i, 8).wait();
+                        ask_renew(&shared);
+                        let _ = flows[((t + i + 1) % 3) as usize].nop_async(i, 8).wait();
+                        for (k, p) in ps.into_iter().enumerate() {
+                            let r = match (i + k as u64) % 3 {
+                                0 => p.wait(),
+                                1 => crate::block_on(p),
+                                _ => {
+                                    while !p.is_done() {
+                                        std::hint::spin_loop();
+                                    }
+                                    p.wait()
+                                }
+                            };
+                            assert_eq!(r.0.ok(), Some(8));
+                            if k == 1 {
+                                ask_renew(&shared);
+                            }
+                        }
+                    }
+                })
+            })
+            .collect();
+        let feeder = std::thread::spawn(move || {
+            for _ in 0..800 {
+                for w in &mut writers {
+                    std::io::Write::write_all(w, &[1; 8]).unwrap();
+                }
+                std::thread::sleep(std::time::Duration::from_micros(200));
+            }
+        });
+        within(120, "pipe threads", move || {
+            for h in threads {
+                h.join().unwrap();
+            }
+        });
+        feeder.join().unwrap();
+        let s = engine.stats().unwrap();
+        eprintln!("coop_switches {:?}", s.coop_switches);
+        drop(flows);
+        engine.shutdown(crate::ShutdownMode::Drain).unwrap();
+    }
+
+    /// A thread's lone blocking waits use its private ring, registered
+    /// with the thread; setting its ring up again drops the private ring
+    /// on the thread, which unregisters it: the thread's table of
+    /// registered rings (16 entries) does not fill up, and later private
+    /// waits still name their ring by its index.
+    #[test]
+    fn renewals_release_registered_private_rings() {
+        let engine = crate::Engine::nop().open().unwrap();
+        let shared = engine.shared.clone();
+        let flow = engine.flow(crate::FlowOptions::default()).unwrap();
+        let mut regs = Vec::new();
+        for _ in 0..40 {
+            assert!(flow.nop_async(0, 8).wait().0.is_ok());
+            regs.push(REGISTERED.with(|r| r.borrow().len()));
+            ask_renew(&shared);
+        }
+        let s = engine.stats().unwrap();
+        eprintln!(
+            "registered per round {regs:?}, private waits {}, switches {:?}",
+            s.private_waits, s.coop_switches
+        );
+        if s.private_waits == 0 {
+            eprintln!("skipped: no private ring here");
+            return;
+        }
+        assert!(
+            regs.iter().all(|&n| n <= 1),
+            "a private ring left registered: {regs:?}"
+        );
+        drop(flow);
+        engine.shutdown(crate::ShutdownMode::Drain).unwrap();
+    }
+
+    /// A panicking waker run under a thread's ring lock poisons it; every
+    /// path takes a poisoned ring's lock anyway, and so does setting the
+    /// ring up again: each time it is asked for, the thread gets a new
+    /// ring.
+    #[test]
+    fn a_poisoned_ring_is_set_up_again() {
+        let engine = crate::Engine::nop().open().unwrap();
+        let shared = engine.shared.clone();
+        let flow = engine.flow(crate::FlowOptions::default()).unwrap();
+        assert!(flow.nop_async(0, 8).wait().0.is_ok());
+        let ring = shared.table_ring(false).unwrap();
+        let first = ring.id;
+        // Poison the ring's lock as a panicking waker under it would.
+        let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            let _g = ring.st.lock().unwrap();
+            panic!("a waker panics");
+        }));
+        assert!(ring.st.is_poisoned());
+        for _ in 0..10 {
+            ask_renew(&shared);
+            assert!(flow.nop_async(0, 8).wait().0.is_ok());
+        }
+        let s = engine.stats().unwrap();
+        if s.coop_switches == [0, 0] && !shared.table_ring(false).unwrap().st.is_poisoned() {
+            eprintln!("skipped: no COOP_TASKRUN (Linux 5.19)");
+        } else {
+            assert_eq!(s.coop_switches, [5, 5]);
+            assert_ne!(shared.table_ring(false).unwrap().id, first);
+        }
+        drop(flow);
+        engine.shutdown(crate::ShutdownMode::Drain).unwrap();
+    }
+
+    /// A read left in flight on the thread's retired `COOP_TASKRUN` ring
+    /// (its ring set up again without) completes while the thread makes
+    /// no system call: its task work waits for the thread. `is_done`,
+    /// which must not miss a result, then enters the kernel once, which
+    /// posts the completion (the service thread reaps it); without that
+    /// entry it would wait for the thread's next tick.
+    #[test]
+    fn is_done_posts_a_completion_waiting_on_a_retired_coop_ring() {
+        let engine = crate::Engine::nop().open().unwrap();
+        let shared = engine.shared.clone();
+        let flow = engine.flow(crate::FlowOptions::default()).unwrap();
+        assert!(flow.nop_async(0, 8).wait().0.is_ok());
+        ask_renew(&shared);
+        assert!(flow.nop_async(0, 8).wait().0.is_ok());
+        let coop_id = shared.table_ring(false).unwrap().id;
+        if !shared.table_ring(false).unwrap().st.lock().unwrap().coop {
+            eprintln!("skipped: no COOP_TASKRUN (Linux 5.19)");
+            return;
+        }
+        let (t, mut w) = pipe();
+        let p = flow.read_file_async(&t, 0, vec![0u8; 8]);
+        assert!(flow.nop_async(0, 8).wait().0.is_ok(), "the read submitted");
+        let old = shared
+            .rings
+            .lock()
+            .unwrap()
+            .iter()
+            .find(|r| r.id == coop_id)
+            .cloned()
+            .unwrap();
+        ask_renew(&shared);
+        assert!(flow.nop_async(0, 8).wait().0.is_ok());
+        assert!(old.dead.load(Ordering::SeqCst));
+        assert_eq!(old.in_flight.load(Ordering::SeqCst), 1, "the pipe's read");
+        // Written by another thread while this one makes no system call.
+        let go = Arc::new(AtomicBool::new(false));
+        let start = go.clone();
+        let writer = std::thread::spawn(move || {
+            while !start.load(Ordering::Acquire) {
+                std::hint::spin_loop();
+            }
+            std::io::Write::write_all(&mut w, &[1; 8]).unwrap();
+            w
+        });
+        go.store(true, Ordering::Release);
+        let waiting = || old.st.lock().unwrap().uring.submission().taskrun();
+        let mut flagged = false;
+        for _ in 0..100_000_000u64 {
+            if waiting() {
+                flagged = true;
+                break;
+            }
+            std::hint::spin_loop();
+        }
+        if !flagged {
+            eprintln!("skipped: the completion was posted at once");
+        } else {
+            let _ = p.is_done();
+            let posted = {
+                let mut st = old.st.lock().unwrap();
+                !st.uring.completion().is_empty() || old.in_flight.load(Ordering::SeqCst) == 0
+            };
+            assert!(posted, "is_done left the completion waiting for the thread");
+        }
+        let _w = writer.join().unwrap();
+        assert_eq!(p.wait().0.ok(), Some(8));
+        drop(flow);
+        engine.shutdown(crate::ShutdownMode::Drain).unwrap();
     }
 }
