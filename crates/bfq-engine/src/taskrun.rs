@@ -26,12 +26,12 @@ pub enum CoopTaskrun {
     /// 5.19; a ring the kernel refuses it for is set up without).
     On,
     /// Each thread's ring starts without it and is set up again with it
-    /// once the thread waited for a CPU at least [`ENTER_PER_MILLE`] /
-    /// 1000 of the time it was runnable in [`CONFIRM`] windows in a row
-    /// (back without it after as many at [`LEAVE_PER_MILLE`] / 1000 or
-    /// less), as its own scheduling statistics say
-    /// (`/proc/thread-self/schedstat`); where they cannot be read, as
-    /// `Off`. The default.
+    /// once the thread waited for a CPU at least 300/1000 of the time it
+    /// was runnable in 2 windows of 20 ms or more in a row (back without
+    /// it after as many at 100/1000 or less), as its own scheduling
+    /// statistics say (`/proc/thread-self/schedstat`, looked at every 256
+    /// requests the thread submits); where they cannot be read, as `Off`.
+    /// The default.
     #[default]
     Auto,
 }
