@@ -39,6 +39,16 @@ pub fn submit_mode(s: &str) -> Result<bfq_engine::SubmitMode, String> {
     }
 }
 
+/// `--coop-taskrun auto|on|off`.
+pub fn coop_taskrun(s: &str) -> Result<bfq_engine::CoopTaskrun, String> {
+    match s {
+        "auto" => Ok(bfq_engine::CoopTaskrun::Auto),
+        "on" => Ok(bfq_engine::CoopTaskrun::On),
+        "off" => Ok(bfq_engine::CoopTaskrun::Off),
+        _ => Err(format!("'{s}' is not auto, on or off")),
+    }
+}
+
 /// `--kernel-client uring|pread`.
 pub fn kernel_client(s: &str) -> Result<bfq_real::KernelClient, String> {
     bfq_real::KernelClient::parse(s).ok_or_else(|| format!("'{s}' is not uring or pread"))

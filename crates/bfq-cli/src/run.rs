@@ -88,6 +88,12 @@ pub struct Args {
     /// `pread`/`pwrite` calls). Deeper flows always use a ring.
     #[arg(long, default_value = "uring", value_parser = crate::args::kernel_client)]
     pub kernel_client: bfq_real::KernelClient,
+    /// Whether each flow thread's ring takes completions without an
+    /// interrupt (`IORING_SETUP_COOP_TASKRUN`; engine schedulers, local
+    /// submission): `auto` (default: while the thread waits for a CPU),
+    /// `on` or `off`. docs/engine.md, "How a completion reaches its thread"
+    #[arg(long, default_value = "auto", value_parser = crate::args::coop_taskrun)]
+    pub coop_taskrun: bfq_engine::CoopTaskrun,
     /// Before the flows, one sequential 128 KiB reader reads alone for
     /// this many seconds (more than 0, at most 60) through the same
     /// scheduler, so that a bfq learning the device's peak rate (auto
@@ -137,6 +143,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     cfg.kernel_groups = a.kernel_groups;
     cfg.submit_mode = a.submit;
     cfg.kernel_client = a.kernel_client;
+    cfg.coop_taskrun = a.coop_taskrun;
     if let Some(w) = a.warm_up {
         if !(w.is_finite() && w > 0.0 && w <= 60.0) {
             anyhow::bail!("--warm-up {w}: must be more than 0 and at most 60 seconds");
