@@ -739,12 +739,8 @@ impl Shared {
             }
         };
         self.retire(old, &mut st);
-        // A ring with COOP_TASKRUN, or the one it still owes for.
-        let owed = match st.coop {
-            true => None,
-            false => st.retired_coop.take(),
-        };
-        let was_coop = st.coop;
+        // The retired ring if it has COOP_TASKRUN, else the one it owed for.
+        let owed = st.retired_coop.take();
         drop(st);
         self.coop_switches[usize::from(!coop)].fetch_add(1, Ordering::Relaxed);
         self.rings
@@ -757,7 +753,7 @@ impl Shared {
             let mut l = l.borrow_mut();
             l.1.retain(|(_, _, r)| r.in_flight.load(Ordering::SeqCst) > 0);
             if let Some(e) = l.0.iter_mut().find(|(id, _, _)| *id == self.id) {
-                let owed = if was_coop { Some(e.2.clone()) } else { owed };
+                let owed = if coop { owed } else { Some(e.2.clone()) };
                 new.st
                     .lock()
                     .unwrap_or_else(|p| p.into_inner())
