@@ -394,6 +394,9 @@ fn randread(
     };
     let mut rows = Vec::new();
     let mut rounds: Vec<Vec<Vec<f64>>> = Vec::new();
+    if let Some(&n) = flows.first() {
+        b.warm_up(n)?;
+    }
     for &n in &flows {
         let (row, iops) = b.row(n, repeat)?;
         rows.push(row);
@@ -491,24 +494,18 @@ struct Randread {
 
 impl Randread {
     /// The row of `n` flows: every column measured `repeat` times,
-    /// columns interleaved, keeping each column's median run; with each
-    /// column's IOPS per round in run order.
+    /// columns interleaved and their order rotated every round (the
+    /// first run of a benchmark is slower: no column always takes it),
+    /// keeping each column's median run; with each column's IOPS per
+    /// round in run order.
     fn row(&self, n: u32, repeat: u32) -> anyhow::Result<(RandreadRow, Vec<Vec<f64>>)> {
-        let per = (self.depth / n.max(1)).max(1);
-        let descs: Vec<FlowDesc> = (0..n)
-            .map(|i| {
-                let mut f = FlowDesc::reader(&format!("r{i}"), Pattern::Rand, 4096);
-                f.depth = per;
-                // Every flow reads the same region (fio's jobs too).
-                f.region = Some((0, self.size));
-                f.weight = Some(100);
-                f
-            })
-            .collect();
+        let (per, descs) = self.flows(n);
         let mut runs: Vec<Vec<RunReport>> = self.scheds.iter().map(|_| Vec::new()).collect();
-        for _ in 0..repeat {
-            for (k, s) in self.scheds.iter().enumerate() {
-                runs[k].push(self.measure(s, (n, per), &descs)?);
+        let m = self.scheds.len();
+        for round in 0..repeat as usize {
+            for j in 0..m {
+                let k = (j + round) % m;
+                runs[k].push(self.measure(&self.scheds[k], (n, per), &descs)?);
             }
         }
         let mut row = Vec::new();
@@ -522,6 +519,33 @@ impl Randread {
             row.push((s.clone(), median));
         }
         Ok(((n, per, row), iops))
+    }
+
+    /// `n` flows of random 4 KiB reads sharing the benchmark's depth
+    /// (at least 1 each): the depth per flow and the flows.
+    fn flows(&self, n: u32) -> (u32, Vec<FlowDesc>) {
+        let per = (self.depth / n.max(1)).max(1);
+        let descs = (0..n)
+            .map(|i| {
+                let mut f = FlowDesc::reader(&format!("r{i}"), Pattern::Rand, 4096);
+                f.depth = per;
+                // Every flow reads the same region (fio's jobs too).
+                f.region = Some((0, self.size));
+                f.weight = Some(100);
+                f
+            })
+            .collect();
+        (per, descs)
+    }
+
+    /// One run of the first column with `n` flows, its figures dropped:
+    /// the first run of a benchmark process was 10-30% slower than the
+    /// rounds after it (1 x 64 on /dev/shm: 263-314 K IOPS against
+    /// 337-399 K, in five runs of five), which would bias whichever
+    /// column took it.
+    fn warm_up(&self, n: u32) -> anyhow::Result<()> {
+        let (per, descs) = self.flows(n);
+        self.measure(&self.scheds[0], (n, per), &descs).map(drop)
     }
 
     /// One run of column `s` with `n` flows of depth `per` each (`descs`):
