@@ -234,7 +234,7 @@ pub(crate) struct RingState {
     coop: bool,
     /// The owner's waits for a CPU, which choose `coop` for its next
     /// ring (`CoopTaskrun::Auto`; see [`Shared::renew_ring`]).
-    cpu_wait: Option<Box<CpuWait>>,
+    cpu_wait: Option<CpuWait>,
     /// The owner's ring set up with `COOP_TASKRUN` that this one
     /// replaced, while requests may be in flight on it: their completions
     /// wait for the owner's next entry into the kernel, which a look
@@ -692,7 +692,7 @@ impl Shared {
     /// A new ring for the calling thread, with `COOP_TASKRUN` if `coop`
     /// (and, under `CoopTaskrun::Auto`, the thread's sampler of its
     /// waits for a CPU: `wait`, or a new one).
-    fn owned_ring(&self, coop: bool, wait: Option<Box<CpuWait>>) -> io::Result<Arc<Ring>> {
+    fn owned_ring(&self, coop: bool, wait: Option<CpuWait>) -> io::Result<Arc<Ring>> {
         let ring = self.new_ring(Arc::new(EventFd::new()?), 0, coop)?;
         if self.coop_taskrun == CoopTaskrun::Auto {
             let mut st = ring.st.lock().unwrap_or_else(|p| p.into_inner());
@@ -805,7 +805,7 @@ impl Shared {
         let stay = self.enter_to_plug(ring, &mut st, then_wait);
         st.plug.push(op);
         ring.plugged.store(st.plug.len() as u32, Ordering::Release);
-        if let Some(w) = st.cpu_wait.as_deref_mut() {
+        if let Some(w) = st.cpu_wait.as_mut() {
             if w.tick() {
                 ring.renew.store(true, Ordering::Relaxed);
             }
@@ -1332,6 +1332,9 @@ impl Shared {
                 match own {
                     Some(sqe) => {
                         self.wait_private(ring, &mut st, p, sqe);
+                        if let Some(w) = st.cpu_wait.as_mut() {
+                            w.note_private();
+                        }
                         (true, true)
                     }
                     None => {
