@@ -2016,21 +2016,8 @@ mod tests {
     /// set up again).
     #[test]
     fn a_ring_set_up_again_finishes_what_the_old_one_carries() {
-        use std::os::fd::FromRawFd;
-        let engine = crate::Engine::nop().open().unwrap();
-        let shared = engine.shared.clone();
-        let mut fds = [0i32; 2];
-        // SAFETY: pipe writes two descriptors into the array.
-        assert_eq!(unsafe { libc::pipe(fds.as_mut_ptr()) }, 0);
-        // SAFETY: fresh descriptors this test owns.
-        let (r, mut w) = unsafe {
-            (
-                std::fs::File::from_raw_fd(fds[0]),
-                std::fs::File::from_raw_fd(fds[1]),
-            )
-        };
-        let pipe = crate::FileTarget::new(r, 0);
-        let flow = engine.flow(crate::FlowOptions::default()).unwrap();
+        let (engine, shared, flow) = nop_engine();
+        let (pipe, mut w) = pipe();
         let p = flow.read_file_async(&pipe, 0, vec![0u8; 8]);
         assert!(!p.is_done(), "submitted, not done");
         let old_id = shared.table_ring(false).unwrap().id;
@@ -2226,6 +2213,15 @@ mod tests {
         if let Some(r) = s.table_ring(false) {
             r.renew.store(true, Ordering::Relaxed);
         }
+    }
+
+    /// A NOP engine (its choice of ring setup the default), its shared
+    /// state, and one flow.
+    fn nop_engine() -> (crate::Engine, Arc<Shared>, crate::Flow) {
+        let engine = crate::Engine::nop().open().unwrap();
+        let shared = engine.shared.clone();
+        let flow = engine.flow(crate::FlowOptions::default()).unwrap();
+        (engine, shared, flow)
     }
 
     /// A pipe as a `FileTarget` and its write end.
@@ -2542,9 +2538,7 @@ mod tests {
     /// waits still name their ring by its index.
     #[test]
     fn renewals_release_registered_private_rings() {
-        let engine = crate::Engine::nop().open().unwrap();
-        let shared = engine.shared.clone();
-        let flow = engine.flow(crate::FlowOptions::default()).unwrap();
+        let (engine, shared, flow) = nop_engine();
         let mut regs = Vec::new();
         for _ in 0..40 {
             assert!(flow.nop_async(0, 8).wait().0.is_ok());
@@ -2574,9 +2568,7 @@ mod tests {
     /// ring.
     #[test]
     fn a_poisoned_ring_is_set_up_again() {
-        let engine = crate::Engine::nop().open().unwrap();
-        let shared = engine.shared.clone();
-        let flow = engine.flow(crate::FlowOptions::default()).unwrap();
+        let (engine, shared, flow) = nop_engine();
         assert!(flow.nop_async(0, 8).wait().0.is_ok());
         let ring = shared.table_ring(false).unwrap();
         let first = ring.id;
@@ -2609,9 +2601,7 @@ mod tests {
     /// entry it would wait for the thread's next tick.
     #[test]
     fn is_done_posts_a_completion_waiting_on_a_retired_coop_ring() {
-        let engine = crate::Engine::nop().open().unwrap();
-        let shared = engine.shared.clone();
-        let flow = engine.flow(crate::FlowOptions::default()).unwrap();
+        let (engine, shared, flow) = nop_engine();
         assert!(flow.nop_async(0, 8).wait().0.is_ok());
         ask_renew(&shared);
         assert!(flow.nop_async(0, 8).wait().0.is_ok());

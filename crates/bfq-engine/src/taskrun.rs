@@ -197,13 +197,22 @@ mod tests {
         assert!(!wants_coop(true, 0, 0));
     }
 
-    #[test]
-    fn only_windows_in_a_row_set_the_ring_up_again() {
+    /// A sampler of this thread, its window started at no time (`None`,
+    /// with a message, where the statistics cannot be read).
+    fn sampler_from_zero() -> Option<CpuWait> {
         let Some(mut w) = CpuWait::open(false) else {
             eprintln!("skipped: /proc/thread-self/schedstat cannot be read");
-            return;
+            return None;
         };
         w.base = (0, 0);
+        Some(w)
+    }
+
+    #[test]
+    fn only_windows_in_a_row_set_the_ring_up_again() {
+        let Some(mut w) = sampler_from_zero() else {
+            return;
+        };
         let ms = 1_000_000;
         // A short window decides nothing and keeps its start.
         assert!(!w.window((5 * ms, 5 * ms)));
@@ -227,11 +236,9 @@ mod tests {
 
     #[test]
     fn a_thread_waiting_on_its_private_ring_keeps_its_ring() {
-        let Some(mut w) = CpuWait::open(false) else {
-            eprintln!("skipped: /proc/thread-self/schedstat cannot be read");
+        let Some(mut w) = sampler_from_zero() else {
             return;
         };
-        w.base = (0, 0);
         let ms = 1_000_000;
         // Waiting for a CPU most of the time, two windows in a row, with
         // half of its requests waited for on the private ring.
