@@ -11,6 +11,8 @@ use bfq_core::{DeviceInfo, Dispatch, FlowSpec, Op, Request, Scheduler, Settings,
 use clap::Args as ClapArgs;
 use serde::Serialize;
 use std::collections::VecDeque;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Mutex;
 use std::time::Instant;
 
 #[derive(ClapArgs)]
@@ -40,6 +42,19 @@ pub struct Args {
     /// blocking reads: BFQ idles for a lone one).
     #[arg(long = "async", requires = "blocking")]
     pub async_reads: bool,
+    /// With `--blocking`: threads that take turns driving the one
+    /// scheduler behind a mutex, each `--batch` request cycles at a time
+    /// in strict rotation, so that the scheduler's state moves between
+    /// CPUs' caches as in the engine, where every flow's thread takes the
+    /// core's lock itself. The figure is wall time per request, the
+    /// hand-overs included; `held ns` is the time inside the lock alone.
+    /// With 1, the same batches in one thread (the same clock reads).
+    #[arg(long, requires = "blocking")]
+    pub threads: Option<u32>,
+    /// With `--threads`: request cycles a thread runs before handing the
+    /// scheduler over.
+    #[arg(long, default_value_t = 2, requires = "threads")]
+    pub batch: u64,
     /// Random sectors instead of sequential streams (deep random queues
     /// exercise the per-flow sorted order).
     #[arg(long)]
@@ -62,6 +77,9 @@ struct Row {
     flows: u32,
     ns_per_request: f64,
     allocs_per_request: f64,
+    /// With `--threads`: ns per request inside the lock.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    held_ns_per_request: Option<f64>,
 }
 
 #[derive(Serialize)]
@@ -250,6 +268,93 @@ fn measure_blocking(
         flows: nflows,
         ns_per_request: ns / requests as f64,
         allocs_per_request: allocs as f64 / requests as f64,
+        held_ns_per_request: None,
+    })
+}
+
+/// `--threads`: the scheduler, its device and its clock, taken in turns.
+struct Shared {
+    s: Box<dyn Scheduler>,
+    b: Blocking,
+    next_id: u64,
+    now: Time,
+}
+
+/// Waits until batch `mine` is the next to run: spins, yielding the CPU
+/// after a while (the thread before may be waiting for one).
+fn wait_for(next: &AtomicU64, mine: u64) {
+    let mut spins = 0u32;
+    while next.load(Ordering::Acquire) != mine {
+        spins += 1;
+        if spins < 1000 {
+            std::hint::spin_loop();
+        } else {
+            std::thread::yield_now();
+        }
+    }
+}
+
+/// Runs `batches` batches of `batch` cycles on `threads` threads in
+/// strict rotation (thread i runs batches i, i + threads, ...), each
+/// under the mutex; returns (wall ns, ns inside the lock, allocations).
+fn take_turns(shared: &Mutex<Shared>, threads: u32, batch: u64, batches: u64) -> (f64, f64, u64) {
+    let next = AtomicU64::new(0);
+    let t0 = Instant::now();
+    let sums: Vec<(f64, u64)> = std::thread::scope(|sc| {
+        let handles: Vec<_> = (0..u64::from(threads))
+            .map(|first| {
+                let next = &next;
+                sc.spawn(move || {
+                    let (mut held, mut allocs) = (0.0, 0);
+                    for mine in (first..batches).step_by(threads as usize) {
+                        wait_for(next, mine);
+                        let mut g = shared.lock().expect("bench lock");
+                        let sh = &mut *g;
+                        let (ns, a) = sh.b.cycles(sh.s.as_mut(), &mut sh.next_id, &mut sh.now, batch);
+                        drop(g);
+                        next.store(mine + 1, Ordering::Release);
+                        held += ns;
+                        allocs += a;
+                    }
+                    (held, allocs)
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().expect("bench thread")).collect()
+    });
+    let wall = t0.elapsed().as_nanos() as f64;
+    let held = sums.iter().map(|x| x.0).sum();
+    (wall, held, sums.iter().map(|x| x.1).sum())
+}
+
+/// `--blocking --threads`: as [`measure_blocking`], with `threads`
+/// threads taking turns at the scheduler, `batch` cycles each.
+fn measure_threads(
+    name: &str,
+    settings: &Settings,
+    nflows: u32,
+    sync: bool,
+    requests: u64,
+    (threads, batch): (u32, u64),
+) -> anyhow::Result<Row> {
+    let (s, b) = start_blocking(name, settings, nflows, sync)?;
+    let shared = Mutex::new(Shared {
+        s,
+        b,
+        next_id: u64::from(nflows),
+        now: 0,
+    });
+    let warm = (requests / 4).max(u64::from(nflows) * 8);
+    take_turns(&shared, threads, batch, warm.div_ceil(batch));
+    let batches = requests.div_ceil(batch);
+    let (wall, held, allocs) = take_turns(&shared, threads, batch, batches);
+    let n = (batches * batch) as f64;
+    Ok(Row {
+        scheduler: name.to_string(),
+        flows: nflows,
+        ns_per_request: wall / n,
+        allocs_per_request: allocs as f64 / n,
+        held_ns_per_request: Some(held / n),
     })
 }
 
@@ -290,6 +395,7 @@ fn measure(
         flows: nflows,
         ns_per_request: ns / requests as f64,
         allocs_per_request: allocs as f64 / requests as f64,
+        held_ns_per_request: None,
     })
 }
 
@@ -309,6 +415,9 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     }
     if a.queued == 0 {
         anyhow::bail!("--queued must be positive");
+    }
+    if a.threads == Some(0) || a.batch == 0 {
+        anyhow::bail!("--threads and --batch must be positive");
     }
     let mut settings = Settings::new();
     for kv in &a.set {
@@ -347,7 +456,9 @@ fn measure_all(
             } else {
                 settings
             };
-            let row = if a.blocking {
+            let row = if let Some(threads) = a.threads {
+                measure_threads(name, set, n, !a.async_reads, a.requests, (threads, a.batch))?
+            } else if a.blocking {
                 measure_blocking(name, set, n, !a.async_reads, a.requests)?
             } else {
                 measure(name, set, n, a.queued, place, a.requests)?
@@ -365,24 +476,31 @@ fn measure_all(
 }
 
 /// The results as a table, each row also relative to fifo's at the same
-/// number of flows.
+/// number of flows (with `--threads`, also the time inside the lock).
 fn print_table(results: &[Row]) {
-    println!(
+    let held = results.iter().any(|r| r.held_ns_per_request.is_some());
+    print!(
         "{:<12} {:>7} {:>14} {:>12} {:>10}",
         "scheduler", "flows", "ns/request", "allocs/req", "vs fifo"
     );
+    println!("{}", if held { "   held ns" } else { "" });
     for r in results {
         let fifo = results
             .iter()
             .find(|x| x.scheduler == "fifo" && x.flows == r.flows)
             .map(|x| r.ns_per_request / x.ns_per_request);
-        println!(
+        print!(
             "{:<12} {:>7} {:>14.1} {:>12.4} {:>10}",
             r.scheduler,
             r.flows,
             r.ns_per_request,
             r.allocs_per_request,
             fifo.map_or("-".into(), |x| format!("{x:.2}x"))
+        );
+        println!(
+            "{}",
+            r.held_ns_per_request
+                .map_or(String::new(), |h| format!(" {h:>9.1}"))
         );
     }
 }
