@@ -310,7 +310,8 @@ fn take_turns(shared: &Mutex<Shared>, threads: u32, batch: u64, batches: u64) ->
                         wait_for(next, mine);
                         let mut g = shared.lock().expect("bench lock");
                         let sh = &mut *g;
-                        let (ns, a) = sh.b.cycles(sh.s.as_mut(), &mut sh.next_id, &mut sh.now, batch);
+                        let (ns, a) =
+                            sh.b.cycles(sh.s.as_mut(), &mut sh.next_id, &mut sh.now, batch);
                         drop(g);
                         next.store(mine + 1, Ordering::Release);
                         held += ns;
@@ -320,7 +321,10 @@ fn take_turns(shared: &Mutex<Shared>, threads: u32, batch: u64, batches: u64) ->
                 })
             })
             .collect();
-        handles.into_iter().map(|h| h.join().expect("bench thread")).collect()
+        handles
+            .into_iter()
+            .map(|h| h.join().expect("bench thread"))
+            .collect()
     });
     let wall = t0.elapsed().as_nanos() as f64;
     let held = sums.iter().map(|x| x.0).sum();
