@@ -523,6 +523,25 @@ mod tests {
         s.internals(now).turns.unwrap() - before
     }
 
+    /// `--threads`: the threads run every batch between them, in turn,
+    /// each cycle a turn of its own as in one thread.
+    #[test]
+    fn threads_take_turns_through_every_batch() {
+        let (s, b) = start_blocking("bfq", &Settings::new(), 64, true).unwrap();
+        let shared = Mutex::new(Shared {
+            s,
+            b,
+            next_id: 64,
+            now: 0,
+        });
+        take_turns(&shared, 2, 3, 100);
+        let mut sh = shared.into_inner().unwrap();
+        let now = sh.now;
+        assert_eq!(sh.next_id, 64 + 300);
+        assert_eq!(sh.s.internals(now).turns, Some(64 + 300));
+        assert_eq!(sh.b.device.len(), 64);
+    }
+
     /// `--blocking` reproduces the engine's pattern: every request a turn
     /// of its own (asynchronous reads, or several synchronous readers on
     /// a queueing flash device), except for a lone synchronous reader,
