@@ -535,7 +535,7 @@ mod tests {
             now: 0,
         });
         take_turns(&shared, 2, 3, 100);
-        let mut sh = shared.into_inner().unwrap();
+        let sh = shared.into_inner().unwrap();
         let now = sh.now;
         assert_eq!(sh.next_id, 64 + 300);
         assert_eq!(sh.s.internals(now).turns, Some(64 + 300));
