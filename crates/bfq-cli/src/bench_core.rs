@@ -4,7 +4,8 @@
 //! Also counts heap allocations per request on that path. With
 //! `--blocking`, flows instead issue one request at a time and their
 //! queues empty between requests, as threads waiting for each request
-//! through the engine.
+//! through the engine; `--threads` has threads take turns at the one
+//! scheduler behind a mutex, as the engine's threads at its core's lock.
 
 use crate::alloc_count;
 use bfq_core::{DeviceInfo, Dispatch, FlowSpec, Op, Request, Scheduler, Settings, Time, US};
