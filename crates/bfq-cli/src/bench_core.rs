@@ -50,10 +50,11 @@ pub struct Args {
     /// core's lock itself. The figure is wall time per request, the
     /// hand-overs included; `held ns` is the time inside the lock alone.
     /// With 1, the same batches in one thread (the same clock reads).
+    /// 1-64.
     #[arg(long, requires = "blocking")]
     pub threads: Option<u32>,
     /// With `--threads`: request cycles a thread runs before handing the
-    /// scheduler over.
+    /// scheduler over (1-1000000).
     #[arg(long, default_value_t = 2, requires = "threads")]
     pub batch: u64,
     /// Random sectors instead of sequential streams (deep random queues
@@ -421,8 +422,8 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     if a.queued == 0 {
         anyhow::bail!("--queued must be positive");
     }
-    if a.threads == Some(0) || a.batch == 0 {
-        anyhow::bail!("--threads and --batch must be positive");
+    if !(1..=64).contains(&a.threads.unwrap_or(1)) || !(1..=1_000_000).contains(&a.batch) {
+        anyhow::bail!("--threads must be 1-64 and --batch 1-1000000");
     }
     let mut settings = Settings::new();
     for kv in &a.set {
