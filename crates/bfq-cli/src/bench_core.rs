@@ -13,7 +13,7 @@ use clap::Args as ClapArgs;
 use serde::Serialize;
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Mutex;
+use std::sync::{Barrier, Mutex};
 use std::time::Instant;
 
 #[derive(ClapArgs)]
@@ -43,18 +43,20 @@ pub struct Args {
     /// blocking reads: BFQ idles for a lone one).
     #[arg(long = "async", requires = "blocking")]
     pub async_reads: bool,
-    /// With `--blocking`: threads that take turns driving the one
+    /// With `--blocking`: threads (1-64) that take turns driving the one
     /// scheduler behind a mutex, each `--batch` request cycles at a time
     /// in strict rotation, so that the scheduler's state moves between
     /// CPUs' caches as in the engine, where every flow's thread takes the
     /// core's lock itself. The figure is wall time per request, the
-    /// hand-overs included; `held ns` is the time inside the lock alone.
-    /// With 1, the same batches in one thread (the same clock reads).
-    /// 1-64.
+    /// hand-overs included; `held ns` is the time inside the lock alone
+    /// (with the timing of each batch, some 20-25 ns per batch). With 1,
+    /// the baseline: the same batches and timing in one thread. More
+    /// threads than CPUs measure the kernel's scheduling of them.
     #[arg(long, requires = "blocking")]
     pub threads: Option<u32>,
     /// With `--threads`: request cycles a thread runs before handing the
-    /// scheduler over (1-1000000).
+    /// scheduler over (1-1000000); `--requests` is rounded up to whole
+    /// batches.
     #[arg(long, default_value_t = 2, requires = "threads")]
     pub batch: u64,
     /// Random sectors instead of sequential streams (deep random queues
@@ -274,19 +276,47 @@ fn measure_blocking(
     })
 }
 
-/// `--threads`: the scheduler, its device and its clock, taken in turns.
+/// `--threads`: the scheduler, its device and its clock, taken in turns,
+/// with who held it last and when the measured batches began and ended.
 struct Shared {
     s: Box<dyn Scheduler>,
     b: Blocking,
     next_id: u64,
     now: Time,
+    /// The thread that ran the last batch, and how many batches ran on
+    /// another thread than the batch before (every one but the first in
+    /// strict rotation with two threads or more).
+    holder: u64,
+    handovers: u64,
+    span: Option<(Instant, Instant)>,
 }
 
-/// Waits until batch `mine` is the next to run: spins, yielding the CPU
-/// after a while (the thread before may be waiting for one).
-fn wait_for(next: &AtomicU64, mine: u64) {
+/// The turn counter's value once a thread has panicked: the others stop.
+const ABANDONED: u64 = u64::MAX;
+
+/// Marks the turns abandoned if its thread unwinds, so that no other
+/// thread waits for a batch that will never run.
+struct AbandonOnPanic<'a>(&'a AtomicU64);
+
+impl Drop for AbandonOnPanic<'_> {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            self.0.store(ABANDONED, Ordering::Release);
+        }
+    }
+}
+
+/// Waits until batch `mine` is the next to run (true) or the turns were
+/// abandoned (false): spins, yielding the CPU after a while (the thread
+/// before may be waiting for one).
+fn wait_for(next: &AtomicU64, mine: u64) -> bool {
     let mut spins = 0u32;
-    while next.load(Ordering::Acquire) != mine {
+    loop {
+        match next.load(Ordering::Acquire) {
+            n if n == mine => return true,
+            ABANDONED => return false,
+            _ => {}
+        }
         spins += 1;
         if spins < 1000 {
             std::hint::spin_loop();
@@ -296,25 +326,48 @@ fn wait_for(next: &AtomicU64, mine: u64) {
     }
 }
 
+/// Runs batch `mine` of `batch` cycles under the lock as thread `me`,
+/// noting a hand-over and the measured span; returns (ns held, allocations).
+fn run_batch(shared: &Mutex<Shared>, me: u64, mine: u64, batch: u64) -> (f64, u64) {
+    let mut g = shared.lock().expect("bench lock");
+    let sh = &mut *g;
+    let start = Instant::now();
+    let (ns, allocs) =
+        sh.b.cycles(sh.s.as_mut(), &mut sh.next_id, &mut sh.now, batch);
+    if mine > 0 && sh.holder != me {
+        sh.handovers += 1;
+    }
+    sh.holder = me;
+    let first = sh.span.map_or(start, |x| x.0);
+    sh.span = Some((if mine == 0 { start } else { first }, Instant::now()));
+    (ns, allocs)
+}
+
 /// Runs `batches` batches of `batch` cycles on `threads` threads in
 /// strict rotation (thread i runs batches i, i + threads, ...), each
-/// under the mutex; returns (wall ns, ns inside the lock, allocations).
+/// under the mutex, every thread started before the first batch; returns
+/// (wall ns from the first batch's start to the last one's end, ns
+/// inside the lock, allocations).
 fn take_turns(shared: &Mutex<Shared>, threads: u32, batch: u64, batches: u64) -> (f64, f64, u64) {
+    {
+        let mut sh = shared.lock().expect("bench lock");
+        (sh.handovers, sh.span) = (0, None);
+    }
     let next = AtomicU64::new(0);
-    let t0 = Instant::now();
+    let ready = Barrier::new(threads as usize);
     let sums: Vec<(f64, u64)> = std::thread::scope(|sc| {
         let handles: Vec<_> = (0..u64::from(threads))
-            .map(|first| {
-                let next = &next;
+            .map(|me| {
+                let (next, ready) = (&next, &ready);
                 sc.spawn(move || {
+                    let _abandon = AbandonOnPanic(next);
+                    ready.wait();
                     let (mut held, mut allocs) = (0.0, 0);
-                    for mine in (first..batches).step_by(threads as usize) {
-                        wait_for(next, mine);
-                        let mut g = shared.lock().expect("bench lock");
-                        let sh = &mut *g;
-                        let (ns, a) =
-                            sh.b.cycles(sh.s.as_mut(), &mut sh.next_id, &mut sh.now, batch);
-                        drop(g);
+                    for mine in (me..batches).step_by(threads as usize) {
+                        if !wait_for(next, mine) {
+                            break;
+                        }
+                        let (ns, a) = run_batch(shared, me, mine, batch);
                         next.store(mine + 1, Ordering::Release);
                         held += ns;
                         allocs += a;
@@ -328,7 +381,8 @@ fn take_turns(shared: &Mutex<Shared>, threads: u32, batch: u64, batches: u64) ->
             .map(|h| h.join().expect("bench thread"))
             .collect()
     });
-    let wall = t0.elapsed().as_nanos() as f64;
+    let sh = shared.lock().expect("bench lock");
+    let wall = sh.span.map_or(0.0, |(a, b)| (b - a).as_nanos() as f64);
     let held = sums.iter().map(|x| x.0).sum();
     (wall, held, sums.iter().map(|x| x.1).sum())
 }
@@ -349,6 +403,9 @@ fn measure_threads(
         b,
         next_id: u64::from(nflows),
         now: 0,
+        holder: 0,
+        handovers: 0,
+        span: None,
     });
     let warm = (requests / 4).max(u64::from(nflows) * 8);
     take_turns(&shared, threads, batch, warm.div_ceil(batch));
@@ -471,8 +528,13 @@ fn measure_all(
             };
             if a.json {
                 eprintln!(
-                    "{:<12} flows {:>6}: {:>8.1} ns/request, {:.4} allocations/request",
-                    row.scheduler, row.flows, row.ns_per_request, row.allocs_per_request
+                    "{:<12} flows {:>6}: {:>8.1} ns/request, {:.4} allocations/request{}",
+                    row.scheduler,
+                    row.flows,
+                    row.ns_per_request,
+                    row.allocs_per_request,
+                    row.held_ns_per_request
+                        .map_or(String::new(), |h| format!(", {h:.1} ns held"))
                 );
             }
             results.push(row);
@@ -525,8 +587,9 @@ mod tests {
         s.internals(now).turns.unwrap() - before
     }
 
-    /// `--threads`: the threads run every batch between them, in turn,
-    /// each cycle a turn of its own as in one thread.
+    /// `--threads`: the threads run every batch between them in strict
+    /// rotation (every batch after the first on another thread than the
+    /// one before), each cycle a turn of its own as in one thread.
     #[test]
     fn threads_take_turns_through_every_batch() {
         let (s, b) = start_blocking("bfq", &Settings::new(), 64, true).unwrap();
@@ -535,13 +598,32 @@ mod tests {
             b,
             next_id: 64,
             now: 0,
+            holder: 0,
+            handovers: 0,
+            span: None,
         });
         take_turns(&shared, 2, 3, 100);
         let sh = shared.into_inner().unwrap();
         let now = sh.now;
+        assert_eq!(sh.handovers, 99);
         assert_eq!(sh.next_id, 64 + 300);
         assert_eq!(sh.s.internals(now).turns, Some(64 + 300));
         assert_eq!(sh.b.device.len(), 64);
+    }
+
+    /// A thread that panics ends the other threads' waits instead of
+    /// leaving them waiting for its batch.
+    #[test]
+    fn a_panicking_thread_abandons_the_turns() {
+        let next = AtomicU64::new(3);
+        std::thread::scope(|sc| {
+            let h = sc.spawn(|| {
+                let _abandon = AbandonOnPanic(&next);
+                panic!("a batch failed");
+            });
+            assert!(h.join().is_err());
+        });
+        assert!(!wait_for(&next, 4));
     }
 
     /// `--blocking` reproduces the engine's pattern: every request a turn
