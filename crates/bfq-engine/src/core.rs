@@ -202,6 +202,10 @@ pub struct EngineStats {
     /// without it, as their threads' waits for a CPU rose and fell
     /// (`CoopTaskrun::Auto`).
     pub coop_switches: [u64; 2],
+    /// Times a thread found the core's lock held, and of those the times
+    /// it then slept on it (after spinning for up to 5 us): how often
+    /// threads wait for the scheduler's serialised step.
+    pub core_waits: [u64; 2],
     /// Dispatch to report (the completion reaped and told to the core),
     /// for requests completed on their submitting thread's ring: a count
     /// per [`LatencyHistogram`] bucket.

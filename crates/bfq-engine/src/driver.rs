@@ -124,6 +124,9 @@ pub(crate) struct Shared {
     pub cross_wakes: AtomicU64,
     /// [`crate::EngineStats::coop_switches`].
     pub coop_switches: [AtomicU64; 2],
+    /// [`crate::EngineStats::core_waits`] (counted on the contended path
+    /// only).
+    pub core_waits: [AtomicU64; 2],
     /// [`crate::EngineStats::wake_latency`].
     pub wake_latency: [AtomicU64; LATENCY_BUCKETS],
     /// Closed flows waiting for plugs to be flushed before they leave
@@ -525,6 +528,7 @@ impl Shared {
             service_submits: AtomicU64::new(0),
             cross_wakes: AtomicU64::new(0),
             coop_switches: Default::default(),
+            core_waits: Default::default(),
             wake_latency: Default::default(),
             closing: Mutex::new(Vec::new()),
             closing_len: AtomicUsize::new(0),
@@ -561,6 +565,7 @@ impl Shared {
     /// a context switch and the holder a `futex` wake-up).
     #[cold]
     fn core_contended(&self) -> MutexGuard<'_, Core> {
+        self.core_waits[0].fetch_add(1, Ordering::Relaxed);
         let until = monotonic_ns() + CORE_SPIN_NS;
         loop {
             for _ in 0..16 {
@@ -573,6 +578,7 @@ impl Shared {
                 Err(TryLockError::WouldBlock) => break,
             }
         }
+        self.core_waits[1].fetch_add(1, Ordering::Relaxed);
         self.core.lock().unwrap_or_else(|p| p.into_inner())
     }
 
@@ -2557,6 +2563,36 @@ mod tests {
         assert!(
             regs.iter().all(|&n| n <= 1),
             "a private ring left registered: {regs:?}"
+        );
+        drop(flow);
+        engine.shutdown(crate::ShutdownMode::Drain).unwrap();
+    }
+
+    /// `EngineStats::core_waits`: a thread that finds the core's lock
+    /// held counts itself, and again when it gives up spinning and sleeps.
+    #[test]
+    fn a_thread_that_finds_the_core_held_is_counted_once_spinning_and_once_asleep() {
+        let (engine, shared, flow) = nop_engine();
+        let held = shared.core();
+        let waiter = {
+            let shared = shared.clone();
+            std::thread::spawn(move || drop(shared.core()))
+        };
+        // The waiter counts itself before spinning and again before it
+        // sleeps; the core stays held until it has done both (or for
+        // 10 s at most, and then the count is missing).
+        let give_up = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while shared.core_waits[1].load(Ordering::Relaxed) == 0
+            && std::time::Instant::now() < give_up
+        {
+            std::thread::yield_now();
+        }
+        drop(held);
+        waiter.join().unwrap();
+        let [found, slept] = engine.stats().unwrap().core_waits;
+        assert!(
+            found >= 1 && slept >= 1 && slept <= found,
+            "{found} {slept}"
         );
         drop(flow);
         engine.shutdown(crate::ShutdownMode::Drain).unwrap();

@@ -542,6 +542,11 @@ impl Engine {
             .coop_switches
             .each_ref()
             .map(|c| c.load(Ordering::Relaxed));
+        s.core_waits = self
+            .shared
+            .core_waits
+            .each_ref()
+            .map(|c| c.load(Ordering::Relaxed));
         for (to, from) in s.wake_latency.iter_mut().zip(&self.shared.wake_latency) {
             *to = from.load(Ordering::Relaxed);
         }
