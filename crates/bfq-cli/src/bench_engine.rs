@@ -11,6 +11,7 @@
 use bfq_engine::{
     CoopTaskrun, Engine, EngineStats, Flow, FlowOptions, Settings, ShutdownMode, SubmitMode,
 };
+use bfq_real::cpu_probe::{cache_round_trip_ns, PROBE_TRIPS};
 use bfq_real::sys::{self, LoopDevice};
 use bfq_real::{Backend, FlowDesc, Pattern, RunConfig, RunReport};
 use clap::{Args as ClapArgs, Subcommand};
@@ -394,14 +395,14 @@ fn randread(
         kernel: (kernel_groups, kernel_client),
     };
     let mut rows = Vec::new();
-    let mut rounds: Vec<Vec<Vec<f64>>> = Vec::new();
+    let mut rounds: Vec<Rounds> = Vec::new();
     if let Some(&n) = flows.first() {
         b.warm_up(n)?;
     }
     for &n in &flows {
-        let (row, iops) = b.row(n, repeat)?;
+        let (row, r) = b.row(n, repeat)?;
         rows.push(row);
-        rounds.push(iops);
+        rounds.push(r);
     }
     // Where the benchmark's threads may run (see --cpus).
     let cpus = sys::current_cpus()?;
@@ -499,13 +500,15 @@ impl Randread {
     /// first run of a benchmark is slower: no column always takes it),
     /// keeping each column's median run; with each column's IOPS per
     /// round in run order.
-    fn row(&self, n: u32, repeat: u32) -> anyhow::Result<(RandreadRow, Vec<Vec<f64>>)> {
+    fn row(&self, n: u32, repeat: u32) -> anyhow::Result<(RandreadRow, Rounds)> {
         let (per, descs) = self.flows(n);
         let mut runs: Vec<Vec<RunReport>> = self.scheds.iter().map(|_| Vec::new()).collect();
+        let mut trips: Vec<Vec<Option<f64>>> = self.scheds.iter().map(|_| Vec::new()).collect();
         let m = self.scheds.len();
         for round in 0..repeat as usize {
             for j in 0..m {
                 let k = (j + round) % m;
+                trips[k].push(self.probe()?);
                 runs[k].push(self.measure(&self.scheds[k], (n, per), &descs)?);
             }
         }
@@ -519,7 +522,18 @@ impl Randread {
             let median = v.swap_remove(v.len() / 2);
             row.push((s.clone(), median));
         }
-        Ok(((n, per, row), iops))
+        Ok(((n, per, row), Rounds { iops, trips }))
+    }
+
+    /// The cache-line round trip between the first two CPUs the
+    /// benchmark may run on (`bfq_real::cpu_probe`), before a round;
+    /// `None` with one CPU.
+    fn probe(&self) -> anyhow::Result<Option<f64>> {
+        let cpus = sys::current_cpus()?;
+        match cpus[..] {
+            [a, b, ..] => Ok(Some(cache_round_trip_ns(a, b, PROBE_TRIPS)?)),
+            _ => Ok(None),
+        }
     }
 
     /// `n` flows of random 4 KiB reads sharing the benchmark's depth
@@ -592,12 +606,12 @@ impl Randread {
         Ok(r)
     }
 
-    /// Prints the benchmark, its rows and each column's IOPS per round
-    /// as JSON.
+    /// Prints the benchmark, its rows and each column's IOPS per round,
+    /// with the CPUs' cache-line round trip before each, as JSON.
     fn print_json(
         &self,
         rows: &[RandreadRow],
-        rounds: &[Vec<Vec<f64>>],
+        rounds: &[Rounds],
         cpus: &[usize],
     ) -> anyhow::Result<()> {
         let (dev, size, depth, seconds) = (&self.dev, self.size, self.depth, self.seconds);
@@ -605,10 +619,12 @@ impl Randread {
         let v: Vec<Value> = rows
             .iter()
             .zip(rounds)
-            .map(|((n, per, row), iops)| {
-                let results = row.iter().zip(iops).map(|((_, r), iops)| {
+            .map(|((n, per, row), rounds)| {
+                let per_column = rounds.iops.iter().zip(&rounds.trips);
+                let results = row.iter().zip(per_column).map(|((_, r), (iops, trips))| {
                     let mut v = report_json(r);
                     v["iops_rounds"] = json!(iops);
+                    v["round_trip_ns_rounds"] = json!(trips);
                     v
                 });
                 json!({"flows": n, "depth_per_flow": per, "results": results.collect::<Vec<_>>()})
@@ -694,14 +710,31 @@ impl Randread {
     }
 }
 
+/// Each column's IOPS per round in run order, and the CPUs' cache-line
+/// round trip in ns before each round (`None` with one CPU).
+struct Rounds {
+    iops: Vec<Vec<f64>>,
+    trips: Vec<Vec<Option<f64>>>,
+}
+
 /// Prints each column's K IOPS of every round, in run order, per row
 /// (`--repeat` above 1; the table shows the median).
-fn print_rounds(rows: &[RandreadRow], rounds: &[Vec<Vec<f64>>]) {
-    println!("K IOPS of each round, in run order (the table shows the median):");
-    for ((n, per, _), iops) in rows.iter().zip(rounds) {
+fn print_rounds(rows: &[RandreadRow], rounds: &[Rounds]) {
+    println!(
+        "K IOPS of each round, in run order (the table shows the median), \
+         @ the CPUs' cache-line round trip in ns before it:"
+    );
+    for ((n, per, _), r) in rows.iter().zip(rounds) {
         print!("{n:>6} {per:>6}");
-        for v in iops {
-            let v: Vec<String> = v.iter().map(|x| format!("{:.0}", x / 1e3)).collect();
+        for (iops, trips) in r.iops.iter().zip(&r.trips) {
+            let v: Vec<String> = iops
+                .iter()
+                .zip(trips)
+                .map(|(x, t)| match t {
+                    Some(t) => format!("{:.0}@{t:.0}", x / 1e3),
+                    None => format!("{:.0}", x / 1e3),
+                })
+                .collect();
             print!("  {}", v.join("/"));
         }
         println!();

@@ -25,6 +25,7 @@
 
 #![warn(missing_docs)]
 
+pub mod cpu_probe;
 pub mod desc;
 pub mod flowproc;
 pub mod flowspec;
