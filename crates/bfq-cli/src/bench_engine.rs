@@ -79,7 +79,10 @@ pub enum BenchCmd {
         #[arg(long, default_value_t = 0)]
         sqpoll: u32,
         /// Measure each cell this many times, schedulers interleaved, and
-        /// keep the run with the median IOPS (damps a busy machine's noise).
+        /// keep the run with the median IOPS (damps a busy machine's
+        /// noise); every round is listed with the cache-line round trip
+        /// between the first two CPUs, timed before it (a virtual
+        /// machine's CPUs may sit close together or apart, and move).
         #[arg(long, default_value_t = 1)]
         repeat: u32,
         /// Pin the benchmark's threads (the engine's dispatcher and flow
