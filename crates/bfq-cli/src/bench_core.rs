@@ -291,6 +291,22 @@ struct Shared {
     span: Option<(Instant, Instant)>,
 }
 
+impl Shared {
+    /// The scheduler and its device at time 0, behind the bench's mutex;
+    /// request ids continue from `next_id`.
+    fn new(s: Box<dyn Scheduler>, b: Blocking, next_id: u64) -> Mutex<Shared> {
+        Mutex::new(Shared {
+            s,
+            b,
+            next_id,
+            now: 0,
+            holder: 0,
+            handovers: 0,
+            span: None,
+        })
+    }
+}
+
 /// The turn counter's value once a thread has panicked: the others stop.
 const ABANDONED: u64 = u64::MAX;
 
@@ -398,15 +414,7 @@ fn measure_threads(
     (threads, batch): (u32, u64),
 ) -> anyhow::Result<Row> {
     let (s, b) = start_blocking(name, settings, nflows, sync)?;
-    let shared = Mutex::new(Shared {
-        s,
-        b,
-        next_id: u64::from(nflows),
-        now: 0,
-        holder: 0,
-        handovers: 0,
-        span: None,
-    });
+    let shared = Shared::new(s, b, u64::from(nflows));
     let warm = (requests / 4).max(u64::from(nflows) * 8);
     take_turns(&shared, threads, batch, warm.div_ceil(batch));
     let batches = requests.div_ceil(batch);
@@ -593,15 +601,7 @@ mod tests {
     #[test]
     fn threads_take_turns_through_every_batch() {
         let (s, b) = start_blocking("bfq", &Settings::new(), 64, true).unwrap();
-        let shared = Mutex::new(Shared {
-            s,
-            b,
-            next_id: 64,
-            now: 0,
-            holder: 0,
-            handovers: 0,
-            span: None,
-        });
+        let shared = Shared::new(s, b, 64);
         take_turns(&shared, 2, 3, 100);
         let sh = shared.into_inner().unwrap();
         let now = sh.now;
