@@ -11,6 +11,7 @@
 use bfq_engine::{
     CoopTaskrun, Engine, EngineStats, Flow, FlowOptions, Settings, ShutdownMode, SubmitMode,
 };
+use bfq_real::cpu_busy::{self, BusySampler};
 use bfq_real::cpu_probe::{cache_round_trip_ns, PROBE_TRIPS};
 use bfq_real::sys::{self, LoopDevice};
 use bfq_real::{Backend, FlowDesc, Pattern, RunConfig, RunReport};
@@ -507,12 +508,15 @@ impl Randread {
         let (per, descs) = self.flows(n);
         let mut runs: Vec<Vec<RunReport>> = self.scheds.iter().map(|_| Vec::new()).collect();
         let mut trips: Vec<Vec<Option<f64>>> = self.scheds.iter().map(|_| Vec::new()).collect();
+        let mut busy: Vec<Vec<Option<f64>>> = self.scheds.iter().map(|_| Vec::new()).collect();
         let m = self.scheds.len();
         for round in 0..repeat as usize {
             for j in 0..m {
                 let k = (j + round) % m;
                 trips[k].push(self.probe());
+                let sampler = BusySampler::start(&[], cpu_busy::SAMPLE_EVERY).ok();
                 runs[k].push(self.measure(&self.scheds[k], (n, per), &descs)?);
+                busy[k].push(sampler.and_then(BusySampler::finish));
             }
         }
         let mut row = Vec::new();
@@ -525,7 +529,7 @@ impl Randread {
             let median = v.swap_remove(v.len() / 2);
             row.push((s.clone(), median));
         }
-        Ok(((n, per, row), Rounds { iops, trips }))
+        Ok(((n, per, row), Rounds { iops, trips, busy }))
     }
 
     /// The cache-line round trip between the first two CPUs the
@@ -623,13 +627,17 @@ impl Randread {
             .iter()
             .zip(rounds)
             .map(|((n, per, row), rounds)| {
-                let per_column = rounds.iops.iter().zip(&rounds.trips);
-                let results = row.iter().zip(per_column).map(|((_, r), (iops, trips))| {
-                    let mut v = report_json(r);
-                    v["iops_rounds"] = json!(iops);
-                    v["round_trip_ns_rounds"] = json!(trips);
-                    v
-                });
+                let per_column = rounds.iops.iter().zip(&rounds.trips).zip(&rounds.busy);
+                let results = row
+                    .iter()
+                    .zip(per_column)
+                    .map(|((_, r), ((iops, trips), busy))| {
+                        let mut v = report_json(r);
+                        v["iops_rounds"] = json!(iops);
+                        v["round_trip_ns_rounds"] = json!(trips);
+                        v["cpu_busy_rounds"] = json!(busy);
+                        v
+                    });
                 json!({"flows": n, "depth_per_flow": per, "results": results.collect::<Vec<_>>()})
             })
             .collect();
@@ -713,11 +721,14 @@ impl Randread {
     }
 }
 
-/// Each column's IOPS per round in run order, and the CPUs' cache-line
-/// round trip in ns before each round (`None` with one CPU).
+/// Each column's IOPS per round in run order, the CPUs' cache-line
+/// round trip in ns before each round (`None` with one CPU), and the
+/// share of time the machine's CPUs were busy during it
+/// (`bfq_real::cpu_busy`; `None` where it could not be read).
 struct Rounds {
     iops: Vec<Vec<f64>>,
     trips: Vec<Vec<Option<f64>>>,
+    busy: Vec<Vec<Option<f64>>>,
 }
 
 /// Prints each column's K IOPS of every round, in run order, per row
@@ -725,23 +736,34 @@ struct Rounds {
 fn print_rounds(rows: &[RandreadRow], rounds: &[Rounds]) {
     println!(
         "K IOPS of each round, in run order (the table shows the median), \
-         @ the CPUs' cache-line round trip in ns before it:"
+         @ the CPUs' cache-line round trip in ns before it, and how busy the \
+         machine's CPUs were during it:"
     );
     for ((n, per, _), r) in rows.iter().zip(rounds) {
         print!("{n:>6} {per:>6}");
-        for (iops, trips) in r.iops.iter().zip(&r.trips) {
+        for ((iops, trips), busy) in r.iops.iter().zip(&r.trips).zip(&r.busy) {
             let v: Vec<String> = iops
                 .iter()
-                .zip(trips)
-                .map(|(x, t)| match t {
-                    Some(t) => format!("{:.0}@{t:.0}", x / 1e3),
-                    None => format!("{:.0}", x / 1e3),
-                })
+                .zip(trips.iter().zip(busy))
+                .map(|(x, (t, b))| round_cell(*x, *t, *b))
                 .collect();
             print!("  {}", v.join("/"));
         }
         println!();
     }
+}
+
+/// One round in the rounds table: K IOPS, `@` the round trip in ns, `,`
+/// the CPUs' busy share in percent (each where known).
+fn round_cell(iops: f64, trip: Option<f64>, busy: Option<f64>) -> String {
+    let mut c = format!("{:.0}", iops / 1e3);
+    if let Some(t) = trip {
+        c += &format!("@{t:.0}");
+    }
+    if let Some(b) = busy {
+        c += &format!(",{:.0}%", b * 100.0);
+    }
+    c
 }
 
 fn nop(

@@ -22,9 +22,12 @@
 //! - [`report`]: what a run did.
 //! - [`warmup`]: a sequential reader alone before the measured flows, so
 //!   that a scheduler learning the device's peak rate starts warm.
+//! - [`cpu_probe`] and [`cpu_busy`]: what a benchmark round ran on: how
+//!   far apart two CPUs are, and how busy the CPUs were.
 
 #![warn(missing_docs)]
 
+pub mod cpu_busy;
 pub mod cpu_probe;
 pub mod desc;
 pub mod flowproc;
