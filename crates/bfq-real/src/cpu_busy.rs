@@ -32,8 +32,7 @@ pub struct BusySampler {
 
 impl BusySampler {
     /// Starts sampling CPUs `cpus` (every CPU if empty) every `every`.
-    /// Fails where
-    /// `/proc/stat` cannot be read or lists none of them.
+    /// Fails where `/proc/stat` cannot be read or lists none of them.
     pub fn start(cpus: &[usize], every: Duration) -> io::Result<BusySampler> {
         let cpus = cpus.to_vec();
         let first = read_ticks(&cpus)?;
@@ -108,9 +107,9 @@ fn read_ticks(cpus: &[usize]) -> io::Result<Ticks> {
 }
 
 /// Sums the `cpuN` lines of `cpus` (every CPU's if `cpus` is empty) in a
-/// `/proc/stat` text: busy is every
-/// tick but idle and I/O wait (user, nice, system, irq, softirq, steal),
-/// total the first eight fields. `None` if none of the CPUs is listed.
+/// `/proc/stat` text: busy is every tick but idle and I/O wait (user,
+/// nice, system, irq, softirq, steal), total the first eight fields.
+/// `None` if none of the CPUs is listed.
 fn parse_ticks(text: &str, cpus: &[usize]) -> Option<Ticks> {
     let mut sum: Option<Ticks> = None;
     for line in text.lines() {
