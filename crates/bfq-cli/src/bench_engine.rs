@@ -507,29 +507,32 @@ impl Randread {
     fn row(&self, n: u32, repeat: u32) -> anyhow::Result<(RandreadRow, Rounds)> {
         let (per, descs) = self.flows(n);
         let mut runs: Vec<Vec<RunReport>> = self.scheds.iter().map(|_| Vec::new()).collect();
-        let mut trips: Vec<Vec<Option<f64>>> = self.scheds.iter().map(|_| Vec::new()).collect();
-        let mut busy: Vec<Vec<Option<f64>>> = self.scheds.iter().map(|_| Vec::new()).collect();
+        // Each column's rounds in run order: rounds of the columns run
+        // side by side, so their ratios pair up.
+        let mut rounds: Rounds = self.scheds.iter().map(|_| Vec::new()).collect();
         let m = self.scheds.len();
         for round in 0..repeat as usize {
             for j in 0..m {
                 let k = (j + round) % m;
-                trips[k].push(self.probe());
+                let trip = self.probe();
                 let sampler = BusySampler::start(&[], cpu_busy::SAMPLE_EVERY).ok();
-                runs[k].push(self.measure(&self.scheds[k], (n, per), &descs)?);
-                busy[k].push(sampler.and_then(BusySampler::finish));
+                let r = self.measure(&self.scheds[k], (n, per), &descs)?;
+                let busy = sampler.and_then(BusySampler::finish);
+                rounds[k].push(Round {
+                    iops: r.iops(),
+                    trip,
+                    busy,
+                });
+                runs[k].push(r);
             }
         }
         let mut row = Vec::new();
-        let mut iops = Vec::new();
         for (s, mut v) in self.scheds.iter().zip(runs) {
-            // Each round's IOPS in run order: rounds of the columns run
-            // side by side, so their ratios pair up.
-            iops.push(v.iter().map(|r| r.iops()).collect::<Vec<f64>>());
             v.sort_by(|a, b| a.iops().total_cmp(&b.iops()));
             let median = v.swap_remove(v.len() / 2);
             row.push((s.clone(), median));
         }
-        Ok(((n, per, row), Rounds { iops, trips, busy }))
+        Ok(((n, per, row), rounds))
     }
 
     /// The cache-line round trip between the first two CPUs the
@@ -627,17 +630,14 @@ impl Randread {
             .iter()
             .zip(rounds)
             .map(|((n, per, row), rounds)| {
-                let per_column = rounds.iops.iter().zip(&rounds.trips).zip(&rounds.busy);
-                let results = row
-                    .iter()
-                    .zip(per_column)
-                    .map(|((_, r), ((iops, trips), busy))| {
-                        let mut v = report_json(r);
-                        v["iops_rounds"] = json!(iops);
-                        v["round_trip_ns_rounds"] = json!(trips);
-                        v["cpu_busy_rounds"] = json!(busy);
-                        v
-                    });
+                let results = row.iter().zip(rounds).map(|((_, r), col)| {
+                    let mut v = report_json(r);
+                    v["iops_rounds"] = json!(col.iter().map(|x| x.iops).collect::<Vec<_>>());
+                    v["round_trip_ns_rounds"] =
+                        json!(col.iter().map(|x| x.trip).collect::<Vec<_>>());
+                    v["cpu_busy_rounds"] = json!(col.iter().map(|x| x.busy).collect::<Vec<_>>());
+                    v
+                });
                 json!({"flows": n, "depth_per_flow": per, "results": results.collect::<Vec<_>>()})
             })
             .collect();
@@ -721,15 +721,33 @@ impl Randread {
     }
 }
 
-/// Each column's IOPS per round in run order, the CPUs' cache-line
-/// round trip in ns before each round (`None` with one CPU), and the
-/// share of time the machine's CPUs were busy during it
-/// (`bfq_real::cpu_busy`; `None` where it could not be read).
-struct Rounds {
-    iops: Vec<Vec<f64>>,
-    trips: Vec<Vec<Option<f64>>>,
-    busy: Vec<Vec<Option<f64>>>,
+/// One round of a column: its IOPS, the CPUs' cache-line round trip in
+/// ns before it (`None` with one CPU), and the share of time the
+/// machine's CPUs were busy during it (`bfq_real::cpu_busy`; `None` where
+/// it could not be read).
+struct Round {
+    iops: f64,
+    trip: Option<f64>,
+    busy: Option<f64>,
 }
+
+impl Round {
+    /// The round in the rounds table: K IOPS, `@` the round trip in ns,
+    /// `,` the CPUs' busy share in percent (each where known).
+    fn cell(&self) -> String {
+        let mut c = format!("{:.0}", self.iops / 1e3);
+        if let Some(t) = self.trip {
+            c += &format!("@{t:.0}");
+        }
+        if let Some(b) = self.busy {
+            c += &format!(",{:.0}%", b * 100.0);
+        }
+        c
+    }
+}
+
+/// A row's rounds: per column, in run order.
+type Rounds = Vec<Vec<Round>>;
 
 /// Prints each column's K IOPS of every round, in run order, per row
 /// (`--repeat` above 1; the table shows the median).
@@ -741,29 +759,12 @@ fn print_rounds(rows: &[RandreadRow], rounds: &[Rounds]) {
     );
     for ((n, per, _), r) in rows.iter().zip(rounds) {
         print!("{n:>6} {per:>6}");
-        for ((iops, trips), busy) in r.iops.iter().zip(&r.trips).zip(&r.busy) {
-            let v: Vec<String> = iops
-                .iter()
-                .zip(trips.iter().zip(busy))
-                .map(|(x, (t, b))| round_cell(*x, *t, *b))
-                .collect();
+        for col in r {
+            let v: Vec<String> = col.iter().map(Round::cell).collect();
             print!("  {}", v.join("/"));
         }
         println!();
     }
-}
-
-/// One round in the rounds table: K IOPS, `@` the round trip in ns, `,`
-/// the CPUs' busy share in percent (each where known).
-fn round_cell(iops: f64, trip: Option<f64>, busy: Option<f64>) -> String {
-    let mut c = format!("{:.0}", iops / 1e3);
-    if let Some(t) = trip {
-        c += &format!("@{t:.0}");
-    }
-    if let Some(b) = busy {
-        c += &format!(",{:.0}%", b * 100.0);
-    }
-    c
 }
 
 fn nop(
