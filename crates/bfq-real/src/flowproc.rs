@@ -249,7 +249,7 @@ mod tests {
         assert!(e.to_string().contains("I/O class 7"), "{e}");
         let r = FlowReport {
             name: "r".into(),
-            lat_ns: vec![1, 2, 3],
+            lat: [1, 2, 3].into_iter().collect(),
             start_s: Some(0.5),
             run_ends_s: vec![1.5],
             first_error: Some("EIO".into()),

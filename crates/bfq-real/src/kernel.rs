@@ -230,7 +230,7 @@ impl KernelJob {
                     Dir::Write => file.write_at(&b, off),
                 };
                 let n = *res.as_ref().unwrap_or(&0) as u64;
-                acc.record(res, t0.elapsed());
+                acc.record(res, t0);
                 pacer.after(n, stop, end);
             }
         } else {
@@ -435,7 +435,7 @@ fn kernel_ring_loop(
                 Ok(res as usize)
             };
             let n = *r.as_ref().unwrap_or(&0) as u64;
-            acc.record(r, t0.elapsed());
+            acc.record(r, t0);
             pacer.after(n, stop, end);
             free.push(slot);
         }

@@ -4,6 +4,7 @@
 
 use crate::desc::{FlowDesc, OnOff, Pattern, Periodic};
 use crate::report::FlowReport;
+use bfq_scenario::result::Hist;
 use std::io;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex, OnceLock};
@@ -342,7 +343,7 @@ pub(crate) struct Acc {
     bytes: u64,
     errors: u64,
     first_error: Option<String>,
-    lat_ns: Vec<u64>,
+    lat: Hist,
     series: Vec<u64>,
     interval_ns: u64,
     start: Instant,
@@ -355,20 +356,26 @@ impl Acc {
             bytes: 0,
             errors: 0,
             first_error: None,
-            lat_ns: Vec::new(),
+            lat: Hist::default(),
             series: Vec::new(),
             interval_ns: (interval.as_nanos() as u64).max(1),
             start: Instant::now(),
         }
     }
 
-    pub(crate) fn record(&mut self, res: io::Result<usize>, lat: Duration) {
+    /// Records a request issued at `t0` that ended now with `res`: its
+    /// latency in the histogram, its bytes in the series' interval (one
+    /// clock read, no allocation but the series' next interval).
+    pub(crate) fn record(&mut self, res: io::Result<usize>, t0: Instant) {
         match res {
             Ok(n) => {
+                let now = Instant::now();
                 self.ios += 1;
                 self.bytes += n as u64;
-                self.lat_ns.push(lat.as_nanos() as u64);
-                let k = (self.start.elapsed().as_nanos() as u64 / self.interval_ns) as usize;
+                self.lat
+                    .add(now.saturating_duration_since(t0).as_nanos() as u64);
+                let since = now.saturating_duration_since(self.start).as_nanos() as u64;
+                let k = (since / self.interval_ns) as usize;
                 if k >= self.series.len() {
                     self.series.resize(k + 1, 0);
                 }
@@ -388,15 +395,7 @@ impl Acc {
         d: &FlowDesc,
         (start_s, runs): (Option<f64>, &[(f64, f64)]),
     ) -> FlowReport {
-        self.lat_ns.sort_unstable();
-        let n = self.lat_ns.len();
-        let pct = |p: f64| -> f64 {
-            if n == 0 {
-                0.0
-            } else {
-                self.lat_ns[((n as f64 - 1.0) * p).round() as usize] as f64 / 1e3
-            }
-        };
+        let us = |ns: u64| ns as f64 / 1e3;
         FlowReport {
             name: d.name.clone(),
             weight: d.effective_weight(),
@@ -406,15 +405,11 @@ impl Acc {
             bytes: self.bytes,
             errors: self.errors,
             first_error: self.first_error.clone(),
-            lat_mean_us: if n == 0 {
-                0.0
-            } else {
-                self.lat_ns.iter().sum::<u64>() as f64 / n as f64 / 1e3
-            },
-            lat_p50_us: pct(0.5),
-            lat_p99_us: pct(0.99),
-            lat_max_us: pct(1.0),
-            lat_ns: std::mem::take(&mut self.lat_ns),
+            lat_mean_us: self.lat.mean() / 1e3,
+            lat_p50_us: us(self.lat.quantile(0.5)),
+            lat_p99_us: us(self.lat.quantile(0.99)),
+            lat_max_us: us(self.lat.max()),
+            lat: std::mem::take(&mut self.lat),
             series_bytes: std::mem::take(&mut self.series),
             start_s,
             run_starts_s: runs.iter().map(|r| r.0).collect(),
@@ -431,5 +426,30 @@ pub(crate) fn cursor(d: &FlowDesc, region: (u64, u64), seed: u64) -> Cursor {
         block: u64::from(d.block),
         pos: 0,
         rng: Rng(0x9E37_79B9_7F4A_7C15 ^ (seed + 1).wrapping_mul(0x1234_5678_9ABC_DEF1)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_flows_latencies_take_bounded_space_however_many_requests_it_makes() {
+        let d = FlowDesc::reader("r", Pattern::Rand, 4096);
+        let report_len = |n: u64| {
+            let mut acc = Acc::new(Duration::from_secs(3600));
+            for _ in 0..n {
+                acc.record(Ok(4096), Instant::now());
+            }
+            let r = acc.report(&d, (None, &[]));
+            assert_eq!((r.ios, r.lat.count()), (n, n));
+            assert!(r.lat_p50_us <= r.lat_p99_us && r.lat_p99_us <= r.lat_max_us);
+            serde_json::to_string(&r).unwrap().len()
+        };
+        let (small, large) = (report_len(1_000), report_len(300_000));
+        // Every latency kept would take megabytes; the histogram's
+        // buckets stay within 3 776 counts whatever the clock reads.
+        assert!(large < 64 << 10, "{large} bytes for 300 000 requests");
+        assert!(small < 64 << 10, "{small} bytes for 1 000 requests");
     }
 }

@@ -1,5 +1,7 @@
 //! What a real run did: per-flow counts, latencies, series and runs.
 
+use bfq_scenario::result::Hist;
+
 /// What one flow did.
 #[derive(Clone, Debug, Default, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct FlowReport {
@@ -29,8 +31,10 @@ pub struct FlowReport {
     pub lat_p99_us: f64,
     /// Largest latency, us.
     pub lat_max_us: f64,
-    /// Every request's latency in nanoseconds, sorted.
-    pub lat_ns: Vec<u64>,
+    /// The requests' latencies in nanoseconds, in a log-linear histogram
+    /// (quantiles within 1.6%, mean and maximum exact; its size is bounded
+    /// however many requests a run makes).
+    pub lat: Hist,
     /// Bytes completed per `series_interval`.
     pub series_bytes: Vec<u64>,
     /// When the flow issued its first request (s since the start; `None`:

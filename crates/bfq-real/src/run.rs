@@ -562,7 +562,7 @@ impl Driver<'_> {
         let (t0, p, _) = self.slots[k].take().expect("in flight");
         let (res, b) = p.wait();
         let n = *res.as_ref().unwrap_or(&0) as u64;
-        self.acc.record(res, t0.elapsed());
+        self.acc.record(res, t0);
         self.bufs.push(b);
         self.pacer.after(n, self.stop, self.end);
         self.free.push(k);

@@ -7,7 +7,6 @@
 use crate::desc::{Dir, FlowDesc, GroupDesc, OnOff, Pattern, Periodic};
 use crate::report::RunReport;
 use bfq_core::SECTOR_BYTES;
-use bfq_scenario::result::Hist;
 use bfq_scenario::scenario::FlowPlan;
 use bfq_scenario::{FlowResult, Pattern as SimPattern, Plan, SimResult};
 use std::io;
@@ -122,10 +121,7 @@ pub fn to_sim_result(r: &RunReport, scenario: &str, seed: u64, interval: Duratio
         .flows
         .iter()
         .map(|f| {
-            let mut h = Hist::default();
-            for &l in &f.lat_ns {
-                h.add(l);
-            }
+            let h = &f.lat;
             let span = f.active_seconds(r.seconds);
             // Each run's own time, from its first request to its end: the
             // start delay and the gaps between runs are not counted.
@@ -251,7 +247,7 @@ on_off = { on = "1M", off = "10ms" }
             weight: 200,
             ios: 2,
             bytes: 8192,
-            lat_ns: vec![1000, 2000],
+            lat: [1000, 2000].into_iter().collect(),
             series_bytes: vec![4096, 4096],
             run_starts_s: vec![0.25, 1.0],
             run_ends_s: vec![0.5, 1.5],

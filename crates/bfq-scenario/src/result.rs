@@ -8,8 +8,8 @@ use serde::Serialize;
 
 /// Log-linear histogram of nanosecond values: exact below 128 ns, then 64
 /// sub-buckets per power of two (relative error < 1.6%). Mean and max are
-/// exact.
-#[derive(Clone, Debug, Default)]
+/// exact. At most 3 776 buckets (30 KiB), however many values it records.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, serde::Deserialize)]
 pub struct Hist {
     buckets: Vec<u64>,
     count: u64,
@@ -101,6 +101,16 @@ impl Hist {
             .iter()
             .map(|&q| [self.quantile(q) as f64 / 1e6, q])
             .collect()
+    }
+}
+
+impl FromIterator<u64> for Hist {
+    fn from_iter<I: IntoIterator<Item = u64>>(values: I) -> Hist {
+        let mut h = Hist::default();
+        for v in values {
+            h.add(v);
+        }
+        h
     }
 }
 
