@@ -276,10 +276,12 @@ impl Pacer {
                 return false;
             }
         }
-        if !Self::sleep_until(self.start + self.desc_start, stop, end) {
-            return false;
-        }
+        // Once a run has started its start delay is behind it: the clock is
+        // read once per request, at the end.
         if self.run_start.is_none() {
+            if !Self::sleep_until(self.start + self.desc_start, stop, end) {
+                return false;
+            }
             // A run starts with its first request: the start delay and the
             // gap before a repetition are not part of it.
             let now = self.start.elapsed().as_secs_f64();

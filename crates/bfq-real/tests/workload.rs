@@ -374,7 +374,14 @@ fn flows_stop_at_their_own_end_and_start_after_others() {
     let mut b = FlowDesc::reader("b", Pattern::Seq, 64 << 10);
     b.after = vec!["a".into(), "t".into()];
     b.bytes = Some(1 << 20);
-    let r = bfq_real::run(&cfg, &[a, t, s, b.clone()]).unwrap();
+    // d starts late, and each of its two runs waits only for its own
+    // start: the first for the start delay, the second for the gap
+    let mut d = FlowDesc::reader("d", Pattern::Rand, 4096);
+    d.start = Duration::from_millis(150);
+    d.bytes = Some(64 << 10);
+    d.repeat = 2;
+    d.rerun_after = Duration::from_millis(50);
+    let r = bfq_real::run(&cfg, &[a, t, s, b.clone(), d]).unwrap();
     let by = |n: &str| r.flows.iter().find(|f| f.name == n).unwrap();
     assert!(r.flows.iter().all(|f| f.errors == 0 && f.bytes > 0));
     // t and s end by their own ends, recorded as their runs' ends
@@ -386,6 +393,10 @@ fn flows_stop_at_their_own_end_and_start_after_others() {
     let deps_end = by("a").run_ends_s[0].max(t.run_ends_s[0]);
     assert!(by("b").start_s.unwrap() >= deps_end);
     assert_eq!(by("b").bytes, 1 << 20);
+    let d = by("d");
+    assert_eq!((d.run_starts_s.len(), d.bytes), (2, 128 << 10));
+    assert!(d.start_s.unwrap() >= 0.15);
+    assert!(d.run_starts_s[1] - d.run_ends_s[0] >= 0.05);
     // the run ends with its last flow, long before its 60 s
     assert!(r.seconds < 30.0);
     // an unknown name is an error
