@@ -16,8 +16,11 @@ use std::os::unix::fs::FileExt;
 /// at `CONFIG_HZ=250` behind a thread computing without system calls).
 /// Measured on 2 CPUs (`bench-engine randread`): with a busy program on
 /// every CPU the interrupts cost 4 flows x 16 a fifth of fio's IOPS, which
-/// `COOP_TASKRUN` gives back; on a quiet machine one thread with 64
-/// requests loses 7-17% with it.
+/// `COOP_TASKRUN` gives back. On a quiet machine one thread with 64
+/// requests lost 7-17% with it in earlier builds and is about 4% ahead
+/// with it now; there the interrupting ring stands for the bound it keeps
+/// on the wait of every request on the ring, other flows' included, behind
+/// an owner that computes.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum CoopTaskrun {
     /// Every thread's ring without `COOP_TASKRUN`: completions interrupt.
