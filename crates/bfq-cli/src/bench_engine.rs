@@ -222,12 +222,17 @@ fn report_json(r: &RunReport) -> Value {
     v
 }
 
-/// The engine's counters of a run: where requests completed and who
-/// woke their waiters (docs/engine.md, "Where a result waits").
+/// The engine's counters of a run (every field of `EngineStats`): where
+/// requests completed and who woke their waiters (docs/engine.md, "Where
+/// a result waits"), the idle timers the scheduler asked for.
 fn engine_stats_json(e: &EngineStats) -> Value {
     json!({
-        "completed": e.completed, "private_waits": e.private_waits,
+        "completed": e.completed, "errors": e.errors, "cancelled": e.cancelled,
+        "queued": e.queued, "in_flight": e.in_flight,
+        "private_waits": e.private_waits,
         "service_submits": e.service_submits, "parks": e.parks,
+        "linger_wakes": e.linger_wakes,
+        "timers_armed": e.timers_armed, "timers_fired": e.timers_fired,
         "foreign_completions": e.foreign_completions,
         "service_completions": e.service_completions, "cross_wakes": e.cross_wakes,
         "coop_switches": e.coop_switches,
