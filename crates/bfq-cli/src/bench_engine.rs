@@ -228,7 +228,7 @@ fn report_json(r: &RunReport) -> Value {
 fn engine_stats_json(e: &EngineStats) -> Value {
     json!({
         "completed": e.completed, "errors": e.errors, "cancelled": e.cancelled,
-        "queued": e.queued, "in_flight": e.in_flight,
+        "queued": e.queued, "in_flight": e.in_flight, "device_idles": e.device_idles,
         "private_waits": e.private_waits,
         "service_submits": e.service_submits, "parks": e.parks,
         "linger_wakes": e.linger_wakes,

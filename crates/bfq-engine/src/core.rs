@@ -168,6 +168,10 @@ pub struct EngineStats {
     pub queued: u64,
     /// Requests on the device now.
     pub in_flight: u64,
+    /// Times the completion of the device's last request in flight was
+    /// reported, leaving it nothing to do until the next dispatch: with
+    /// one deep flow, how often its client let the device run dry.
+    pub device_idles: u64,
     /// Times the service thread blocked waiting for an event.
     pub parks: u64,
     /// Times a thread that started to linger (it left the engine with a
@@ -606,6 +610,9 @@ impl Core {
         }
         self.free.push(idx);
         self.in_flight -= 1;
+        if self.in_flight == 0 {
+            self.stats.device_idles += 1;
+        }
         let _ = self.sched(|s| s.complete(now, u64::from(idx)));
         self.stats.completed += 1;
         let result = self.result_of(&op, res);

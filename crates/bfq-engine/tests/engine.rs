@@ -317,6 +317,24 @@ fn idle_timer_fires_and_dispatch_resumes() {
     assert!(s.timers_armed >= 1);
 }
 
+#[test]
+fn a_request_alone_on_the_device_leaves_it_idle_when_it_completes() {
+    let engine = Engine::nop().scheduler("fifo").open().unwrap();
+    let flow = engine.flow(FlowOptions::default()).unwrap();
+    for i in 0..10 {
+        let (r, ()) = flow.nop_async(i * 8, 8).wait();
+        assert_eq!(r.unwrap(), 4096);
+    }
+    // Four at once, then waited for: the device runs dry once more.
+    let all: Vec<_> = (0..4).map(|i| flow.nop_async(i * 8, 8)).collect();
+    for p in all {
+        p.wait().0.unwrap();
+    }
+    let s = engine.stats().unwrap();
+    assert_eq!(s.completed, 14);
+    assert!((11..=14).contains(&s.device_idles), "{}", s.device_idles);
+}
+
 /// FIFO that, the first time it is asked with something queued, idles
 /// until the end of time (a scheduler with an absurd idle setting).
 struct IdleForever {
