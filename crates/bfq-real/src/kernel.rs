@@ -9,7 +9,7 @@
 //! a real run puts flows into cgroups** (`run_kernel`).
 
 use crate::desc::{parents_first, Dir, FlowDesc, KernelClient, KernelGroups, RunConfig};
-use crate::pace::{cursor, gates, Acc, Cursor, Gate, Pacer};
+use crate::pace::{cursor, gates, room, Acc, Cursor, Gate, Pacer};
 use crate::report::{FlowReport, RunReport};
 use crate::sys;
 use bfq_engine::AlignedBuf;
@@ -221,13 +221,12 @@ impl KernelJob {
             while pacer.before(stop, end) {
                 let (off, len) = cur.next();
                 pacer.charge(len);
-                if b.len() != len as usize {
-                    b = AlignedBuf::new(len as usize);
-                }
+                room(&mut b, len, i as u8 | 1);
+                let b = &mut b[..len as usize];
                 let t0 = Instant::now();
                 let res = match d.dir {
-                    Dir::Read => file.read_at(&mut b, off),
-                    Dir::Write => file.write_at(&b, off),
+                    Dir::Read => file.read_at(b, off),
+                    Dir::Write => file.write_at(b, off),
                 };
                 let n = *res.as_ref().unwrap_or(&0) as u64;
                 acc.record(res, t0);
@@ -405,9 +404,7 @@ fn kernel_ring_loop(
             free.pop();
             let (off, len) = cur.next();
             pacer.charge(len);
-            if bufs[slot].len() != len as usize {
-                bufs[slot] = AlignedBuf::new(len as usize);
-            }
+            room(&mut bufs[slot], len, 0);
             let b = &mut bufs[slot];
             let sqe = match d.dir {
                 Dir::Read => opcode::Read::new(fd, b.as_mut_ptr(), len)
@@ -496,21 +493,23 @@ mod tests {
         let path = dir.path().join("t");
         std::fs::write(&path, vec![1u8; 1 << 20]).unwrap();
         let file = std::fs::File::open(&path).unwrap();
-        let patterns = [Pattern::Seq, Pattern::Rand];
+        // A replay of three sizes (16 KiB a round), as a trace's requests.
+        let replay = Pattern::Replay(vec![(0, 4096), (8192, 8192), (32768, 4096)]);
+        let patterns = [Pattern::Seq, Pattern::Rand, replay];
         for pattern in &patterns {
             for (client, depth) in [
                 (KernelClient::Pread, 1),
                 (KernelClient::Uring, 1),
                 (KernelClient::Uring, 4),
             ] {
-                // 16 requests, then 1 024: what the run's setup and
+                // 64 KiB, then 4 MiB: what the run's setup and
                 // report take, and nothing more per request.
                 let few = allocs_of_a_flow(&file, pattern, client, depth, 64 << 10);
                 let many = allocs_of_a_flow(&file, pattern, client, depth, 4 << 20);
                 assert!(
                     many <= few + 8,
-                    "{pattern:?} {client:?} x{depth}: {few} allocations for 16 requests, \
-                     {many} for 1 024"
+                    "{pattern:?} {client:?} x{depth}: {few} allocations for 64 KiB, \
+                     {many} for 4 MiB"
                 );
             }
         }
