@@ -132,6 +132,9 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     };
     let backend = backend(&a, w.sched)?;
     let duration = a.seconds.map(Duration::from_secs_f64).unwrap_or(w.duration);
+    if a.scenario.is_some() {
+        check_series_points(duration, w.series_interval)?;
+    }
     let mut cfg = RunConfig::new(&a.target, backend, duration);
     cfg.queue_depth = a.depth;
     cfg.allow_writes = a.allow_writes;
@@ -156,6 +159,25 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     let sim = to_sim_result(&r, &w.scenario, w.seed, w.series_interval);
     out.write(&sim, &r)?;
     check_errors(&r)
+}
+
+/// Refuses a run (`--seconds`) longer than the scenario's
+/// `output.series_interval` allows: every flow's throughput series, in
+/// memory and in the results, has at most
+/// [`MAX_SERIES_POINTS`](bfq_scenario::scenario::MAX_SERIES_POINTS)
+/// points, as over the scenario's own duration.
+fn check_series_points(duration: Duration, interval: Duration) -> anyhow::Result<()> {
+    use bfq_scenario::scenario::MAX_SERIES_POINTS;
+    let points = duration.as_nanos() / interval.as_nanos().max(1);
+    if points > u128::from(MAX_SERIES_POINTS) {
+        anyhow::bail!(
+            "--seconds {}: the scenario's output.series_interval ({:?}) would give {points} \
+             points per flow, at most {MAX_SERIES_POINTS}: shorten the run or widen the interval",
+            duration.as_secs_f64(),
+            interval
+        );
+    }
+    Ok(())
 }
 
 /// The workload of scenario (or fio job file) `path`, laid out on the

@@ -94,6 +94,17 @@ fn refuses_bad_run_values(t: &str) {
         &["run", "--target", t, "--flow", "name=a", "--flow", "name=a"],
         "'a' is given twice",
     );
+    // A scenario's series point every 1 ms bounds a run at 100 s.
+    let sc = Path::new(t).with_file_name("fine.toml");
+    std::fs::write(
+        &sc,
+        "name = \"fine\"\nduration = \"10s\"\n[output]\nseries_interval = \"1ms\"\n\
+         [[flow]]\nname = \"a\"\npattern = \"seq\"\n",
+    )
+    .unwrap();
+    let sc = sc.to_str().unwrap();
+    let long = ["run", sc, "--target", t, "--create", "4M", "--seconds"];
+    refused(&[&long[..], &["3600"]].concat(), "at most 100000");
 }
 
 /// Unknown `--kernel-groups` (run and bench-engine) and `--submit`.

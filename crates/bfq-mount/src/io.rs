@@ -140,21 +140,15 @@ unsafe impl IoBufMut for PooledBuf {
     }
 }
 
-/// Bytes read, in the buffer they were read into.
-pub enum Data {
-    /// Read with `O_DIRECT`: the data are `len` bytes from `start` of the aligned buffer (buffer, start, len).
-    Aligned(PooledBuf, usize, usize),
-    /// Read through the page cache.
-    Plain(Vec<u8>),
-}
+/// Bytes read, in the pool's buffer they were read into: `len` bytes
+/// from `start` (buffer, start, len; `start` is past the head of the
+/// first block of an `O_DIRECT` read, 0 through the page cache).
+pub struct Data(PooledBuf, usize, usize);
 
 impl Deref for Data {
     type Target = [u8];
     fn deref(&self) -> &[u8] {
-        match self {
-            Data::Aligned(b, start, len) => &b[*start..*start + *len],
-            Data::Plain(v) => v,
-        }
+        &self.0[self.1..self.1 + self.2]
     }
 }
 
@@ -269,9 +263,9 @@ impl DataFile {
     /// Reads up to `size` bytes at `offset` (fewer at the end of the file).
     pub fn read(&self, flow: &FlowEntry, offset: u64, size: usize) -> io::Result<Data> {
         if !self.direct {
-            let (r, mut v) = self.engine_read(flow, offset, vec![0u8; size]);
-            v.truncate(r?);
-            return Ok(Data::Plain(v));
+            let (r, buf) = self.engine_read(flow, offset, self.pool.get(size));
+            let n = r?.min(size);
+            return Ok(Data(buf, 0, n));
         }
         let start = align_down(offset);
         let end = align_up(offset + size as u64);
@@ -279,7 +273,7 @@ impl DataFile {
         let (r, buf) = self.engine_read(flow, start, self.pool.get((end - start) as usize));
         let head = (offset - start) as usize;
         let n = r?.saturating_sub(head).min(size);
-        Ok(Data::Aligned(buf, head, n))
+        Ok(Data(buf, head, n))
     }
 
     /// Writes `data` at `offset`; returns the bytes written.
@@ -287,15 +281,18 @@ impl DataFile {
         if data.is_empty() {
             return Ok(0);
         }
+        let copy = || {
+            let mut buf = self.pool.get(data.len());
+            buf.copy_from_slice(data);
+            buf
+        };
         if !self.direct {
-            return self.engine_write(flow, offset, data.to_vec());
+            return self.engine_write(flow, offset, copy());
         }
         let end = offset + data.len() as u64;
         if offset.is_multiple_of(ALIGN) && end.is_multiple_of(ALIGN) {
             let _g = self.lock.read().unwrap();
-            let mut buf = self.pool.get(data.len());
-            buf.copy_from_slice(data);
-            return self.engine_write(flow, offset, buf);
+            return self.engine_write(flow, offset, copy());
         }
         let _g = self.lock.write().unwrap();
         let size = sys::fstat(self.target.file())?.st_size as u64;
@@ -305,14 +302,10 @@ impl DataFile {
         // the end of the file must be zeros.
         buf.fill(0);
         // The partial first and last blocks keep their other bytes.
-        let mut edges = Vec::with_capacity(2);
-        if !offset.is_multiple_of(ALIGN) {
-            edges.push(start);
-        }
-        if !end.is_multiple_of(ALIGN) && !edges.contains(&(stop - ALIGN)) {
-            edges.push(stop - ALIGN);
-        }
-        for at in edges {
+        let first = (!offset.is_multiple_of(ALIGN)).then_some(start);
+        let last =
+            (!end.is_multiple_of(ALIGN) && first != Some(stop - ALIGN)).then_some(stop - ALIGN);
+        for at in [first, last].into_iter().flatten() {
             if at >= size {
                 continue;
             }
@@ -383,6 +376,50 @@ mod tests {
         assert_eq!(big.len(), 3 * 8192);
         drop(big);
         assert_eq!(pool.idle(), 2);
+    }
+
+    #[test]
+    fn reads_and_writes_through_the_page_cache_take_their_buffers_from_the_pool() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("f");
+        std::fs::write(&path, b"").unwrap();
+        let c = sys::cstr(path.as_os_str()).unwrap();
+        let opath = sys::openat(libc::AT_FDCWD, &c, libc::O_PATH, 0).unwrap();
+        let st = sys::fstat(&opath).unwrap();
+        let pool = BufPool::new(POOL_BUF, 4);
+        let f = DataFile::open(
+            opath.as_raw_fd(),
+            &st,
+            libc::O_RDWR,
+            false,
+            Arc::new(RwLock::new(())),
+            pool.clone(),
+        )
+        .unwrap();
+        assert!(!f.is_direct());
+        let engine = Arc::new(
+            Engine::nop()
+                .scheduler("fifo")
+                .allow_short(true)
+                .open()
+                .unwrap(),
+        );
+        let table = FlowTable::new(engine, crate::Policy::default());
+        let flow = table.flow_for(std::process::id(), 0).unwrap();
+        // Leave a buffer full of non-zero bytes in the pool.
+        let mut dirty = pool.get(POOL_BUF);
+        dirty.fill(0xff);
+        let reused = dirty.stable_ptr();
+        drop(dirty);
+        assert_eq!(f.write(&flow, 5000, b"hello").unwrap(), 5);
+        assert_eq!(pool.idle(), 1, "the write's buffer is back");
+        let data = f.read(&flow, 4998, 100).unwrap();
+        assert_eq!(pool.idle(), 0, "the read's data are in the pool's buffer");
+        assert_eq!(data.as_ptr(), reused);
+        assert_eq!(&data[..], b"\0\0hello", "only the bytes read");
+        drop(data);
+        assert_eq!(pool.idle(), 1);
+        assert_eq!(std::fs::read(&path).unwrap().len(), 5005);
     }
 
     #[test]

@@ -9,7 +9,7 @@
 //! a real run puts flows into cgroups** (`run_kernel`).
 
 use crate::desc::{parents_first, Dir, FlowDesc, KernelClient, KernelGroups, RunConfig};
-use crate::pace::{cursor, gates, Acc, Cursor, Gate, Pacer};
+use crate::pace::{cursor, gates, room, Acc, Cursor, Gate, Pacer};
 use crate::report::{FlowReport, RunReport};
 use crate::sys;
 use bfq_engine::AlignedBuf;
@@ -221,13 +221,12 @@ impl KernelJob {
             while pacer.before(stop, end) {
                 let (off, len) = cur.next();
                 pacer.charge(len);
-                if b.len() != len as usize {
-                    b = AlignedBuf::new(len as usize);
-                }
+                room(&mut b, len, i as u8 | 1);
+                let b = &mut b[..len as usize];
                 let t0 = Instant::now();
                 let res = match d.dir {
-                    Dir::Read => file.read_at(&mut b, off),
-                    Dir::Write => file.write_at(&b, off),
+                    Dir::Read => file.read_at(b, off),
+                    Dir::Write => file.write_at(b, off),
                 };
                 let n = *res.as_ref().unwrap_or(&0) as u64;
                 acc.record(res, t0);
@@ -392,6 +391,9 @@ fn kernel_ring_loop(
         .collect();
     let mut started: Vec<Option<Instant>> = vec![None; depth];
     let mut free: Vec<usize> = (0..depth).collect();
+    // The completions of one wake-up, reaped into room made once: a ring
+    // of `depth` entries holds at most twice that many.
+    let mut done: Vec<(usize, i32)> = Vec::with_capacity(2 * depth.next_power_of_two());
     let mut outstanding = 0;
     let fd = types::Fd(file.as_raw_fd());
     loop {
@@ -402,9 +404,7 @@ fn kernel_ring_loop(
             free.pop();
             let (off, len) = cur.next();
             pacer.charge(len);
-            if bufs[slot].len() != len as usize {
-                bufs[slot] = AlignedBuf::new(len as usize);
-            }
+            room(&mut bufs[slot], len, 0);
             let b = &mut bufs[slot];
             let sqe = match d.dir {
                 Dir::Read => opcode::Read::new(fd, b.as_mut_ptr(), len)
@@ -422,11 +422,12 @@ fn kernel_ring_loop(
             return Ok(());
         }
         ring.submit_and_wait(1)?;
-        let done: Vec<(usize, i32)> = ring
-            .completion()
-            .map(|c| (c.user_data() as usize, c.result()))
-            .collect();
-        for (slot, res) in done {
+        done.clear();
+        done.extend(
+            ring.completion()
+                .map(|c| (c.user_data() as usize, c.result())),
+        );
+        for &(slot, res) in &done {
             outstanding -= 1;
             let t0 = started[slot].take().expect("started");
             let r = if res < 0 {
@@ -450,6 +451,68 @@ mod tests {
 
     fn g(name: &str, parent: Option<&str>) -> GroupDesc {
         crate::desc::test_group(name, parent)
+    }
+
+    /// The heap allocations of a flow of `pattern` reading `bytes` of a
+    /// 1 MiB file with `client` at `depth`, on the calling thread.
+    fn allocs_of_a_flow(
+        file: &std::fs::File,
+        pattern: &Pattern,
+        client: KernelClient,
+        depth: u32,
+        bytes: u64,
+    ) -> u64 {
+        let mut d = FlowDesc::reader("r", pattern.clone(), 4096);
+        d.depth = depth;
+        d.bytes = Some(bytes);
+        let job = KernelJob {
+            desc: d.clone(),
+            index: 0,
+            region: (0, 1 << 20),
+            target: "unused".into(),
+            direct: false,
+            writable: false,
+            duration: Duration::from_secs(3600),
+            interval: Duration::from_secs(3600),
+            client,
+        };
+        let gate = crate::pace::gates(std::slice::from_ref(&d))
+            .unwrap()
+            .remove(0);
+        let stop = AtomicBool::new(false);
+        let before = crate::alloc_count::on_this_thread();
+        let r = job.submit(file, &stop, Instant::now(), gate).unwrap();
+        let allocs = crate::alloc_count::on_this_thread() - before;
+        assert_eq!((r.bytes, r.errors), (bytes, 0));
+        allocs
+    }
+
+    #[test]
+    fn a_kernel_flows_requests_allocate_nothing_each() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t");
+        std::fs::write(&path, vec![1u8; 1 << 20]).unwrap();
+        let file = std::fs::File::open(&path).unwrap();
+        // A replay of three sizes (16 KiB a round), as a trace's requests.
+        let replay = Pattern::Replay(vec![(0, 4096), (8192, 8192), (32768, 4096)]);
+        let patterns = [Pattern::Seq, Pattern::Rand, replay];
+        for pattern in &patterns {
+            for (client, depth) in [
+                (KernelClient::Pread, 1),
+                (KernelClient::Uring, 1),
+                (KernelClient::Uring, 4),
+            ] {
+                // 64 KiB, then 4 MiB: what the run's setup and
+                // report take, and nothing more per request.
+                let few = allocs_of_a_flow(&file, pattern, client, depth, 64 << 10);
+                let many = allocs_of_a_flow(&file, pattern, client, depth, 4 << 20);
+                assert!(
+                    many <= few + 8,
+                    "{pattern:?} {client:?} x{depth}: {few} allocations for 64 KiB, \
+                     {many} for 4 MiB"
+                );
+            }
+        }
     }
 
     #[test]

@@ -46,3 +46,52 @@ pub use desc::{
 };
 pub use report::{FlowReport, RunReport};
 pub use run::{children_cpu_seconds, create_filled, layout, process_cpu_seconds, run, target_len};
+
+/// Heap allocations counted per thread, for the tests that check a flow's
+/// requests allocate nothing once its buffers are in place.
+#[cfg(test)]
+pub(crate) mod alloc_count {
+    use std::alloc::{GlobalAlloc, Layout, System};
+    use std::cell::Cell;
+
+    thread_local! {
+        static ALLOCS: Cell<u64> = const { Cell::new(0) };
+    }
+
+    struct Counting;
+
+    fn count() {
+        let _ = ALLOCS.try_with(|c| c.set(c.get() + 1));
+    }
+
+    // SAFETY: every call is passed to the system allocator unchanged.
+    unsafe impl GlobalAlloc for Counting {
+        unsafe fn alloc(&self, l: Layout) -> *mut u8 {
+            count();
+            // SAFETY: as the caller's.
+            unsafe { System.alloc(l) }
+        }
+        unsafe fn alloc_zeroed(&self, l: Layout) -> *mut u8 {
+            count();
+            // SAFETY: as the caller's.
+            unsafe { System.alloc_zeroed(l) }
+        }
+        unsafe fn dealloc(&self, p: *mut u8, l: Layout) {
+            // SAFETY: as the caller's.
+            unsafe { System.dealloc(p, l) }
+        }
+        unsafe fn realloc(&self, p: *mut u8, l: Layout, new: usize) -> *mut u8 {
+            count();
+            // SAFETY: as the caller's.
+            unsafe { System.realloc(p, l, new) }
+        }
+    }
+
+    #[global_allocator]
+    static A: Counting = Counting;
+
+    /// Allocations the calling thread has made so far.
+    pub(crate) fn on_this_thread() -> u64 {
+        ALLOCS.with(Cell::get)
+    }
+}

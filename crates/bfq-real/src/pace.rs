@@ -4,6 +4,7 @@
 
 use crate::desc::{FlowDesc, OnOff, Pattern, Periodic};
 use crate::report::FlowReport;
+use bfq_engine::AlignedBuf;
 use bfq_scenario::result::Hist;
 use std::io;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -155,6 +156,18 @@ impl Cursor {
                 (self.base + o, l)
             }
         }
+    }
+}
+
+/// Makes `b` hold at least `len` bytes for a request of that length,
+/// which then uses the start of it: a request longer than any before in
+/// this buffer gets a larger one (filled with `fill`), a shorter one
+/// none. A replay's requests of mixed sizes thus allocate only while the
+/// flow's buffers grow to its longest request, never per request.
+pub(crate) fn room(b: &mut AlignedBuf, len: u32, fill: u8) {
+    if b.len() < len as usize {
+        *b = AlignedBuf::new(len as usize);
+        b.fill(fill);
     }
 }
 

@@ -5,12 +5,12 @@
 
 use crate::desc::{parents_first, Backend, Dir, FlowDesc, RunConfig};
 use crate::kernel::run_kernel;
-use crate::pace::{cursor, gates, Acc, Cursor, Gate, Pacer};
+use crate::pace::{cursor, gates, room, Acc, Cursor, Gate, Pacer};
 use crate::report::{FlowReport, RunReport};
 use crate::sys;
 use crate::warmup;
 use bfq_core::{GroupId, Settings};
-use bfq_engine::{AlignedBuf, Engine, Flow, FlowOptions, Pending, ShutdownMode};
+use bfq_engine::{AlignedBuf, Engine, Flow, FlowOptions, IoBuf, IoBufMut, Pending, ShutdownMode};
 use std::collections::HashMap;
 use std::fs::OpenOptions;
 use std::io::{self, Write};
@@ -468,6 +468,7 @@ impl FlowThread {
             slots: (0..d.depth).map(|_| None).collect(),
             free: (0..d.depth as usize).rev().collect(),
             bufs,
+            fill: i as u8 | 1,
             pass: 0,
         };
         driver.drive();
@@ -475,9 +476,34 @@ impl FlowThread {
     }
 }
 
+/// A request's bytes: the first `len` of a flow's buffer (see
+/// [`room`]), so that requests of mixed sizes reuse the flow's buffers.
+struct ReqBuf {
+    buf: AlignedBuf,
+    len: usize,
+}
+
+// SAFETY: the first `len` bytes of an AlignedBuf (`len` <= its length),
+// whose heap allocation does not move with the value.
+unsafe impl IoBuf for ReqBuf {
+    fn stable_ptr(&self) -> *const u8 {
+        self.buf.stable_ptr()
+    }
+    fn bytes_len(&self) -> usize {
+        self.len
+    }
+}
+
+// SAFETY: as IoBuf; the buffer is owned exclusively.
+unsafe impl IoBufMut for ReqBuf {
+    fn stable_mut_ptr(&mut self) -> *mut u8 {
+        self.buf.stable_mut_ptr()
+    }
+}
+
 /// A request in flight: its issue time, its result to come and the pass
 /// that issued it.
-type InFlight = (Instant, Pending<AlignedBuf>, u64);
+type InFlight = (Instant, Pending<ReqBuf>, u64);
 
 /// A flow thread's requests in flight by slot. The thread reaps every
 /// finished request whenever it wakes, and sleeps on the oldest one only
@@ -500,6 +526,8 @@ struct Driver<'a> {
     slots: Vec<Option<InFlight>>,
     free: Vec<usize>,
     bufs: Vec<AlignedBuf>,
+    /// The byte the flow's buffers hold (what its writes write).
+    fill: u8,
     pass: u64,
 }
 
@@ -524,10 +552,12 @@ impl Driver<'_> {
         while !self.free.is_empty() && self.pacer.before(self.stop, self.end) {
             let (off, len) = self.cur.next();
             self.pacer.charge(len);
-            let mut b = self.bufs.pop().expect("a free buffer");
-            if b.len() != len as usize {
-                b = AlignedBuf::new(len as usize);
-            }
+            let mut buf = self.bufs.pop().expect("a free buffer");
+            room(&mut buf, len, self.fill);
+            let b = ReqBuf {
+                buf,
+                len: len as usize,
+            };
             let p = match self.d.dir {
                 Dir::Read => self.flow.read_async(off, b),
                 Dir::Write => self.flow.write_async(off, b),
@@ -563,7 +593,7 @@ impl Driver<'_> {
         let (res, b) = p.wait();
         let n = *res.as_ref().unwrap_or(&0) as u64;
         self.acc.record(res, t0);
-        self.bufs.push(b);
+        self.bufs.push(b.buf);
         self.pacer.after(n, self.stop, self.end);
         self.free.push(k);
     }
@@ -574,5 +604,72 @@ impl Driver<'_> {
             d, acc, mut pacer, ..
         } = self;
         acc.report(d, pacer.close())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::desc::Pattern;
+
+    /// The heap allocations of the calling thread driving a flow of
+    /// `pattern` that reads `bytes` of `path` (1 MiB) through `engine`.
+    fn allocs_of_a_flow(engine: &Engine, pattern: &Pattern, depth: u32, bytes: u64) -> u64 {
+        let mut d = FlowDesc::reader("r", pattern.clone(), 4096);
+        d.depth = depth;
+        d.bytes = Some(bytes);
+        let flow = engine.flow(FlowOptions::weight(100)).unwrap();
+        let gate = gates(std::slice::from_ref(&d)).unwrap().remove(0);
+        let stop = AtomicBool::new(false);
+        let start = Instant::now();
+        let mut driver = Driver {
+            d: &d,
+            flow: &flow,
+            cur: cursor(&d, (0, 1 << 20), 0),
+            acc: Acc::new(Duration::from_secs(3600)),
+            pacer: Pacer::new(&d, start, 0, gate),
+            stop: &stop,
+            end: start + Duration::from_secs(3600),
+            slots: (0..depth).map(|_| None).collect(),
+            free: (0..depth as usize).rev().collect(),
+            bufs: (0..depth).map(|_| AlignedBuf::new(4096)).collect(),
+            fill: 1,
+            pass: 0,
+        };
+        let before = crate::alloc_count::on_this_thread();
+        driver.drive();
+        let allocs = crate::alloc_count::on_this_thread() - before;
+        let r = driver.finish();
+        assert_eq!((r.bytes, r.errors), (bytes, 0));
+        allocs
+    }
+
+    #[test]
+    fn an_engine_flows_requests_allocate_nothing_each() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t");
+        std::fs::write(&path, vec![1u8; 1 << 20]).unwrap();
+        let engine = Engine::builder(&path)
+            .direct(false)
+            .scheduler("fifo")
+            .coop_taskrun(bfq_engine::CoopTaskrun::Off)
+            .open()
+            .unwrap();
+        // A replay of three sizes (16 KiB a round), as a trace's requests.
+        let replay = Pattern::Replay(vec![(0, 4096), (8192, 8192), (32768, 4096)]);
+        for pattern in [Pattern::Seq, Pattern::Rand, replay] {
+            for depth in [1, 4] {
+                // The thread's ring and the flow's first requests take
+                // what they take once; then 64 KiB, then 4 MiB.
+                allocs_of_a_flow(&engine, &pattern, depth, 64 << 10);
+                let few = allocs_of_a_flow(&engine, &pattern, depth, 64 << 10);
+                let many = allocs_of_a_flow(&engine, &pattern, depth, 4 << 20);
+                assert!(
+                    many <= few + 8,
+                    "{pattern:?} x{depth}: {few} allocations for 64 KiB, {many} for 4 MiB"
+                );
+            }
+        }
+        engine.shutdown(ShutdownMode::Drain).unwrap();
     }
 }
