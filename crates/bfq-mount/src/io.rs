@@ -378,10 +378,13 @@ mod tests {
         assert_eq!(pool.idle(), 2);
     }
 
-    #[test]
-    fn reads_and_writes_through_the_page_cache_take_their_buffers_from_the_pool() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("f");
+    /// An empty file `f` in `dir` opened read-write (with O_DIRECT where
+    /// `direct` and the filesystem allows), with its buffer pool.
+    fn empty_data_file(
+        dir: &std::path::Path,
+        direct: bool,
+    ) -> (std::path::PathBuf, DataFile, Arc<BufPool>) {
+        let path = dir.join("f");
         std::fs::write(&path, b"").unwrap();
         let c = sys::cstr(path.as_os_str()).unwrap();
         let opath = sys::openat(libc::AT_FDCWD, &c, libc::O_PATH, 0).unwrap();
@@ -391,11 +394,18 @@ mod tests {
             opath.as_raw_fd(),
             &st,
             libc::O_RDWR,
-            false,
+            direct,
             Arc::new(RwLock::new(())),
             pool.clone(),
         )
         .unwrap();
+        (path, f, pool)
+    }
+
+    #[test]
+    fn reads_and_writes_through_the_page_cache_take_their_buffers_from_the_pool() {
+        let dir = tempfile::tempdir().unwrap();
+        let (path, f, pool) = empty_data_file(dir.path(), false);
         assert!(!f.is_direct());
         let engine = Arc::new(
             Engine::nop()
@@ -425,21 +435,7 @@ mod tests {
     #[test]
     fn an_unaligned_write_past_the_end_writes_zeros_with_a_reused_buffer() {
         let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("f");
-        std::fs::write(&path, b"").unwrap();
-        let c = sys::cstr(path.as_os_str()).unwrap();
-        let opath = sys::openat(libc::AT_FDCWD, &c, libc::O_PATH, 0).unwrap();
-        let st = sys::fstat(&opath).unwrap();
-        let pool = BufPool::new(POOL_BUF, 4);
-        let f = DataFile::open(
-            opath.as_raw_fd(),
-            &st,
-            libc::O_RDWR,
-            true,
-            Arc::new(RwLock::new(())),
-            pool.clone(),
-        )
-        .unwrap();
+        let (path, f, pool) = empty_data_file(dir.path(), true);
         if !f.is_direct() {
             eprintln!("skipped: the temporary directory's filesystem refuses O_DIRECT");
             return;
