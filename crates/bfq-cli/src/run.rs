@@ -132,9 +132,6 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     };
     let backend = backend(&a, w.sched)?;
     let duration = a.seconds.map(Duration::from_secs_f64).unwrap_or(w.duration);
-    if a.scenario.is_some() {
-        check_series_points(duration, w.series_interval)?;
-    }
     let mut cfg = RunConfig::new(&a.target, backend, duration);
     cfg.queue_depth = a.depth;
     cfg.allow_writes = a.allow_writes;
@@ -161,25 +158,6 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     check_errors(&r)
 }
 
-/// Refuses a run (`--seconds`) longer than the scenario's
-/// `output.series_interval` allows: every flow's throughput series, in
-/// memory and in the results, has at most
-/// [`MAX_SERIES_POINTS`](bfq_scenario::scenario::MAX_SERIES_POINTS)
-/// points, as over the scenario's own duration.
-fn check_series_points(duration: Duration, interval: Duration) -> anyhow::Result<()> {
-    use bfq_scenario::scenario::MAX_SERIES_POINTS;
-    let points = duration.as_nanos() / interval.as_nanos().max(1);
-    if points > u128::from(MAX_SERIES_POINTS) {
-        anyhow::bail!(
-            "--seconds {}: the scenario's output.series_interval ({:?}) would give {points} \
-             points per flow, at most {MAX_SERIES_POINTS}: shorten the run or widen the interval",
-            duration.as_secs_f64(),
-            interval
-        );
-    }
-    Ok(())
-}
-
 /// The workload of scenario (or fio job file) `path`, laid out on the
 /// target: its size replaces the simulated device's capacity (the target
 /// is created first, filled, with `--create` when missing).
@@ -204,6 +182,15 @@ fn scenario_workload(
         )
     })?;
     let plan = sc.plan_with_capacity(size)?;
+    // A run of another length keeps the outputs as bounded as the
+    // scenario's own (the series' points, the recorded runs).
+    if let Some(s) = a.seconds {
+        let ns = Duration::from_secs_f64(s)
+            .as_nanos()
+            .min(u128::from(u64::MAX)) as u64;
+        sc.check_output_bounds(ns)
+            .map_err(|e| anyhow::anyhow!("--seconds {s}: {e}"))?;
+    }
     let (flows, groups) = from_plan(&plan)?;
     let sched = sc
         .scheduler

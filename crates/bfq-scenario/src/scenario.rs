@@ -18,6 +18,11 @@ use std::sync::Arc;
 /// The most points an output series may have (duration / series_interval).
 pub const MAX_SERIES_POINTS: u64 = 100_000;
 
+/// The most runs a repeating flow may record (`completions_s` and
+/// `run_times_s` hold one entry per run): `runs`, or one more than the
+/// run's duration over `repeat`.
+pub const MAX_RUNS: u64 = 100_000;
+
 /// The longest simulated duration: 7 days.
 pub const MAX_SIM_DURATION: Time = 7 * 24 * 3600 * SEC;
 
@@ -785,20 +790,47 @@ impl Scenario {
         if self.output.series_interval.0 == 0 {
             return Err(self.err("output.series_interval", "must be positive"));
         }
-        // Bounds every output series: at most MAX_SERIES_POINTS points.
-        if self.output.series_interval.0 < bfq_core::MS
-            || self.duration.0 / self.output.series_interval.0 > MAX_SERIES_POINTS
-        {
+        self.check_output_bounds(self.duration.0)?;
+        if self.duration.0 > MAX_SIM_DURATION {
+            return Err(self.err("duration", "must be at most 7 days of simulated time"));
+        }
+        Ok(())
+    }
+
+    /// Checks that a run of `duration` ns keeps every per-flow output
+    /// bounded: `output.series_interval` at least 1 ms and at most
+    /// [`MAX_SERIES_POINTS`] points, and each repeating flow at most
+    /// [`MAX_RUNS`] runs (one more than `duration / repeat`, or `runs` if
+    /// fewer).
+    /// Planning checks the scenario's own duration; a real run given
+    /// another length checks that one.
+    pub fn check_output_bounds(&self, duration: Time) -> Result<(), ScenarioError> {
+        let interval = self.output.series_interval.0;
+        if interval < bfq_core::MS || duration / interval.max(1) > MAX_SERIES_POINTS {
             return Err(self.err(
                 "output.series_interval",
                 format!(
                     "must be at least 1ms and give at most {MAX_SERIES_POINTS} points over \
-                     the duration"
+                     the duration ({} here)",
+                    secs(duration)
                 ),
             ));
         }
-        if self.duration.0 > MAX_SIM_DURATION {
-            return Err(self.err("duration", "must be at most 7 days of simulated time"));
+        for (i, f) in self.flows.iter().enumerate() {
+            let Some(repeat) = f.repeat else { continue };
+            let by_time = (duration / repeat.0.max(1)).saturating_add(1);
+            let runs = f.runs.map_or(by_time, |n| by_time.min(u64::from(n)));
+            if runs > MAX_RUNS {
+                return Err(self.flow_err(
+                    i,
+                    "repeat",
+                    format!(
+                        "may give {runs} runs over the duration ({}), at most {MAX_RUNS}: \
+                         set runs, or a longer repeat",
+                        secs(duration)
+                    ),
+                ));
+            }
         }
         Ok(())
     }
@@ -1322,6 +1354,33 @@ mod tests {
     }
 
     const OK: &str = "name = \"x\"\n[[flow]]\nname = \"a\"\n";
+
+    #[test]
+    fn a_repeating_flow_records_a_bounded_number_of_runs() {
+        let flow = |rest: &str| {
+            format!(
+                "name = \"x\"\nduration = \"1000s\"\n[[flow]]\nname = \"a\"\n\
+                 bytes = \"4k\"\n{rest}"
+            )
+        };
+        let plan = |rest: &str| Scenario::from_toml_str(&flow(rest), "t.toml")?.plan();
+        // No pause between runs: one run per request, without a bound.
+        let e = plan("repeat = \"0s\"\n").unwrap_err().to_string();
+        assert!(
+            e.contains("flow[0] 'a'.repeat: may give 1000000000001 runs"),
+            "{e}"
+        );
+        // 1 ms pauses over 1000 s: up to 1 000 001 runs.
+        assert!(plan("repeat = \"1ms\"\n").is_err());
+        // A count of runs, or pauses long enough, bound them.
+        plan("repeat = \"0s\"\nruns = 100000\n").unwrap();
+        plan("repeat = \"20ms\"\n").unwrap();
+        // Checked against another run length, as `bfq run --seconds` does.
+        let sc = Scenario::from_toml_str(&flow("repeat = \"20ms\"\n"), "t.toml").unwrap();
+        assert!(sc.check_output_bounds(1999 * SEC).is_ok());
+        let e = sc.check_output_bounds(2001 * SEC).unwrap_err().to_string();
+        assert!(e.contains("at most 100000: set runs"), "{e}");
+    }
 
     #[test]
     fn minimal_parses() {
