@@ -402,11 +402,9 @@ mod tests {
         (path, f, pool)
     }
 
-    #[test]
-    fn reads_and_writes_through_the_page_cache_take_their_buffers_from_the_pool() {
-        let dir = tempfile::tempdir().unwrap();
-        let (path, f, pool) = empty_data_file(dir.path(), false);
-        assert!(!f.is_direct());
+    /// A flow of this thread through a NOP engine (short transfers
+    /// allowed), with the table that keeps it.
+    fn nop_flow() -> (FlowTable, Arc<crate::flows::FlowEntry>) {
         let engine = Arc::new(
             Engine::nop()
                 .scheduler("fifo")
@@ -416,6 +414,15 @@ mod tests {
         );
         let table = FlowTable::new(engine, crate::Policy::default());
         let flow = table.flow_for(std::process::id(), 0).unwrap();
+        (table, flow)
+    }
+
+    #[test]
+    fn reads_and_writes_through_the_page_cache_take_their_buffers_from_the_pool() {
+        let dir = tempfile::tempdir().unwrap();
+        let (path, f, pool) = empty_data_file(dir.path(), false);
+        assert!(!f.is_direct());
+        let (_table, flow) = nop_flow();
         // Leave a buffer full of non-zero bytes in the pool.
         let mut dirty = pool.get(POOL_BUF);
         dirty.fill(0xff);
@@ -444,15 +451,7 @@ mod tests {
         let mut dirty = pool.get(POOL_BUF);
         dirty.fill(0xff);
         drop(dirty);
-        let engine = Arc::new(
-            Engine::nop()
-                .scheduler("fifo")
-                .allow_short(true)
-                .open()
-                .unwrap(),
-        );
-        let table = FlowTable::new(engine, crate::Policy::default());
-        let flow = table.flow_for(std::process::id(), 0).unwrap();
+        let (_table, flow) = nop_flow();
         assert_eq!(f.write(&flow, 5000, b"hello").unwrap(), 5);
         let got = std::fs::read(&path).unwrap();
         assert_eq!(got.len(), 5005);

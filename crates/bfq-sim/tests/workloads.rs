@@ -552,7 +552,8 @@ fn degenerate_inputs_do_not_panic() {
         // (an ON phase below one block is refused: tests/validation.rs)
         "on_off = { on = \"128k\", off = \"0ms\" }\nbytes = \"1M\"",
         "periodic = { every = \"100us\", bytes = \"1\" }",
-        "think = \"1ns\"\nrepeat = \"0s\"\nbytes = \"512\"",
+        // (no pause between runs needs a count of them: tests in bfq-scenario)
+        "think = \"1ns\"\nrepeat = \"0s\"\nruns = 100000\nbytes = \"512\"",
     ] {
         for dev in ["ibm-dtla-307030", "maxtor-7l250s0", "ssd-plextor-m5s"] {
             let r = run(&format!(
