@@ -90,8 +90,11 @@ pub(crate) mod alloc_count {
     #[global_allocator]
     static A: Counting = Counting;
 
-    /// Allocations the calling thread has made so far.
-    pub(crate) fn on_this_thread() -> u64 {
-        ALLOCS.with(Cell::get)
+    /// Runs `f` and returns its result with the allocations the calling
+    /// thread made meanwhile.
+    pub(crate) fn during<R>(f: impl FnOnce() -> R) -> (R, u64) {
+        let before = ALLOCS.with(Cell::get);
+        let r = f();
+        (r, ALLOCS.with(Cell::get) - before)
     }
 }

@@ -636,9 +636,7 @@ mod tests {
             fill: 1,
             pass: 0,
         };
-        let before = crate::alloc_count::on_this_thread();
-        driver.drive();
-        let allocs = crate::alloc_count::on_this_thread() - before;
+        let ((), allocs) = crate::alloc_count::during(|| driver.drive());
         let r = driver.finish();
         assert_eq!((r.bytes, r.errors), (bytes, 0));
         allocs
