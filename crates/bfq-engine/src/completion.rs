@@ -17,6 +17,7 @@ use std::task::{Context, Poll, Waker};
 use std::thread::Thread;
 
 /// Someone waiting for a result.
+#[derive(Clone)]
 pub(crate) enum Waiter {
     None,
     Waker(Waker),
@@ -306,6 +307,45 @@ impl<B: Send + 'static> Pending<B> {
             self.driver
                 .block(self.hold.as_ref(), Some(slot.id()), &register);
         }
+    }
+}
+
+/// Blocks the calling thread until at least one of `pending` has its
+/// result, and returns the position (in `pending`'s order) of the first
+/// that has; at once if one has already, `None` if `pending` is empty.
+/// The results stay in their `Pending`s (take them with
+/// [`Pending::wait`], which then returns at once).
+///
+/// For a thread with many requests outstanding (a deep flow): it wakes
+/// for whichever completes first, where [`Pending::wait`] on the oldest
+/// would sleep past the others' completions, and leave their slots idle,
+/// whenever the scheduler has dispatched the oldest after them (bfq
+/// serves a flow's queue in sector order). While it sleeps, its waiter
+/// is registered with each request still out, so a completion reported
+/// by another thread wakes it as one on its own ring does.
+pub fn wait_any<'a, B, I>(pending: I) -> Option<usize>
+where
+    B: Send + 'static,
+    I: IntoIterator<Item = &'a Pending<B>>,
+    I::IntoIter: Clone,
+{
+    let all = pending.into_iter();
+    loop {
+        let mut first_out = None;
+        for (i, p) in all.clone().enumerate() {
+            if p.has_result() {
+                return Some(i);
+            }
+            first_out.get_or_insert(p);
+        }
+        let p = first_out?;
+        let slot = p.slot.as_ref().expect("a request still out has its slot");
+        // Whether a result came in while registering: then no sleep.
+        let register = |w: Waiter| {
+            all.clone()
+                .any(|q| q.slot.as_ref().is_none_or(|s| s.register(w.clone())))
+        };
+        p.driver.block(p.hold.as_ref(), Some(slot.id()), &register);
     }
 }
 

@@ -48,7 +48,7 @@ pub use crate::core::{
 };
 pub use bfq_core::{DeviceInfo, FlowId, FlowSpec, GroupId, Internals, IoClass, IoPrio, Settings};
 pub use buf::{AlignedBuf, IoBuf, IoBufMut};
-pub use completion::{block_on, IoResult, Pending};
+pub use completion::{block_on, wait_any, IoResult, Pending};
 pub use driver::SubmitMode;
 pub use engine::{Engine, EngineBuilder, Flow, FlowOptions};
 pub use taskrun::CoopTaskrun;

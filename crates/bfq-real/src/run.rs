@@ -10,7 +10,9 @@ use crate::report::{FlowReport, RunReport};
 use crate::sys;
 use crate::warmup;
 use bfq_core::{GroupId, Settings};
-use bfq_engine::{AlignedBuf, Engine, Flow, FlowOptions, IoBuf, IoBufMut, Pending, ShutdownMode};
+use bfq_engine::{
+    wait_any, AlignedBuf, Engine, Flow, FlowOptions, IoBuf, IoBufMut, Pending, ShutdownMode,
+};
 use std::collections::HashMap;
 use std::fs::OpenOptions;
 use std::io::{self, Write};
@@ -506,15 +508,14 @@ unsafe impl IoBufMut for ReqBuf {
 type InFlight = (Instant, Pending<ReqBuf>, u64);
 
 /// A flow thread's requests in flight by slot. The thread reaps every
-/// finished request whenever it wakes, and sleeps on the oldest one only
-/// when none has finished: BFQ dispatches a flow's queue in sector
-/// order, so reaping only the oldest would leave finished requests
-/// unreaped and the flow's depth unused, while waking on every
-/// completion would cost the engine's dispatcher a cross-thread wake-up
-/// each. Requests issued in the same pass are not asked whether they are
-/// done (they are still in the thread's plug: asking would submit them
-/// in a system call of its own, where the wait that follows submits and
-/// sleeps in one).
+/// finished request whenever it wakes, and sleeps only when none has
+/// finished, until any of them has ([`wait_any`]): BFQ dispatches a
+/// flow's queue in sector order, not in the order it was issued, so
+/// sleeping on the oldest would sleep past the others' completions and
+/// leave their slots idle. Requests issued in the same pass are not asked
+/// whether they are done (they are still in the thread's plug: asking
+/// would submit them in a system call of its own, where the wait that
+/// follows submits and sleeps in one).
 struct Driver<'a> {
     d: &'a FlowDesc,
     flow: &'a Flow,
@@ -538,12 +539,14 @@ impl Driver<'_> {
         loop {
             self.pass += 1;
             self.issue();
-            let (reaped, oldest) = self.reap_finished();
+            let (reaped, out) = self.reap_finished();
             if reaped {
                 continue;
             }
-            let Some(k) = oldest else { break };
-            self.reap(k);
+            if !out {
+                break;
+            }
+            wait_any(self.slots.iter().flatten().map(|(_, p, _)| p));
         }
     }
 
@@ -568,22 +571,21 @@ impl Driver<'_> {
     }
 
     /// Reaps the finished requests issued in earlier passes: whether it
-    /// reaped any, and the slot of the oldest one still in flight.
-    fn reap_finished(&mut self) -> (bool, Option<usize>) {
-        let mut reaped = false;
-        let mut oldest: Option<(Instant, usize)> = None;
+    /// reaped any, and whether any is still in flight.
+    fn reap_finished(&mut self) -> (bool, bool) {
+        let (mut reaped, mut out) = (false, false);
         for k in 0..self.slots.len() {
-            let Some((t0, p, issued)) = &self.slots[k] else {
+            let Some((_, p, issued)) = &self.slots[k] else {
                 continue;
             };
             if *issued != self.pass && p.is_done() {
                 self.reap(k);
                 reaped = true;
-            } else if oldest.is_none_or(|(t, _)| *t0 < t) {
-                oldest = Some((*t0, k));
+            } else {
+                out = true;
             }
         }
-        (reaped, oldest.map(|(_, k)| k))
+        (reaped, out)
     }
 
     /// Takes slot `k`'s result (blocking if it is not in yet), records it
