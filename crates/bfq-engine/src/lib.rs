@@ -33,6 +33,7 @@
 
 #![warn(missing_docs)]
 
+mod admit;
 pub mod buf;
 pub mod completion;
 mod core;
