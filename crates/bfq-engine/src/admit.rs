@@ -25,10 +25,10 @@
 use std::io;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
-/// The default of [`crate::EngineBuilder::max_requests`].
-pub(crate) const DEFAULT_MAX_REQUESTS: u32 = 1 << 16;
-/// The largest [`crate::EngineBuilder::max_requests`].
-pub(crate) const MAX_MAX_REQUESTS: u32 = 1 << 22;
+/// The default of [`crate::EngineBuilder::max_requests`] (65 536).
+pub const DEFAULT_MAX_REQUESTS: u32 = 1 << 16;
+/// The largest [`crate::EngineBuilder::max_requests`] (2^22).
+pub const MAX_REQUESTS_LIMIT: u32 = 1 << 22;
 
 /// The count of requests held and its bound (see the module doc). On a
 /// cache line of its own: every submitting thread and every completion
@@ -112,11 +112,11 @@ impl Admission {
 
 /// Checks [`crate::EngineBuilder::max_requests`]'s value.
 pub(crate) fn check_max_requests(n: u32) -> io::Result<()> {
-    if (1..=MAX_MAX_REQUESTS).contains(&n) {
+    if (1..=MAX_REQUESTS_LIMIT).contains(&n) {
         return Ok(());
     }
     Err(io::Error::new(
         io::ErrorKind::InvalidInput,
-        format!("max_requests={n}: must be in 1..={MAX_MAX_REQUESTS} (2^22)"),
+        format!("max_requests={n}: must be in 1..={MAX_REQUESTS_LIMIT} (2^22)"),
     ))
 }

@@ -111,9 +111,9 @@ impl EngineBuilder {
     /// (2^22), checked by [`open`](EngineBuilder::open) (`InvalidInput`
     /// naming the range); default 65 536, which no sane use reaches (a
     /// thousand flows keeping 64 requests each outstanding stay below
-    /// it; it is the most completions one io_uring ring holds) while it
-    /// bounds the engine's memory for requests to some tens of MiB
-    /// (docs/engine.md, "Faults").
+    /// it) while it keeps the memory of the requests held to about
+    /// 30 MiB (about 0.4-0.5 KiB a request, the caller's `Pending`s
+    /// included; docs/engine.md, "Faults").
     ///
     /// A request beyond it fails at once, its [`Pending`] resolving with
     /// the buffer and an `io::ErrorKind::WouldBlock` error naming the

@@ -27,7 +27,11 @@ fn pipe() -> (FileTarget, File) {
 fn held_reads(
     flow: &Flow,
     n: usize,
-) -> (Vec<bfq_engine::Pending<Vec<u8>>>, Vec<File>, Vec<FileTarget>) {
+) -> (
+    Vec<bfq_engine::Pending<Vec<u8>>>,
+    Vec<File>,
+    Vec<FileTarget>,
+) {
     let (mut ps, mut ws, mut ts) = (Vec::new(), Vec::new(), Vec::new());
     for _ in 0..n {
         let (t, w) = pipe();
@@ -115,7 +119,10 @@ fn a_cancel_shutdown_gives_every_count_back() {
         assert!(!ps[0].is_done());
         let (more, _ws2, _ts2) = held_reads(&flow, 3);
         ps.extend(more);
-        assert!(flow.nop_async(0, 1).is_done(), "{mode:?}: the ninth is refused");
+        assert!(
+            flow.nop_async(0, 1).is_done(),
+            "{mode:?}: the ninth is refused"
+        );
         assert_eq!(engine.stats().unwrap().held, 8, "{mode:?}");
         drop(flow);
         let s = engine.shutdown(ShutdownMode::Cancel).unwrap();
@@ -225,9 +232,10 @@ fn requests_outliving_their_flow_or_thread_give_their_counts_back() {
         // in its plug when it exits.
         let flow = std::sync::Arc::new(engine.flow(FlowOptions::weight(100)).unwrap());
         let f = flow.clone();
-        let plugged = std::thread::spawn(move || (0..3).map(|i| f.nop_async(i, 1)).collect::<Vec<_>>())
-            .join()
-            .unwrap();
+        let plugged =
+            std::thread::spawn(move || (0..3).map(|i| f.nop_async(i, 1)).collect::<Vec<_>>())
+                .join()
+                .unwrap();
         for p in plugged {
             assert_eq!(p.wait().0.unwrap(), 512, "{mode:?}");
         }
