@@ -186,7 +186,8 @@ pub struct EngineStats {
     pub in_flight: u64,
     /// Requests the engine holds now, wherever they are (in a thread's
     /// plug, queued, on the device, their result on its way): at most
-    /// `EngineBuilder::max_requests`.
+    /// `EngineBuilder::max_requests` (a request being refused is counted
+    /// for a moment too).
     pub held: u64,
     /// Requests refused at once (`WouldBlock`) because the engine held
     /// `EngineBuilder::max_requests` requests.
