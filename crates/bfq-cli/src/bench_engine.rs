@@ -228,7 +228,8 @@ fn report_json(r: &RunReport) -> Value {
 fn engine_stats_json(e: &EngineStats) -> Value {
     json!({
         "completed": e.completed, "errors": e.errors, "cancelled": e.cancelled,
-        "queued": e.queued, "in_flight": e.in_flight, "device_idles": e.device_idles,
+        "queued": e.queued, "in_flight": e.in_flight, "held": e.held,
+        "refused_full": e.refused_full, "device_idles": e.device_idles,
         "private_waits": e.private_waits,
         "service_submits": e.service_submits, "parks": e.parks,
         "linger_wakes": e.linger_wakes,
@@ -811,6 +812,11 @@ fn nop_measure(
         .private_rings(private_rings)
         .coop_taskrun(coop)
         .queue_depth(depth)
+        .max_requests(
+            flows
+                .saturating_mul(window)
+                .max(bfq_engine::DEFAULT_MAX_REQUESTS),
+        )
         .open()?;
     let stop = Arc::new(AtomicBool::new(false));
     let handles: Vec<_> = (0..flows)

@@ -6,6 +6,7 @@
 //! kernel) happens on the submitting threads, outside this lock. Nothing
 //! here blocks or does I/O; the only syscall is re-arming the idle timer.
 
+use crate::admit::Admission;
 use crate::slot::{Completer, Finished};
 use bfq_core::{
     Dispatch, FlowId, FlowSpec, GroupId, Internals, Op as SOp, Request, SchedError, Scheduler,
@@ -72,6 +73,21 @@ impl Op {
     /// go of the slot once it holds no lock (see [`Finished`]).
     pub(crate) fn finish_deferred(&mut self, res: io::Result<usize>) -> Option<Finished> {
         self.sink.take().map(|s| s.complete(res))
+    }
+
+    /// The core takes the request's hold on its slot, to give it its
+    /// result: the request leaves the engine's count (`admission`, see
+    /// [`crate::admit`]) here, once (the hold is taken once), before its
+    /// result is stored. Every request the engine counted in gets its
+    /// result from the core through here; [`Op::finish`] is only for
+    /// requests never counted in, or left when the engine is gone.
+    #[inline]
+    pub(crate) fn take_sink(&mut self, admission: &Admission) -> Option<Completer> {
+        let sink = self.sink.take();
+        if sink.is_some() {
+            admission.release();
+        }
+        sink
     }
 }
 
@@ -168,6 +184,14 @@ pub struct EngineStats {
     pub queued: u64,
     /// Requests on the device now.
     pub in_flight: u64,
+    /// Requests the engine holds now, wherever they are (in a thread's
+    /// plug, queued, on the device, their result on its way): at most
+    /// `EngineBuilder::max_requests` (a request being refused is counted
+    /// for a moment too).
+    pub held: u64,
+    /// Requests refused at once (`WouldBlock`) because the engine held
+    /// `EngineBuilder::max_requests` requests.
+    pub refused_full: u64,
     /// Times the completion of the device's last request in flight was
     /// reported, leaving it nothing to do until the next dispatch: with
     /// one deep flow, how often its client let the device run dry.
@@ -260,6 +284,9 @@ pub(crate) struct CoreConfig {
     /// CLOCK_MONOTONIC at the engine's time 0, in ns.
     pub origin_mono: u64,
     pub trace: Option<TraceSink>,
+    /// The count of requests the engine holds: the core counts off each
+    /// request it gives its result ([`Op::take_sink`]).
+    pub admission: Arc<Admission>,
 }
 
 /// The scheduler and its requests (see the module doc).
@@ -384,6 +411,8 @@ impl Core {
             .filter(|h| matches!(h, Some(h) if h.ring.is_none()))
             .count() as u64;
         s.in_flight = u64::from(self.in_flight);
+        s.held = self.cfg.admission.held();
+        s.refused_full = self.cfg.admission.refused();
         s
     }
 
@@ -405,21 +434,22 @@ impl Core {
     ) -> Result<u32, Option<Finished>> {
         let now = self.at(now);
         if self.closed || self.failed {
-            return Err(op.finish_deferred(Err(if self.failed {
+            let e = if self.failed {
                 scheduler_failed()
             } else {
                 engine_gone()
-            })));
+            };
+            return Err(self.fail(&mut op, e));
         }
         let drained = self.stopping == Some(ShutdownMode::Drain) && op.before_stop;
         if self.stopping.is_some() && !drained {
             self.stats.cancelled += 1;
-            return Err(op.finish_deferred(Err(cancelled())));
+            return Err(self.fail(&mut op, cancelled()));
         }
         let Some(end) = op.offset.checked_add(u64::from(op.len)) else {
             self.stats.errors += 1;
             let e = io::Error::new(io::ErrorKind::InvalidInput, "request ends past 2^64 bytes");
-            return Err(op.finish_deferred(Err(e)));
+            return Err(self.fail(&mut op, e));
         };
         let idx = match self.free.pop() {
             Some(i) => i,
@@ -462,11 +492,11 @@ impl Core {
                 self.free.push(idx);
                 self.stats.errors += 1;
                 let e = io::Error::new(io::ErrorKind::InvalidInput, e);
-                Err(op.finish_deferred(Err(e)))
+                Err(self.fail(&mut op, e))
             }
             None => {
                 self.free.push(idx);
-                Err(op.finish_deferred(Err(scheduler_failed())))
+                Err(self.fail(&mut op, scheduler_failed()))
             }
         }
     }
@@ -619,7 +649,15 @@ impl Core {
         if result.is_err() {
             self.stats.errors += 1;
         }
-        op.sink.take().map(|s| (s, result))
+        op.take_sink(&self.cfg.admission).map(|s| (s, result))
+    }
+
+    /// Fails a request the core holds or is handed (see
+    /// [`Op::take_sink`]); returns it finished, to wake and let go of
+    /// with the lock released.
+    fn fail(&self, op: &mut Op, e: io::Error) -> Option<Finished> {
+        op.take_sink(&self.cfg.admission)
+            .map(|s| s.complete(Err(e)))
     }
 
     fn result_of(&self, op: &Op, res: i32) -> io::Result<usize> {
@@ -663,7 +701,8 @@ impl Core {
             if matches!(h, Some(x) if x.ring.is_none()) {
                 let mut x = h.take().expect("checked");
                 self.stats.cancelled += 1;
-                self.finished.extend(x.op.finish_deferred(Err(err())));
+                let sink = x.op.take_sink(&self.cfg.admission);
+                self.finished.extend(sink.map(|s| s.complete(Err(err()))));
             }
         }
     }
@@ -766,6 +805,7 @@ mod tests {
                 timerfd,
                 origin_mono,
                 trace: None,
+                admission: Arc::new(Admission::new(16)),
             },
         )
     }

@@ -441,7 +441,10 @@ impl Drop for LocalRings {
         for (_, shared, ring) in self.0.drain(..).chain(retired) {
             ring.dead.store(true, Ordering::SeqCst);
             let Some(s) = shared.upgrade() else { continue };
-            if let Ok(mut st) = ring.st.lock() {
+            // A poisoned ring is taken anyway, as on every other path: its
+            // plug's requests still go to the scheduler.
+            {
+                let mut st = ring.st.lock().unwrap_or_else(|p| p.into_inner());
                 enter_again(&ring, &mut st);
                 s.unlinger(&ring);
                 s.flush_plug(&ring, &mut st);

@@ -1,5 +1,6 @@
 //! The engine's public API: [`EngineBuilder`], [`Engine`], [`Flow`].
 
+use crate::admit::{check_max_requests, Admission, DEFAULT_MAX_REQUESTS};
 use crate::buf::{IoBuf, IoBufMut};
 use crate::completion::{IoResult, Pending};
 use crate::core::{engine_gone, Core, CoreConfig, Op, OpKind, TraceSink};
@@ -34,6 +35,7 @@ pub struct EngineBuilder {
     settings: Settings,
     instance: Option<Box<dyn Scheduler>>,
     queue_depth: u32,
+    max_requests: u32,
     direct: bool,
     writable: bool,
     create_size: Option<u64>,
@@ -56,6 +58,7 @@ impl EngineBuilder {
             settings: Settings::new(),
             instance: None,
             queue_depth: 32,
+            max_requests: DEFAULT_MAX_REQUESTS,
             direct: true,
             writable: false,
             create_size: None,
@@ -98,6 +101,33 @@ impl EngineBuilder {
     /// Requests on the device at once (default 32).
     pub fn queue_depth(mut self, depth: u32) -> Self {
         self.queue_depth = depth.clamp(1, 4096);
+        self
+    }
+
+    /// The most requests the engine holds at once, all flows together:
+    /// in threads' plugs, queued in the scheduler, on the device, or
+    /// with their result on its way (the block layer's `nr_requests`,
+    /// which bounds a queue's requests the same way). `1..=4_194_304`
+    /// (2^22), checked by [`open`](EngineBuilder::open) (`InvalidInput`
+    /// naming the range); default 65 536, which no sane use reaches (a
+    /// thousand flows keeping 64 requests each outstanding stay below
+    /// it) while it keeps the memory of the requests held to about
+    /// 30 MiB (about 0.4-0.5 KiB a request, the caller's `Pending`s
+    /// included; docs/engine.md, "Faults").
+    ///
+    /// A request beyond it fails at once, its [`Pending`] resolving with
+    /// the buffer and an `io::ErrorKind::WouldBlock` error naming the
+    /// bound (the kernel's answer, `EAGAIN`, to a request that may not
+    /// wait for a free tag); a blocking [`Flow::read`] or
+    /// [`Flow::write`] returns it the same way. It fails rather than
+    /// making the caller wait because `read_async` must never block an
+    /// async runtime's thread: a caller that wants back-pressure awaits
+    /// its earlier requests before submitting more, and one that gets
+    /// `WouldBlock` may submit again once some of them are done.
+    /// [`EngineStats::refused_full`] counts the refusals,
+    /// [`EngineStats::held`] the requests held.
+    pub fn max_requests(mut self, n: u32) -> Self {
+        self.max_requests = n;
         self
     }
 
@@ -221,6 +251,8 @@ impl EngineBuilder {
     /// Opens the target, builds the scheduler and starts the service
     /// thread.
     pub fn open(self) -> io::Result<Engine> {
+        check_max_requests(self.max_requests)?;
+        let admission = Arc::new(Admission::new(self.max_requests));
         let mut sched = match self.instance {
             Some(s) => s,
             None => bfq_schedulers::build(&self.scheduler, &self.settings)
@@ -247,6 +279,7 @@ impl EngineBuilder {
                 timerfd: timerfd.as_raw_fd(),
                 origin_mono,
                 trace: self.trace,
+                admission: admission.clone(),
             },
         );
         let shared = Shared::new(
@@ -264,6 +297,7 @@ impl EngineBuilder {
         let thread = crate::service::spawn(shared.clone(), self.service_nice, sqpoll)?;
         Ok(Engine {
             shared,
+            admission,
             thread: Some(thread),
             _file: file.map(Arc::new),
             len,
@@ -392,6 +426,8 @@ fn sysfs_rotational(major: u32, minor: u32) -> bool {
 /// left ([`ShutdownMode::Cancel`]) and joins the service thread.
 pub struct Engine {
     pub(crate) shared: Arc<Shared>,
+    /// The count of requests held ([`EngineBuilder::max_requests`]).
+    admission: Arc<Admission>,
     thread: Option<JoinHandle<()>>,
     /// The target, open until the engine is dropped.
     _file: Option<Arc<File>>,
@@ -495,6 +531,7 @@ impl Engine {
         let id = r.map_err(|e| self.refused(e))?;
         Ok(Flow {
             shared: self.shared.clone(),
+            admission: self.admission.clone(),
             driver: Arc::new(FlowDriver(self.shared.clone())),
             id,
             sync: opts.sync,
@@ -603,6 +640,8 @@ impl Drop for Engine {
 /// submitted still complete.
 pub struct Flow {
     shared: Arc<Shared>,
+    /// The engine's count of requests held (see [`crate::admit`]).
+    admission: Arc<Admission>,
     /// What this flow's `Pending`s hold (see [`FlowDriver`]).
     driver: Arc<FlowDriver>,
     id: FlowId,
@@ -665,6 +704,12 @@ impl Flow {
         };
         if let Some(why) = why {
             op.finish(Err(io::Error::new(io::ErrorKind::InvalidInput, why)));
+            return pending;
+        }
+        // Counted in here; counted off by the core where it gives the
+        // request its result (`Op::take_sink`).
+        if !self.admission.admit() {
+            op.finish(Err(self.admission.full_error()));
             return pending;
         }
         pending.set_hold(self.shared.submit(op, then_wait));

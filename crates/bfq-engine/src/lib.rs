@@ -33,6 +33,7 @@
 
 #![warn(missing_docs)]
 
+mod admit;
 pub mod buf;
 pub mod completion;
 mod core;
@@ -46,6 +47,7 @@ mod taskrun;
 pub use crate::core::{
     EngineStats, FileTarget, LatencyHistogram, ShutdownMode, TraceEvent, LATENCY_BUCKETS,
 };
+pub use admit::{DEFAULT_MAX_REQUESTS, MAX_REQUESTS_LIMIT};
 pub use bfq_core::{DeviceInfo, FlowId, FlowSpec, GroupId, Internals, IoClass, IoPrio, Settings};
 pub use buf::{AlignedBuf, IoBuf, IoBufMut};
 pub use completion::{block_on, wait_any, IoResult, Pending};

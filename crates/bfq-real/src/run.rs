@@ -12,6 +12,7 @@ use crate::warmup;
 use bfq_core::{GroupId, Settings};
 use bfq_engine::{
     wait_any, AlignedBuf, Engine, Flow, FlowOptions, IoBuf, IoBufMut, Pending, ShutdownMode,
+    DEFAULT_MAX_REQUESTS,
 };
 use std::collections::HashMap;
 use std::fs::OpenOptions;
@@ -244,7 +245,10 @@ fn run_engine(
 ) -> io::Result<RunReport> {
     let names: Names = Default::default();
     let trace_out = open_trace(cfg)?;
-    let engine = open_engine(cfg, scheduler, settings, trace_out.as_ref(), &names)?;
+    let held =
+        flows.iter().map(|f| u64::from(f.depth)).sum::<u64>() + u64::from(warmup::WARM_UP_DEPTH);
+    let out = (trace_out.as_ref(), &names);
+    let engine = open_engine(cfg, scheduler, settings, out, held)?;
     if let Some((region, d)) = warm {
         let flow = engine.flow(FlowOptions::default())?;
         name_flow(&names, &flow, "warm-up");
@@ -283,13 +287,16 @@ fn open_trace(cfg: &RunConfig) -> io::Result<Option<TraceOut>> {
 }
 
 /// Opens the engine on the target as `cfg` says, writing each traced
-/// event to `trace_out` under its flow's name.
+/// event to `trace_out` under its flow's name. `held`: the most
+/// requests the run keeps outstanding (its flows' depths and the
+/// warm-up's): the engine's bound is raised to it if the default is
+/// lower, so that no request of the run is refused.
 fn open_engine(
     cfg: &RunConfig,
     scheduler: &str,
     settings: &Settings,
-    trace_out: Option<&TraceOut>,
-    names: &Names,
+    (trace_out, names): (Option<&TraceOut>, &Names),
+    held: u64,
 ) -> io::Result<Engine> {
     let mut builder = Engine::builder(&cfg.target);
     if let Some(out) = trace_out {
@@ -324,6 +331,11 @@ fn open_engine(
         .coop_taskrun(cfg.coop_taskrun)
         .async_submit(cfg.async_submit)
         .sqpoll(cfg.sqpoll_idle_ms)
+        .max_requests(
+            u32::try_from(held)
+                .unwrap_or(u32::MAX)
+                .max(DEFAULT_MAX_REQUESTS),
+        )
         .open()
 }
 
