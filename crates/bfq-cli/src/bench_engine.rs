@@ -56,8 +56,9 @@ pub enum BenchCmd {
         /// Seconds per measurement.
         #[arg(long, default_value_t = 3.0, value_parser = crate::args::seconds)]
         seconds: f64,
-        /// Requests outstanding in total (split among the flows).
-        #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u32).range(1..=65536))]
+        /// Requests outstanding in total (split among the flows), and the
+        /// engine's device queue depth (1..=4096).
+        #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u32).range(1..=4096))]
         depth: u32,
         /// Size of the backing file in /dev/shm (default 1G); with
         /// `--device`, how much of the device, from its start, every column
@@ -69,15 +70,15 @@ pub enum BenchCmd {
         /// engine's columns run with the device on the kernel's `none`.
         #[arg(long)]
         device: Option<PathBuf>,
-        /// Nice value of the engine's dispatcher thread.
-        #[arg(long, default_value_t = 0, allow_hyphen_values = true)]
+        /// Nice value of the engine's dispatcher thread (-20..=19).
+        #[arg(long, default_value_t = 0, allow_hyphen_values = true, value_parser = clap::value_parser!(i32).range(-20..=19))]
         nice: i32,
         /// Engine reads go through io_uring's worker threads (IOSQE_ASYNC).
         #[arg(long)]
         async_submit: bool,
         /// Engine submissions through an SQPOLL kernel thread that spins
-        /// this many ms when idle (0 = off).
-        #[arg(long, default_value_t = 0)]
+        /// this many ms when idle (0 = off; at most 60000).
+        #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u32).range(0..=60000))]
         sqpoll: u32,
         /// Measure each cell this many times, schedulers interleaved, and
         /// keep the run with the median IOPS (damps a busy machine's
@@ -125,8 +126,8 @@ pub enum BenchCmd {
         /// Submitting threads (one flow each).
         #[arg(long, default_value_t = 1)]
         flows: u32,
-        /// Device queue depth of the engine.
-        #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u32).range(1..=65536))]
+        /// Device queue depth of the engine (1..=4096).
+        #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u32).range(1..=4096))]
         depth: u32,
         /// Requests each flow keeps outstanding (1 to 65536; a flow waits
         /// for the oldest half, at least one, then refills: with 1 each

@@ -39,8 +39,8 @@ pub struct Args {
     /// Run length in seconds (default: the scenario's duration, or 10).
     #[arg(long, value_parser = crate::args::seconds)]
     pub seconds: Option<f64>,
-    /// Engine device queue depth (1..=65536).
-    #[arg(long, default_value_t = 32, value_parser = clap::value_parser!(u32).range(1..=65536))]
+    /// Engine device queue depth (1..=4096).
+    #[arg(long, default_value_t = 32, value_parser = clap::value_parser!(u32).range(1..=4096))]
     pub depth: u32,
     /// Allow the workload to write to the target.
     #[arg(long)]

@@ -109,14 +109,3 @@ impl Admission {
         self.refused.load(Ordering::Relaxed)
     }
 }
-
-/// Checks [`crate::EngineBuilder::max_requests`]'s value.
-pub(crate) fn check_max_requests(n: u32) -> io::Result<()> {
-    if (1..=MAX_REQUESTS_LIMIT).contains(&n) {
-        return Ok(());
-    }
-    Err(io::Error::new(
-        io::ErrorKind::InvalidInput,
-        format!("max_requests={n}: must be in 1..={MAX_REQUESTS_LIMIT} (2^22)"),
-    ))
-}

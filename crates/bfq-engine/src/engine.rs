@@ -1,6 +1,6 @@
 //! The engine's public API: [`EngineBuilder`], [`Engine`], [`Flow`].
 
-use crate::admit::{check_max_requests, Admission, DEFAULT_MAX_REQUESTS};
+use crate::admit::{Admission, DEFAULT_MAX_REQUESTS, MAX_REQUESTS_LIMIT};
 use crate::buf::{IoBuf, IoBufMut};
 use crate::completion::{IoResult, Pending};
 use crate::core::{engine_gone, Core, CoreConfig, Op, OpKind, TraceSink};
@@ -26,6 +26,29 @@ enum TargetSpec {
     Path(PathBuf),
     File(File),
     Nop,
+}
+
+/// The largest [`EngineBuilder::queue_depth`] (4096).
+pub const MAX_QUEUE_DEPTH: u32 = 4096;
+
+/// The longest [`EngineBuilder::sqpoll`] idle time, in ms (one minute).
+pub const MAX_SQPOLL_IDLE_MS: u32 = 60_000;
+
+/// `Ok` if `value` of setting `name` is in `lo..=hi`, else an
+/// `InvalidInput` error naming both.
+fn in_range<T: PartialOrd + std::fmt::Display>(
+    name: &str,
+    value: T,
+    lo: T,
+    hi: T,
+) -> io::Result<()> {
+    if lo <= value && value <= hi {
+        return Ok(());
+    }
+    Err(io::Error::new(
+        io::ErrorKind::InvalidInput,
+        format!("{name}={value}: must be in {lo}..={hi}"),
+    ))
 }
 
 /// Opens an [`Engine`]. See the crate documentation for an example.
@@ -98,9 +121,11 @@ impl EngineBuilder {
         self
     }
 
-    /// Requests on the device at once (default 32).
+    /// Requests on the device at once: `1..=4096`
+    /// ([`MAX_QUEUE_DEPTH`]), checked by [`open`](EngineBuilder::open);
+    /// default 32.
     pub fn queue_depth(mut self, depth: u32) -> Self {
-        self.queue_depth = depth.clamp(1, 4096);
+        self.queue_depth = depth;
         self
     }
 
@@ -213,11 +238,12 @@ impl EngineBuilder {
         self.service_nice(nice)
     }
 
-    /// Nice value of the service thread (default 0; in dispatcher mode
-    /// negative values, which need root, keep woken submitters from
-    /// preempting it).
+    /// Nice value of the service thread: `-20..=19` (the kernel's
+    /// range), checked by [`open`](EngineBuilder::open); default 0. In
+    /// dispatcher mode negative values, which need root, keep woken
+    /// submitters from preempting it.
     pub fn service_nice(mut self, nice: i32) -> Self {
-        self.service_nice = nice.clamp(-20, 19);
+        self.service_nice = nice;
         self
     }
 
@@ -233,7 +259,8 @@ impl EngineBuilder {
     /// (`IORING_SETUP_SQPOLL`) that spins for `idle_ms` after the last
     /// request before sleeping: the block layer's submission work moves
     /// off the dispatcher thread, at the price of a busy core while
-    /// requests flow. 0 (default) = off.
+    /// requests flow. `0..=60_000` ([`MAX_SQPOLL_IDLE_MS`]), checked by
+    /// [`open`](EngineBuilder::open); 0 (default) = off.
     pub fn sqpoll(mut self, idle_ms: u32) -> Self {
         self.sqpoll_idle_ms = idle_ms;
         self
@@ -248,10 +275,20 @@ impl EngineBuilder {
         self
     }
 
+    /// Checks each numeric setting against its documented range: a
+    /// value outside it is refused (`InvalidInput` naming the setting and
+    /// the range), never clamped.
+    fn check_ranges(&self) -> io::Result<()> {
+        in_range("queue_depth", self.queue_depth, 1, MAX_QUEUE_DEPTH)?;
+        in_range("max_requests", self.max_requests, 1, MAX_REQUESTS_LIMIT)?;
+        in_range("service_nice", self.service_nice, -20, 19)?;
+        in_range("sqpoll", self.sqpoll_idle_ms, 0, MAX_SQPOLL_IDLE_MS)
+    }
+
     /// Opens the target, builds the scheduler and starts the service
     /// thread.
     pub fn open(self) -> io::Result<Engine> {
-        check_max_requests(self.max_requests)?;
+        self.check_ranges()?;
         let admission = Arc::new(Admission::new(self.max_requests));
         let mut sched = match self.instance {
             Some(s) => s,

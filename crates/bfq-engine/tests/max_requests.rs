@@ -257,3 +257,41 @@ fn open_refuses_a_bound_out_of_range() {
         assert_eq!(flow.nop_async(0, 1).wait().0.unwrap(), 512);
     }
 }
+
+/// `open` refuses every numeric setting outside its documented range,
+/// naming the setting and the range, instead of clamping it.
+#[test]
+fn open_refuses_settings_out_of_range() {
+    type Case = (fn() -> bfq_engine::EngineBuilder, &'static str);
+    let cases: [Case; 5] = [
+        (
+            || Engine::nop().queue_depth(0),
+            "queue_depth=0: must be in 1..=4096",
+        ),
+        (
+            || Engine::nop().queue_depth(4097),
+            "queue_depth=4097: must be in 1..=4096",
+        ),
+        (
+            || Engine::nop().service_nice(-21),
+            "service_nice=-21: must be in -20..=19",
+        ),
+        (
+            || Engine::nop().service_nice(20),
+            "service_nice=20: must be in -20..=19",
+        ),
+        (
+            || Engine::nop().sqpoll(60_001),
+            "sqpoll=60001: must be in 0..=60000",
+        ),
+    ];
+    for (builder, says) in cases {
+        let e = builder().open().err().expect("refused");
+        assert_eq!(e.kind(), io::ErrorKind::InvalidInput);
+        assert!(e.to_string().contains(says), "{e}");
+    }
+    for depth in [1, 4096] {
+        let engine = Engine::nop().queue_depth(depth).open().unwrap();
+        assert_eq!(engine.device_info().queue_depth, depth);
+    }
+}

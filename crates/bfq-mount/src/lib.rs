@@ -38,7 +38,7 @@ pub const SOURCE_PREFIX: &str = "bfq:";
 pub const THREADS_RANGE: (usize, usize) = (1, 256);
 /// Bounds of the queue depth (requests on the device at once): the
 /// engine's own range.
-pub const DEPTH_RANGE: (u32, u32) = (1, 4096);
+pub const DEPTH_RANGE: (u32, u32) = (1, bfq_engine::MAX_QUEUE_DEPTH);
 
 /// How to mount.
 #[derive(Clone, Debug)]
