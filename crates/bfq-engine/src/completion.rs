@@ -314,7 +314,9 @@ impl<B: Send + 'static> Pending<B> {
 /// result, and returns the position (in `pending`'s order) of the first
 /// that has; at once if one has already, `None` if `pending` is empty.
 /// The results stay in their `Pending`s (take them with
-/// [`Pending::wait`], which then returns at once).
+/// [`Pending::wait`], which then returns at once); a `Pending` whose
+/// result was already taken (a future polled to completion) counts as
+/// done.
 ///
 /// For a thread with many requests outstanding (a deep flow): it wakes
 /// for whichever completes first, where [`Pending::wait`] on the oldest
