@@ -73,8 +73,16 @@ pub struct PassFs {
     pool: Arc<crate::io::BufPool>,
 }
 
+/// The errno a reply carries for an error: its OS code; else, for the
+/// engine's own errors, which carry none, one for its kind (`EAGAIN` for
+/// a request refused at the engine's bound, `EINVAL` for a bad one);
+/// else `EIO`.
 fn errno(e: io::Error) -> Errno {
-    Errno::from_i32(e.raw_os_error().unwrap_or(libc::EIO))
+    Errno::from_i32(e.raw_os_error().unwrap_or(match e.kind() {
+        io::ErrorKind::WouldBlock => libc::EAGAIN,
+        io::ErrorKind::InvalidInput => libc::EINVAL,
+        _ => libc::EIO,
+    }))
 }
 
 fn kind_of(mode: u32) -> FileType {
@@ -874,5 +882,23 @@ impl Filesystem for PassFs {
             Ok(()) => reply.ok(),
             Err(e) => reply.error(e),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_error_without_an_os_code_is_told_by_its_kind() {
+        let e = |k| errno(io::Error::new(k, "engine"));
+        assert_eq!(e(io::ErrorKind::WouldBlock), Errno::from_i32(libc::EAGAIN));
+        assert_eq!(
+            e(io::ErrorKind::InvalidInput),
+            Errno::from_i32(libc::EINVAL)
+        );
+        assert_eq!(e(io::ErrorKind::UnexpectedEof), Errno::from_i32(libc::EIO));
+        let os = io::Error::from_raw_os_error(libc::ENOSPC);
+        assert_eq!(errno(os), Errno::from_i32(libc::ENOSPC));
     }
 }
