@@ -115,8 +115,10 @@ impl Shallow {
         };
         debug_assert_eq!(self.keys().get(i), Some(&p), "removing a key not held");
         let s = self.start;
-        if i < self.len() / 2 || i == 0 {
-            // Shift the keys before it one place up (none for the front).
+        if i == 0 {
+            self.start = s + 1;
+        } else if i < self.len() / 2 {
+            // Shift the keys before it one place up.
             self.buf.copy_within(s..s + i, s + 1);
             self.start = s + 1;
         } else {
