@@ -4,7 +4,7 @@
 //! While the queue is shallow (at most [`DEEP`] requests) the keys sit in
 //! one contiguous sorted buffer, `buf[start..]`, each packed in a `u128`
 //! (sector in the high 64 bits, slot in the low 32) so that integer order
-//! is (sector, slot) order and every comparison is one branch-free
+//! is (sector, slot) order and every comparison is one integer
 //! compare. Searches are binary searches over that one slice; an insertion
 //! or removal in the middle shifts the shorter side; sequential streams
 //! append at the back and leave from the front (advancing `start`), so
@@ -61,7 +61,7 @@ impl Shallow {
         self.buf.len() - self.start
     }
 
-    /// Index of the first key not below `p` (branch-free binary search).
+    /// Index of the first key not below `p` (binary search).
     #[inline]
     fn lower_bound(&self, p: Packed) -> usize {
         self.keys().partition_point(|&k| k < p)
