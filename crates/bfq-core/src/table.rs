@@ -63,7 +63,10 @@ impl IdIndex {
     #[inline]
     fn get(&self, id: ReqId) -> Option<SlotIdx> {
         if id < DIRECT_IDS {
-            self.direct.get(id as usize).copied().filter(|&s| s != NO_SLOT)
+            self.direct
+                .get(id as usize)
+                .copied()
+                .filter(|&s| s != NO_SLOT)
         } else {
             self.map.get(&id).copied()
         }
@@ -81,7 +84,8 @@ impl IdIndex {
         }
         let i = id as usize;
         if i >= self.direct.len() {
-            self.direct.resize((i + 1).next_power_of_two().max(64), NO_SLOT);
+            self.direct
+                .resize((i + 1).next_power_of_two().max(64), NO_SLOT);
         }
         if self.direct[i] != NO_SLOT {
             return false;

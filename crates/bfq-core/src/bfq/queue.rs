@@ -10,11 +10,11 @@
 //! requests. The FIFO is a `VecDeque` of (slot, generation) with lazy
 //! deletion of entries already dispatched in sorted order.
 
+use super::sorted::{Key, Sorted};
 use crate::error::SchedError;
 use crate::settings::Settings;
 use crate::table::{RequestTable, SlotIdx};
 use crate::types::Time;
-use super::sorted::{Key, Sorted};
 use std::collections::VecDeque;
 
 /// How the next request is chosen inside the active flow.

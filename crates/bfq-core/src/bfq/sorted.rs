@@ -72,8 +72,7 @@ impl Shallow {
     /// (each move of n keys follows n removals: O(1) amortised).
     #[inline]
     fn reclaim_front(&mut self) {
-        if self.buf.len() == self.buf.capacity() && self.start > 0 && 2 * self.start >= self.len()
-        {
+        if self.buf.len() == self.buf.capacity() && self.start > 0 && 2 * self.start >= self.len() {
             self.buf.drain(..self.start);
             self.start = 0;
         }
