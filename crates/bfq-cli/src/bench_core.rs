@@ -63,6 +63,11 @@ pub struct Args {
     /// exercise the per-flow sorted order).
     #[arg(long)]
     pub random: bool,
+    /// Each new request takes the id of the request that just completed,
+    /// as in the engine, which numbers requests by its slots (ids stay
+    /// below the number of requests held); default: a counter.
+    #[arg(long, conflicts_with = "blocking")]
+    pub reuse_ids: bool,
     /// Requests measured per configuration.
     #[arg(long, default_value_t = 2_000_000)]
     pub requests: u64,
@@ -91,10 +96,12 @@ struct Report {
     results: Vec<Row>,
 }
 
-/// Where each new request goes: after the one just served, or anywhere.
+/// Where each new request goes: after the one just served, or anywhere;
+/// and its id: the next of a counter, or the one just completed.
 #[derive(Clone, Copy)]
 struct Placement {
     random: bool,
+    reuse_ids: bool,
 }
 
 impl Placement {
@@ -131,7 +138,7 @@ fn cycle(s: &mut dyn Scheduler, place: Placement, next_id: &mut u64, now: &mut T
     };
     s.complete(*now, r.id).expect("complete");
     let req = Request {
-        id: *next_id,
+        id: if place.reuse_ids { r.id } else { *next_id },
         flow: r.flow,
         sector: place.sector(*next_id, r.end() + 8),
         sectors: 8,
@@ -513,7 +520,10 @@ fn measure_all(
     scheds: &[String],
     settings: &Settings,
 ) -> anyhow::Result<Vec<Row>> {
-    let place = Placement { random: a.random };
+    let place = Placement {
+        random: a.random,
+        reuse_ids: a.reuse_ids,
+    };
     let no_settings = Settings::new();
     let mut results = vec![];
     for &n in flows {

@@ -3,7 +3,7 @@
 //! topology (weights, parents, retirement of removed flows).
 //!
 //! Both are allocation-free in steady state: slots and ids are recycled and
-//! the id map keeps its capacity.
+//! the id index keeps its capacity.
 
 use crate::error::SchedError;
 use crate::types::{
@@ -39,6 +39,72 @@ impl Hasher for IdHasher {
 
 /// A `HashMap` keyed by integers with [`IdHasher`].
 pub type IdMap<K, V> = HashMap<K, V, BuildHasherDefault<IdHasher>>;
+
+/// Request ids below this are found by direct indexing, without hashing:
+/// callers that number requests by a slot of their own (the engine does)
+/// never touch the hash map. At most 16 KiB per table.
+const DIRECT_IDS: u64 = 1 << 12;
+
+/// Marks an id of the direct range that is not held.
+const NO_SLOT: SlotIdx = SlotIdx::MAX;
+
+/// Request id -> slot: ids below [`DIRECT_IDS`] in a table indexed by the
+/// id (grown to the largest such id seen, rounded up to a power of two),
+/// the others in an [`IdMap`]. Both keep their capacity as ids come and
+/// go.
+#[derive(Clone, Debug, Default)]
+struct IdIndex {
+    direct: Vec<SlotIdx>,
+    map: IdMap<ReqId, SlotIdx>,
+}
+
+impl IdIndex {
+    /// The slot of `id`, if held.
+    #[inline]
+    fn get(&self, id: ReqId) -> Option<SlotIdx> {
+        if id < DIRECT_IDS {
+            self.direct
+                .get(id as usize)
+                .copied()
+                .filter(|&s| s != NO_SLOT)
+        } else {
+            self.map.get(&id).copied()
+        }
+    }
+
+    /// Stores `id -> slot`; `false` (and no change) when `id` is held.
+    #[inline]
+    fn insert(&mut self, id: ReqId, slot: SlotIdx) -> bool {
+        if id >= DIRECT_IDS {
+            let Entry::Vacant(e) = self.map.entry(id) else {
+                return false;
+            };
+            e.insert(slot);
+            return true;
+        }
+        let i = id as usize;
+        if i >= self.direct.len() {
+            self.direct
+                .resize((i + 1).next_power_of_two().max(64), NO_SLOT);
+        }
+        if self.direct[i] != NO_SLOT {
+            return false;
+        }
+        self.direct[i] = slot;
+        true
+    }
+
+    /// Forgets `id`; its slot if it was held.
+    #[inline]
+    fn remove(&mut self, id: ReqId) -> Option<SlotIdx> {
+        if id < DIRECT_IDS {
+            let s = self.direct.get_mut(id as usize)?;
+            Some(std::mem::replace(s, NO_SLOT)).filter(|&s| s != NO_SLOT)
+        } else {
+            self.map.remove(&id)
+        }
+    }
+}
 
 /// Where a request stands.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -77,7 +143,7 @@ pub type SlotIdx = u32;
 pub struct RequestTable<X> {
     slots: Vec<Slot<X>>,
     free: Vec<SlotIdx>,
-    index: IdMap<ReqId, SlotIdx>,
+    index: IdIndex,
     queued: usize,
     in_flight: usize,
 }
@@ -94,7 +160,7 @@ impl<X: Copy + Default> RequestTable<X> {
         RequestTable {
             slots: Vec::new(),
             free: Vec::new(),
-            index: IdMap::default(),
+            index: IdIndex::default(),
             queued: 0,
             in_flight: 0,
         }
@@ -104,7 +170,7 @@ impl<X: Copy + Default> RequestTable<X> {
     /// duplicate id).
     pub fn check(&self, req: &Request) -> Result<(), SchedError> {
         check_request(req)?;
-        if self.index.contains_key(&req.id) {
+        if self.index.get(req.id).is_some() {
             return Err(SchedError::DuplicateRequest(req.id));
         }
         Ok(())
@@ -114,9 +180,14 @@ impl<X: Copy + Default> RequestTable<X> {
     /// look-up of the id: the duplicate check and the insertion share it).
     pub fn insert(&mut self, now: Time, req: Request, extra: X) -> Result<SlotIdx, SchedError> {
         check_request(&req)?;
-        let Entry::Vacant(entry) = self.index.entry(req.id) else {
-            return Err(SchedError::DuplicateRequest(req.id));
+        // The slot it takes: the last freed, else a new one.
+        let next = match self.free.last() {
+            Some(&i) => i,
+            None => self.slots.len() as SlotIdx,
         };
+        if !self.index.insert(req.id, next) {
+            return Err(SchedError::DuplicateRequest(req.id));
+        }
         let idx = match self.free.pop() {
             Some(i) => {
                 let s = &mut self.slots[i as usize];
@@ -138,7 +209,7 @@ impl<X: Copy + Default> RequestTable<X> {
                 (self.slots.len() - 1) as SlotIdx
             }
         };
-        entry.insert(idx);
+        debug_assert_eq!(idx, next);
         self.queued += 1;
         Ok(idx)
     }
@@ -191,19 +262,19 @@ impl<X: Copy + Default> RequestTable<X> {
 
     /// Looks up a request by id.
     pub fn find(&self, id: ReqId) -> Option<SlotIdx> {
-        self.index.get(&id).copied()
+        self.index.get(id)
     }
 
     /// Validates a completion and returns the slot, without freeing it.
     pub fn check_complete(&self, id: ReqId) -> Result<SlotIdx, SchedError> {
-        completable(&self.slots, id, self.index.get(&id).copied())
+        completable(&self.slots, id, self.index.get(id))
     }
 
     /// Completes a dispatched request: frees its slot and returns a copy
     /// (one look-up of the id for the check and the removal; a refused
     /// completion puts the id back, into the room it left: no allocation).
     pub fn complete(&mut self, id: ReqId) -> Result<Slot<X>, SchedError> {
-        let held = self.index.remove(&id);
+        let held = self.index.remove(id);
         let idx = match completable(&self.slots, id, held) {
             Ok(idx) => idx,
             Err(e) => {
@@ -658,5 +729,70 @@ impl<F, G> Topology<F, G> {
     /// Size of any table indexed by [`GroupId::index`].
     pub fn group_capacity(&self) -> usize {
         self.groups.capacity()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Inserts, look-ups and removals with ids on both sides of
+    /// [`DIRECT_IDS`] agree with a plain `HashMap` at every step, duplicate
+    /// and unknown ids included.
+    #[test]
+    fn id_index_agrees_with_a_hashmap() {
+        let mut x = 0x2545_F491_4F6C_DD1Du64;
+        let mut rnd = move || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        let mut idx = IdIndex::default();
+        let mut reference: HashMap<ReqId, SlotIdx> = HashMap::new();
+        for step in 0..100_000u32 {
+            let id = match rnd() % 4 {
+                0 => rnd() % 64,
+                1 => DIRECT_IDS - 8 + rnd() % 16,
+                2 => rnd() % (2 * DIRECT_IDS),
+                _ => rnd(),
+            };
+            if rnd() % 2 == 0 {
+                let inserted = idx.insert(id, step);
+                assert_eq!(inserted, !reference.contains_key(&id));
+                reference.entry(id).or_insert(step);
+            } else {
+                assert_eq!(idx.remove(id), reference.remove(&id));
+            }
+            assert_eq!(idx.get(id), reference.get(&id).copied());
+        }
+        for (&id, &slot) in &reference {
+            assert_eq!(idx.get(id), Some(slot));
+        }
+    }
+
+    /// A table refuses a duplicate and a premature completion alike for a
+    /// directly indexed id and a hashed one, and changes nothing then.
+    #[test]
+    fn small_and_large_ids_are_checked_alike() {
+        let mut t: RequestTable<()> = RequestTable::new();
+        for id in [3, DIRECT_IDS + 3] {
+            let r = Request {
+                id,
+                flow: FlowId(0),
+                sector: 0,
+                sectors: 8,
+                op: crate::types::Op::Read,
+                sync: true,
+            };
+            let s = t.insert(0, r, ()).unwrap();
+            assert_eq!(t.insert(0, r, ()), Err(SchedError::DuplicateRequest(id)));
+            assert!(matches!(t.complete(id), Err(SchedError::NotDispatched(_))));
+            assert_eq!(t.find(id), Some(s));
+            t.dispatch(0, s);
+            assert_eq!(t.complete(id).unwrap().req.id, id);
+            assert!(matches!(t.complete(id), Err(SchedError::UnknownRequest(_))));
+            assert_eq!(t.find(id), None);
+        }
     }
 }

@@ -40,6 +40,7 @@ pub mod peak_rate;
 pub mod preemption;
 pub mod queue;
 pub mod queue_merge;
+mod sorted;
 pub mod weight_raising;
 pub mod wf2q;
 

@@ -5,21 +5,17 @@
 //! defaults: fifo_expire_sync 125 ms, fifo_expire_async 250 ms,
 //! back_seek_max 16 MiB (32768 sectors), back_seek_penalty 2.
 //!
-//! Sorted order (`Sorted`) is a `VecDeque` of (sector, slot) kept sorted
-//! while the queue is shallow — binary search, and sequential streams
-//! insert at the back and leave from the front, so shifts are O(1) and
-//! nothing is allocated in steady state — and a `BTreeSet`, like the
-//! kernel's rbtree, once it holds more than [`DEEP`] requests (a writeback
-//! flow with thousands of random writes), where shifting would cost
-//! O(queue length) per request. It returns to the `VecDeque` when it
-//! drains. The FIFO is a `VecDeque` of (slot, generation) with lazy
+//! Sorted order is kept by `sorted::Sorted`: one sorted buffer while the
+//! queue is shallow, a `BTreeSet` (like the kernel's rbtree) beyond 128
+//! requests. The FIFO is a `VecDeque` of (slot, generation) with lazy
 //! deletion of entries already dispatched in sorted order.
 
+use super::sorted::{Key, Sorted};
 use crate::error::SchedError;
 use crate::settings::Settings;
 use crate::table::{RequestTable, SlotIdx};
 use crate::types::Time;
-use std::collections::{BTreeSet, VecDeque};
+use std::collections::VecDeque;
 
 /// How the next request is chosen inside the active flow.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -32,100 +28,6 @@ pub struct QueueConfig {
     pub back_seek_max: u64,
     /// A backward seek of d sectors costs like a forward one of d x this.
     pub back_seek_penalty: u64,
-}
-
-/// Queue length beyond which the sorted order moves to a B-tree.
-pub const DEEP: usize = 128;
-
-/// A queued request's place in sorted order: (first sector, slot).
-type Key = (u64, SlotIdx);
-
-/// Requests of one flow in (sector, slot) order.
-#[derive(Clone, Debug)]
-enum Sorted {
-    Shallow(VecDeque<(u64, SlotIdx)>),
-    Deep(BTreeSet<(u64, SlotIdx)>),
-}
-
-impl Default for Sorted {
-    fn default() -> Self {
-        Sorted::Shallow(VecDeque::new())
-    }
-}
-
-impl Sorted {
-    fn len(&self) -> usize {
-        match self {
-            Sorted::Shallow(v) => v.len(),
-            Sorted::Deep(b) => b.len(),
-        }
-    }
-
-    fn insert(&mut self, key: (u64, SlotIdx)) {
-        match self {
-            Sorted::Shallow(v) if v.len() >= DEEP => {
-                let mut b: BTreeSet<_> = v.drain(..).collect();
-                b.insert(key);
-                *self = Sorted::Deep(b);
-            }
-            Sorted::Shallow(v) => match v.back() {
-                // Sequential streams append: no search, no shift.
-                Some(&last) if last < key => v.push_back(key),
-                None => v.push_back(key),
-                _ => {
-                    let i = v.partition_point(|&k| k < key);
-                    v.insert(i, key);
-                }
-            },
-            Sorted::Deep(b) => {
-                b.insert(key);
-            }
-        }
-    }
-
-    fn remove(&mut self, key: (u64, SlotIdx)) {
-        match self {
-            Sorted::Shallow(v) => {
-                // Sequential streams leave from the front: no search, no
-                // shift.
-                if v.front() == Some(&key) {
-                    v.pop_front();
-                } else {
-                    let i = v.partition_point(|&k| k < key);
-                    debug_assert_eq!(v[i], key);
-                    v.remove(i);
-                }
-            }
-            Sorted::Deep(b) => {
-                let removed = b.remove(&key);
-                debug_assert!(removed, "removing a request that is not queued");
-                if b.is_empty() {
-                    *self = Sorted::default();
-                }
-            }
-        }
-    }
-
-    /// The nearest request at or after `head` and the nearest before it.
-    fn around(&self, head: u64) -> (Option<Key>, Option<Key>) {
-        match self {
-            Sorted::Shallow(v) => {
-                let i = v.partition_point(|&(sec, _)| sec < head);
-                (v.get(i).copied(), i.checked_sub(1).map(|j| v[j]))
-            }
-            Sorted::Deep(b) => (
-                b.range((head, 0)..).next().copied(),
-                b.range(..(head, 0)).next_back().copied(),
-            ),
-        }
-    }
-
-    fn first(&self) -> Option<(u64, SlotIdx)> {
-        match self {
-            Sorted::Shallow(v) => v.front().copied(),
-            Sorted::Deep(b) => b.first().copied(),
-        }
-    }
 }
 
 /// One flow's queued requests.
@@ -200,7 +102,7 @@ impl FlowQueue {
     /// The C-LOOK choice from `head`: the nearest request ahead, unless a
     /// near one behind is cheaper after the backward-seek penalty; with
     /// nothing ahead or near behind, wrap to the lowest sector.
-    fn clook_next(&self, head: u64, cfg: &QueueConfig) -> Option<(u64, SlotIdx)> {
+    fn clook_next(&mut self, head: u64, cfg: &QueueConfig) -> Option<Key> {
         let (ahead, behind) = self.sorted.around(head);
         let behind = behind.filter(|&(sec, _)| head - sec <= cfg.back_seek_max);
         match (ahead, behind) {
@@ -248,6 +150,7 @@ impl QueueConfig {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::bfq::sorted::DEEP;
     use crate::types::{FlowId, Op, Request, MS};
 
     fn cfg() -> QueueConfig {
