@@ -178,6 +178,12 @@ pub(crate) struct Ring {
     pub lingered: AtomicBool,
     /// Requests in the owner's plug, not yet handed to the scheduler.
     pub plugged: AtomicU32,
+    /// The flows with requests in the plug, as bits (a flow's id modulo
+    /// 64): set as requests are plugged, cleared when the plug is
+    /// flushed, written only under the ring's lock. A closing flow
+    /// whose bit is clear does not wait for this plug even while its lock
+    /// is busy ([`Shared::close_flow`]).
+    pub plug_flows: AtomicU64,
     /// Times the plug was flushed (a closing flow waits for the plugs
     /// that held requests when it closed, see [`Shared::close_flow`]).
     pub flushes: AtomicU64,
@@ -643,6 +649,7 @@ impl Shared {
             lingering: AtomicBool::new(false),
             lingered: AtomicBool::new(false),
             plugged: AtomicU32::new(0),
+            plug_flows: AtomicU64::new(0),
             flushes: AtomicU64::new(0),
             visits: AtomicU64::new(0),
             seen: AtomicU64::new(0),
@@ -812,8 +819,13 @@ impl Shared {
         op.before_stop = !self.stop_begun.load(Ordering::SeqCst);
         let mut st = ring.st.lock().unwrap_or_else(|p| p.into_inner());
         let stay = self.enter_to_plug(ring, &mut st, then_wait);
+        let bit = flow_bit(op.flow);
         st.plug.push(op);
         ring.plugged.store(st.plug.len() as u32, Ordering::Release);
+        let flows = ring.plug_flows.load(Ordering::Relaxed);
+        if flows & bit == 0 {
+            ring.plug_flows.store(flows | bit, Ordering::Release);
+        }
         if let Some(w) = st.cpu_wait.as_mut() {
             if w.tick() {
                 ring.renew.store(true, Ordering::Relaxed);
@@ -902,6 +914,7 @@ impl Shared {
             core.stopping().is_some()
         };
         ring.plugged.store(0, Ordering::SeqCst);
+        ring.plug_flows.store(0, Ordering::Release);
         // Only a holder of the ring's lock flushes its plug: a load and a
         // store, not a read-modify-write. Whoever reads the new count
         // (acquire) sees the plug's requests added to the core.
@@ -949,14 +962,16 @@ impl Shared {
             .map(|r| (r.clone(), r.flushes.load(Ordering::SeqCst)))
             .collect();
         // Only plugs that hold a request of the flow (or whose owner is
-        // busy with it, to be asked again at its flush) are waited for:
-        // a plug is looked into only if its lock is free (never waited
-        // for), so the lock order is not at stake.
+        // busy with it and that may, to be asked again at its flush) are
+        // waited for: a plug is looked into only if its lock is free
+        // (never waited for), so the lock order is not at stake; a busy
+        // one whose flows' bits lack this flow's holds none of it.
+        let bit = flow_bit(flow);
         let waits: Vec<(Arc<Ring>, u64)> = plugging
             .into_iter()
             .filter(|(r, _)| match r.st.try_lock() {
                 Ok(st) => st.plug.iter().any(|op| op.flow == flow),
-                Err(_) => true,
+                Err(_) => r.plug_flows.load(Ordering::Acquire) & bit != 0,
             })
             .collect();
         if waits.is_empty() {
@@ -1779,6 +1794,11 @@ impl Drop for CoreGuard<'_> {
 /// its slot to let go of with the wakes (under the core's lock a
 /// request's slot is not let go of: that may run the user's code, see
 /// [`Finished`]).
+/// A flow's bit in a ring's [`Ring::plug_flows`].
+fn flow_bit(flow: FlowId) -> u64 {
+    1 << (flow.0 % 64)
+}
+
 fn push_finished(ws: &mut Vec<Waiter>, released: &mut Vec<Release>, f: Finished, ring: &Ring) {
     let (w, hold) = f.into_parts();
     released.extend(hold);
