@@ -9,8 +9,9 @@
 //! thread descheduled between submitting and waiting may have its ring
 //! taken over by the service thread, and those cases are tried again.
 
-use bfq_engine::{Engine, FileTarget, FlowOptions, ShutdownMode};
-use std::os::fd::FromRawFd;
+mod common;
+use bfq_engine::{Engine, FlowOptions, ShutdownMode};
+use common::pipe;
 use std::sync::mpsc;
 use std::time::Duration;
 
@@ -20,22 +21,6 @@ fn tmpfile(size: u64) -> tempfile::NamedTempFile {
     let f = tempfile::NamedTempFile::new_in(std::env::temp_dir()).unwrap();
     f.as_file().set_len(size).unwrap();
     f
-}
-
-/// A pipe: its read end as a request target (a read completes only once
-/// the test writes the write end), and the write end.
-fn pipe() -> (FileTarget, std::fs::File) {
-    let mut fds = [0i32; 2];
-    // SAFETY: pipe writes two descriptors into the array.
-    assert_eq!(unsafe { libc::pipe(fds.as_mut_ptr()) }, 0);
-    // SAFETY: fresh descriptors we own.
-    let (r, w) = unsafe {
-        (
-            std::fs::File::from_raw_fd(fds[0]),
-            std::fs::File::from_raw_fd(fds[1]),
-        )
-    };
-    (FileTarget::new(r, 0), w)
 }
 
 /// Whether the kernel sets up rings with `DEFER_TASKRUN` (Linux 6.1 and

@@ -5,29 +5,14 @@
 //! assertion depends on timing (the timeout only turns a hang into a
 //! failure).
 
-use bfq_engine::{wait_any, Engine, FileTarget, FlowOptions, Pending, ShutdownMode, SubmitMode};
+mod common;
+use bfq_engine::{wait_any, Engine, FlowOptions, Pending, ShutdownMode, SubmitMode};
+use common::pipe;
 use std::io::Write;
-use std::os::fd::FromRawFd;
 use std::sync::{mpsc, Arc};
 use std::time::Duration;
 
 const HANG: Duration = Duration::from_secs(60);
-
-/// A pipe: its read end as a request target (a read completes only once
-/// the test writes the write end), and the write end.
-fn pipe() -> (FileTarget, std::fs::File) {
-    let mut fds = [0i32; 2];
-    // SAFETY: pipe writes two descriptors into the array.
-    assert_eq!(unsafe { libc::pipe(fds.as_mut_ptr()) }, 0);
-    // SAFETY: fresh descriptors we own.
-    let (r, w) = unsafe {
-        (
-            std::fs::File::from_raw_fd(fds[0]),
-            std::fs::File::from_raw_fd(fds[1]),
-        )
-    };
-    (FileTarget::new(r, 0), w)
-}
 
 /// Whether thread `tid` of this process is asleep (state `S`).
 fn asleep(tid: i32) -> bool {
