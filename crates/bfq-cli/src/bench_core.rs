@@ -66,7 +66,7 @@ pub struct Args {
     /// Each new request takes the id of the request that just completed,
     /// as in the engine, which numbers requests by its slots (ids stay
     /// below the number of requests held); default: a counter.
-    #[arg(long, conflicts_with = "blocking")]
+    #[arg(long)]
     pub reuse_ids: bool,
     /// Requests measured per configuration.
     #[arg(long, default_value_t = 2_000_000)]
@@ -169,6 +169,8 @@ const BLOCKING_DEVICE: DeviceInfo = DeviceInfo {
 /// requests in dispatch order, completed oldest first.
 struct Blocking {
     sync: bool,
+    /// A flow's next request takes the id of the one that completed.
+    reuse_ids: bool,
     device: VecDeque<Request>,
 }
 
@@ -222,7 +224,8 @@ impl Blocking {
         let done = self.device.pop_front().expect("a request on the device");
         s.complete(*now, done.id).expect("complete");
         self.drain(s, *now);
-        let req = self.next(*next_id, done.flow, done.end());
+        let id = if self.reuse_ids { done.id } else { *next_id };
+        let req = self.next(id, done.flow, done.end());
         *next_id += 1;
         s.add_request(*now, req).expect("add");
         let mut idle = self.drain(s, *now);
@@ -249,6 +252,7 @@ fn start_blocking(
     s.set_device(BLOCKING_DEVICE);
     let mut b = Blocking {
         sync,
+        reuse_ids: false,
         device: VecDeque::with_capacity(nflows as usize),
     };
     for i in 0..nflows {
@@ -266,10 +270,11 @@ fn measure_blocking(
     name: &str,
     settings: &Settings,
     nflows: u32,
-    sync: bool,
+    (sync, reuse_ids): (bool, bool),
     requests: u64,
 ) -> anyhow::Result<Row> {
     let (mut s, mut b) = start_blocking(name, settings, nflows, sync)?;
+    b.reuse_ids = reuse_ids;
     let (mut next_id, mut now) = (u64::from(nflows), 0);
     let warm = (requests / 4).max(u64::from(nflows) * 8);
     b.cycles(s.as_mut(), &mut next_id, &mut now, warm);
@@ -416,11 +421,12 @@ fn measure_threads(
     name: &str,
     settings: &Settings,
     nflows: u32,
-    sync: bool,
+    (sync, reuse_ids): (bool, bool),
     requests: u64,
     (threads, batch): (u32, u64),
 ) -> anyhow::Result<Row> {
-    let (s, b) = start_blocking(name, settings, nflows, sync)?;
+    let (s, mut b) = start_blocking(name, settings, nflows, sync)?;
+    b.reuse_ids = reuse_ids;
     let shared = Shared::new(s, b, u64::from(nflows));
     let warm = (requests / 4).max(u64::from(nflows) * 8);
     take_turns(&shared, threads, batch, warm.div_ceil(batch));
@@ -538,9 +544,10 @@ fn measure_all(
                 settings
             };
             let row = if let Some(threads) = a.threads {
-                measure_threads(name, set, n, !a.async_reads, a.requests, (threads, a.batch))?
+                let mode = (!a.async_reads, a.reuse_ids);
+                measure_threads(name, set, n, mode, a.requests, (threads, a.batch))?
             } else if a.blocking {
-                measure_blocking(name, set, n, !a.async_reads, a.requests)?
+                measure_blocking(name, set, n, (!a.async_reads, a.reuse_ids), a.requests)?
             } else {
                 measure(name, set, n, a.queued, place, a.requests)?
             };
