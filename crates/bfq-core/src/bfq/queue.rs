@@ -6,7 +6,7 @@
 //! back_seek_max 16 MiB (32768 sectors), back_seek_penalty 2.
 //!
 //! Sorted order is kept by `sorted::Sorted`: one sorted buffer while the
-//! queue is shallow, a `BTreeSet` (like the kernel's rbtree) beyond 128
+//! queue is shallow, a `BTreeSet` (like the kernel's rbtree) beyond 1024
 //! requests. The FIFO is a `VecDeque` of (slot, generation) with lazy
 //! deletion of entries already dispatched in sorted order.
 
