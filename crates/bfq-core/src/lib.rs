@@ -38,3 +38,16 @@ pub use hooked::{Hooked, Hooks};
 pub use scheduler::{FlowInternals, Internals, Scheduler};
 pub use settings::Settings;
 pub use types::*;
+
+/// A xorshift64 stream for unit tests' random inputs (any nonzero
+/// seed): deterministic, no dependency.
+#[cfg(test)]
+pub(crate) fn xorshift(seed: u64) -> impl FnMut() -> u64 {
+    let mut x = seed;
+    move || {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x
+    }
+}

@@ -741,13 +741,7 @@ mod tests {
     /// and unknown ids included.
     #[test]
     fn id_index_agrees_with_a_hashmap() {
-        let mut x = 0x2545_F491_4F6C_DD1Du64;
-        let mut rnd = move || {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x
-        };
+        let mut rnd = crate::xorshift(0x2545_F491_4F6C_DD1Du64);
         let mut idx = IdIndex::default();
         let mut reference: HashMap<ReqId, SlotIdx> = HashMap::new();
         for step in 0..100_000u32 {
@@ -757,7 +751,7 @@ mod tests {
                 2 => rnd() % (2 * DIRECT_IDS),
                 _ => rnd(),
             };
-            if rnd() % 2 == 0 {
+            if rnd().is_multiple_of(2) {
                 let inserted = idx.insert(id, step);
                 assert_eq!(inserted, !reference.contains_key(&id));
                 reference.entry(id).or_insert(step);

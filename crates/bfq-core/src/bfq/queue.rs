@@ -242,13 +242,7 @@ mod tests {
         let mut t = RequestTable::new();
         let mut q = FlowQueue::default();
         let mut reference: Vec<(u64, SlotIdx)> = vec![];
-        let mut x = 12345u64;
-        let mut rnd = move || {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x
-        };
+        let mut rnd = crate::xorshift(12345u64);
         let mut head = 0u64;
         let mut id = 0u64;
         for round in 0..6 {

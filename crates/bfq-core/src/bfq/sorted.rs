@@ -243,13 +243,7 @@ mod tests {
     /// sorted `Vec` at every step.
     #[test]
     fn agrees_with_a_sorted_vec() {
-        let mut x = 0x9E37_79B9_7F4A_7C15u64;
-        let mut rnd = move || {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x
-        };
+        let mut rnd = crate::xorshift(0x9E37_79B9_7F4A_7C15u64);
         let mut s = Sorted::default();
         let mut reference: Vec<Key> = vec![];
         let mut next_slot: SlotIdx = 0;
@@ -262,7 +256,7 @@ mod tests {
                 _ => 40,
             };
             let add = reference.len() < target || (reference.is_empty() && target > 0);
-            if add && rnd() % 4 != 0 {
+            if add && !rnd().is_multiple_of(4) {
                 let sector = match rnd() % 4 {
                     0 => {
                         tail += 8;
