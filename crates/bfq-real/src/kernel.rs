@@ -482,13 +482,8 @@ mod tests {
 
     #[test]
     fn a_kernel_flows_requests_allocate_nothing_each() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("t");
-        std::fs::write(&path, vec![1u8; 1 << 20]).unwrap();
+        let (_dir, path, patterns) = crate::alloc_count::file_and_patterns();
         let file = std::fs::File::open(&path).unwrap();
-        // A replay of three sizes (16 KiB a round), as a trace's requests.
-        let replay = Pattern::Replay(vec![(0, 4096), (8192, 8192), (32768, 4096)]);
-        let patterns = [Pattern::Seq, Pattern::Rand, replay];
         for pattern in &patterns {
             for (client, depth) in [
                 (KernelClient::Pread, 1),

@@ -97,4 +97,21 @@ pub(crate) mod alloc_count {
         let r = f();
         (r, ALLOCS.with(Cell::get) - before)
     }
+
+    /// What the allocation tests drive a flow over: a 1 MiB file of ones
+    /// in a fresh directory (gone with the returned `TempDir`), and the
+    /// patterns: sequential, random, and a replay of three sizes (16 KiB
+    /// a round, as a trace's requests).
+    pub(crate) fn file_and_patterns() -> (tempfile::TempDir, std::path::PathBuf, [crate::Pattern; 3])
+    {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t");
+        std::fs::write(&path, vec![1u8; 1 << 20]).unwrap();
+        let replay = crate::Pattern::Replay(vec![(0, 4096), (8192, 8192), (32768, 4096)]);
+        (
+            dir,
+            path,
+            [crate::Pattern::Seq, crate::Pattern::Rand, replay],
+        )
+    }
 }

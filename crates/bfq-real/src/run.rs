@@ -658,18 +658,14 @@ mod tests {
 
     #[test]
     fn an_engine_flows_requests_allocate_nothing_each() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("t");
-        std::fs::write(&path, vec![1u8; 1 << 20]).unwrap();
+        let (_dir, path, patterns) = crate::alloc_count::file_and_patterns();
         let engine = Engine::builder(&path)
             .direct(false)
             .scheduler("fifo")
             .coop_taskrun(bfq_engine::CoopTaskrun::Off)
             .open()
             .unwrap();
-        // A replay of three sizes (16 KiB a round), as a trace's requests.
-        let replay = Pattern::Replay(vec![(0, 4096), (8192, 8192), (32768, 4096)]);
-        for pattern in [Pattern::Seq, Pattern::Rand, replay] {
+        for pattern in patterns {
             for depth in [1, 4] {
                 // The thread's ring and the flow's first requests take
                 // what they take once; then 64 KiB, then 4 MiB.
