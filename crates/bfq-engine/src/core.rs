@@ -89,6 +89,13 @@ impl Op {
         }
         sink
     }
+
+    /// Fails a request the core holds or is handed (see
+    /// [`Op::take_sink`]); returns it finished, to wake and let go of
+    /// with the lock released.
+    fn fail(&mut self, admission: &Admission, e: io::Error) -> Option<Finished> {
+        self.take_sink(admission).map(|s| s.complete(Err(e)))
+    }
 }
 
 impl Drop for Op {
@@ -439,17 +446,17 @@ impl Core {
             } else {
                 engine_gone()
             };
-            return Err(self.fail(&mut op, e));
+            return Err(op.fail(&self.cfg.admission, e));
         }
         let drained = self.stopping == Some(ShutdownMode::Drain) && op.before_stop;
         if self.stopping.is_some() && !drained {
             self.stats.cancelled += 1;
-            return Err(self.fail(&mut op, cancelled()));
+            return Err(op.fail(&self.cfg.admission, cancelled()));
         }
         let Some(end) = op.offset.checked_add(u64::from(op.len)) else {
             self.stats.errors += 1;
             let e = io::Error::new(io::ErrorKind::InvalidInput, "request ends past 2^64 bytes");
-            return Err(self.fail(&mut op, e));
+            return Err(op.fail(&self.cfg.admission, e));
         };
         let idx = match self.free.pop() {
             Some(i) => i,
@@ -492,11 +499,11 @@ impl Core {
                 self.free.push(idx);
                 self.stats.errors += 1;
                 let e = io::Error::new(io::ErrorKind::InvalidInput, e);
-                Err(self.fail(&mut op, e))
+                Err(op.fail(&self.cfg.admission, e))
             }
             None => {
                 self.free.push(idx);
-                Err(self.fail(&mut op, scheduler_failed()))
+                Err(op.fail(&self.cfg.admission, scheduler_failed()))
             }
         }
     }
@@ -652,14 +659,6 @@ impl Core {
         op.take_sink(&self.cfg.admission).map(|s| (s, result))
     }
 
-    /// Fails a request the core holds or is handed (see
-    /// [`Op::take_sink`]); returns it finished, to wake and let go of
-    /// with the lock released.
-    fn fail(&self, op: &mut Op, e: io::Error) -> Option<Finished> {
-        op.take_sink(&self.cfg.admission)
-            .map(|s| s.complete(Err(e)))
-    }
-
     fn result_of(&self, op: &Op, res: i32) -> io::Result<usize> {
         if res < 0 {
             return Err(io::Error::from_raw_os_error(-res));
@@ -701,8 +700,7 @@ impl Core {
             if matches!(h, Some(x) if x.ring.is_none()) {
                 let mut x = h.take().expect("checked");
                 self.stats.cancelled += 1;
-                let sink = x.op.take_sink(&self.cfg.admission);
-                self.finished.extend(sink.map(|s| s.complete(Err(err()))));
+                self.finished.extend(x.op.fail(&self.cfg.admission, err()));
             }
         }
     }
