@@ -238,7 +238,7 @@ fn engine_stats_json(e: &EngineStats) -> Value {
         "foreign_completions": e.foreign_completions,
         "service_completions": e.service_completions, "cross_wakes": e.cross_wakes,
         "coop_switches": e.coop_switches,
-        "core_waits": e.core_waits,
+        "core_waits": e.core_waits, "core_wait_ns": e.core_wait_ns,
         "latency_bucket_us": "bucket 0 < 1 us, bucket i in [2^(i-1), 2^i) us (1024 ns units)",
         "own_latency": e.own_latency, "foreign_latency": e.foreign_latency,
         "wake_latency": e.wake_latency,

@@ -127,6 +127,9 @@ pub(crate) struct Shared {
     /// [`crate::EngineStats::core_waits`] (counted on the contended path
     /// only).
     pub core_waits: [AtomicU64; 2],
+    /// [`crate::EngineStats::core_wait_ns`] (timed on the contended path
+    /// only).
+    pub core_wait_ns: [AtomicU64; 2],
     /// [`crate::EngineStats::wake_latency`].
     pub wake_latency: [AtomicU64; LATENCY_BUCKETS],
     /// Closed flows waiting for plugs to be flushed before they leave
@@ -538,6 +541,7 @@ impl Shared {
             cross_wakes: AtomicU64::new(0),
             coop_switches: Default::default(),
             core_waits: Default::default(),
+            core_wait_ns: Default::default(),
             wake_latency: Default::default(),
             closing: Mutex::new(Vec::new()),
             closing_len: AtomicUsize::new(0),
@@ -575,20 +579,26 @@ impl Shared {
     #[cold]
     fn core_contended(&self) -> MutexGuard<'_, Core> {
         self.core_waits[0].fetch_add(1, Ordering::Relaxed);
-        let until = monotonic_ns() + CORE_SPIN_NS;
-        loop {
+        let start = monotonic_ns();
+        let until = start + CORE_SPIN_NS;
+        let g = loop {
             for _ in 0..16 {
                 std::hint::spin_loop();
             }
             match self.core.try_lock() {
-                Ok(g) => return g,
-                Err(TryLockError::Poisoned(p)) => return p.into_inner(),
+                Ok(g) => break g,
+                Err(TryLockError::Poisoned(p)) => break p.into_inner(),
                 Err(TryLockError::WouldBlock) if monotonic_ns() < until => {}
-                Err(TryLockError::WouldBlock) => break,
+                Err(TryLockError::WouldBlock) => {
+                    self.core_waits[1].fetch_add(1, Ordering::Relaxed);
+                    break self.core.lock().unwrap_or_else(|p| p.into_inner());
+                }
             }
-        }
-        self.core_waits[1].fetch_add(1, Ordering::Relaxed);
-        self.core.lock().unwrap_or_else(|p| p.into_inner())
+        };
+        let waited = monotonic_ns().saturating_sub(start);
+        self.core_wait_ns[0].fetch_add(waited, Ordering::Relaxed);
+        self.core_wait_ns[1].fetch_max(waited, Ordering::Relaxed);
+        g
     }
 
     /// Makes a ring whose completions can notify the service thread;
@@ -2601,7 +2611,8 @@ mod tests {
     }
 
     /// `EngineStats::core_waits`: a thread that finds the core's lock
-    /// held counts itself, and again when it gives up spinning and sleeps.
+    /// held counts itself, and again when it gives up spinning and sleeps;
+    /// `core_wait_ns` times its wait, which lasted at least its spin.
     #[test]
     fn a_thread_that_finds_the_core_held_is_counted_once_spinning_and_once_asleep() {
         let (engine, shared, flow) = nop_engine();
@@ -2621,10 +2632,16 @@ mod tests {
         }
         drop(held);
         waiter.join().unwrap();
-        let [found, slept] = engine.stats().unwrap().core_waits;
+        let stats = engine.stats().unwrap();
+        let [found, slept] = stats.core_waits;
         assert!(
             found >= 1 && slept >= 1 && slept <= found,
             "{found} {slept}"
+        );
+        let [total, longest] = stats.core_wait_ns;
+        assert!(
+            longest >= CORE_SPIN_NS && total >= longest,
+            "{total} {longest}"
         );
         drop(flow);
         engine.shutdown(crate::ShutdownMode::Drain).unwrap();

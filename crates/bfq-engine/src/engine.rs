@@ -621,6 +621,11 @@ impl Engine {
             .core_waits
             .each_ref()
             .map(|c| c.load(Ordering::Relaxed));
+        s.core_wait_ns = self
+            .shared
+            .core_wait_ns
+            .each_ref()
+            .map(|c| c.load(Ordering::Relaxed));
         for (to, from) in s.wake_latency.iter_mut().zip(&self.shared.wake_latency) {
             *to = from.load(Ordering::Relaxed);
         }
