@@ -112,6 +112,28 @@ pub(crate) fn engine_gone() -> io::Error {
     io::Error::new(io::ErrorKind::BrokenPipe, "the engine has shut down")
 }
 
+/// The scheduler's view of request `op` held in slot `idx`: its sectors
+/// on the device (the file's base added), at least one and at most
+/// `u32::MAX`.
+fn scheduler_request(op: &Op, idx: u32) -> Request {
+    let base = op.file.as_ref().map_or(0, |f| f.sector_base());
+    let sector = base.saturating_add(op.offset / SECTOR_BYTES);
+    let end = op.offset.saturating_add(u64::from(op.len));
+    let end = base.saturating_add(end.div_ceil(SECTOR_BYTES));
+    Request {
+        id: u64::from(idx),
+        flow: op.flow,
+        sector,
+        sectors: (end - sector).clamp(1, u64::from(u32::MAX)) as u32,
+        op: if op.kind == OpKind::Write {
+            SOp::Write
+        } else {
+            SOp::Read
+        },
+        sync: op.sync,
+    }
+}
+
 fn scheduler_failed() -> io::Error {
     io::Error::new(io::ErrorKind::BrokenPipe, "the scheduler failed (panicked)")
 }
@@ -434,6 +456,30 @@ impl Core {
         self.stopping
     }
 
+    /// Why a request must fail at once, counting it: the engine is
+    /// closed or its scheduler failed, the engine stops (and the request
+    /// is not one a draining stop serves), or its end lies past 2^64
+    /// bytes.
+    fn refusal(&mut self, op: &Op) -> Option<io::Error> {
+        if self.failed {
+            return Some(scheduler_failed());
+        }
+        if self.closed {
+            return Some(engine_gone());
+        }
+        let drained = self.stopping == Some(ShutdownMode::Drain) && op.before_stop;
+        if self.stopping.is_some() && !drained {
+            self.stats.cancelled += 1;
+            return Some(cancelled());
+        }
+        if op.offset.checked_add(u64::from(op.len)).is_none() {
+            self.stats.errors += 1;
+            let e = io::Error::new(io::ErrorKind::InvalidInput, "request ends past 2^64 bytes");
+            return Some(e);
+        }
+        None
+    }
+
     /// Hands a request to the scheduler and returns its id (its SQE's
     /// user data once dispatched). If it failed at once, returns it
     /// finished instead (its result is in; `None` if its slot was let go
@@ -447,24 +493,9 @@ impl Core {
         from: u32,
     ) -> Result<u32, Option<Finished>> {
         let now = self.at(now);
-        if self.closed || self.failed {
-            let e = if self.failed {
-                scheduler_failed()
-            } else {
-                engine_gone()
-            };
+        if let Some(e) = self.refusal(&op) {
             return Err(op.fail(&self.cfg.admission, e));
         }
-        let drained = self.stopping == Some(ShutdownMode::Drain) && op.before_stop;
-        if self.stopping.is_some() && !drained {
-            self.stats.cancelled += 1;
-            return Err(op.fail(&self.cfg.admission, cancelled()));
-        }
-        let Some(end) = op.offset.checked_add(u64::from(op.len)) else {
-            self.stats.errors += 1;
-            let e = io::Error::new(io::ErrorKind::InvalidInput, "request ends past 2^64 bytes");
-            return Err(op.fail(&self.cfg.admission, e));
-        };
         let idx = match self.free.pop() {
             Some(i) => i,
             None => {
@@ -472,21 +503,7 @@ impl Core {
                 (self.held.len() - 1) as u32
             }
         };
-        let base = op.file.as_ref().map_or(0, |f| f.sector_base());
-        let sector = base.saturating_add(op.offset / SECTOR_BYTES);
-        let end = base.saturating_add(end.div_ceil(SECTOR_BYTES));
-        let req = Request {
-            id: u64::from(idx),
-            flow: op.flow,
-            sector,
-            sectors: (end - sector).clamp(1, u64::from(u32::MAX)) as u32,
-            op: if op.kind == OpKind::Write {
-                SOp::Write
-            } else {
-                SOp::Read
-            },
-            sync: op.sync,
-        };
+        let req = scheduler_request(&op, idx);
         match self.sched(|s| s.add_request(now, req)) {
             Some(Ok(())) => {
                 self.seq += 1;
