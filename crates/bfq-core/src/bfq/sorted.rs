@@ -233,6 +233,7 @@ impl Deep {
         }
     }
 
+    /// Adds `p` to its chunk, splitting the chunk first if full.
     fn insert(&mut self, p: Packed) {
         let mut c = self.chunk_of(p);
         if self.chunks[c].len() == CHUNK {
@@ -255,6 +256,8 @@ impl Deep {
         self.len += 1;
     }
 
+    /// Removes `p` from its chunk; an emptied chunk becomes a spare, a
+    /// sparse one may merge.
     fn remove(&mut self, p: Packed) {
         let (nc, ni) = self.near;
         let at = |c: usize, i: usize| self.chunks.get(c).and_then(|ch| ch.get(i)) == Some(&p);
