@@ -6,9 +6,10 @@
 //! back_seek_max 16 MiB (32768 sectors), back_seek_penalty 2.
 //!
 //! Sorted order is kept by `sorted::Sorted`: one sorted buffer while the
-//! queue is shallow, a `BTreeSet` (like the kernel's rbtree) beyond 1024
-//! requests. The FIFO is a `VecDeque` of (slot, generation) with lazy
-//! deletion of entries already dispatched in sorted order.
+//! queue is shallow, sorted chunks of up to 128 keys beyond 1024 requests
+//! (where the kernel keeps an rbtree). The FIFO is a `VecDeque` of (slot,
+//! generation) with lazy deletion of entries already dispatched in sorted
+//! order.
 
 use super::sorted::{Key, Sorted};
 use crate::error::SchedError;
