@@ -130,9 +130,17 @@ impl FlowQueue {
         }
         if self.is_empty() {
             self.fifo.clear();
+            if self.fifo.capacity() > FIFO_KEEP {
+                self.fifo.shrink_to(FIFO_KEEP);
+            }
         }
     }
 }
+
+/// Room a drained FIFO keeps (128 entries, 1 KiB); a larger one, left by
+/// a deep queue, is given back when the queue drains, as the sorted
+/// order's is.
+const FIFO_KEEP: usize = 128;
 
 impl QueueConfig {
     /// The in-queue ordering settings over profile `d`
@@ -192,6 +200,20 @@ mod tests {
             out.push(r.sector);
         }
         out
+    }
+
+    /// A queue once thousands deep keeps little room once drained: the
+    /// FIFO's down to [`FIFO_KEEP`] entries.
+    #[test]
+    fn a_drained_queue_gives_back_the_fifo_a_deep_one_grew() {
+        let mut t = RequestTable::new();
+        let mut q = FlowQueue::default();
+        for i in 0..(4 * DEEP as u64) {
+            add(&mut t, &mut q, i, (i * 7919) % 100_000 * 8, 0);
+        }
+        assert!(q.fifo.capacity() >= 4 * DEEP);
+        assert_eq!(drain(&mut t, &mut q, 0, 0).len(), 4 * DEEP);
+        assert!(q.fifo.capacity() <= FIFO_KEEP, "{}", q.fifo.capacity());
     }
 
     #[test]
