@@ -933,9 +933,15 @@ impl Bfq {
         let gone_idle = !busy && fs.in_flight == 0;
         // Heuristic 7: a sync flow with requests in flight that would be
         // idled for stays backlogged; one that leaves B-WF2Q+ with requests
-        // in flight keeps its place if it comes back in time.
+        // in flight keeps its place if it comes back in time. A turn that
+        // ended for want of requests ended because its flow is not idled
+        // for (`dispatch_while_empty`), and nothing the decision reads has
+        // changed since (the seeky grace, the one difference, only ever
+        // lengthens the idling): that flow does not stay.
         let out = !busy && fs.in_flight > 0;
-        let keep = out && self.stays_backlogged(self.flow_state(turn.flow));
+        let keep = out
+            && reason != ExpireReason::NoMoreRequests
+            && self.stays_backlogged(self.flow_state(turn.flow));
         let fs = &mut self.topo.any_flow_mut(turn.flow).data;
         fs.inj.returning = out && !keep && shift && fs.sync && self.cfg.inject.enabled;
         fs.charged += charge;
