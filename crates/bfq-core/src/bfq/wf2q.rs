@@ -651,8 +651,19 @@ impl Wf2q {
 
     /// Selects the next flow to serve (Fig. 4 `get_next_application`),
     /// descending from the root through groups. Marks the path in service.
-    /// Returns the flow's index, or None when nothing is queued.
+    /// Returns the flow's index, or None when nothing is queued (checked
+    /// here, inline: a scheduler whose flows each wait for one request
+    /// asks on every dispatch while all of them are in flight).
+    #[inline]
     pub fn select(&mut self, now: Time) -> Option<(u32, EntityId)> {
+        if self.sd(GroupId::ROOT).busy == 0 {
+            return None;
+        }
+        self.select_queued(now)
+    }
+
+    /// [`Wf2q::select`] with an entity queued or in service at the root.
+    fn select_queued(&mut self, now: Time) -> Option<(u32, EntityId)> {
         let mut g = GroupId::ROOT;
         loop {
             debug_assert!(self.sd(g).in_service.is_none());
