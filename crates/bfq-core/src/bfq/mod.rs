@@ -743,13 +743,20 @@ impl Bfq {
 
     /// Marks a flow busy (request queued or in flight) or idle in the
     /// census; on becoming idle, computes its soft real-time next start.
+    /// (Inline up to the check: a flow that lingered is still busy when
+    /// its next request wakes it.)
+    #[inline]
     fn set_busy(&mut self, f: FlowId, busy: bool, now: Time) {
+        if self.flow_state(f).busy != busy {
+            self.switch_busy(f, busy, now);
+        }
+    }
+
+    /// [`Bfq::set_busy`] for a flow that is not yet `busy`.
+    fn switch_busy(&mut self, f: FlowId, busy: bool, now: Time) {
         let slice_idle = self.cfg.idle.slice_idle;
         let max_rt = self.cfg.wr.max_softrt_rate;
         let fs = &mut self.topo.any_flow_mut(f).data;
-        if fs.busy == busy {
-            return;
-        }
         fs.busy = busy;
         let (w, c, g, r) = (fs.weight, fs.class, fs.group.index(), fs.raise.on());
         if busy {
@@ -816,10 +823,10 @@ impl Bfq {
     /// freeing a removed flow on its last.
     fn release(&mut self, now: Time, f: FlowId) {
         let e = self.topo.any_flow(f);
-        if e.retired && e.held == 1 {
+        let (entity, last) = (e.data.entity, e.retired && e.held == 1);
+        if last {
             self.retire(now, f);
         }
-        let entity = self.flow_state(f).entity;
         if self.topo.release(f) {
             self.wf2q.free_entity(entity);
         }

@@ -262,6 +262,7 @@ impl Wf2q {
 
     // ---- heap primitives (min-heaps on (key, id), positions in `pos`) ----
 
+    #[inline]
     fn heap_push(heap: &mut Vec<(u64, EntityId)>, pos: &mut [u32], item: (u64, EntityId)) {
         heap.push(item);
         let i = heap.len() - 1;
@@ -269,6 +270,7 @@ impl Wf2q {
         Self::sift_up(heap, pos, i);
     }
 
+    #[inline]
     fn sift_up(heap: &mut [(u64, EntityId)], pos: &mut [u32], mut i: usize) {
         while i > 0 {
             let p = (i - 1) / 2;
@@ -303,6 +305,7 @@ impl Wf2q {
         }
     }
 
+    #[inline]
     fn heap_remove_at(
         heap: &mut Vec<(u64, EntityId)>,
         pos: &mut [u32],
@@ -323,6 +326,7 @@ impl Wf2q {
     // ---- tree operations ----
 
     /// Puts a queued entity in its tree's eligible or ineligible heap.
+    #[inline]
     fn enqueue(&mut self, id: EntityId) {
         let e = self.entities[id as usize];
         let (groups, pos) = (&mut self.groups, &mut self.pos);
@@ -405,12 +409,14 @@ impl Wf2q {
 
     /// Charges `service` sectors dispatched for the in-service entity `id`
     /// at every level up to the root (Fig. 4 `inc_tot_service`).
+    #[inline]
     pub fn served(&mut self, id: EntityId, service: u64) {
         self.charge_path(id, service, true);
     }
 
     /// Advances V by `service` in the tree of `id` and of each ancestor;
     /// with `count`, also adds it to each entity's service of this turn.
+    #[inline]
     fn charge_path(&mut self, id: EntityId, service: u64, count: bool) {
         let mut id = id;
         loop {
@@ -578,6 +584,7 @@ impl Wf2q {
     /// Picks the class to serve in group `g`: RT, then BE, then IDLE —
     /// except that IDLE goes first when it waited longer than the
     /// starvation timeout (kernel BFQ_CL_IDLE_TIMEOUT).
+    #[inline]
     fn pick_class(&self, g: GroupId, now: Time) -> Option<IoClass> {
         let sd = self.sd(g);
         // Nothing queued (no busy child, none in service while picking).
