@@ -646,7 +646,10 @@ mod tests {
         assert_eq!(l.remove(b), None);
         l.push(a, 40);
         // A new flow on c's index (another generation) is not c.
-        assert_eq!(l.remove(FlowId(2 | (1 << crate::types::ID_INDEX_BITS))), None);
+        assert_eq!(
+            l.remove(FlowId(2 | (1 << crate::types::ID_INDEX_BITS))),
+            None
+        );
         assert_eq!(l.pop_due(39, 8), Some((c, 30)));
         assert_eq!(l.pop_due(47, 8), None);
         assert_eq!(l.pop_due(48, 8), Some((a, 40)));
