@@ -47,8 +47,7 @@
 
 use crate::error::SchedError;
 use crate::settings::Settings;
-use crate::types::{DeviceInfo, IoClass, Time, MAX_WEIGHT, MS};
-use std::collections::VecDeque;
+use crate::types::{DeviceInfo, FlowId, IoClass, Time, MAX_WEIGHT, MS};
 
 /// Idling parameters.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -163,30 +162,132 @@ impl SeekHistory {
     }
 }
 
-/// Flows kept in the [`Census`] after their last completion, in completion
-/// order: (flow index, completion time). Entries are dropped `slice_idle`
-/// after the completion, or found stale (the flow got a request, or was
-/// removed) when popped; no allocation once the queue has grown to the
-/// completions of one `slice_idle`.
-#[derive(Clone, Debug, Default)]
+/// Flows kept in the [`Census`] after their last completion, oldest
+/// completion first, each with its completion time: a list linked through
+/// one entry per flow index, so that a flow leaves it in O(1) when it gets
+/// a request or is removed, and the list never holds more than the flows.
+/// (Every completion of a sync flow with a short think time lingers: a
+/// queue of completions, most of them made stale a moment later by the
+/// flow's next request, held `slice_idle` of them.) No allocation once the
+/// entries cover the flows' indexes ([`Lingering::reserve`] as flows are
+/// created).
+#[derive(Clone, Debug)]
 pub struct Lingering {
-    queue: VecDeque<(u32, Time)>,
+    /// By flow index: where the flow stands in the list.
+    links: Vec<Link>,
+    /// Oldest and newest listed flow indexes ([`NIL`] when empty).
+    head: u32,
+    tail: u32,
+}
+
+/// No flow index (an end of the [`Lingering`] list).
+const NIL: u32 = u32::MAX;
+
+/// A flow's place in the [`Lingering`] list.
+#[derive(Clone, Copy, Debug)]
+struct Link {
+    /// The flow's id while listed.
+    flow: u32,
+    /// Its last completion.
+    at: Time,
+    prev: u32,
+    next: u32,
+    listed: bool,
+}
+
+impl Default for Link {
+    fn default() -> Self {
+        Link {
+            flow: 0,
+            at: 0,
+            prev: NIL,
+            next: NIL,
+            listed: false,
+        }
+    }
+}
+
+impl Default for Lingering {
+    fn default() -> Self {
+        Lingering::new()
+    }
 }
 
 impl Lingering {
-    /// Flow `flow` completed its last request at `at` and lingers.
-    pub fn push(&mut self, flow: u32, at: Time) {
-        self.queue.push_back((flow, at));
+    /// An empty list.
+    pub fn new() -> Self {
+        Lingering {
+            links: Vec::new(),
+            head: NIL,
+            tail: NIL,
+        }
     }
 
-    /// The next entry whose lingering (`span` long) is over at `now`.
-    pub fn pop_due(&mut self, now: Time, span: Time) -> Option<(u32, Time)> {
-        let &(f, at) = self.queue.front()?;
-        if at.saturating_add(span) > now {
+    /// Makes room for flow index `index` (called when flows are created).
+    pub fn reserve(&mut self, index: usize) {
+        if self.links.len() <= index {
+            self.links.resize(index + 1, Link::default());
+        }
+    }
+
+    /// Flow `flow` completed its last request at `at` and lingers (from
+    /// now on, if it already did). Times are non-decreasing, so the list
+    /// stays in completion order.
+    pub fn push(&mut self, flow: FlowId, at: Time) {
+        self.remove(flow);
+        let i = flow.index();
+        self.reserve(i);
+        self.links[i] = Link {
+            flow: flow.0,
+            at,
+            prev: self.tail,
+            next: NIL,
+            listed: true,
+        };
+        match self.tail {
+            NIL => self.head = i as u32,
+            t => self.links[t as usize].next = i as u32,
+        }
+        self.tail = i as u32;
+    }
+
+    /// Takes `flow` off the list; the completion it lingered since, if it
+    /// did.
+    pub fn remove(&mut self, flow: FlowId) -> Option<Time> {
+        let l = *self.links.get(flow.index())?;
+        if !l.listed || l.flow != flow.0 {
             return None;
         }
-        self.queue.pop_front();
-        Some((f, at))
+        match l.prev {
+            NIL => self.head = l.next,
+            p => self.links[p as usize].next = l.next,
+        }
+        match l.next {
+            NIL => self.tail = l.prev,
+            n => self.links[n as usize].prev = l.prev,
+        }
+        self.links[flow.index()].listed = false;
+        Some(l.at)
+    }
+
+    /// Whether some flow's lingering (`span` long) is over at `now`.
+    #[inline]
+    pub fn any_due(&self, now: Time, span: Time) -> bool {
+        self.links
+            .get(self.head as usize)
+            .is_some_and(|l| l.at.saturating_add(span) <= now)
+    }
+
+    /// Takes off the list the oldest flow whose lingering (`span` long) is
+    /// over at `now`: the flow and its completion time.
+    pub fn pop_due(&mut self, now: Time, span: Time) -> Option<(FlowId, Time)> {
+        let l = *self.links.get(self.head as usize)?;
+        if l.at.saturating_add(span) > now {
+            return None;
+        }
+        let flow = FlowId(l.flow);
+        self.remove(flow);
+        Some((flow, l.at))
     }
 }
 
@@ -529,5 +630,31 @@ mod tests {
         assert_eq!(c.wait_time(&disk, IoClass::Idle, true, false), None);
         assert_eq!(c.wait_time(&ncq, IoClass::Be, true, false), Some(8 * MS));
         assert_eq!(c.wait_time(&ncq, IoClass::Be, true, true), None);
+    }
+
+    /// The list keeps the flows in completion order; a flow that gets a
+    /// request leaves it wherever it stands, one that lingers again moves
+    /// to the end, and a removed flow's reused index is not taken for it.
+    #[test]
+    fn lingering_flows_leave_in_completion_order() {
+        let mut l = Lingering::new();
+        let (a, b, c) = (FlowId(0), FlowId(1), FlowId(2));
+        l.push(a, 10);
+        l.push(b, 20);
+        l.push(c, 30);
+        assert_eq!(l.remove(b), Some(20));
+        assert_eq!(l.remove(b), None);
+        l.push(a, 40);
+        // A new flow on c's index (another generation) is not c.
+        assert_eq!(
+            l.remove(FlowId(2 | (1 << crate::types::ID_INDEX_BITS))),
+            None
+        );
+        assert_eq!(l.pop_due(39, 8), Some((c, 30)));
+        assert_eq!(l.pop_due(47, 8), None);
+        assert_eq!(l.pop_due(48, 8), Some((a, 40)));
+        assert_eq!(l.pop_due(u64::MAX, 8), None);
+        l.push(b, 50);
+        assert_eq!(l.pop_due(58, 8), Some((b, 50)));
     }
 }

@@ -413,9 +413,6 @@ pub struct FlowState {
     busy: bool,
     /// Counted in the census's `seq_busy` (busy and not seeky).
     seq_counted: bool,
-    /// Still counted, lingering since its last completion at this time
-    /// (heuristic 6, [`idling::Lingering`]).
-    linger_at: Option<Time>,
     /// Issued at least one request.
     started: bool,
     in_large_burst: bool,
@@ -746,13 +743,20 @@ impl Bfq {
 
     /// Marks a flow busy (request queued or in flight) or idle in the
     /// census; on becoming idle, computes its soft real-time next start.
+    /// (Inline up to the check: a flow that lingered is still busy when
+    /// its next request wakes it.)
+    #[inline]
     fn set_busy(&mut self, f: FlowId, busy: bool, now: Time) {
+        if self.flow_state(f).busy != busy {
+            self.switch_busy(f, busy, now);
+        }
+    }
+
+    /// [`Bfq::set_busy`] for a flow that is not yet `busy`.
+    fn switch_busy(&mut self, f: FlowId, busy: bool, now: Time) {
         let slice_idle = self.cfg.idle.slice_idle;
         let max_rt = self.cfg.wr.max_softrt_rate;
         let fs = &mut self.topo.any_flow_mut(f).data;
-        if fs.busy == busy {
-            return;
-        }
         fs.busy = busy;
         let (w, c, g, r) = (fs.weight, fs.class, fs.group.index(), fs.raise.on());
         if busy {
@@ -811,7 +815,7 @@ impl Bfq {
         self.expire_if_active(now, f);
         self.end_raise(f);
         self.set_busy(f, false, now);
-        self.flow_state_mut(f).linger_at = None;
+        self.lingering.remove(f);
         self.leave_tree(f);
     }
 
@@ -819,10 +823,10 @@ impl Bfq {
     /// freeing a removed flow on its last.
     fn release(&mut self, now: Time, f: FlowId) {
         let e = self.topo.any_flow(f);
-        if e.retired && e.held == 1 {
+        let (entity, last) = (e.data.entity, e.retired && e.held == 1);
+        if last {
             self.retire(now, f);
         }
-        let entity = self.flow_state(f).entity;
         if self.topo.release(f) {
             self.wf2q.free_entity(entity);
         }
@@ -838,24 +842,26 @@ impl Bfq {
         if !(guarantee && fs.sync && slice_idle > 0 && fs.think.short(slice_idle)) {
             return false;
         }
-        fs.linger_at = Some(now);
-        self.lingering.push(f.0, now);
+        self.lingering.push(f, now);
         true
     }
 
     /// Drops from the census (and B-WF2Q+) the flows whose lingering after
     /// their last completion is over at `now` without a new request.
+    /// (Inline up to the check: most calls find none due.)
+    #[inline]
     fn end_lingering(&mut self, now: Time) {
+        if self.lingering.any_due(now, self.cfg.idle.slice_idle) {
+            self.end_lingering_due(now);
+        }
+    }
+
+    /// [`Bfq::end_lingering`] once some flow's lingering is over.
+    fn end_lingering_due(&mut self, now: Time) {
         let span = self.cfg.idle.slice_idle;
-        while let Some((f, at)) = self.lingering.pop_due(now, span) {
-            let flow = FlowId(f);
-            let Some(e) = self.topo.existing_flow_mut(flow) else {
-                continue;
-            };
-            if e.data.linger_at != Some(at) {
-                continue;
-            }
-            e.data.linger_at = None;
+        while let Some((flow, at)) = self.lingering.pop_due(now, span) {
+            // (A flow leaves the list before it is freed: `retire`.)
+            debug_assert!(self.topo.existing_flow_mut(flow).is_some());
             // The active flow stays busy until its turn ends.
             if self.turn.is_none_or(|t| t.flow != flow) {
                 self.set_busy(flow, false, at);
@@ -934,9 +940,15 @@ impl Bfq {
         let gone_idle = !busy && fs.in_flight == 0;
         // Heuristic 7: a sync flow with requests in flight that would be
         // idled for stays backlogged; one that leaves B-WF2Q+ with requests
-        // in flight keeps its place if it comes back in time.
+        // in flight keeps its place if it comes back in time. A turn that
+        // ended for want of requests ended because its flow is not idled
+        // for (`dispatch_while_empty`), and nothing the decision reads has
+        // changed since (the seeky grace, the one difference, only ever
+        // lengthens the idling): that flow does not stay.
         let out = !busy && fs.in_flight > 0;
-        let keep = out && self.stays_backlogged(self.flow_state(turn.flow));
+        let keep = out
+            && reason != ExpireReason::NoMoreRequests
+            && self.stays_backlogged(self.flow_state(turn.flow));
         let fs = &mut self.topo.any_flow_mut(turn.flow).data;
         fs.inj.returning = out && !keep && shift && fs.sync && self.cfg.inject.enabled;
         fs.charged += charge;
@@ -1614,7 +1626,6 @@ impl Scheduler for Bfq {
             default_weight: weight == spec.prio.default_weight(),
             busy: false,
             seq_counted: false,
-            linger_at: None,
             started: false,
             in_large_burst: false,
             raise: Raise::default(),
@@ -1631,6 +1642,7 @@ impl Scheduler for Bfq {
         };
         let id = self.topo.add_flow(spec, state)?;
         debug_assert_eq!(id, next);
+        self.lingering.reserve(id.index());
         Ok(id)
     }
 
@@ -1966,7 +1978,7 @@ impl Bfq {
         // A flow lingering in the census since its last completion wakes
         // up too (waker detection, in-time wake-ups, preemption), but was
         // never idle for weight raising.
-        let lingered = fs.linger_at.take().is_some();
+        let lingered = self.lingering.remove(owner).is_some();
         let woke = !fs.busy || lingered;
         let first = !fs.started;
         fs.started = true;

@@ -262,6 +262,7 @@ impl Wf2q {
 
     // ---- heap primitives (min-heaps on (key, id), positions in `pos`) ----
 
+    #[inline]
     fn heap_push(heap: &mut Vec<(u64, EntityId)>, pos: &mut [u32], item: (u64, EntityId)) {
         heap.push(item);
         let i = heap.len() - 1;
@@ -269,6 +270,7 @@ impl Wf2q {
         Self::sift_up(heap, pos, i);
     }
 
+    #[inline]
     fn sift_up(heap: &mut [(u64, EntityId)], pos: &mut [u32], mut i: usize) {
         while i > 0 {
             let p = (i - 1) / 2;
@@ -303,6 +305,7 @@ impl Wf2q {
         }
     }
 
+    #[inline]
     fn heap_remove_at(
         heap: &mut Vec<(u64, EntityId)>,
         pos: &mut [u32],
@@ -323,6 +326,7 @@ impl Wf2q {
     // ---- tree operations ----
 
     /// Puts a queued entity in its tree's eligible or ineligible heap.
+    #[inline]
     fn enqueue(&mut self, id: EntityId) {
         let e = self.entities[id as usize];
         let (groups, pos) = (&mut self.groups, &mut self.pos);
@@ -405,12 +409,14 @@ impl Wf2q {
 
     /// Charges `service` sectors dispatched for the in-service entity `id`
     /// at every level up to the root (Fig. 4 `inc_tot_service`).
+    #[inline]
     pub fn served(&mut self, id: EntityId, service: u64) {
         self.charge_path(id, service, true);
     }
 
     /// Advances V by `service` in the tree of `id` and of each ancestor;
     /// with `count`, also adds it to each entity's service of this turn.
+    #[inline]
     fn charge_path(&mut self, id: EntityId, service: u64, count: bool) {
         let mut id = id;
         loop {
@@ -578,6 +584,7 @@ impl Wf2q {
     /// Picks the class to serve in group `g`: RT, then BE, then IDLE —
     /// except that IDLE goes first when it waited longer than the
     /// starvation timeout (kernel BFQ_CL_IDLE_TIMEOUT).
+    #[inline]
     fn pick_class(&self, g: GroupId, now: Time) -> Option<IoClass> {
         let sd = self.sd(g);
         // Nothing queued (no busy child, none in service while picking).
@@ -651,8 +658,19 @@ impl Wf2q {
 
     /// Selects the next flow to serve (Fig. 4 `get_next_application`),
     /// descending from the root through groups. Marks the path in service.
-    /// Returns the flow's index, or None when nothing is queued.
+    /// Returns the flow's index, or None when nothing is queued (checked
+    /// here, inline: a scheduler whose flows each wait for one request
+    /// asks on every dispatch while all of them are in flight).
+    #[inline]
     pub fn select(&mut self, now: Time) -> Option<(u32, EntityId)> {
+        if self.sd(GroupId::ROOT).busy == 0 {
+            return None;
+        }
+        self.select_queued(now)
+    }
+
+    /// [`Wf2q::select`] with an entity queued or in service at the root.
+    fn select_queued(&mut self, now: Time) -> Option<(u32, EntityId)> {
         let mut g = GroupId::ROOT;
         loop {
             debug_assert!(self.sd(g).in_service.is_none());
