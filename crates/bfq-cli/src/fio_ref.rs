@@ -50,7 +50,8 @@ pub fn randread(
         .arg(format!("--numjobs={jobs}"))
         .args(["--thread", "--group_reporting", "--time_based"])
         .arg(format!("--runtime={}ms", seconds.as_millis().max(1)))
-        .args(["--norandommap", "--randrepeat=0", "--output-format=json"])
+        .args(["--norandommap", "--randrepeat=0", "--lat_percentiles=1"])
+        .arg("--output-format=json")
         .output()?;
     let cpu = bfq_real::children_cpu_seconds() - cpu0;
     if let Some(sig) = bfq_real::sys::interrupted() {
@@ -93,6 +94,14 @@ fn parse(text: &str, dev: &Path, process_cpu_seconds: f64) -> anyhow::Result<Run
     ) else {
         anyhow::bail!("fio's JSON has no jobs[0].read total_ios/io_bytes/runtime");
     };
+    // A request's whole time, submission to completion seen by its job
+    // (`lat_ns`, with percentiles under `--lat_percentiles=1`), as the
+    // engine's flows time theirs; completion alone (`clat_ns`) from a fio
+    // that reports no `lat_ns`.
+    let lat = match &read["lat_ns"] {
+        l if l["mean"].is_number() => l,
+        _ => &read["clat_ns"],
+    };
     let job = &v["jobs"][0];
     let errors = job["error"].as_u64().unwrap_or(0);
     let cpu_seconds = match (
@@ -113,13 +122,21 @@ fn parse(text: &str, dev: &Path, process_cpu_seconds: f64) -> anyhow::Result<Run
             ios,
             bytes,
             errors,
-            lat_mean_us: read["clat_ns"]["mean"].as_f64().unwrap_or(0.0) / 1e3,
+            lat_mean_us: us(&lat["mean"]),
+            lat_p50_us: us(&lat["percentile"]["50.000000"]),
+            lat_p99_us: us(&lat["percentile"]["99.000000"]),
+            lat_max_us: us(&lat["max"]),
             ..Default::default()
         }],
         cpu_seconds,
         scheduler: None,
         engine: None,
     })
+}
+
+/// A latency from fio's JSON, in ns, as us (0 when missing).
+fn us(ns: &serde_json::Value) -> f64 {
+    ns.as_f64().unwrap_or(0.0) / 1e3
 }
 
 #[cfg(test)]
@@ -139,6 +156,21 @@ mod tests {
         assert_eq!(r.flows[0].lat_mean_us, 12.0);
         assert_eq!(r.cpu_us_per_io(), 5000.0);
         assert!(parse("{\"jobs\": []}", Path::new("x"), 0.0).is_err());
+    }
+
+    /// With `--lat_percentiles=1` the whole time's mean, median, 99th
+    /// percentile and maximum are the flow's, not the completion part's.
+    #[test]
+    fn reads_the_whole_latency_and_its_percentiles() {
+        let text = r#"{"jobs": [{"jobname": "randread", "error": 0,
+ "read": {"io_bytes": 409600, "total_ios": 100, "runtime": 2000,
+          "clat_ns": {"mean": 11000.0, "max": 90000,
+                      "percentile": {"50.000000": 10000, "99.000000": 40000}},
+          "lat_ns": {"mean": 12000.0, "max": 91000,
+                     "percentile": {"50.000000": 11000, "99.000000": 41000}}}}]}"#;
+        let f = &parse(text, Path::new("/dev/loop0"), 0.5).unwrap().flows[0];
+        let got = (f.lat_mean_us, f.lat_p50_us, f.lat_p99_us, f.lat_max_us);
+        assert_eq!(got, (12.0, 11.0, 41.0, 91.0));
     }
 
     #[test]
