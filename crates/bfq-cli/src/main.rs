@@ -2,8 +2,6 @@
 //! module; see docs/ for each.
 
 use clap::{Parser, Subcommand};
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::sync::atomic::{AtomicU64, Ordering};
 
 mod args;
 mod bench_core;
@@ -18,31 +16,12 @@ mod suite;
 
 /// Counts heap allocations, so that benchmarks can show the hot paths
 /// allocate nothing per request.
-struct CountingAlloc;
-
-static ALLOCS: AtomicU64 = AtomicU64::new(0);
-
-// SAFETY: forwards to the system allocator unchanged.
-unsafe impl GlobalAlloc for CountingAlloc {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        ALLOCS.fetch_add(1, Ordering::Relaxed);
-        unsafe { System.alloc(layout) }
-    }
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        unsafe { System.dealloc(ptr, layout) }
-    }
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        ALLOCS.fetch_add(1, Ordering::Relaxed);
-        unsafe { System.realloc(ptr, layout, new_size) }
-    }
-}
-
 #[global_allocator]
-static GLOBAL: CountingAlloc = CountingAlloc;
+static GLOBAL: bfq_alloc_count::Counting = bfq_alloc_count::Counting;
 
 /// Heap allocations made by this process so far.
 pub fn alloc_count() -> u64 {
-    ALLOCS.load(Ordering::Relaxed)
+    bfq_alloc_count::Counting::allocations()
 }
 
 #[derive(Parser)]

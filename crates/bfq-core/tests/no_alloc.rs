@@ -3,27 +3,8 @@
 //! chunks) has grown, requests through it allocate nothing (counted with
 //! a counting allocator, the only test of this binary; nothing is timed).
 
+use bfq_alloc_count::Counting;
 use bfq_core::{Bfq, BfqConfig, Dispatch, FlowSpec, Op, Request, Scheduler, Time, US};
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::sync::atomic::{AtomicU64, Ordering};
-
-struct Counting;
-
-static ALLOCS: AtomicU64 = AtomicU64::new(0);
-
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, l: Layout) -> *mut u8 {
-        ALLOCS.fetch_add(1, Ordering::Relaxed);
-        System.alloc(l)
-    }
-    unsafe fn dealloc(&self, p: *mut u8, l: Layout) {
-        System.dealloc(p, l)
-    }
-    unsafe fn realloc(&self, p: *mut u8, l: Layout, new: usize) -> *mut u8 {
-        ALLOCS.fetch_add(1, Ordering::Relaxed);
-        System.realloc(p, l, new)
-    }
-}
 
 #[global_allocator]
 static A: Counting = Counting;
@@ -70,9 +51,9 @@ fn a_deep_random_queue_allocates_nothing_per_request() {
         }
         let (mut next, mut now) = (queued, 0);
         cycles(&mut s, &mut next, &mut now, 4 * queued);
-        let before = ALLOCS.load(Ordering::Relaxed);
+        let before = Counting::allocations();
         cycles(&mut s, &mut next, &mut now, 300_000);
-        let allocs = ALLOCS.load(Ordering::Relaxed) - before;
+        let allocs = Counting::allocations() - before;
         // A B-tree allocated some 13 000 times per 100 000 requests here.
         assert_eq!(allocs, 0, "{queued} queued: {allocs} allocations");
     }

@@ -3,28 +3,8 @@
 //! thousand. Measured with a counting allocator (the only test of this
 //! binary, so nothing else allocates meanwhile); nothing is timed.
 
+use bfq_alloc_count::Counting;
 use bfq_engine::{Engine, FlowOptions, ShutdownMode};
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::sync::atomic::{AtomicIsize, Ordering};
-
-struct Counting;
-
-static LIVE: AtomicIsize = AtomicIsize::new(0);
-
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, l: Layout) -> *mut u8 {
-        LIVE.fetch_add(l.size() as isize, Ordering::Relaxed);
-        System.alloc(l)
-    }
-    unsafe fn dealloc(&self, p: *mut u8, l: Layout) {
-        LIVE.fetch_sub(l.size() as isize, Ordering::Relaxed);
-        System.dealloc(p, l)
-    }
-    unsafe fn realloc(&self, p: *mut u8, l: Layout, new: usize) -> *mut u8 {
-        LIVE.fetch_add(new as isize - l.size() as isize, Ordering::Relaxed);
-        System.realloc(p, l, new)
-    }
-}
 
 #[global_allocator]
 static A: Counting = Counting;
@@ -44,9 +24,9 @@ fn engine_heap_stays_flat_under_flow_churn() {
     // here the engine's own state around it.
     let engine = Engine::nop().scheduler("bfq").open().unwrap();
     churn(&engine, 1_000);
-    let before = LIVE.load(Ordering::Relaxed);
+    let before = Counting::live_bytes();
     churn(&engine, 8_000);
-    let grown = LIVE.load(Ordering::Relaxed) - before;
+    let grown = Counting::live_bytes() - before;
     // Before flows' state was freed: about 500 bytes per flow, 4 MB.
     assert!(
         grown < 128 * 1024,

@@ -3,28 +3,9 @@
 //! requests through the engine allocate nothing (counted with a counting
 //! allocator, the only test of this binary; nothing is timed).
 
+use bfq_alloc_count::Counting;
 use bfq_engine::{AlignedBuf, Engine, FlowOptions, ShutdownMode};
-use std::alloc::{GlobalAlloc, Layout, System};
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicU64, Ordering};
-
-struct Counting;
-
-static ALLOCS: AtomicU64 = AtomicU64::new(0);
-
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, l: Layout) -> *mut u8 {
-        ALLOCS.fetch_add(1, Ordering::Relaxed);
-        System.alloc(l)
-    }
-    unsafe fn dealloc(&self, p: *mut u8, l: Layout) {
-        System.dealloc(p, l)
-    }
-    unsafe fn realloc(&self, p: *mut u8, l: Layout, new: usize) -> *mut u8 {
-        ALLOCS.fetch_add(1, Ordering::Relaxed);
-        System.realloc(p, l, new)
-    }
-}
 
 #[global_allocator]
 static A: Counting = Counting;
@@ -54,9 +35,9 @@ fn requests_allocate_nothing_once_warm() {
     // fifo: the engine's own costs (bfq's tables allocate as they grow).
     let engine = Engine::nop().scheduler("fifo").open().unwrap();
     requests(&engine, 20_000, 256);
-    let before = ALLOCS.load(Ordering::Relaxed);
+    let before = Counting::allocations();
     requests(&engine, 100_000, 256);
-    let allocs = ALLOCS.load(Ordering::Relaxed) - before;
+    let allocs = Counting::allocations() - before;
     // Opening the flow and waking the service thread now and then
     // allocate a little; one completion slot per request was 100 000.
     assert!(allocs < 1_000, "{allocs} allocations for 100 000 requests");
@@ -80,9 +61,9 @@ fn requests_allocate_nothing_once_warm() {
         }
     };
     blocking(1_000);
-    let before = ALLOCS.load(Ordering::Relaxed);
+    let before = Counting::allocations();
     blocking(10_000);
-    let allocs = ALLOCS.load(Ordering::Relaxed) - before;
+    let allocs = Counting::allocations() - before;
     assert!(allocs < 100, "{allocs} allocations for 10 000 reads");
     drop(flow);
     engine.shutdown(ShutdownMode::Drain).unwrap();

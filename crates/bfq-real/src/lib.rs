@@ -51,51 +51,17 @@ pub use run::{children_cpu_seconds, create_filled, layout, process_cpu_seconds, 
 /// requests allocate nothing once its buffers are in place.
 #[cfg(test)]
 pub(crate) mod alloc_count {
-    use std::alloc::{GlobalAlloc, Layout, System};
-    use std::cell::Cell;
-
-    thread_local! {
-        static ALLOCS: Cell<u64> = const { Cell::new(0) };
-    }
-
-    struct Counting;
-
-    fn count() {
-        let _ = ALLOCS.try_with(|c| c.set(c.get() + 1));
-    }
-
-    // SAFETY: every call is passed to the system allocator unchanged.
-    unsafe impl GlobalAlloc for Counting {
-        unsafe fn alloc(&self, l: Layout) -> *mut u8 {
-            count();
-            // SAFETY: as the caller's.
-            unsafe { System.alloc(l) }
-        }
-        unsafe fn alloc_zeroed(&self, l: Layout) -> *mut u8 {
-            count();
-            // SAFETY: as the caller's.
-            unsafe { System.alloc_zeroed(l) }
-        }
-        unsafe fn dealloc(&self, p: *mut u8, l: Layout) {
-            // SAFETY: as the caller's.
-            unsafe { System.dealloc(p, l) }
-        }
-        unsafe fn realloc(&self, p: *mut u8, l: Layout, new: usize) -> *mut u8 {
-            count();
-            // SAFETY: as the caller's.
-            unsafe { System.realloc(p, l, new) }
-        }
-    }
+    use bfq_alloc_count::PerThread;
 
     #[global_allocator]
-    static A: Counting = Counting;
+    static A: PerThread = PerThread;
 
     /// Runs `f` and returns its result with the allocations the calling
     /// thread made meanwhile.
     pub(crate) fn during<R>(f: impl FnOnce() -> R) -> (R, u64) {
-        let before = ALLOCS.with(Cell::get);
+        let before = PerThread::allocations();
         let r = f();
-        (r, ALLOCS.with(Cell::get) - before)
+        (r, PerThread::allocations() - before)
     }
 
     /// What the allocation tests drive a flow over: a 1 MiB file of ones

@@ -5,42 +5,15 @@
 //! The heap is measured by a counting allocator, per thread, so tests
 //! running in parallel do not disturb each other. Nothing is timed.
 
+use bfq_alloc_count::PerThread;
 use bfq_core::{Dispatch, FlowSpec, GroupId, Op, Request, Scheduler, Settings, MS};
 use bfq_schedulers::{build, SCHEDULERS};
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::cell::Cell;
-
-struct Counting;
-
-thread_local! {
-    static LIVE: Cell<isize> = const { Cell::new(0) };
-}
-
-fn add(n: isize) {
-    // `try_with`: the thread-local may already be gone while a thread exits.
-    let _ = LIVE.try_with(|c| c.set(c.get() + n));
-}
-
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, l: Layout) -> *mut u8 {
-        add(l.size() as isize);
-        System.alloc(l)
-    }
-    unsafe fn dealloc(&self, p: *mut u8, l: Layout) {
-        add(-(l.size() as isize));
-        System.dealloc(p, l)
-    }
-    unsafe fn realloc(&self, p: *mut u8, l: Layout, new: usize) -> *mut u8 {
-        add(new as isize - l.size() as isize);
-        System.realloc(p, l, new)
-    }
-}
 
 #[global_allocator]
-static A: Counting = Counting;
+static A: PerThread = PerThread;
 
-fn live() -> isize {
-    LIVE.with(Cell::get)
+fn live() -> i64 {
+    PerThread::live_bytes()
 }
 
 /// Creates `n` flows, 8 at a time, in a group made for each batch, gives
