@@ -265,7 +265,7 @@ pub struct EngineStats {
     pub core_waits: [u64; 2],
     /// Nanoseconds threads waited for the core's lock after finding it
     /// held, in all and the longest wait. A wait far longer than a turn
-    /// (a few microseconds) is a holder that lost its CPU while holding
+    /// (under a microsecond per request) is a holder that lost its CPU while holding
     /// the lock: with a CPU-bound program beside, that lasts up to the
     /// other program's time slice (milliseconds), and every thread that
     /// needs the scheduler meanwhile waits with it.
@@ -456,10 +456,10 @@ impl Core {
         self.stopping
     }
 
-    /// Why a request must fail at once, counting it: the engine is
-    /// closed or its scheduler failed, the engine stops (and the request
-    /// is not one a draining stop serves), or its end lies past 2^64
-    /// bytes.
+    /// Why a request must fail at once: the engine is closed or its
+    /// scheduler failed, the engine stops (and the request is not one a
+    /// draining stop serves; counted as cancelled), or its end lies past
+    /// 2^64 bytes (counted as an error).
     fn refusal(&mut self, op: &Op) -> Option<io::Error> {
         if self.failed {
             return Some(scheduler_failed());

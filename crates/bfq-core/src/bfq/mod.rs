@@ -752,7 +752,7 @@ impl Bfq {
         }
     }
 
-    /// [`Bfq::set_busy`] for a flow that is not yet `busy`.
+    /// [`Bfq::set_busy`] for a flow whose busy state differs from `busy`.
     fn switch_busy(&mut self, f: FlowId, busy: bool, now: Time) {
         let slice_idle = self.cfg.idle.slice_idle;
         let max_rt = self.cfg.wr.max_softrt_rate;
