@@ -15,12 +15,7 @@ fn counts_allocations_and_bytes_held() {
     v.reserve_exact(3000);
     assert!(Counting::allocations() >= n0 + 2);
     assert!(Counting::live_bytes() >= live0 + 3001);
+    let held = Counting::live_bytes();
     drop(v);
-    let n1 = Counting::allocations();
-    let x = std::hint::black_box(5u64) * 2;
-    assert_eq!(
-        (Counting::allocations(), x),
-        (n1, 10),
-        "arithmetic allocated"
-    );
+    assert!(Counting::live_bytes() <= held - 3001, "a free not counted");
 }
