@@ -265,10 +265,10 @@ pub struct EngineStats {
     pub core_waits: [u64; 2],
     /// Nanoseconds threads waited for the core's lock after finding it
     /// held, in all and the longest wait. A wait far longer than a turn
-    /// (under a microsecond per request) is a holder that lost its CPU while holding
-    /// the lock: with a CPU-bound program beside, that lasts up to the
-    /// other program's time slice (milliseconds), and every thread that
-    /// needs the scheduler meanwhile waits with it.
+    /// (under a microsecond per request) is a holder that lost its CPU
+    /// while holding the lock: with a CPU-bound program beside, that
+    /// lasts up to the other program's time slice (milliseconds), and
+    /// every thread that needs the scheduler meanwhile waits with it.
     pub core_wait_ns: [u64; 2],
     /// Dispatch to report (the completion reaped and told to the core),
     /// for requests completed on their submitting thread's ring: a count
