@@ -26,7 +26,8 @@
 //! the next. Emptied chunks are kept as spares for the next split, up to
 //! [`SPARE`] or a quarter of the chunks in use, so a queue that stays
 //! deep allocates nothing, and a shrinking one gives back the room it no
-//! longer uses; a drained queue goes back to the buffer. The C-LOOK
+//! longer uses beyond those spares (up to 32 KiB, or a quarter of the
+//! chunks in use); a drained queue goes back to the buffer. The C-LOOK
 //! position is remembered here too.
 
 use crate::table::SlotIdx;
