@@ -6,9 +6,17 @@
 //! calling thread ([`PerThread`], for tests that run beside others in one
 //! binary). Install one with `#[global_allocator]`:
 //!
-//! ```ignore
+//! ```
+//! use bfq_alloc_count::Counting;
+//!
 //! #[global_allocator]
-//! static A: bfq_alloc_count::Counting = bfq_alloc_count::Counting;
+//! static A: Counting = Counting;
+//!
+//! fn main() {
+//!     let before = Counting::allocations();
+//!     let v = vec![1u8; 64];
+//!     assert!(Counting::allocations() > before && v.len() == 64);
+//! }
 //! ```
 
 use std::alloc::{GlobalAlloc, Layout, System};
