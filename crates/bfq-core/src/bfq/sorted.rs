@@ -408,6 +408,48 @@ mod tests {
     use super::*;
     use std::collections::BTreeSet;
 
+    /// Random keys and C-LOOK heads for the tests: a sequential stream's
+    /// next sectors, ties and clusters below `cluster`, sectors anywhere;
+    /// heads on queued sectors too (ties, a stream's next request), where
+    /// "at or after the head" is decided.
+    struct RandomKeys {
+        tail: u64,
+        next_slot: SlotIdx,
+        cluster: u64,
+    }
+
+    impl RandomKeys {
+        fn new(cluster: u64) -> Self {
+            RandomKeys {
+                tail: 1 << 40,
+                next_slot: 0,
+                cluster,
+            }
+        }
+
+        fn key(&mut self, rnd: &mut impl FnMut() -> u64) -> Key {
+            let sector = match rnd() % 4 {
+                0 => {
+                    self.tail += 8;
+                    self.tail
+                }
+                1 => rnd() % self.cluster,
+                _ => rnd() % (1 << 41),
+            };
+            let key = (sector, self.next_slot);
+            self.next_slot = self.next_slot.wrapping_add(1);
+            key
+        }
+
+        fn head(&self, rnd: &mut impl FnMut() -> u64) -> u64 {
+            match rnd() % 3 {
+                0 => rnd() % (self.cluster + 8),
+                1 => self.tail.saturating_sub(8 * (rnd() % 64)),
+                _ => rnd() % (1 << 41),
+            }
+        }
+    }
+
     /// Random insertions and removals (at the front, next to the last
     /// C-LOOK position, anywhere; appends and pops like sequential
     /// streams), across the shallow/deep threshold both ways, agree with a
@@ -417,8 +459,7 @@ mod tests {
         let mut rnd = crate::xorshift(0x9E37_79B9_7F4A_7C15u64);
         let mut s = Sorted::default();
         let mut reference: Vec<Key> = vec![];
-        let mut next_slot: SlotIdx = 0;
-        let mut tail = 1u64 << 40;
+        let mut keys = RandomKeys::new(64); // ties on the sector
         for step in 0..200_000u32 {
             // Phases: grow past DEEP, shrink to empty, hover shallow.
             let target = match (step / 5_000) % 3 {
@@ -428,27 +469,12 @@ mod tests {
             };
             let add = reference.len() < target || (reference.is_empty() && target > 0);
             if add && !rnd().is_multiple_of(4) {
-                let sector = match rnd() % 4 {
-                    0 => {
-                        tail += 8;
-                        tail
-                    }
-                    1 => rnd() % 64, // ties on the sector
-                    _ => rnd() % (1 << 41),
-                };
-                let key = (sector, next_slot);
-                next_slot = next_slot.wrapping_add(1);
+                let key = keys.key(&mut rnd);
                 s.insert(key);
                 let i = reference.partition_point(|&k| k < key);
                 reference.insert(i, key);
             } else if !reference.is_empty() {
-                // Heads on queued sectors too (ties, a sequential stream's
-                // next request), where "at or after the head" is decided.
-                let head = match rnd() % 3 {
-                    0 => rnd() % 72,
-                    1 => tail.saturating_sub(8 * (rnd() % 64)),
-                    _ => rnd() % (1 << 41),
-                };
+                let head = keys.head(&mut rnd);
                 let (ahead, behind) = s.around(head);
                 let i = reference.partition_point(|&(sec, _)| sec < head);
                 assert_eq!(ahead, reference.get(i).copied());
@@ -496,8 +522,7 @@ mod tests {
         let mut rnd = crate::xorshift(0x2545_F491_4F6C_DD1Du64);
         let mut s = Sorted::default();
         let mut model: BTreeSet<Key> = BTreeSet::new();
-        let mut next_slot: SlotIdx = 0;
-        let mut tail = 1u64 << 40;
+        let mut keys = RandomKeys::new(512); // ties and clusters
         let targets = [
             8 * DEEP,
             2 * DEEP,
@@ -518,25 +543,11 @@ mod tests {
                 // Mostly toward the target, a quarter of the time away.
                 let add = (model.len() < target) != rnd().is_multiple_of(4) || model.is_empty();
                 if add {
-                    let sector = match rnd() % 4 {
-                        0 => {
-                            tail += 8;
-                            tail
-                        }
-                        1 => rnd() % 512, // ties and clusters
-                        _ => rnd() % (1 << 41),
-                    };
-                    let key = (sector, next_slot);
-                    next_slot = next_slot.wrapping_add(1);
+                    let key = keys.key(&mut rnd);
                     s.insert(key);
                     model.insert(key);
                 } else {
-                    // Heads on queued sectors too (see above).
-                    let head = match rnd() % 3 {
-                        0 => rnd() % 520,
-                        1 => tail.saturating_sub(8 * (rnd() % 64)),
-                        _ => rnd() % (1 << 41),
-                    };
+                    let head = keys.head(&mut rnd);
                     let (ahead, behind) = s.around(head);
                     assert_eq!(ahead, model.range((head, 0)..).next().copied());
                     assert_eq!(behind, model.range(..(head, 0)).next_back().copied());
