@@ -182,7 +182,8 @@ pub fn mount(cfg: &MountConfig) -> std::io::Result<Mounted> {
 }
 
 /// Checks a mount's directories (both exist, the mountpoint empty and not
-/// a bfq mount's unless `nonempty`), threads ([`THREADS_RANGE`]) and depth ([`DEPTH_RANGE`]).
+/// a bfq mount's unless `nonempty`), threads ([`THREADS_RANGE`]) and depth
+/// ([`DEPTH_RANGE`]).
 fn check_config(cfg: &MountConfig) -> std::io::Result<()> {
     if !cfg.backing.is_dir() {
         return Err(invalid(format!(
