@@ -32,7 +32,8 @@ pub struct Args {
     /// filesystem's page cache).
     #[arg(long)]
     pub buffered_backing: bool,
-    /// Mount even if MOUNTPOINT is not empty.
+    /// Mount even if MOUNTPOINT is not empty or is already a bfq mount
+    /// (the new mount covers it until it is unmounted).
     #[arg(long)]
     pub nonempty: bool,
     /// FUSE worker threads (requests served at once), 1..=256.
@@ -45,8 +46,9 @@ pub struct Args {
     /// this many seconds (also on SIGUSR1, and once at unmount).
     #[arg(long, value_name = "SECONDS")]
     pub stats: Option<f64>,
-    /// Unmount MOUNTPOINT (or every bfq mount if none is given), e.g. after
-    /// a crash, and exit.
+    /// Unmount the bfq mounts whose server is gone (killed, crashed) at
+    /// MOUNTPOINT, or everywhere if none is given, and exit. Mounts still
+    /// served are left.
     #[arg(long)]
     pub cleanup: bool,
 }
@@ -123,16 +125,24 @@ pub fn run(a: Args) -> Result<()> {
     Ok(())
 }
 
-/// `--cleanup`: unmounts MOUNTPOINT (or BACKING_DIR, as the one path
-/// given), or every bfq mount, and says what it unmounted.
+/// `--cleanup`: unmounts the dead bfq mounts at MOUNTPOINT (or BACKING_DIR,
+/// as the one path given), or everywhere, says what it unmounted and what
+/// it left; an error if MOUNTPOINT was given and something is left there.
 fn cleanup(a: &Args) -> Result<()> {
     let target = a.mountpoint.as_deref().or(a.backing.as_deref());
     let done = bfq_mount::cleanup(target)?;
-    for p in &done {
+    for p in &done.unmounted {
         println!("unmounted {}", p.display());
     }
-    if done.is_empty() {
+    for (p, why) in &done.left {
+        println!("left {}: {why}", p.display());
+    }
+    if done.unmounted.is_empty() && done.left.is_empty() {
         println!("no bfq mounts");
+    }
+    // The last one left is the top of a stack.
+    if let (Some(_), Some((p, why))) = (target, done.left.last()) {
+        bail!("{}: {why}", p.display());
     }
     Ok(())
 }

@@ -11,6 +11,7 @@
 pub mod flows;
 pub mod fs;
 pub mod io;
+pub mod mounts;
 pub mod policy;
 pub mod procinfo;
 pub mod stats;
@@ -19,9 +20,8 @@ pub mod sys;
 use bfq_engine::{DeviceInfo, Engine};
 use flows::FlowTable;
 use fuser::{BackgroundSession, Config, MountOption, SessionACL};
+pub use mounts::{bfq_mounts, cleanup, Cleaned, MountEntry};
 pub use policy::Policy;
-use std::ffi::CString;
-use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -83,15 +83,23 @@ impl MountConfig {
     }
 }
 
-fn invalid(msg: String) -> std::io::Error {
+pub(crate) fn invalid(msg: String) -> std::io::Error {
     std::io::Error::new(std::io::ErrorKind::InvalidInput, msg)
 }
 
 /// A mounted filesystem. Dropping it unmounts.
+///
+/// It unmounts its own mount and nothing else (see [`mounts`]); so it never
+/// drops fuser's session, which unmounts whatever is at the mount point by
+/// path (fuser 0.18 does so even when its own mount is gone): the session's
+/// thread is joined and the rest forgotten, which keeps one descriptor of
+/// `/dev/fuse` per mount open until the process exits.
 pub struct Mounted {
     session: Option<BackgroundSession>,
     table: Arc<FlowTable>,
     mountpoint: PathBuf,
+    /// The mount's id in /proc/self/mountinfo.
+    id: u64,
     /// The mount's device number (names its FUSE connection).
     dev: u64,
     stop: Arc<AtomicBool>,
@@ -146,20 +154,19 @@ pub fn mount(cfg: &MountConfig) -> std::io::Result<Mounted> {
             direct_io: cfg.direct_io,
         },
     )?;
-    // The mountpoint is resolved before mounting, and the new mount's device
-    // number read from /proc/self/mountinfo, not by a stat of the mount: a
-    // server that accesses its own mount can never exit if it is killed while
-    // that request is with its FUSE threads (the accessing thread waits
-    // uninterruptibly for an answer, so the device stays open).
+    // The mountpoint is resolved before mounting, and the new mount's id and
+    // device number read without a request to the mount
+    // ([`mounts::reached`]): a server that accesses its own mount can never
+    // exit if it is killed while that request is with its FUSE threads (the
+    // accessing thread waits uninterruptibly for an answer, so the device
+    // stays open).
     let mountpoint = cfg.mountpoint.canonicalize()?;
     let session = fuser::spawn_mount(fs, &mountpoint, &fuse_config(cfg))?;
-    // The connection's device number is what a busy unmount aborts: a mount
-    // whose number cannot be read is refused (dropping the session unmounts).
-    let dev = bfq_mounts()
-        .into_iter()
-        .rev()
-        .find(|(p, _)| *p == mountpoint)
-        .map(|(_, dev)| dev)
+    // The id is what the server unmounts and the device number (its
+    // connection) what a busy unmount aborts: a mount that cannot be named
+    // so is refused (dropping the session unmounts).
+    let (id, dev) = mounts::bfq_mount_at(&mountpoint)
+        .map(|m| (m.id, m.dev))
         .ok_or_else(|| std::io::Error::other("the new mount is not in /proc/self/mountinfo"))?;
     let stop = Arc::new(AtomicBool::new(false));
     let reaper = spawn_reaper(table.clone(), stop.clone())?;
@@ -167,14 +174,16 @@ pub fn mount(cfg: &MountConfig) -> std::io::Result<Mounted> {
         session: Some(session),
         table,
         mountpoint,
+        id,
         dev,
         stop,
         reaper: Some(reaper),
     })
 }
 
-/// Checks a mount's directories (both exist, the mountpoint empty unless
-/// `nonempty`), threads ([`THREADS_RANGE`]) and depth ([`DEPTH_RANGE`]).
+/// Checks a mount's directories (both exist, the mountpoint empty and not
+/// a bfq mount's unless `nonempty`), threads ([`THREADS_RANGE`]) and depth
+/// ([`DEPTH_RANGE`]).
 fn check_config(cfg: &MountConfig) -> std::io::Result<()> {
     if !cfg.backing.is_dir() {
         return Err(invalid(format!(
@@ -187,6 +196,15 @@ fn check_config(cfg: &MountConfig) -> std::io::Result<()> {
             "{}: not a directory",
             cfg.mountpoint.display()
         )));
+    }
+    if let Some(m) = mounts::bfq_mount_at(&cfg.mountpoint.canonicalize()?) {
+        if !cfg.nonempty {
+            return Err(invalid(format!(
+                "{} is already a bfq mount ({}; use --nonempty to mount over it)",
+                cfg.mountpoint.display(),
+                m.source
+            )));
+        }
     }
     if !cfg.nonempty && non_empty(&cfg.mountpoint)? {
         return Err(invalid(format!(
@@ -263,8 +281,10 @@ impl Mounted {
             .is_some_and(|s| !s.guard.is_finished())
     }
 
-    /// Unmounts (lazily, aborting the connection, if the mount is busy),
-    /// waits for the workers, ends every flow and stops the engine.
+    /// Unmounts its own mount (lazily, aborting the connection, if the mount
+    /// is busy), waits for the workers, ends every flow and stops the
+    /// engine. A mount that another mount covers is not unmounted: its
+    /// connection is aborted and the error says so.
     pub fn unmount(mut self) -> std::io::Result<()> {
         self.teardown()
     }
@@ -273,17 +293,16 @@ impl Mounted {
         let Some(session) = self.session.take() else {
             return Ok(());
         };
-        if !session.guard.is_finished() {
-            if let Err(e) = unmount_path(&self.mountpoint, self.dev) {
-                // Still mounted and served: keep the session, the reaper and
-                // the engine, so that a later unmount (or drop) can retry.
-                self.session = Some(session);
-                return Err(e);
-            }
+        let unmounted = mounts::unmount_own(&self.mountpoint, self.id, self.dev);
+        if unmounted.is_err() && mounts::is_mounted(self.id, self.dev) {
+            // Left mounted (covered by another mount, or the unmount failed):
+            // abort it, so the workers end and the server can exit; the dead
+            // mount is for `bfq mount --cleanup`.
+            mounts::abort_connection(self.dev);
         }
         // After an aborted connection the workers end with an error: the
         // unmount itself succeeded.
-        let r = session.join().or_else(|e| match e.raw_os_error() {
+        let r = join_session(session).or_else(|e| match e.raw_os_error() {
             Some(libc::ECONNABORTED) | Some(libc::ENODEV) | Some(libc::ENOTCONN) => Ok(()),
             _ => Err(e),
         });
@@ -293,7 +312,7 @@ impl Mounted {
         }
         self.table.clear();
         let _ = self.table.engine().stats();
-        r
+        unmounted.and(r)
     }
 }
 
@@ -303,168 +322,22 @@ impl Drop for Mounted {
     }
 }
 
-/// Unmounts `mountpoint`: a plain unmount, or if it is busy a lazy one
-/// that also aborts the FUSE connection `dev` (so the server's workers
-/// end and open files fail with `ENOTCONN` instead of hanging).
-pub fn unmount_path(mountpoint: &Path, dev: u64) -> std::io::Result<()> {
-    let c = CString::new(mountpoint.as_os_str().as_bytes()).map_err(|e| invalid(e.to_string()))?;
-    // SAFETY: valid C string.
-    if unsafe { libc::umount2(c.as_ptr(), 0) } == 0 {
-        return Ok(());
-    }
-    let err = std::io::Error::last_os_error();
-    match err.raw_os_error() {
-        Some(libc::EBUSY) => {
-            abort_connection(dev);
-            // SAFETY: valid C string.
-            if unsafe { libc::umount2(c.as_ptr(), libc::MNT_DETACH) } == 0 {
-                return Ok(());
-            }
-            Err(std::io::Error::last_os_error())
-        }
-        Some(libc::EPERM) => fusermount_u(mountpoint),
-        _ => Err(err),
-    }
-}
-
-/// Writes the FUSE connection's `abort` file (connection id = the mount's
-/// device minor number).
-/// Mounts the FUSE control filesystem where it belongs if it is not there
-/// (systemd mounts it at boot; minimal systems may not).
-fn abort_connection(dev: u64) {
-    if dev == 0 {
-        return;
-    }
-    let dir = "/sys/fs/fuse/connections";
-    let p = format!("{dir}/{}/abort", libc::minor(dev));
-    if !Path::new(&p).exists() {
-        // SAFETY: valid C strings; fails harmlessly without root.
-        unsafe {
-            libc::mount(
-                c"fusectl".as_ptr(),
-                c"/sys/fs/fuse/connections".as_ptr(),
-                c"fusectl".as_ptr(),
-                0,
-                std::ptr::null(),
-            )
-        };
-    }
-    let _ = std::fs::write(p, "1");
-}
-
-fn fusermount_u(mountpoint: &Path) -> std::io::Result<()> {
-    for bin in ["fusermount3", "fusermount"] {
-        if let Ok(s) = std::process::Command::new(bin)
-            .arg("-u")
-            .arg("-z")
-            .arg(mountpoint)
-            .status()
-        {
-            if s.success() {
-                return Ok(());
-            }
-        }
-    }
-    Err(std::io::Error::other(format!(
-        "cannot unmount {}: not root and fusermount failed",
-        mountpoint.display()
-    )))
-}
-
-/// The bfq mounts (FUSE, source `bfq:...`) from /proc/self/mountinfo:
-/// (mountpoint, device number).
-pub fn bfq_mounts() -> Vec<(PathBuf, u64)> {
-    let text = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
-    parse_mountinfo(&text)
-}
-
-/// Parses mountinfo lines of bfq mounts.
-pub fn parse_mountinfo(text: &str) -> Vec<(PathBuf, u64)> {
-    let mut out = Vec::new();
-    for line in text.lines() {
-        let Some((left, right)) = line.split_once(" - ") else {
-            continue;
-        };
-        let mut r = right.split_whitespace();
-        let (fstype, source) = (r.next().unwrap_or(""), r.next().unwrap_or(""));
-        let fuse = fstype == "fuse" || fstype == format!("fuse.{FS_SUBTYPE}");
-        if !fuse || !source.starts_with(SOURCE_PREFIX) {
-            continue;
-        }
-        let f: Vec<&str> = left.split_whitespace().collect();
-        if f.len() < 5 {
-            continue;
-        }
-        let dev = f[2]
-            .split_once(':')
-            .and_then(|(a, b)| Some(libc::makedev(a.parse().ok()?, b.parse().ok()?)))
-            .unwrap_or(0);
-        out.push((PathBuf::from(unescape_mountinfo(f[4])), dev));
-    }
-    out
-}
-
-/// mountinfo escapes space, tab, newline and backslash as `\ooo`.
-fn unescape_mountinfo(s: &str) -> String {
-    let b = s.as_bytes();
-    let mut out = Vec::with_capacity(b.len());
-    let mut i = 0;
-    while i < b.len() {
-        if b[i] == b'\\'
-            && i + 3 < b.len()
-            && b[i + 1..i + 4].iter().all(|c| (b'0'..=b'7').contains(c))
-        {
-            let v = (b[i + 1] - b'0') * 64 + (b[i + 2] - b'0') * 8 + (b[i + 3] - b'0');
-            out.push(v);
-            i += 4;
-        } else {
-            out.push(b[i]);
-            i += 1;
-        }
-    }
-    String::from_utf8_lossy(&out).into_owned()
-}
-
-/// `bfq mount --cleanup`: unmounts `mountpoint`, or every `fuse.bfq`
-/// mount if none is given (e.g. after a crash). Returns what it unmounted.
-pub fn cleanup(mountpoint: Option<&Path>) -> std::io::Result<Vec<PathBuf>> {
-    let mounts = bfq_mounts();
-    let want: Vec<(PathBuf, u64)> = match mountpoint {
-        Some(p) => {
-            let p = p.canonicalize().unwrap_or_else(|_| p.to_path_buf());
-            let dev = mounts.iter().find(|(m, _)| *m == p).map(|x| x.1);
-            match dev {
-                Some(d) => vec![(p, d)],
-                None => return Err(invalid(format!("{}: no bfq mount there", p.display()))),
-            }
-        }
-        None => mounts,
-    };
-    let mut done = Vec::new();
-    for (p, dev) in want {
-        abort_connection(dev);
-        // SAFETY: valid C string.
-        let c = CString::new(p.as_os_str().as_bytes()).map_err(|e| invalid(e.to_string()))?;
-        if unsafe { libc::umount2(c.as_ptr(), libc::MNT_DETACH) } != 0 {
-            fusermount_u(&p)?;
-        }
-        done.push(p);
-    }
-    Ok(done)
+/// Waits for the session's thread (which ends once the connection is
+/// gone) and forgets the rest of the session, so that fuser never unmounts
+/// by path (see [`Mounted`]).
+fn join_session(session: BackgroundSession) -> std::io::Result<()> {
+    let session = std::mem::ManuallyDrop::new(session);
+    // SAFETY: `guard` is moved out exactly once and the session is never
+    // dropped, so nothing in it is used or freed twice.
+    let guard = unsafe { std::ptr::read(&session.guard) };
+    guard
+        .join()
+        .map_err(|_| std::io::Error::other("the FUSE session's thread panicked"))?
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn mountinfo_finds_bfq_mounts() {
-        let text = "36 35 98:0 / /mnt/a\\040b rw - fuse bfq:/data rw,user_id=0\n\
-                    37 35 8:1 / /home rw - ext4 /dev/sda1 rw\n\
-                    38 35 0:50 / /mnt/other rw - fuse sshfs#x rw\n";
-        let m = parse_mountinfo(text);
-        assert_eq!(m, vec![(PathBuf::from("/mnt/a b"), libc::makedev(98, 0))]);
-    }
 
     #[test]
     fn refuses_non_empty_mountpoint_and_bad_dirs() {

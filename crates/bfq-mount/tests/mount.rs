@@ -1,5 +1,6 @@
 //! `bfq mount` through the kernel's FUSE: data integrity with many
-//! processes, weighted readers, the idle class, flows that never leak.
+//! processes, weighted readers, the idle class, flows that never leak,
+//! mounts stacked on one mount point.
 //! Needs root and /dev/fuse (skips with a message otherwise); every test
 //! unmounts and removes its directories, also when it fails.
 
@@ -139,6 +140,46 @@ fn data_written_by_many_processes_is_byte_identical() {
     }
     assert_eq!(table.counts(), (0, 0), "flows or groups left behind");
     assert!(table.ended().flows >= 6, "ended: {:?}", table.ended());
+}
+
+/// How many bfq mounts are at `mnt` (stacked ones count one each).
+fn bfq_mounts_at(mnt: &Path) -> usize {
+    let mnt = mnt.canonicalize().unwrap();
+    let all = bfq_mount::bfq_mounts();
+    all.iter().filter(|m| m.mountpoint == mnt).count()
+}
+
+#[test]
+fn a_mount_stacked_on_another_unmounts_only_itself() {
+    if !can_mount() {
+        return;
+    }
+    let _serial = serial();
+    let mut fx = Fixture::new();
+    std::fs::write(fx.back().join("note"), b"kept").unwrap();
+    fx.mount(|_| {});
+    let mnt = fx.mnt();
+    let mut cfg = MountConfig::new(fx.back(), &mnt);
+    let e = mount(&cfg).err().expect("mounted over a bfq mount");
+    assert!(e.to_string().contains("already a bfq mount"), "{e}");
+    cfg.nonempty = true;
+    let upper = mount(&cfg).expect("mount over a bfq mount with nonempty");
+    assert_eq!(bfq_mounts_at(&mnt), 2);
+    upper.unmount().expect("unmount the upper mount");
+    assert_eq!(bfq_mounts_at(&mnt), 1, "the lower mount went too");
+    assert!(fx.mounted.as_ref().unwrap().is_running());
+    assert_eq!(std::fs::read(mnt.join("note")).unwrap(), b"kept");
+    // A covered mount is not unmounted (that would take the upper one):
+    // it is aborted and left for --cleanup, and the upper one serves on.
+    let upper = mount(&cfg).expect("mount over a bfq mount with nonempty");
+    let e = fx.mounted.take().unwrap().unmount().unwrap_err();
+    assert!(e.to_string().contains("another mount on it"), "{e}");
+    assert_eq!(bfq_mounts_at(&mnt), 2);
+    assert_eq!(std::fs::read(mnt.join("note")).unwrap(), b"kept");
+    upper.unmount().expect("unmount the upper mount");
+    let cleaned = bfq_mount::cleanup(Some(&mnt)).unwrap();
+    assert_eq!(cleaned.unmounted.len(), 1, "{cleaned:?}");
+    assert_eq!(bfq_mounts_at(&mnt), 0);
 }
 
 /// Processes copying `src`'s f0..f5 into `mnt` with different write
