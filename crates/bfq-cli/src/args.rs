@@ -61,6 +61,18 @@ pub fn duration(s: &str) -> Result<std::time::Duration, String> {
         .ok_or_else(|| format!("'{s}' is not a duration such as 250ms, 1.5s or 500us"))
 }
 
+/// Adds each `--set KEY=VALUE` to `settings`, later ones overriding; an
+/// argument that is not `KEY=VALUE` is an error quoting it as given (a
+/// bad value is refused when the scheduler is built, quoting it too).
+pub fn apply_sets(settings: &mut bfq_core::Settings, sets: &[String]) -> anyhow::Result<()> {
+    for kv in sets {
+        let (k, v) =
+            bfq_core::Settings::parse_pair(kv).map_err(|e| anyhow::anyhow!("--set: {e}"))?;
+        settings.set(k, v);
+    }
+    Ok(())
+}
+
 /// A scheduler error for the user: an unknown name lists the known ones.
 pub fn sched_error(e: bfq_core::SchedError) -> anyhow::Error {
     match e {

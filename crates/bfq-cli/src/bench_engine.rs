@@ -953,10 +953,7 @@ fn fairness_config(
     let (name, mode, (private_rings, coop_taskrun)) = split_mode(s);
     let mut settings = Settings::new();
     if name != "fifo" && !name.starts_with("kernel:") {
-        for kv in set {
-            let (k, v) = Settings::parse_pair(kv)?;
-            settings.set(k, v);
-        }
+        crate::args::apply_sets(&mut settings, set)?;
     }
     let mut cfg = RunConfig::new(
         dev,

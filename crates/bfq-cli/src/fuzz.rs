@@ -68,6 +68,9 @@ fn settings_for(name: &str, rng: &mut Pcg64) -> Settings {
                 bfq_core::settings::SettingKind::Integer { lo, hi } => {
                     [lo, hi, rng.gen_range(lo..=hi)][rng.gen_range(0..3)].to_string()
                 }
+                bfq_core::settings::SettingKind::IntegerOrZero { lo, hi } => {
+                    [0, lo, hi, rng.gen_range(lo..=hi)][rng.gen_range(0..4)].to_string()
+                }
                 bfq_core::settings::SettingKind::Duration { lo, hi } => {
                     format!(
                         "{}ns",
@@ -75,6 +78,9 @@ fn settings_for(name: &str, rng: &mut Pcg64) -> Settings {
                     )
                 }
                 bfq_core::settings::SettingKind::Bool => rng.gen_range(0..2).to_string(),
+                bfq_core::settings::SettingKind::Word { ref names, .. } => {
+                    names[rng.gen_range(0..names.len())].to_string()
+                }
                 _ => continue,
             };
             s.set(info.key, v);

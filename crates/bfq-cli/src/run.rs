@@ -242,10 +242,7 @@ fn backend(a: &Args, sc_sched: Option<(String, Settings)>) -> anyhow::Result<Bac
         (None, Some((sn, st))) => (sn, st),
         (None, None) => ("fifo".to_string(), Settings::new()),
     };
-    for kv in &a.set {
-        let (k, v) = Settings::parse_pair(kv)?;
-        settings.set(k, v);
-    }
+    crate::args::apply_sets(&mut settings, &a.set)?;
     let backend = Backend::parse(&name, settings);
     if matches!(backend, Backend::Kernel { .. }) && !a.set.is_empty() {
         anyhow::bail!("--set applies to the project's schedulers, not kernel:*");

@@ -110,10 +110,7 @@ fn load(a: &Args) -> anyhow::Result<(Scenario, Box<dyn Scheduler>)> {
         } else {
             sc.scheduler.settings.clone()
         };
-    for kv in &a.set {
-        let (k, v) = Settings::parse_pair(kv).map_err(|e| anyhow::anyhow!("--set {kv}: {e}"))?;
-        settings.set(k, v);
-    }
+    crate::args::apply_sets(&mut settings, &a.set)?;
     let sched = bfq_schedulers::build(&name, &settings).map_err(crate::args::sched_error)?;
     Ok((sc, sched))
 }
