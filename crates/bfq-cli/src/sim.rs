@@ -22,7 +22,9 @@ pub struct Args {
     /// Seed (overrides the scenario's).
     #[arg(long)]
     pub seed: Option<u64>,
-    /// Simulated duration (overrides the scenario's), e.g. 10s.
+    /// Simulated duration (overrides the scenario's): a number and one
+    /// unit of ns, us, ms, s, m or min, h (e.g. 10s, 2min, 1h); a bare
+    /// number is milliseconds.
     #[arg(long)]
     pub duration: Option<String>,
     /// Write the results as JSON to this file ("-" for stdout).

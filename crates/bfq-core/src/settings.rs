@@ -62,7 +62,8 @@ pub enum SettingKind {
 }
 
 /// Every spelling of a boolean setting: true, then false.
-pub const BOOL_WORDS: [(&str, &str); 4] = [("1", "0"), ("true", "false"), ("on", "off"), ("yes", "no")];
+pub const BOOL_WORDS: [(&str, &str); 4] =
+    [("1", "0"), ("true", "false"), ("on", "off"), ("yes", "no")];
 
 impl SettingKind {
     /// The kind and its valid values as `bfq schedulers NAME` lists them
@@ -73,7 +74,11 @@ impl SettingKind {
             SettingKind::Integer { lo, hi } => format!("integer {lo}..={hi}"),
             SettingKind::IntegerOrZero { lo, hi } => format!("0 or integer {lo}..={hi}"),
             SettingKind::Duration { lo, hi } => {
-                format!("duration {}..={}", format_duration(*lo), format_duration(*hi))
+                format!(
+                    "duration {}..={}",
+                    format_duration(*lo),
+                    format_duration(*hi)
+                )
             }
             SettingKind::Number => "number".into(),
             SettingKind::Bool => "boolean".into(),
@@ -224,7 +229,11 @@ impl Settings {
         lo: u64,
         hi: u64,
     ) -> Result<u64, SchedError> {
-        self.note(key, SettingKind::IntegerOrZero { lo, hi }, default.to_string());
+        self.note(
+            key,
+            SettingKind::IntegerOrZero { lo, hi },
+            default.to_string(),
+        );
         let Some(raw) = self.take(key) else {
             return Ok(default);
         };
@@ -288,9 +297,16 @@ impl Settings {
                 names.push(w);
             }
         }
-        let default_name = words.iter().find(|(_, v)| *v == default).map_or("", |w| w.0);
+        let default_name = words
+            .iter()
+            .find(|(_, v)| *v == default)
+            .map_or("", |w| w.0);
         let why = format!("expected {}", word_list(&names, &aliases));
-        self.note(key, SettingKind::Word { names, aliases }, default_name.to_string());
+        self.note(
+            key,
+            SettingKind::Word { names, aliases },
+            default_name.to_string(),
+        );
         let Some(raw) = self.take(key) else {
             return Ok(default);
         };
@@ -420,7 +436,21 @@ pub fn format_duration(ns: Time) -> String {
     format!("{ns}ns")
 }
 
-/// Parses a duration (`8ms`, `1.5s`, `500us`, `100ns`, bare = ms) to ns.
+/// The units of a duration ([`parse_duration`]) and their lengths in ns.
+pub const DURATION_UNITS: [(&str, Time); 8] = [
+    ("ns", 1),
+    ("us", US),
+    ("µs", US),
+    ("ms", MS),
+    ("s", SEC),
+    ("m", 60 * SEC),
+    ("min", 60 * SEC),
+    ("h", 3600 * SEC),
+];
+
+/// Parses a duration to ns: a decimal number and one unit of
+/// [`DURATION_UNITS`] (`8ms`, `1.5s`, `500us`, `100ns`, `2min`, `1h`); a
+/// bare number is milliseconds.
 pub fn parse_duration(s: &str) -> Option<Time> {
     let s = s.trim();
     let split = s
@@ -428,13 +458,11 @@ pub fn parse_duration(s: &str) -> Option<Time> {
         .unwrap_or(s.len());
     let (num, unit) = s.split_at(split);
     let x: f64 = num.parse().ok()?;
-    let mult = match unit.trim() {
-        "" | "ms" => MS as f64,
-        "s" => SEC as f64,
-        "us" | "µs" => US as f64,
-        "ns" => 1.0,
-        "min" | "m" => 60.0 * SEC as f64,
-        _ => return None,
+    let unit = unit.trim();
+    let mult = match DURATION_UNITS.iter().find(|(u, _)| *u == unit) {
+        Some(&(_, m)) => m as f64,
+        None if unit.is_empty() => MS as f64,
+        None => return None,
     };
     let ns = x * mult;
     if !ns.is_finite() || ns < 0.0 || ns > u64::MAX as f64 {
@@ -467,6 +495,9 @@ mod tests {
         assert!(s.bool("c", false).is_err());
         assert_eq!(parse_duration("1.5s"), Some(1_500_000_000));
         assert_eq!(parse_duration("125"), Some(125 * MS));
+        assert_eq!(parse_duration("1h"), Some(3600 * SEC));
+        assert_eq!(parse_duration("2min"), parse_duration("120s"));
+        assert_eq!(parse_duration("1d"), None);
         assert!(Settings::parse_pair("novalue").is_err());
     }
 
@@ -497,7 +528,13 @@ mod tests {
         let kind = SettingKind::IntegerOrZero { lo: 32, hi: 64 };
         assert_eq!(s.read()[0].kind, kind);
         assert_eq!(kind.describe(), "0 or integer 32..=64");
-        for (v, ok) in [("0", true), ("31", false), ("32", true), ("64", true), ("65", false)] {
+        for (v, ok) in [
+            ("0", true),
+            ("31", false),
+            ("32", true),
+            ("64", true),
+            ("65", false),
+        ] {
             let mut s = Settings::from_pairs([("m", v)]);
             assert_eq!(s.u64_zero_or_in("m", 0, 32, 64).is_ok(), ok, "{v}");
         }
@@ -509,9 +546,14 @@ mod tests {
         assert_eq!(s.read()[1].default, "a");
         for (t, f) in BOOL_WORDS {
             let mut s = Settings::from_pairs([("t", t.to_uppercase()), ("f", f.to_string())]);
-            assert_eq!((s.bool("t", false), s.bool("f", true)), (Ok(true), Ok(false)));
+            assert_eq!(
+                (s.bool("t", false), s.bool("f", true)),
+                (Ok(true), Ok(false))
+            );
         }
-        let e = Settings::from_pairs([("b", "y")]).bool("b", true).unwrap_err();
+        let e = Settings::from_pairs([("b", "y")])
+            .bool("b", true)
+            .unwrap_err();
         assert_eq!(
             e.to_string(),
             "setting b=y: expected a boolean: 1/0, true/false, on/off, yes/no"
