@@ -309,9 +309,16 @@ pub struct SchedulerGuard {
     note: Option<PathBuf>,
 }
 
-/// The schedulers a block device offers and the active one.
+/// The schedulers a block device offers and the active one; an error
+/// naming `dev` when it is not a block device.
 pub fn block_schedulers(dev: &Path) -> io::Result<(Vec<String>, String)> {
     let name = dev_name(dev)?;
+    if !is_block_device(dev) {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("{}: not a block device", dev.display()),
+        ));
+    }
     let s = fs::read_to_string(format!("/sys/block/{name}/queue/scheduler")).map_err(|e| {
         io::Error::new(
             e.kind(),
@@ -734,6 +741,15 @@ fn gone_ok(r: io::Result<()>) -> io::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn losetup_j_lines_give_the_devices() {
+        let out = "/dev/loop1: [65024]:3366913 (/var/tmp/a: b.img), sizelimit 16777216\n\
+                   /dev/loop2: [65024]:3366913 (/var/tmp/a: b.img)\n";
+        let want = [PathBuf::from("/dev/loop1"), PathBuf::from("/dev/loop2")];
+        assert_eq!(parse_losetup_j(out), want);
+        assert!(parse_losetup_j("").is_empty());
+    }
 
     /// A fake hierarchy: what the kernel would show, as plain files.
     fn fake_v2(controllers: &str, files: &[&str]) -> (tempfile::TempDir, CgroupLayout) {
