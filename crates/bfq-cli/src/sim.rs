@@ -62,7 +62,10 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         progress: Some(&mut progress),
         stop_at: None,
     };
-    let r = simulate(&sc, sched, seed, opts)?;
+    let r = simulate(&sc, sched, seed, opts).map_err(|e| match e {
+        bfq_sim::SimError::Trace(io) => anyhow::anyhow!("writing --trace {}: {io}", out.names.0),
+        e => e.into(),
+    })?;
     let elapsed = wall.elapsed();
     if let Some(b) = &bar {
         b.finish_and_clear();
@@ -124,6 +127,8 @@ struct Outputs {
     trace_stdout: bool,
     json_file: Option<std::fs::File>,
     trace: Option<BufWriter<Box<dyn Write>>>,
+    /// The `--trace` and `--json` arguments, for errors.
+    names: (String, String),
 }
 
 impl Outputs {
@@ -151,13 +156,22 @@ impl Outputs {
             trace_stdout,
             json_file,
             trace,
+            names: (
+                a.trace
+                    .as_ref()
+                    .map_or(String::new(), |p| p.display().to_string()),
+                a.json
+                    .as_ref()
+                    .map_or(String::new(), |p| p.display().to_string()),
+            ),
         })
     }
 
     /// Flushes the trace, then writes the table and the JSON results.
     fn write(self, r: &SimResult) -> anyhow::Result<()> {
         if let Some(mut w) = self.trace {
-            w.flush()?;
+            w.flush()
+                .with_context(|| format!("writing --trace {}", self.names.0))?;
         }
         // stdout carries only the JSON or the trace when either goes there.
         if self.json_stdout || self.trace_stdout {
@@ -170,7 +184,8 @@ impl Outputs {
             print!("{j}");
         }
         if let Some(mut f) = self.json_file {
-            f.write_all(j.as_bytes()).context("writing --json")?;
+            f.write_all(j.as_bytes())
+                .with_context(|| format!("writing --json {}", self.names.1))?;
         }
         Ok(())
     }
