@@ -184,12 +184,18 @@ fn every_setting_has_a_range_and_its_ends_work() {
 
 #[test]
 fn contradictory_settings_are_refused_naming_the_setting() {
-    let s = Settings::from_pairs([("wr_min_auto_time", "10s"), ("wr_max_auto_time", "5s")]);
+    let s = Settings::from_pairs([("wr_min_auto_time", "10s"), ("wr_max_auto_time", "5000ms")]);
     for p in ["bfq", "bfq-plus-2014", "bfq-2010"] {
         let e = build(p, &s).err().expect("contradiction refused");
         assert!(
             matches!(&e, SchedError::InvalidSetting { key, .. } if key == "wr_max_auto_time"),
             "{p}: {e}"
+        );
+        // The value as given.
+        assert!(
+            e.to_string()
+                .starts_with("setting wr_max_auto_time=5000ms:"),
+            "{e}"
         );
     }
     let e = build("bfq", &Settings::from_pairs([("max_budget", "1")]))
