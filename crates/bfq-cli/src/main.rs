@@ -37,8 +37,9 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Cmd {
-    /// List the schedulers and their one-line summaries; with a name, the
-    /// settings of that scheduler with their valid ranges and defaults.
+    /// List the schedulers and their one-line summaries; with a name, each
+    /// setting of that scheduler with its default and the values it takes
+    /// (the range or the words it checks).
     Schedulers {
         /// A scheduler name.
         name: Option<String>,
