@@ -54,21 +54,56 @@ pub fn kernel_client(s: &str) -> Result<bfq_real::KernelClient, String> {
     bfq_real::KernelClient::parse(s).ok_or_else(|| format!("'{s}' is not uring or pread"))
 }
 
-/// A duration (`250ms`, `1.5s`, `500us`; a bare number is milliseconds).
+/// A duration: a number and one unit of ns, us, ms, s, m or min, h
+/// (`250ms`, `1.5s`, `2min`, `1h`); a bare number is milliseconds
+/// (`bfq_core::settings::DURATION_UNITS`).
 pub fn duration(s: &str) -> Result<std::time::Duration, String> {
     bfq_core::settings::parse_duration(s)
         .map(std::time::Duration::from_nanos)
-        .ok_or_else(|| format!("'{s}' is not a duration such as 250ms, 1.5s or 500us"))
+        .ok_or_else(|| {
+            format!(
+                "'{s}' is not a duration: a number and one unit of ns, us, ms, s, m or \
+                 min, h (e.g. 250ms, 1.5s, 2min, 1h); a bare number is milliseconds"
+            )
+        })
+}
+
+/// Adds each `--set KEY=VALUE` to `settings`, later ones overriding; an
+/// argument that is not `KEY=VALUE` is an error quoting it as given (a
+/// bad value is refused when the scheduler is built, quoting it too).
+pub fn apply_sets(settings: &mut bfq_core::Settings, sets: &[String]) -> anyhow::Result<()> {
+    for kv in sets {
+        let (k, v) =
+            bfq_core::Settings::parse_pair(kv).map_err(|e| anyhow::anyhow!("--set: {e}"))?;
+        settings.set(k, v);
+    }
+    Ok(())
 }
 
 /// A scheduler error for the user: an unknown name lists the known ones.
 pub fn sched_error(e: bfq_core::SchedError) -> anyhow::Error {
     match e {
         bfq_core::SchedError::UnknownScheduler(n) => anyhow::anyhow!(
-            "unknown scheduler '{n}' (known: {}; kernel:NAME for `bfq run`)",
-            bfq_schedulers::names()
+            "unknown scheduler '{n}' (known: {}; for `bfq run` and `bfq bench-engine` \
+             also kernel:{})",
+            bfq_schedulers::names(),
+            bfq_real::desc::KERNEL_SCHEDULERS.join(", kernel:")
         ),
         e => anyhow::Error::new(e),
+    }
+}
+
+/// Refuses a scheduler a real run cannot use, naming the known ones: a
+/// name the registry does not have, or a `kernel:NAME` the kernel does
+/// not (`kernel:` only where `kernel` is true).
+pub fn check_backend(name: &str, kernel: bool) -> anyhow::Result<()> {
+    match name.strip_prefix("kernel:") {
+        Some(k) if kernel => bfq_real::desc::check_kernel_scheduler(k).map_err(anyhow::Error::msg),
+        Some(_) => anyhow::bail!("{name}: only the project's schedulers run here, not kernel:*"),
+        None if bfq_schedulers::SCHEDULERS.iter().any(|e| e.name == name) => Ok(()),
+        None => Err(sched_error(bfq_core::SchedError::UnknownScheduler(
+            name.to_string(),
+        ))),
     }
 }
 
@@ -106,10 +141,20 @@ mod tests {
             assert!(seconds(bad).is_err(), "{bad}");
         }
         assert_eq!(seconds("2.5"), Ok(2.5));
+        // The --seconds help texts name the limit.
+        assert_eq!(MAX_SECONDS, 604800.0);
         assert_eq!(size("4KiB"), Ok(4096));
         assert_eq!(size("1.5M"), Ok(3 << 19));
         assert!(size("0").is_err());
         assert_eq!(duration("250ms"), Ok(std::time::Duration::from_millis(250)));
+        assert_eq!(duration("1h"), Ok(std::time::Duration::from_secs(3600)));
+        // The units the error (and `bfq sim --help`) lists are the parser's.
+        let units = bfq_core::settings::DURATION_UNITS.map(|(u, _)| u);
+        let msg = duration("1d").unwrap_err();
+        for u in units.iter().filter(|u| **u != "µs") {
+            assert!(msg.contains(&format!(" {u}")), "{u}: {msg}");
+            assert!(duration(&format!("2{u}")).is_ok(), "{u}");
+        }
         assert_eq!(submit_mode("local"), Ok(bfq_engine::SubmitMode::Local));
         assert_eq!(
             submit_mode("dispatcher"),

@@ -504,10 +504,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         anyhow::bail!("--threads must be 1-64 and --batch 1-1000000");
     }
     let mut settings = Settings::new();
-    for kv in &a.set {
-        let (k, v) = Settings::parse_pair(kv)?;
-        settings.set(k, v);
-    }
+    crate::args::apply_sets(&mut settings, &a.set)?;
     let results = measure_all(&a, &flows, &scheds, &settings)?;
     if a.json {
         println!("{}", serde_json::to_string_pretty(&Report { results })?);

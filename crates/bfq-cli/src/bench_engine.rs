@@ -35,8 +35,8 @@ pub struct Args {
 pub enum BenchCmd {
     /// 4 KiB random reads on a loop device over /dev/shm.
     Randread {
-        /// Flow counts (comma-separated).
-        #[arg(long, value_delimiter = ',', default_value = "1,4,16,64")]
+        /// Flow counts (comma-separated), each 1..=4096.
+        #[arg(long, value_delimiter = ',', default_value = "1,4,16,64", value_parser = clap::value_parser!(u32).range(1..=4096))]
         flows: Vec<u32>,
         /// Schedulers: registry names and kernel:NAME (comma-separated);
         /// default: fifo, bfq if registered, kernel:bfq, kernel:none. An
@@ -53,7 +53,7 @@ pub enum BenchCmd {
         /// (`CoopTaskrun::Auto`, the engine's default).
         #[arg(long, value_delimiter = ',')]
         schedulers: Vec<String>,
-        /// Seconds per measurement.
+        /// Seconds per measurement (above 0, at most 604800: a week).
         #[arg(long, default_value_t = 3.0, value_parser = crate::args::seconds)]
         seconds: f64,
         /// Requests outstanding in total (split among the flows), and the
@@ -123,8 +123,8 @@ pub enum BenchCmd {
         /// `NAME@local`) from each flow's thread, the default.
         #[arg(long, value_delimiter = ',')]
         schedulers: Vec<String>,
-        /// Submitting threads (one flow each).
-        #[arg(long, default_value_t = 1)]
+        /// Submitting threads (one flow each), 1..=4096.
+        #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=4096))]
         flows: u32,
         /// Device queue depth of the engine (1..=4096).
         #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u32).range(1..=4096))]
@@ -134,6 +134,7 @@ pub enum BenchCmd {
         /// request is waited for alone, on the thread's private ring).
         #[arg(long, default_value_t = 256, value_parser = clap::value_parser!(u32).range(1..=65536))]
         window: u32,
+        /// Seconds per scheduler (above 0, at most 604800: a week).
         #[arg(long, default_value_t = 2.0, value_parser = crate::args::seconds)]
         seconds: f64,
     },
@@ -147,13 +148,18 @@ pub enum BenchCmd {
         /// sectors (auto-tuned from the peak rate: tens of MiB on a fast
         /// device), so the lightest of five readers gets a turn only a few
         /// times a second and one turn more or less is several percent of
-        /// a short window: 20 s keeps that granularity near 3%.
+        /// a short window: 20 s keeps that granularity near 3%. Above 0,
+        /// at most 604800 (a week).
         #[arg(long, default_value_t = 20.0, value_parser = crate::args::seconds)]
         seconds: f64,
-        /// Backing file (on a real filesystem, not tmpfs), created and
-        /// filled if missing, removed afterwards if created.
+        /// Backing file (a regular file on a real filesystem, not tmpfs),
+        /// created and filled if missing, removed afterwards if created.
         #[arg(long, default_value = "/var/tmp/bfq-fairness.img")]
         file: PathBuf,
+        /// Size of the loop device the readers read (e.g. 1G, 512M): the
+        /// size of the file created; an existing shorter file is
+        /// extended (the extension is a hole), a longer one is not
+        /// shrunk and the device covers its first SIZE bytes.
         #[arg(long, default_value = "1G")]
         size: String,
         /// Request size of the readers.
@@ -330,6 +336,11 @@ pub fn run(a: Args) -> anyhow::Result<()> {
             no_fio,
             fio_on,
         } => {
+            check_columns(&schedulers, true)?;
+            for k in &fio_on {
+                bfq_real::desc::check_kernel_scheduler(k)
+                    .map_err(|e| anyhow::anyhow!("--fio-on: {e}"))?;
+            }
             if !cpus.is_empty() {
                 sys::pin_current_thread(&cpus)?;
             }
@@ -354,7 +365,10 @@ pub fn run(a: Args) -> anyhow::Result<()> {
             depth,
             window,
             seconds,
-        } => nop(schedulers, flows, depth, window, seconds, a.json),
+        } => {
+            check_columns(&schedulers, false)?;
+            nop(schedulers, flows, depth, window, seconds, a.json)
+        }
         BenchCmd::Fairness {
             schedulers,
             seconds,
@@ -364,16 +378,29 @@ pub fn run(a: Args) -> anyhow::Result<()> {
             depth,
             set,
             kernel_client,
-        } => fairness(
-            schedulers,
-            seconds,
-            file,
-            &size,
-            &block,
-            (depth, set, kernel_client),
-            a.json,
-        ),
+        } => {
+            check_columns(&schedulers, true)?;
+            fairness(
+                schedulers,
+                seconds,
+                file,
+                &size,
+                &block,
+                (depth, set, kernel_client),
+                a.json,
+            )
+        }
     }
+}
+
+/// Refuses a column whose scheduler is unknown (`NAME[@mode]`, see
+/// [`split_mode`]; `kernel:NAME` where `kernel`), naming the known ones,
+/// before anything runs.
+fn check_columns(scheds: &[String], kernel: bool) -> anyhow::Result<()> {
+    for s in scheds {
+        crate::args::check_backend(split_mode(s).0, kernel)?;
+    }
+    Ok(())
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -466,6 +493,16 @@ fn randread_target(
 ) -> anyhow::Result<(Option<TempLoop>, PathBuf, u64)> {
     Ok(match device {
         Some(d) => {
+            let meta =
+                std::fs::metadata(&d).map_err(|e| anyhow::anyhow!("{}: {e}", d.display()))?;
+            if !std::os::unix::fs::FileTypeExt::is_block_device(&meta.file_type()) {
+                anyhow::bail!(
+                    "--device {}: not a block device (every column runs on it under a \
+                     kernel scheduler it sets; without --device, a loop device over \
+                     /dev/shm)",
+                    d.display()
+                );
+            }
             let len =
                 bfq_real::target_len(&d).map_err(|e| anyhow::anyhow!("{}: {e}", d.display()))?;
             let region =
@@ -659,41 +696,10 @@ impl Randread {
         Ok(())
     }
 
-    /// Prints the benchmark's line, the columns' header and a line per
-    /// row: each column's K IOPS and CPU per request, then each engine
-    /// scheduler's IOPS as a ratio to every kernel or fio column.
+    /// Prints the benchmark's line and its table ([`randread_table`]).
     fn print_table(&self, rows: &[RandreadRow], cpus: &[usize]) {
         self.print_title(cpus);
-        print!("{:>6} {:>6}", "flows", "qd/fl");
-        for s in &self.scheds {
-            print!(" {:>13}", s);
-        }
-        println!();
-        print!("{:13}", "");
-        // Each engine scheduler's IOPS as a ratio to every kernel or fio column.
-        let refs: Vec<&String> = self
-            .scheds
-            .iter()
-            .filter(|s| s.starts_with("kernel:") || s.starts_with(crate::fio_ref::PREFIX))
-            .collect();
-        let names: Vec<&str> = refs.iter().map(|s| s.as_str()).collect();
-        println!(
-            "   (K IOPS [process CPU us per request]; ratios to {})",
-            names.join(" / ")
-        );
-        for (n, per, row) in rows {
-            print!("{n:>6} {per:>6}");
-            for (_, r) in row {
-                print!(" {:>7.1} [{:>3.1}]", r.iops() / 1e3, r.cpu_us_per_io());
-            }
-            for (s, r) in row.iter().filter(|(s, _)| !refs.contains(&s)) {
-                print!("  {s}:");
-                for (k, kr) in row.iter().filter(|(k, _)| refs.contains(&k)) {
-                    print!(" {:.2}x {k}", r.iops() / kr.iops().max(1e-9));
-                }
-            }
-            println!();
-        }
+        print!("{}", randread_table(&self.scheds, rows));
     }
 
     /// Prints the line saying what the table measured: the device (and
@@ -726,6 +732,44 @@ impl Randread {
                 .unwrap_or_default()
         );
     }
+}
+
+/// `randread`'s table: the columns' header and a line per row, each
+/// column's K IOPS and CPU per request, then each engine scheduler's IOPS
+/// as a ratio to every kernel or fio column (the reference columns); with
+/// no reference column or no engine column, no ratios.
+fn randread_table(scheds: &[String], rows: &[RandreadRow]) -> String {
+    use std::fmt::Write as _;
+    let is_ref = |s: &str| s.starts_with("kernel:") || s.starts_with(crate::fio_ref::PREFIX);
+    let refs: Vec<&str> = scheds
+        .iter()
+        .map(String::as_str)
+        .filter(|s| is_ref(s))
+        .collect();
+    let ratios = !refs.is_empty() && refs.len() < scheds.len();
+    let mut t = format!("{:>6} {:>6}", "flows", "qd/fl");
+    for s in scheds {
+        let _ = write!(t, " {s:>13}");
+    }
+    let _ = write!(t, "\n{:13}   (K IOPS [process CPU us per request]", "");
+    if ratios {
+        let _ = write!(t, "; ratios to {}", refs.join(" / "));
+    }
+    t += ")\n";
+    for (n, per, row) in rows {
+        let _ = write!(t, "{n:>6} {per:>6}");
+        for (_, r) in row {
+            let _ = write!(t, " {:>7.1} [{:>3.1}]", r.iops() / 1e3, r.cpu_us_per_io());
+        }
+        for (s, r) in row.iter().filter(|(s, _)| ratios && !is_ref(s)) {
+            let _ = write!(t, "  {s}:");
+            for (k, kr) in row.iter().filter(|(k, _)| is_ref(k)) {
+                let _ = write!(t, " {:.2}x {k}", r.iops() / kr.iops().max(1e-9));
+            }
+        }
+        t += "\n";
+    }
+    t
 }
 
 /// One round of a column: its IOPS, the CPUs' cache-line round trip in
@@ -953,10 +997,7 @@ fn fairness_config(
     let (name, mode, (private_rings, coop_taskrun)) = split_mode(s);
     let mut settings = Settings::new();
     if name != "fifo" && !name.starts_with("kernel:") {
-        for kv in set {
-            let (k, v) = Settings::parse_pair(kv)?;
-            settings.set(k, v);
-        }
+        crate::args::apply_sets(&mut settings, set)?;
     }
     let mut cfg = RunConfig::new(
         dev,
@@ -1011,7 +1052,39 @@ fn print_fairness(
 
 #[cfg(test)]
 mod tests {
-    use super::read_region;
+    use super::{randread_table, read_region, RunReport};
+
+    /// A report of `ios` requests in one second.
+    fn report(ios: u64) -> RunReport {
+        RunReport {
+            seconds: 1.0,
+            flows: vec![bfq_real::FlowReport {
+                ios,
+                ..Default::default()
+            }],
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn the_table_has_ratios_only_with_columns_to_compare() {
+        let names = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        let row = |v: &[(&str, u64)]| {
+            let cols = v.iter().map(|(s, n)| (s.to_string(), report(*n))).collect();
+            vec![(1, 64, cols)]
+        };
+        let both = names(&["bfq", "kernel:none"]);
+        let t = randread_table(&both, &row(&[("bfq", 2000), ("kernel:none", 1000)]));
+        assert!(t.contains("; ratios to kernel:none)"), "{t}");
+        assert!(t.contains("  bfq: 2.00x kernel:none"), "{t}");
+        for cols in [&["fifo", "bfq"][..], &["kernel:bfq", "kernel:none"]] {
+            let t = randread_table(&names(cols), &row(&[(cols[0], 1000), (cols[1], 1000)]));
+            assert!(!t.contains("ratios"), "{t}");
+            assert!(t.contains("per request])\n"), "{t}");
+            assert!(!t.contains("x "), "{t}");
+            assert!(!t.lines().any(|l| l.trim_end().ends_with(':')), "{t}");
+        }
+    }
 
     #[test]
     fn every_column_reads_the_whole_device_unless_told() {

@@ -50,9 +50,51 @@ pub struct Args {
     /// First seed; case N uses seed + N.
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
-    /// Directory of the scenario files to mutate.
-    #[arg(long, default_value = "scenarios")]
-    pub scenarios: PathBuf,
+    /// Directory of the scenario files (`*.toml`) to mutate. Default:
+    /// `scenarios` in the current directory, else the `scenarios`
+    /// directory of the source tree this binary was built from (the
+    /// shipped scenarios), if it is still there. Read before any case
+    /// runs.
+    #[arg(long)]
+    pub scenarios: Option<PathBuf>,
+}
+
+/// The shipped scenarios: `scenarios/` of the source tree this binary
+/// was built from.
+const SHIPPED_SCENARIOS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../scenarios");
+
+/// The scenario files (name, text) of `--scenarios`, or of the default
+/// directory (see [`Args::scenarios`]); an error naming the directory
+/// when it cannot be read or holds none.
+fn load_scenarios(given: Option<&std::path::Path>) -> anyhow::Result<Vec<(String, String)>> {
+    let dir = match given {
+        Some(d) => d.to_path_buf(),
+        None if std::path::Path::new("scenarios").is_dir() => PathBuf::from("scenarios"),
+        None if std::path::Path::new(SHIPPED_SCENARIOS).is_dir() => {
+            PathBuf::from(SHIPPED_SCENARIOS)
+        }
+        None => anyhow::bail!(
+            "no scenarios directory here or at {SHIPPED_SCENARIOS}: give --scenarios DIR \
+             (the project's scenarios/)"
+        ),
+    };
+    let named = |e: std::io::Error| anyhow::anyhow!("--scenarios {}: {e}", dir.display());
+    let mut texts = Vec::new();
+    for e in std::fs::read_dir(&dir).map_err(named)? {
+        let p = e.map_err(named)?.path();
+        if p.extension().is_some_and(|x| x == "toml") {
+            let text =
+                std::fs::read_to_string(&p).map_err(|e| anyhow::anyhow!("{}: {e}", p.display()))?;
+            texts.push((p.display().to_string(), text));
+        }
+    }
+    if texts.is_empty() {
+        anyhow::bail!("--scenarios {}: no scenario files (*.toml)", dir.display());
+    }
+    // read_dir's order is the filesystem's: a seed picks the same file
+    // on every machine.
+    texts.sort();
+    Ok(texts)
 }
 
 /// The settings every scheduler case picks from (besides the defaults):
@@ -68,6 +110,9 @@ fn settings_for(name: &str, rng: &mut Pcg64) -> Settings {
                 bfq_core::settings::SettingKind::Integer { lo, hi } => {
                     [lo, hi, rng.gen_range(lo..=hi)][rng.gen_range(0..3)].to_string()
                 }
+                bfq_core::settings::SettingKind::IntegerOrZero { lo, hi } => {
+                    [0, lo, hi, rng.gen_range(lo..=hi)][rng.gen_range(0..4)].to_string()
+                }
                 bfq_core::settings::SettingKind::Duration { lo, hi } => {
                     format!(
                         "{}ns",
@@ -75,6 +120,9 @@ fn settings_for(name: &str, rng: &mut Pcg64) -> Settings {
                     )
                 }
                 bfq_core::settings::SettingKind::Bool => rng.gen_range(0..2).to_string(),
+                bfq_core::settings::SettingKind::Word { ref names, .. } => {
+                    names[rng.gen_range(0..names.len())].to_string()
+                }
                 _ => continue,
             };
             s.set(info.key, v);
@@ -653,25 +701,18 @@ pub fn run(a: Args) -> anyhow::Result<()> {
             names.join(", ")
         ),
     };
+    // The scenarios are read first: a missing directory fails before the
+    // scheduler cases run.
+    let texts = match a.target.as_str() {
+        "all" | "scenarios" => Some(load_scenarios(a.scenarios.as_deref())?),
+        _ => None,
+    };
     for name in picked {
         run_cases(&format!("scheduler {name}"), &a, |seed| {
             scheduler_case(name, seed, a.ops)
         })?;
     }
-    if matches!(a.target.as_str(), "all" | "scenarios") {
-        let mut texts = Vec::new();
-        for e in std::fs::read_dir(&a.scenarios)
-            .map_err(|e| anyhow::anyhow!("{}: {e}", a.scenarios.display()))?
-            .flatten()
-        {
-            let p = e.path();
-            if p.extension().is_some_and(|x| x == "toml") {
-                texts.push((p.display().to_string(), std::fs::read_to_string(&p)?));
-            }
-        }
-        if texts.is_empty() {
-            anyhow::bail!("no scenario files in {}", a.scenarios.display());
-        }
+    if let Some(texts) = texts {
         // Parsing and planning print nothing; silence the simulator's
         // panics' messages only through catch_unwind's report above.
         run_cases("scenarios", &a, |seed| {

@@ -15,10 +15,18 @@ pub struct Args {
 #[derive(Subcommand)]
 pub enum LoopCmd {
     /// Create (or extend) FILE to SIZE (e.g. 1G, 512M) and attach a loop
-    /// device over it; prints /dev/loopN.
+    /// device of SIZE over it; prints /dev/loopN. A FILE longer than SIZE
+    /// is not shrunk: the device covers its first SIZE bytes (said on
+    /// stderr). Refused when FILE already has a loop device (named),
+    /// unless --again.
     Create {
+        /// The backing file (a regular file; created if missing).
         file: PathBuf,
+        /// The device's size, at least 1M (e.g. 1G, 512M, 1.5G).
         size: String,
+        /// Attach another device even if FILE already has one.
+        #[arg(long)]
+        again: bool,
         /// Use buffered I/O on the backing file (default: direct I/O).
         #[arg(long)]
         buffered: bool,
@@ -28,7 +36,10 @@ pub enum LoopCmd {
         fill: bool,
     },
     /// Detach a loop device (refused if it holds a mounted filesystem).
-    Remove { dev: PathBuf },
+    Remove {
+        /// The device, /dev/loopN.
+        dev: PathBuf,
+    },
 }
 
 /// A size above zero (`1G`, `512M`, `4KiB`, `1.5G`).
@@ -41,6 +52,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         LoopCmd::Create {
             file,
             size,
+            again,
             buffered,
             fill,
         } => {
@@ -49,6 +61,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
                 anyhow::bail!("loop create {}: size must be at least 1M", file.display());
             }
             sys::require_root("bfq loop create")?;
+            check_backing(&file, size, again)?;
             if fill && !file.exists() {
                 bfq_real::create_filled(&file, size)?;
             }
@@ -81,4 +94,34 @@ pub fn run(a: Args) -> anyhow::Result<()> {
             Ok(())
         }
     }
+}
+
+/// Refuses a `file` that is not a regular file, or already has a loop
+/// device (unless `again`), naming it; says when `file` is longer than
+/// the device of `size` bytes made over it.
+fn check_backing(file: &std::path::Path, size: u64, again: bool) -> anyhow::Result<()> {
+    let Ok(meta) = std::fs::metadata(file) else {
+        return Ok(());
+    };
+    let name = file.display();
+    if !meta.is_file() {
+        anyhow::bail!("loop create {name}: not a regular file");
+    }
+    let attached = sys::LoopDevice::over(file)?;
+    if let Some(dev) = attached.first().filter(|_| !again) {
+        anyhow::bail!(
+            "loop create {name}: already attached as {} (bfq loop remove {} first, or \
+             --again for another device over it)",
+            dev.display(),
+            dev.display()
+        );
+    }
+    if meta.len() > size {
+        eprintln!(
+            "loop create {name}: the file is {} bytes; the device covers its first {size} \
+             (the file is not shrunk)",
+            meta.len()
+        );
+    }
+    Ok(())
 }

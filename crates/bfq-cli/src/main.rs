@@ -37,8 +37,9 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Cmd {
-    /// List the schedulers and their one-line summaries; with a name, the
-    /// settings of that scheduler with their valid ranges and defaults.
+    /// List the schedulers and their one-line summaries; with a name, each
+    /// setting of that scheduler with its default and the values it takes
+    /// (the range or the words it checks).
     Schedulers {
         /// A scheduler name.
         name: Option<String>,
@@ -123,21 +124,25 @@ fn cleanup() -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Prints each setting of scheduler `name`: key, kind and range, default.
+/// Prints each setting of scheduler `name`: key, default, and kind with
+/// the values accepted (the ranges and words the scheduler checks), or
+/// that it has none.
 fn list_settings(name: &str) -> anyhow::Result<()> {
-    use bfq_core::settings::{format_duration, SettingKind};
+    use bfq_core::settings::{bool_spellings, SettingKind};
     let infos = bfq_schedulers::settings_of(name).map_err(args::sched_error)?;
-    for i in infos {
-        let range = match i.kind {
-            SettingKind::Integer { lo, hi } => format!("integer {lo}..={hi}"),
-            SettingKind::Duration { lo, hi } => {
-                format!("duration {}..={}", format_duration(lo), format_duration(hi))
-            }
-            SettingKind::Number => "number".into(),
-            SettingKind::Bool => "boolean".into(),
-            SettingKind::Text => "word".into(),
-        };
-        println!("{:<26} {:<28} default {}", i.key, range, i.default);
+    if infos.is_empty() {
+        println!("{name} has no settings");
+    }
+    for i in &infos {
+        println!(
+            "{:<28} default {:<14} {}",
+            i.key,
+            i.default,
+            i.kind.describe()
+        );
+    }
+    if infos.iter().any(|i| i.kind == SettingKind::Bool) {
+        println!("(a boolean is any of {})", bool_spellings());
     }
     Ok(())
 }

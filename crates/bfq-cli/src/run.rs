@@ -36,7 +36,8 @@ pub struct Args {
     /// `name=a,op=read,pattern=seq,bs=64k,depth=1,sync=true,weight=100,class=be,level=4,bytes=64M,think=1ms,on=1M,off=50ms,every=40ms,batch=256k,repeat=2,rerun=1s,start=0,offset=0,len=256M`.
     #[arg(long = "flow")]
     pub flows: Vec<String>,
-    /// Run length in seconds (default: the scenario's duration, or 10).
+    /// Run length in seconds (default: the scenario's duration, or 10;
+    /// above 0, at most 604800: a week).
     #[arg(long, value_parser = crate::args::seconds)]
     pub seconds: Option<f64>,
     /// Engine device queue depth (1..=4096).
@@ -242,10 +243,8 @@ fn backend(a: &Args, sc_sched: Option<(String, Settings)>) -> anyhow::Result<Bac
         (None, Some((sn, st))) => (sn, st),
         (None, None) => ("fifo".to_string(), Settings::new()),
     };
-    for kv in &a.set {
-        let (k, v) = Settings::parse_pair(kv)?;
-        settings.set(k, v);
-    }
+    crate::args::check_backend(&name, true)?;
+    crate::args::apply_sets(&mut settings, &a.set)?;
     let backend = Backend::parse(&name, settings);
     if matches!(backend, Backend::Kernel { .. }) && !a.set.is_empty() {
         anyhow::bail!("--set applies to the project's schedulers, not kernel:*");

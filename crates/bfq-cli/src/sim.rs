@@ -22,7 +22,9 @@ pub struct Args {
     /// Seed (overrides the scenario's).
     #[arg(long)]
     pub seed: Option<u64>,
-    /// Simulated duration (overrides the scenario's), e.g. 10s.
+    /// Simulated duration (overrides the scenario's): a number and one
+    /// unit of ns, us, ms, s, m or min, h (e.g. 10s, 2min, 1h); a bare
+    /// number is milliseconds.
     #[arg(long)]
     pub duration: Option<String>,
     /// Write the results as JSON to this file ("-" for stdout).
@@ -60,7 +62,10 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         progress: Some(&mut progress),
         stop_at: None,
     };
-    let r = simulate(&sc, sched, seed, opts)?;
+    let r = simulate(&sc, sched, seed, opts).map_err(|e| match e {
+        bfq_sim::SimError::Trace(io) => anyhow::anyhow!("writing --trace {}: {io}", out.names.0),
+        e => e.into(),
+    })?;
     let elapsed = wall.elapsed();
     if let Some(b) = &bar {
         b.finish_and_clear();
@@ -110,10 +115,7 @@ fn load(a: &Args) -> anyhow::Result<(Scenario, Box<dyn Scheduler>)> {
         } else {
             sc.scheduler.settings.clone()
         };
-    for kv in &a.set {
-        let (k, v) = Settings::parse_pair(kv).map_err(|e| anyhow::anyhow!("--set {kv}: {e}"))?;
-        settings.set(k, v);
-    }
+    crate::args::apply_sets(&mut settings, &a.set)?;
     let sched = bfq_schedulers::build(&name, &settings).map_err(crate::args::sched_error)?;
     Ok((sc, sched))
 }
@@ -125,6 +127,8 @@ struct Outputs {
     trace_stdout: bool,
     json_file: Option<std::fs::File>,
     trace: Option<BufWriter<Box<dyn Write>>>,
+    /// The `--trace` and `--json` arguments, for errors.
+    names: (String, String),
 }
 
 impl Outputs {
@@ -152,13 +156,22 @@ impl Outputs {
             trace_stdout,
             json_file,
             trace,
+            names: (
+                a.trace
+                    .as_ref()
+                    .map_or(String::new(), |p| p.display().to_string()),
+                a.json
+                    .as_ref()
+                    .map_or(String::new(), |p| p.display().to_string()),
+            ),
         })
     }
 
     /// Flushes the trace, then writes the table and the JSON results.
     fn write(self, r: &SimResult) -> anyhow::Result<()> {
         if let Some(mut w) = self.trace {
-            w.flush()?;
+            w.flush()
+                .with_context(|| format!("writing --trace {}", self.names.0))?;
         }
         // stdout carries only the JSON or the trace when either goes there.
         if self.json_stdout || self.trace_stdout {
@@ -171,7 +184,8 @@ impl Outputs {
             print!("{j}");
         }
         if let Some(mut f) = self.json_file {
-            f.write_all(j.as_bytes()).context("writing --json")?;
+            f.write_all(j.as_bytes())
+                .with_context(|| format!("writing --json {}", self.names.1))?;
         }
         Ok(())
     }

@@ -48,6 +48,10 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         }
         return Ok(());
     }
+    // A bad --out fails now, not after the runs.
+    if a.out.exists() && !a.out.is_dir() {
+        anyhow::bail!("--out {}: exists and is not a directory", a.out.display());
+    }
     let jobs = a
         .jobs
         .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));

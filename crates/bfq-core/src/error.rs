@@ -52,6 +52,8 @@ pub enum SchedError {
     },
     /// A scheduler name nobody provides.
     UnknownScheduler(String),
+    /// A setting given as text that is not `key=value` (as given).
+    NotKeyValue(String),
 }
 
 impl fmt::Display for SchedError {
@@ -99,6 +101,9 @@ impl fmt::Display for SchedError {
                 write!(f, "setting {key}={value}: {why}")
             }
             SchedError::UnknownScheduler(name) => write!(f, "unknown scheduler '{name}'"),
+            SchedError::NotKeyValue(text) => {
+                write!(f, "'{text}' is not a setting: expected KEY=VALUE")
+            }
         }
     }
 }

@@ -3,10 +3,12 @@
 //! Every scheduler takes its tunables from a [`Settings`] list so that the
 //! scenario files, `--set key=value` and the engine API share one syntax:
 //! integers (`16384`), durations (`8ms`, `125ms`, `2s`, `500us`, bare numbers
-//! are milliseconds), booleans (`1/0`, `true/false`, `on/off`) and floats.
+//! are milliseconds), booleans ([`BOOL_WORDS`]), words from a scheduler's
+//! list and floats.
 //!
 //! Every numeric setting has a valid range, checked when the scheduler is
-//! built: integers name theirs at the call ([`Settings::u64_in`]),
+//! built: integers name theirs at the call ([`Settings::u64_in`],
+//! [`Settings::u64_zero_or_in`]), words their list ([`Settings::word`]),
 //! durations are `0..=`[`MAX_DURATION`] unless a narrower range is given
 //! ([`Settings::duration_in`]). The settings a scheduler read, with their
 //! kinds, defaults and ranges, are listed by [`Settings::read`].
@@ -36,12 +38,69 @@ pub enum SettingKind {
         /// Longest valid duration, in ns.
         hi: Time,
     },
+    /// 0, or an unsigned integer in `lo..=hi` (0 switches something
+    /// off or makes it automatic; the values between are refused).
+    IntegerOrZero {
+        /// Smallest valid value above 0.
+        lo: u64,
+        /// Largest valid value.
+        hi: u64,
+    },
     /// A finite number.
     Number,
-    /// A boolean.
+    /// A boolean, written as any of [`BOOL_WORDS`].
     Bool,
-    /// A word (one of a few names the scheduler documents).
+    /// One of a list of words ([`Settings::word`]).
+    Word {
+        /// The words, one per value, in the scheduler's order.
+        names: Vec<&'static str>,
+        /// Other spellings accepted for the same values.
+        aliases: Vec<&'static str>,
+    },
+    /// Free text (keys read by pattern, e.g. per-flow values).
     Text,
+}
+
+/// Every spelling of a boolean setting: true, then false.
+pub const BOOL_WORDS: [(&str, &str); 4] =
+    [("1", "0"), ("true", "false"), ("on", "off"), ("yes", "no")];
+
+impl SettingKind {
+    /// The kind and its valid values as `bfq schedulers NAME` lists them
+    /// (`integer 1..=100`, `0 or integer 32..=16777216`, the words; a
+    /// boolean's spellings are [`bool_spellings`]).
+    pub fn describe(&self) -> String {
+        match self {
+            SettingKind::Integer { lo, hi } => format!("integer {lo}..={hi}"),
+            SettingKind::IntegerOrZero { lo, hi } => format!("0 or integer {lo}..={hi}"),
+            SettingKind::Duration { lo, hi } => {
+                format!(
+                    "duration {}..={}",
+                    format_duration(*lo),
+                    format_duration(*hi)
+                )
+            }
+            SettingKind::Number => "number".into(),
+            SettingKind::Bool => "boolean".into(),
+            SettingKind::Word { names, aliases } => format!("word {}", word_list(names, aliases)),
+            SettingKind::Text => "text".into(),
+        }
+    }
+}
+
+/// `kernel|bfq-plus-2014|2010 (also paper, plus)`.
+fn word_list(names: &[&str], aliases: &[&str]) -> String {
+    let mut s = names.join("|");
+    if !aliases.is_empty() {
+        s += &format!(" (also {})", aliases.join(", "));
+    }
+    s
+}
+
+/// `1/0, true/false, on/off, yes/no`: every spelling of a boolean.
+pub fn bool_spellings() -> String {
+    let v: Vec<String> = BOOL_WORDS.iter().map(|(t, f)| format!("{t}/{f}")).collect();
+    v.join(", ")
 }
 
 /// One setting a scheduler read: key, kind and range, default.
@@ -87,11 +146,7 @@ impl Settings {
             Some((k, v)) if !k.trim().is_empty() => {
                 Ok((k.trim().to_string(), v.trim().to_string()))
             }
-            _ => Err(SchedError::InvalidSetting {
-                key: kv.to_string(),
-                value: String::new(),
-                why: "expected key=value".into(),
-            }),
+            _ => Err(SchedError::NotKeyValue(kv.to_string())),
         }
     }
 
@@ -165,6 +220,33 @@ impl Settings {
         }
     }
 
+    /// 0 or an unsigned integer in `lo..=hi` (the syntax of
+    /// [`Settings::u64_in`]); the values from 1 to `lo - 1` are refused.
+    pub fn u64_zero_or_in(
+        &mut self,
+        key: &str,
+        default: u64,
+        lo: u64,
+        hi: u64,
+    ) -> Result<u64, SchedError> {
+        self.note(
+            key,
+            SettingKind::IntegerOrZero { lo, hi },
+            default.to_string(),
+        );
+        let Some(raw) = self.take(key) else {
+            return Ok(default);
+        };
+        match parse_u64(&raw) {
+            Some(v) if v == 0 || (lo..=hi).contains(&v) => Ok(v),
+            _ => Err(Self::invalid(
+                key,
+                &raw,
+                format!("must be 0 or an integer in {lo}..={hi}"),
+            )),
+        }
+    }
+
     /// A floating-point setting.
     pub fn f64(&mut self, key: &str, default: f64) -> Result<f64, SchedError> {
         self.note(key, SettingKind::Number, default.to_string());
@@ -177,16 +259,60 @@ impl Settings {
         }
     }
 
-    /// A boolean setting: `1/0`, `true/false`, `on/off`, `yes/no`.
+    /// A boolean setting: any spelling of [`BOOL_WORDS`], in any case.
     pub fn bool(&mut self, key: &str, default: bool) -> Result<bool, SchedError> {
         self.note(key, SettingKind::Bool, u8::from(default).to_string());
-        match self.take(key) {
-            None => Ok(default),
-            Some(v) => match v.to_ascii_lowercase().as_str() {
-                "1" | "true" | "on" | "yes" => Ok(true),
-                "0" | "false" | "off" | "no" => Ok(false),
-                _ => Err(Self::invalid(key, &v, "expected 1/0, true/false or on/off")),
-            },
+        let Some(v) = self.take(key) else {
+            return Ok(default);
+        };
+        let lower = v.to_ascii_lowercase();
+        for (t, f) in BOOL_WORDS {
+            if lower == t || lower == f {
+                return Ok(lower == t);
+            }
+        }
+        Err(Self::invalid(
+            key,
+            &v,
+            format!("expected a boolean: {}", bool_spellings()),
+        ))
+    }
+
+    /// A word setting: one of `words`, each spelling with its value (the
+    /// first spelling of a value is its name, listed and used for the
+    /// default; any later one is an alias). The one list the value is
+    /// parsed with, listed by [`Settings::read`] and named in the error.
+    pub fn word<T: Copy + PartialEq>(
+        &mut self,
+        key: &str,
+        default: T,
+        words: &[(&'static str, T)],
+    ) -> Result<T, SchedError> {
+        let (mut names, mut aliases, mut values) = (Vec::new(), Vec::new(), Vec::new());
+        for &(w, v) in words {
+            if values.contains(&v) {
+                aliases.push(w);
+            } else {
+                values.push(v);
+                names.push(w);
+            }
+        }
+        let default_name = words
+            .iter()
+            .find(|(_, v)| *v == default)
+            .map_or("", |w| w.0);
+        let why = format!("expected {}", word_list(&names, &aliases));
+        self.note(
+            key,
+            SettingKind::Word { names, aliases },
+            default_name.to_string(),
+        );
+        let Some(raw) = self.take(key) else {
+            return Ok(default);
+        };
+        match words.iter().find(|(w, _)| *w == raw) {
+            Some(&(_, v)) => Ok(v),
+            None => Err(Self::invalid(key, &raw, why)),
         }
     }
 
@@ -232,7 +358,8 @@ impl Settings {
         }
     }
 
-    /// A string setting.
+    /// A string setting, any text (keys read by pattern; a setting with a
+    /// list of values is a [`Settings::word`]).
     pub fn string(&mut self, key: &str, default: &str) -> String {
         self.note(key, SettingKind::Text, default.to_string());
         self.take(key).unwrap_or_else(|| default.to_string())
@@ -309,7 +436,21 @@ pub fn format_duration(ns: Time) -> String {
     format!("{ns}ns")
 }
 
-/// Parses a duration (`8ms`, `1.5s`, `500us`, `100ns`, bare = ms) to ns.
+/// The units of a duration ([`parse_duration`]) and their lengths in ns.
+pub const DURATION_UNITS: [(&str, Time); 8] = [
+    ("ns", 1),
+    ("us", US),
+    ("µs", US),
+    ("ms", MS),
+    ("s", SEC),
+    ("m", 60 * SEC),
+    ("min", 60 * SEC),
+    ("h", 3600 * SEC),
+];
+
+/// Parses a duration to ns: a decimal number and one unit of
+/// [`DURATION_UNITS`] (`8ms`, `1.5s`, `500us`, `100ns`, `2min`, `1h`); a
+/// bare number is milliseconds.
 pub fn parse_duration(s: &str) -> Option<Time> {
     let s = s.trim();
     let split = s
@@ -317,13 +458,11 @@ pub fn parse_duration(s: &str) -> Option<Time> {
         .unwrap_or(s.len());
     let (num, unit) = s.split_at(split);
     let x: f64 = num.parse().ok()?;
-    let mult = match unit.trim() {
-        "" | "ms" => MS as f64,
-        "s" => SEC as f64,
-        "us" | "µs" => US as f64,
-        "ns" => 1.0,
-        "min" | "m" => 60.0 * SEC as f64,
-        _ => return None,
+    let unit = unit.trim();
+    let mult = match DURATION_UNITS.iter().find(|(u, _)| *u == unit) {
+        Some(&(_, m)) => m as f64,
+        None if unit.is_empty() => MS as f64,
+        None => return None,
     };
     let ns = x * mult;
     if !ns.is_finite() || ns < 0.0 || ns > u64::MAX as f64 {
@@ -356,6 +495,9 @@ mod tests {
         assert!(s.bool("c", false).is_err());
         assert_eq!(parse_duration("1.5s"), Some(1_500_000_000));
         assert_eq!(parse_duration("125"), Some(125 * MS));
+        assert_eq!(parse_duration("1h"), Some(3600 * SEC));
+        assert_eq!(parse_duration("2min"), parse_duration("120s"));
+        assert_eq!(parse_duration("1d"), None);
         assert!(Settings::parse_pair("novalue").is_err());
     }
 
@@ -373,5 +515,52 @@ mod tests {
         assert!(s.duration_in("d", 0, MS, SEC).is_err());
         assert_eq!(s.read()[0].kind, SettingKind::Duration { lo: MS, hi: SEC });
         assert_eq!(format_duration(1500 * US), "1500us");
+    }
+
+    /// What a setting lists is what it takes: the gap of a zero-or-range
+    /// integer, every word and alias, every boolean spelling; errors echo
+    /// the value as given.
+    #[test]
+    fn listed_ranges_and_words_are_the_ones_checked() {
+        let mut s = Settings::from_pairs([("m", "+5"), ("w", "plus"), ("x", "nosuch")]);
+        let e = s.u64_zero_or_in("m", 0, 32, 64).unwrap_err().to_string();
+        assert_eq!(e, "setting m=+5: must be 0 or an integer in 32..=64");
+        let kind = SettingKind::IntegerOrZero { lo: 32, hi: 64 };
+        assert_eq!(s.read()[0].kind, kind);
+        assert_eq!(kind.describe(), "0 or integer 32..=64");
+        for (v, ok) in [
+            ("0", true),
+            ("31", false),
+            ("32", true),
+            ("64", true),
+            ("65", false),
+        ] {
+            let mut s = Settings::from_pairs([("m", v)]);
+            assert_eq!(s.u64_zero_or_in("m", 0, 32, 64).is_ok(), ok, "{v}");
+        }
+        let words = [("a", 1), ("plus", 2), ("b", 1)];
+        assert_eq!(s.word("w", 1, &words), Ok(2));
+        let e = s.word("x", 1, &words).unwrap_err().to_string();
+        assert_eq!(e, "setting x=nosuch: expected a|plus (also b)");
+        assert_eq!(s.read()[1].kind.describe(), "word a|plus (also b)");
+        assert_eq!(s.read()[1].default, "a");
+        for (t, f) in BOOL_WORDS {
+            let mut s = Settings::from_pairs([("t", t.to_uppercase()), ("f", f.to_string())]);
+            assert_eq!(
+                (s.bool("t", false), s.bool("f", true)),
+                (Ok(true), Ok(false))
+            );
+        }
+        let e = Settings::from_pairs([("b", "y")])
+            .bool("b", true)
+            .unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "setting b=y: expected a boolean: 1/0, true/false, on/off, yes/no"
+        );
+        for bad in ["max_budget", "=5", " =5", ""] {
+            let e = Settings::parse_pair(bad).unwrap_err().to_string();
+            assert_eq!(e, format!("'{bad}' is not a setting: expected KEY=VALUE"));
+        }
     }
 }

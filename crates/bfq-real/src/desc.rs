@@ -185,6 +185,21 @@ pub enum Backend {
     },
 }
 
+/// The kernel's schedulers a `kernel:NAME` backend may name.
+pub const KERNEL_SCHEDULERS: [&str; 4] = ["bfq", "mq-deadline", "kyber", "none"];
+
+/// Refuses a kernel scheduler name not in [`KERNEL_SCHEDULERS`], naming
+/// them.
+pub fn check_kernel_scheduler(name: &str) -> Result<(), String> {
+    if KERNEL_SCHEDULERS.contains(&name) {
+        return Ok(());
+    }
+    Err(format!(
+        "unknown kernel scheduler '{name}' (kernel:{})",
+        KERNEL_SCHEDULERS.join(", kernel:")
+    ))
+}
+
 impl Backend {
     /// Parses `--scheduler`: `kernel:NAME` or a registry name.
     pub fn parse(s: &str, settings: Settings) -> Backend {

@@ -186,9 +186,11 @@ fn check_regions(flows: &[FlowDesc], regions: &[(u64, u64)], len: u64) -> io::Re
     Ok(())
 }
 
-/// Refuses a kernel:* run with a trace, without root, or on a target
-/// that is not a block device.
+/// Refuses a kernel:* run of an unknown scheduler, with a trace, without
+/// root, or on a target that is not a block device.
 fn check_kernel(cfg: &RunConfig, scheduler: &str, is_dev: bool) -> io::Result<()> {
+    crate::desc::check_kernel_scheduler(scheduler)
+        .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
     if cfg.trace.is_some() {
         return Err(io::Error::new(
             io::ErrorKind::Unsupported,

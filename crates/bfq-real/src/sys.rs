@@ -61,10 +61,12 @@ pub struct LoopDevice {
 
 impl LoopDevice {
     /// Creates (or extends) `file` to `size` bytes and attaches a loop
-    /// device over it (`direct_io` makes the loop device bypass the page
-    /// cache of the backing file, as `losetup --direct-io=on`; losetup
-    /// may leave the device buffered, with a warning only, when the kernel
-    /// refuses direct I/O: [`loop_direct_io`] tells).
+    /// device of `size` bytes over its start (a longer file is not
+    /// shrunk: the device ends at `size`, as `losetup --sizelimit`).
+    /// `direct_io` makes the loop device bypass the page cache of the
+    /// backing file, as `losetup --direct-io=on`; losetup may leave the
+    /// device buffered, with a warning only, when the kernel refuses
+    /// direct I/O: [`loop_direct_io`] tells. Errors name `file`.
     pub fn create(file: &Path, size: u64, direct_io: bool) -> io::Result<LoopDevice> {
         require_root("creating a loop device")?;
         if !Path::new("/dev/loop-control").exists() {
@@ -73,13 +75,21 @@ impl LoopDevice {
                 "no /dev/loop-control: this kernel has no loop devices",
             ));
         }
+        let named = |e: io::Error| io::Error::new(e.kind(), format!("{}: {e}", file.display()));
+        if fs::metadata(file).is_ok_and(|m| !m.is_file()) {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("{}: not a regular file", file.display()),
+            ));
+        }
         let f = fs::OpenOptions::new()
             .create(true)
             .truncate(false)
             .write(true)
-            .open(file)?;
-        if f.metadata()?.len() < size {
-            f.set_len(size)?;
+            .open(file)
+            .map_err(named)?;
+        if f.metadata().map_err(named)?.len() < size {
+            f.set_len(size).map_err(named)?;
         }
         drop(f);
         let out = Command::new("losetup")
@@ -89,17 +99,36 @@ impl LoopDevice {
                 "--direct-io={}",
                 if direct_io { "on" } else { "off" }
             ))
+            .arg(format!("--sizelimit={size}"))
             .arg(file)
             .output()
             .map_err(|e| io::Error::new(e.kind(), format!("cannot run losetup: {e}")))?;
         if !out.status.success() {
             return Err(io::Error::other(format!(
-                "losetup failed: {}",
+                "losetup {} failed: {}",
+                file.display(),
                 String::from_utf8_lossy(&out.stderr).trim()
             )));
         }
         let path = PathBuf::from(String::from_utf8_lossy(&out.stdout).trim());
         Ok(LoopDevice { path, keep: false })
+    }
+
+    /// The loop devices attached over `file` (`losetup -j`), by path.
+    pub fn over(file: &Path) -> io::Result<Vec<PathBuf>> {
+        let out = Command::new("losetup")
+            .arg("-j")
+            .arg(file)
+            .output()
+            .map_err(|e| io::Error::new(e.kind(), format!("cannot run losetup: {e}")))?;
+        if !out.status.success() {
+            return Err(io::Error::other(format!(
+                "losetup -j {} failed: {}",
+                file.display(),
+                String::from_utf8_lossy(&out.stderr).trim()
+            )));
+        }
+        Ok(parse_losetup_j(&String::from_utf8_lossy(&out.stdout)))
     }
 
     /// Adopts an existing device (detached on drop unless kept).
@@ -134,6 +163,14 @@ impl Drop for LoopDevice {
             let _ = detach_loop(&self.path);
         }
     }
+}
+
+/// The devices of `losetup -j`'s lines (`/dev/loop3: [0027]:301
+/// (/path/file)`).
+fn parse_losetup_j(out: &str) -> Vec<PathBuf> {
+    out.lines()
+        .filter_map(|l| l.split_once(": ").map(|(dev, _)| PathBuf::from(dev)))
+        .collect()
 }
 
 /// Detaches a loop device (`losetup -d`). Refuses anything but
@@ -272,9 +309,16 @@ pub struct SchedulerGuard {
     note: Option<PathBuf>,
 }
 
-/// The schedulers a block device offers and the active one.
+/// The schedulers a block device offers and the active one; an error
+/// naming `dev` when it is not a block device.
 pub fn block_schedulers(dev: &Path) -> io::Result<(Vec<String>, String)> {
     let name = dev_name(dev)?;
+    if !is_block_device(dev) {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("{}: not a block device", dev.display()),
+        ));
+    }
     let s = fs::read_to_string(format!("/sys/block/{name}/queue/scheduler")).map_err(|e| {
         io::Error::new(
             e.kind(),
@@ -697,6 +741,15 @@ fn gone_ok(r: io::Result<()>) -> io::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn losetup_j_lines_give_the_devices() {
+        let out = "/dev/loop1: [65024]:3366913 (/var/tmp/a: b.img), sizelimit 16777216\n\
+                   /dev/loop2: [65024]:3366913 (/var/tmp/a: b.img)\n";
+        let want = [PathBuf::from("/dev/loop1"), PathBuf::from("/dev/loop2")];
+        assert_eq!(parse_losetup_j(out), want);
+        assert!(parse_losetup_j("").is_empty());
+    }
 
     /// A fake hierarchy: what the kernel would show, as plain files.
     fn fake_v2(controllers: &str, files: &[&str]) -> (tempfile::TempDir, CgroupLayout) {

@@ -106,15 +106,40 @@ fn every_setting_has_a_range_and_its_ends_work() {
     for e in SCHEDULERS {
         let infos = settings_of(e.name).unwrap();
         for info in &infos {
-            let (ends, outside): (Vec<String>, Vec<String>) = match info.kind {
-                SettingKind::Integer { lo, hi } => {
+            let (ends, outside): (Vec<String>, Vec<String>) = match &info.kind {
+                &SettingKind::Integer { lo, hi } => {
                     let mut out = vec!["18446744073709551615".to_string()];
                     if hi < u64::MAX {
                         out.push((hi + 1).to_string());
                     }
                     (vec![lo.to_string(), hi.to_string()], out)
                 }
-                SettingKind::Duration { lo, hi } => {
+                // The range listed is the one enforced: 0 and both ends
+                // are taken, the values just outside refused.
+                &SettingKind::IntegerOrZero { lo, hi } => {
+                    let mut out = vec!["18446744073709551615".to_string()];
+                    if hi < u64::MAX {
+                        out.push((hi + 1).to_string());
+                    }
+                    if lo > 1 {
+                        out.push((lo - 1).to_string());
+                    }
+                    (vec!["0".into(), lo.to_string(), hi.to_string()], out)
+                }
+                // Every word listed is taken (each alias is built, below).
+                SettingKind::Word { names, aliases } => {
+                    for a in aliases {
+                        let s = Settings::from_pairs([(info.key.as_str(), *a)]);
+                        assert!(build(e.name, &s).is_ok(), "{}: {}={a}", e.name, info.key);
+                    }
+                    let ends = names.iter().map(|w| w.to_string());
+                    (ends.collect(), vec!["nosuch".into(), String::new()])
+                }
+                SettingKind::Bool => (
+                    vec!["yes".into(), "OFF".into()],
+                    vec!["2".into(), "y".into()],
+                ),
+                &SettingKind::Duration { lo, hi } => {
                     assert!(hi <= MAX_DURATION, "{}: {}", e.name, info.key);
                     let out = vec![
                         format!("{}ns", hi + 1),
@@ -159,12 +184,18 @@ fn every_setting_has_a_range_and_its_ends_work() {
 
 #[test]
 fn contradictory_settings_are_refused_naming_the_setting() {
-    let s = Settings::from_pairs([("wr_min_auto_time", "10s"), ("wr_max_auto_time", "5s")]);
+    let s = Settings::from_pairs([("wr_min_auto_time", "10s"), ("wr_max_auto_time", "5000ms")]);
     for p in ["bfq", "bfq-plus-2014", "bfq-2010"] {
         let e = build(p, &s).err().expect("contradiction refused");
         assert!(
             matches!(&e, SchedError::InvalidSetting { key, .. } if key == "wr_max_auto_time"),
             "{p}: {e}"
+        );
+        // The value as given.
+        assert!(
+            e.to_string()
+                .starts_with("setting wr_max_auto_time=5000ms:"),
+            "{e}"
         );
     }
     let e = build("bfq", &Settings::from_pairs([("max_budget", "1")]))

@@ -357,14 +357,14 @@ fn find_throughput_ncq(e: &ExpResult) -> Vec<Finding> {
 
 /// Writes the start-up replay files (bash, xterm, konsole) into `dir`.
 pub fn write_traces(dir: &std::path::Path) -> anyhow::Result<()> {
-    std::fs::create_dir_all(dir)?;
+    use anyhow::Context;
+    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
     for app in ["bash", "xterm", "konsole"] {
         let shape = bfq_sim::replay::startup_shape(app).expect("known app");
         let rows = bfq_sim::replay::generate_startup(&shape, 1);
-        std::fs::write(
-            dir.join(format!("{app}.csv")),
-            bfq_sim::replay::to_csv(&rows),
-        )?;
+        let path = dir.join(format!("{app}.csv"));
+        std::fs::write(&path, bfq_sim::replay::to_csv(&rows))
+            .with_context(|| format!("writing {}", path.display()))?;
     }
     Ok(())
 }

@@ -13,10 +13,16 @@ use std::path::Path;
 
 /// Writes report.json, report.md and report.html into `dir`.
 pub fn write_all(r: &Report, dir: &Path) -> anyhow::Result<()> {
-    std::fs::create_dir_all(dir)?;
-    std::fs::write(dir.join("report.json"), to_json(r))?;
-    std::fs::write(dir.join("report.md"), to_markdown(r))?;
-    std::fs::write(dir.join("report.html"), to_html(r))?;
+    use anyhow::Context;
+    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    for (name, text) in [
+        ("report.json", to_json(r)),
+        ("report.md", to_markdown(r)),
+        ("report.html", to_html(r)),
+    ] {
+        let path = dir.join(name);
+        std::fs::write(&path, text).with_context(|| format!("writing {}", path.display()))?;
+    }
     Ok(())
 }
 

@@ -66,15 +66,17 @@ pub enum Feedback {
 }
 
 impl Feedback {
-    /// Parses `2010`, `bfq-plus-2014` (or `report`, `plus`) or `kernel`.
-    pub fn parse(s: &str) -> Option<Feedback> {
-        match s {
-            "2010" | "paper" | "bfq-2010" => Some(Feedback::Paper2010),
-            "bfq-plus-2014" | "plus" | "report" | "2014" => Some(Feedback::Plus2014),
-            "kernel" => Some(Feedback::Kernel),
-            _ => None,
-        }
-    }
+    /// Every spelling of `budget_feedback`, names first.
+    pub const WORDS: &'static [(&'static str, Feedback)] = &[
+        ("kernel", Feedback::Kernel),
+        ("bfq-plus-2014", Feedback::Plus2014),
+        ("2010", Feedback::Paper2010),
+        ("plus", Feedback::Plus2014),
+        ("report", Feedback::Plus2014),
+        ("2014", Feedback::Plus2014),
+        ("paper", Feedback::Paper2010),
+        ("bfq-2010", Feedback::Paper2010),
+    ];
 }
 
 /// What the feedback rules need to know about the flow besides the turn.
@@ -212,34 +214,16 @@ impl BudgetConfig {
         s: &mut Settings,
     ) -> Result<(Self, bool), SchedError> {
         let auto_default = if auto { 0 } else { d.max_budget };
-        let max_setting = s.u64_in("max_budget", auto_default, 0, 1 << 24)?;
-        if (1..32).contains(&max_setting) {
-            // B_min = B_max/32 must be a whole sector.
-            return Err(Settings::invalid(
-                "max_budget",
-                &max_setting.to_string(),
-                "must be 0 (automatic) or in 32..=16777216",
-            ));
-        }
+        // 0: automatic; else at least 32, as B_min = B_max/32 must be a
+        // whole sector.
+        let max_setting = s.u64_zero_or_in("max_budget", auto_default, 32, 1 << 24)?;
         let auto = max_setting == 0;
         let max_budget = if auto {
             super::DEFAULT_MAX_BUDGET
         } else {
             max_setting
         };
-        let fb_name = match d.feedback {
-            Feedback::Paper2010 => "2010",
-            Feedback::Plus2014 => "bfq-plus-2014",
-            Feedback::Kernel => "kernel",
-        };
-        let fb = s.string("budget_feedback", fb_name);
-        let feedback = Feedback::parse(&fb).ok_or_else(|| {
-            Settings::invalid(
-                "budget_feedback",
-                &fb,
-                "expected kernel, bfq-plus-2014 or 2010",
-            )
-        })?;
+        let feedback = s.word("budget_feedback", d.feedback, Feedback::WORDS)?;
         let initial_pct = s.u64_in("initial_budget_pct", d.initial_pct, 1, 100)?;
         let derived = BudgetConfig::with_rules(max_budget, feedback, initial_pct);
         let budget = BudgetConfig {

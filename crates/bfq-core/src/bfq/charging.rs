@@ -85,15 +85,17 @@ pub enum ChargeRule {
 }
 
 impl ChargeRule {
-    /// Parses `2010`, `bfq-plus-2014` or `kernel`.
-    pub fn parse(s: &str) -> Option<ChargeRule> {
-        match s {
-            "2010" | "paper" | "bfq-2010" => Some(ChargeRule::Paper2010),
-            "bfq-plus-2014" | "plus" | "report" | "2014" => Some(ChargeRule::Plus2014),
-            "kernel" => Some(ChargeRule::Kernel),
-            _ => None,
-        }
-    }
+    /// Every spelling of `time_charging`, names first.
+    pub const WORDS: &'static [(&'static str, ChargeRule)] = &[
+        ("kernel", ChargeRule::Kernel),
+        ("bfq-plus-2014", ChargeRule::Plus2014),
+        ("2010", ChargeRule::Paper2010),
+        ("plus", ChargeRule::Plus2014),
+        ("report", ChargeRule::Plus2014),
+        ("2014", ChargeRule::Plus2014),
+        ("paper", ChargeRule::Paper2010),
+        ("bfq-2010", ChargeRule::Paper2010),
+    ];
 }
 
 /// Charging parameters.
@@ -334,23 +336,11 @@ impl DeviceSlots {
 impl ChargeConfig {
     /// The charging settings over profile `d` (docs/bfq-settings.md).
     pub(crate) fn with_settings(d: &ChargeConfig, s: &mut Settings) -> Result<Self, SchedError> {
-        let rule_name = match d.rule {
-            ChargeRule::Paper2010 => "2010",
-            ChargeRule::Plus2014 => "bfq-plus-2014",
-            ChargeRule::Kernel => "kernel",
-        };
-        let rn = s.string("time_charging", rule_name);
         let pct = |s: &mut Settings, key: &str, v: u32| -> Result<u32, SchedError> {
             Ok(s.u64_in(key, u64::from(v), 1, 100)? as u32)
         };
         Ok(ChargeConfig {
-            rule: ChargeRule::parse(&rn).ok_or_else(|| {
-                Settings::invalid(
-                    "time_charging",
-                    &rn,
-                    "expected kernel, bfq-plus-2014 or 2010",
-                )
-            })?,
+            rule: s.word("time_charging", d.rule, ChargeRule::WORDS)?,
             async_charge_factor: s.u64_in("async_charge_factor", d.async_charge_factor, 1, 100)?,
             write_charge_factor: s.u64_in("write_charge_factor", d.write_charge_factor, 1, 100)?,
             overcharge_asymmetric: s.bool("async_charge_asymmetric", d.overcharge_asymmetric)?,

@@ -531,25 +531,12 @@ impl IdleConfig {
             idle_on_queueing_devices: s
                 .bool("idle_on_queueing_devices", d.idle_on_queueing_devices)?,
             seek_threshold: s.u64_in("seek_threshold", d.seek_threshold, 0, 1 << 40)?,
-            seeky_report: {
-                let def = if d.seeky_report {
-                    "bfq-plus-2014"
-                } else {
-                    "kernel"
-                };
-                let v = s.string("seeky_detection", def);
-                match v.as_str() {
-                    "kernel" => false,
-                    "bfq-plus-2014" | "report" => true,
-                    _ => {
-                        return Err(Settings::invalid(
-                            "seeky_detection",
-                            &v,
-                            "expected kernel or bfq-plus-2014",
-                        ))
-                    }
-                }
-            },
+            // `bfq-plus-2014` (true): the report's mean-distance rule.
+            seeky_report: s.word(
+                "seeky_detection",
+                d.seeky_report,
+                &[("kernel", false), ("bfq-plus-2014", true), ("report", true)],
+            )?,
             seeky_mean_threshold: s.u64_in(
                 "seeky_mean_threshold",
                 d.seeky_mean_threshold,

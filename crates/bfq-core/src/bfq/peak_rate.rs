@@ -44,14 +44,14 @@ pub enum Estimator {
 }
 
 impl Estimator {
-    /// Parses `kernel` or `bfq-plus-2014` (also `report`).
-    pub fn parse(s: &str) -> Option<Estimator> {
-        match s {
-            "kernel" => Some(Estimator::Kernel),
-            "bfq-plus-2014" | "report" | "plus" | "2014" => Some(Estimator::Plus2014),
-            _ => None,
-        }
-    }
+    /// Every spelling of `peak_rate_estimator`, names first.
+    pub const WORDS: &'static [(&'static str, Estimator)] = &[
+        ("kernel", Estimator::Kernel),
+        ("bfq-plus-2014", Estimator::Plus2014),
+        ("report", Estimator::Plus2014),
+        ("plus", Estimator::Plus2014),
+        ("2014", Estimator::Plus2014),
+    ];
 }
 
 /// Estimator parameters.
@@ -286,20 +286,9 @@ impl PeakRateConfig {
         auto: bool,
         s: &mut Settings,
     ) -> Result<Self, SchedError> {
-        let est_name = match d.estimator {
-            Estimator::Kernel => "kernel",
-            Estimator::Plus2014 => "bfq-plus-2014",
-        };
-        let est = s.string("peak_rate_estimator", est_name);
         Ok(PeakRateConfig {
             auto,
-            estimator: Estimator::parse(&est).ok_or_else(|| {
-                Settings::invalid(
-                    "peak_rate_estimator",
-                    &est,
-                    "expected kernel or bfq-plus-2014",
-                )
-            })?,
+            estimator: s.word("peak_rate_estimator", d.estimator, Estimator::WORDS)?,
             turn_samples: s.bool("peak_rate_turn_samples", d.turn_samples)?,
             large_seq: s.bool("peak_rate_large_seq", d.large_seq)?,
             min_turn: s.duration("peak_rate_min_turn", d.min_turn)?,

@@ -291,9 +291,15 @@ impl WrConfig {
             min_idle_slice: s.duration("wr_min_idle_slice", w.min_idle_slice)?,
         };
         if wr.min_auto_time > wr.max_auto_time {
+            // The value as given, else the default.
+            let given = s.pairs().find(|(k, _)| *k == "wr_max_auto_time");
+            let value = given.map_or_else(
+                || crate::settings::format_duration(wr.max_auto_time),
+                |(_, v)| v.to_string(),
+            );
             return Err(Settings::invalid(
                 "wr_max_auto_time",
-                &crate::settings::format_duration(wr.max_auto_time),
+                &value,
                 format!(
                     "must not be below wr_min_auto_time ({})",
                     crate::settings::format_duration(wr.min_auto_time)
