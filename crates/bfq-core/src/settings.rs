@@ -3,7 +3,7 @@
 //! Every scheduler takes its tunables from a [`Settings`] list so that the
 //! scenario files, `--set key=value` and the engine API share one syntax:
 //! integers (`16384`), durations (`8ms`, `125ms`, `2s`, `500us`, bare numbers
-//! are milliseconds), booleans (`1/0`, `true/false`, `on/off`) and floats.
+//! are milliseconds), booleans (`1/0`, `true/false`, `on/off`, `yes/no`: [`parse_bool`]) and floats.
 //!
 //! Every numeric setting has a valid range, checked when the scheduler is
 //! built: integers name theirs at the call ([`Settings::u64_in`]),
@@ -182,11 +182,7 @@ impl Settings {
         self.note(key, SettingKind::Bool, u8::from(default).to_string());
         match self.take(key) {
             None => Ok(default),
-            Some(v) => match v.to_ascii_lowercase().as_str() {
-                "1" | "true" | "on" | "yes" => Ok(true),
-                "0" | "false" | "off" | "no" => Ok(false),
-                _ => Err(Self::invalid(key, &v, "expected 1/0, true/false or on/off")),
-            },
+            Some(v) => parse_bool(&v).ok_or_else(|| Self::invalid(key, &v, BOOL_SPELLINGS)),
         }
     }
 
@@ -309,6 +305,20 @@ pub fn format_duration(ns: Time) -> String {
     format!("{ns}ns")
 }
 
+/// The spellings [`parse_bool`] takes, for error messages.
+pub const BOOL_SPELLINGS: &str = "expected 1/0, true/false, on/off or yes/no";
+
+/// Parses a boolean: `1/0`, `true/false`, `on/off`, `yes/no` (any case).
+/// The one boolean syntax of scheduler settings, `--flow` and fio job
+/// files.
+pub fn parse_bool(s: &str) -> Option<bool> {
+    match s.trim().to_ascii_lowercase().as_str() {
+        "1" | "true" | "on" | "yes" => Some(true),
+        "0" | "false" | "off" | "no" => Some(false),
+        _ => None,
+    }
+}
+
 /// Parses a duration (`8ms`, `1.5s`, `500us`, `100ns`, bare = ms) to ns.
 pub fn parse_duration(s: &str) -> Option<Time> {
     let s = s.trim();
@@ -335,6 +345,21 @@ pub fn parse_duration(s: &str) -> Option<Time> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn booleans_have_one_syntax() {
+        for t in ["1", "true", "on", "yes", "TRUE", " On "] {
+            assert_eq!(parse_bool(t), Some(true), "{t}");
+        }
+        for f in ["0", "false", "off", "no", "No"] {
+            assert_eq!(parse_bool(f), Some(false), "{f}");
+        }
+        assert_eq!(parse_bool("maybe"), None);
+        let mut s = Settings::from_pairs([("a", "yes"), ("b", "maybe")]);
+        assert!(s.bool("a", false).unwrap());
+        let e = s.bool("b", false).unwrap_err().to_string();
+        assert!(e.contains(BOOL_SPELLINGS), "{e}");
+    }
 
     #[test]
     fn parses_and_reports_unknown() {
