@@ -45,7 +45,10 @@ pub use desc::{
     RunConfig,
 };
 pub use report::{FlowReport, RunReport};
-pub use run::{children_cpu_seconds, create_filled, layout, process_cpu_seconds, run, target_len};
+pub use run::{
+    children_cpu_seconds, create_filled, layout, process_cpu_seconds, run, target_len,
+    target_size,
+};
 
 /// Heap allocations counted per thread, for the tests that check a flow's
 /// requests allocate nothing once its buffers are in place.

@@ -1180,7 +1180,7 @@ impl Scenario {
                 format!(
                     "[{} .. {}) bytes does not fit a {}-byte block on a device of {} bytes",
                     rs * SECTOR_BYTES,
-                    (rs + rl) * SECTOR_BYTES,
+                    u128::from(rs + rl) * u128::from(SECTOR_BYTES),
                     u64::from(block) * SECTOR_BYTES,
                     cap * SECTOR_BYTES
                 ),
@@ -1379,7 +1379,7 @@ impl Scenario {
         for name in &self.flows[i].after {
             let Some(k) = self.flows[..i].iter().position(|o| &o.name == name) else {
                 return Err(fe(format!(
-                    "'{name}' is not the name of an earlier [[flow]] (a flow waits only for flows \
+                    "'{name}' is not the name of an earlier flow (a flow waits only for flows \
                      listed before it)"
                 )));
             };
