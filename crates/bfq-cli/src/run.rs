@@ -191,11 +191,7 @@ fn warn_late_starts(flows: &[bfq_real::FlowDesc], duration: Duration) {
 /// The workload of scenario (or fio job file) `path`, laid out on a
 /// target of `capacity` bytes: its size replaces the simulated device's
 /// capacity.
-fn scenario_workload(
-    a: &Args,
-    path: &std::path::Path,
-    capacity: u64,
-) -> anyhow::Result<Workload> {
+fn scenario_workload(a: &Args, path: &std::path::Path, capacity: u64) -> anyhow::Result<Workload> {
     let (sc, warnings) = bfq_scenario::fio::load(path)?;
     for w in warnings {
         eprintln!("bfq: warning: {}: {w}", path.display());

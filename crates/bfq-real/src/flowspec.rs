@@ -399,19 +399,40 @@ mod tests {
     #[test]
     fn every_error_names_the_flow_and_the_key() {
         for (spec, want) in [
-            ("name=a,weight=0", "--flow[0] 'a'.weight: 0 is not in 1..=1000"),
+            (
+                "name=a,weight=0",
+                "--flow[0] 'a'.weight: 0 is not in 1..=1000",
+            ),
             ("name=a,level=9", "--flow[0] 'a'.level: 9 is not in 0..=7"),
-            ("name=a,weight=x", "--flow[0] 'a'.weight: 'x' is not a whole number"),
+            (
+                "name=a,weight=x",
+                "--flow[0] 'a'.weight: 'x' is not a whole number",
+            ),
             ("name=a,depth=0", "--flow[0] 'a'.depth: must be in 1..=4096"),
-            ("name=a,bs=1000", "--flow[0] 'a'.bs: 1000 bytes is not a positive"),
+            (
+                "name=a,bs=1000",
+                "--flow[0] 'a'.bs: 1000 bytes is not a positive",
+            ),
             ("bs=65M", "--flow[0] 'flow0'.bs: must be at most 64M"),
             ("name=a,bogus=1", "--flow[0] 'a'.bogus: unknown key"),
             ("name=a,on=1M", "--flow[0] 'a'.on: needs off"),
             ("name=a,offset=4k", "--flow[0] 'a'.offset: needs len"),
-            ("name=a,start=2s,stop=1s", "--flow[0] 'a'.stop: 1s must be after start"),
-            ("name=a,duration=0s", "--flow[0] 'a'.duration: must be positive"),
-            ("name=a,every=10us,batch=4k", "--flow[0] 'a'.every/batch: every must be"),
-            ("name=a,repeat=0", "--flow[0] 'a'.repeat: is a number of runs"),
+            (
+                "name=a,start=2s,stop=1s",
+                "--flow[0] 'a'.stop: 1s must be after start",
+            ),
+            (
+                "name=a,duration=0s",
+                "--flow[0] 'a'.duration: must be positive",
+            ),
+            (
+                "name=a,every=10us,batch=4k",
+                "--flow[0] 'a'.every/batch: every must be",
+            ),
+            (
+                "name=a,repeat=0",
+                "--flow[0] 'a'.repeat: is a number of runs",
+            ),
             ("name=a,op=erase", "--flow[0] 'a'.op: is read or write"),
             ("name=a,bs", "--flow[0]: 'bs' is not key=value"),
         ] {
@@ -433,16 +454,25 @@ mod tests {
     fn regions_must_fit_the_target_in_whole_sectors() {
         // offset + len past 2^64 does not wrap round.
         let e = error(&["name=a,offset=18446744073709551615,len=4k"]);
-        assert!(e.starts_with("--flow[0] 'a'.offset: must be a multiple of 512"), "{e}");
+        assert!(
+            e.starts_with("--flow[0] 'a'.offset: must be a multiple of 512"),
+            "{e}"
+        );
         let e = error(&["name=a,offset=1G,len=18446744073709551104"]);
         assert!(e.starts_with("--flow[0] 'a'.offset/len: ["), "{e}");
         assert!(e.contains("does not fit"), "{e}");
         let e = error(&["name=a,offset=1020M,len=8M"]);
         assert!(e.starts_with("--flow[0] 'a'.offset/len: "), "{e}");
         let e = error(&["name=a,offset=1,len=4M"]);
-        assert!(e.starts_with("--flow[0] 'a'.offset: must be a multiple of 512"), "{e}");
+        assert!(
+            e.starts_with("--flow[0] 'a'.offset: must be a multiple of 512"),
+            "{e}"
+        );
         let e = error(&["name=a,len=4097"]);
-        assert!(e.starts_with("--flow[0] 'a'.len: must be a multiple of 512"), "{e}");
+        assert!(
+            e.starts_with("--flow[0] 'a'.len: must be a multiple of 512"),
+            "{e}"
+        );
         let f = &planned(&["name=a,offset=1016M,len=8M"]).unwrap().flows[0];
         assert_eq!(f.region, Some((1016 << 20, 8 << 20)));
     }
@@ -464,15 +494,24 @@ mod tests {
     #[test]
     fn an_on_phase_holds_one_block() {
         let e = error(&["name=a,bs=64k,on=4k,off=1ms"]);
-        assert!(e.starts_with("--flow[0] 'a'.on: must be at least one block"), "{e}");
+        assert!(
+            e.starts_with("--flow[0] 'a'.on: must be at least one block"),
+            "{e}"
+        );
         let e = error(&["name=a,on=1,off=1ms"]);
-        assert!(e.starts_with("--flow[0] 'a'.on: must be at least one block"), "{e}");
+        assert!(
+            e.starts_with("--flow[0] 'a'.on: must be at least one block"),
+            "{e}"
+        );
     }
 
     #[test]
     fn groups_are_declared_with_group() {
         let e = error(&["name=a,group=/g1"]);
-        assert!(e.starts_with("--flow[0] 'a'.group: unknown group '/g1'"), "{e}");
+        assert!(
+            e.starts_with("--flow[0] 'a'.group: unknown group '/g1'"),
+            "{e}"
+        );
         assert!(e.contains("--group"), "{e}");
         let groups = [parse_group("path=/g1/g2,weight=300", 0).unwrap()];
         let flows = [parse("name=a,group=/g1/g2", 0).unwrap()];

@@ -73,9 +73,12 @@ pub fn create_filled(path: &Path, size: u64) -> io::Result<()> {
         )));
     }
     check_room(path, size).map_err(named)?;
-    let name = path
-        .file_name()
-        .ok_or_else(|| named(io::Error::new(io::ErrorKind::InvalidInput, "not a file name")))?;
+    let name = path.file_name().ok_or_else(|| {
+        named(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "not a file name",
+        ))
+    })?;
     let mut part_name = std::ffi::OsString::from(".");
     part_name.push(name);
     part_name.push(format!(".part-{}", std::process::id()));
@@ -146,7 +149,9 @@ fn fill(f: &std::fs::File, size: u64, target: &Path) -> io::Result<()> {
         })
     };
     let bar = fill_progress(size, target);
-    let chunk: Vec<u8> = (0..FILL_CHUNK as u32).map(|i| (i % 251) as u8 | 1).collect();
+    let chunk: Vec<u8> = (0..FILL_CHUNK as u32)
+        .map(|i| (i % 251) as u8 | 1)
+        .collect();
     let mut off = 0;
     while off < size {
         stopped()?;
@@ -166,7 +171,11 @@ fn fill_progress(size: u64, target: &Path) -> indicatif::ProgressBar {
     if size < FILL_NOTICE {
         return indicatif::ProgressBar::hidden();
     }
-    eprintln!("bfq: filling {} with {}", target.display(), human_size(size));
+    eprintln!(
+        "bfq: filling {} with {}",
+        target.display(),
+        human_size(size)
+    );
     let bar = indicatif::ProgressBar::with_draw_target(
         Some(size),
         indicatif::ProgressDrawTarget::stderr(),
@@ -287,7 +296,10 @@ fn check_flows(cfg: &RunConfig, flows: &[FlowDesc]) -> io::Result<()> {
         ));
     }
     let invalid = |f: &FlowDesc, why: String| {
-        io::Error::new(io::ErrorKind::InvalidInput, format!("flow {}: {why}", f.name))
+        io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("flow {}: {why}", f.name),
+        )
     };
     for f in flows {
         if f.block == 0 || f.depth == 0 {
@@ -838,7 +850,11 @@ mod tests {
     fn a_flow_in_an_undeclared_group_is_refused_naming_it() {
         let mut f = FlowDesc::reader("a", Pattern::Seq, 4096);
         f.group = Some("g1".into());
-        let cfg = RunConfig::new("/nonexistent", Backend::parse("fifo", Settings::new()), Duration::ZERO);
+        let cfg = RunConfig::new(
+            "/nonexistent",
+            Backend::parse("fifo", Settings::new()),
+            Duration::ZERO,
+        );
         let e = check_flows(&cfg, &[f]).unwrap_err();
         assert_eq!(e.to_string(), "flow a: unknown group g1");
     }

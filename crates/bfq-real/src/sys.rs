@@ -207,7 +207,7 @@ pub fn free_bytes(dir: &Path) -> io::Result<u64> {
         let e = io::Error::last_os_error();
         return Err(io::Error::new(e.kind(), format!("{}: {e}", dir.display())));
     }
-    Ok(u64::from(st.f_bavail).saturating_mul(u64::from(st.f_frsize)))
+    Ok(st.f_bavail.saturating_mul(st.f_frsize))
 }
 
 /// Fails when the block device, one of its partitions or a device stacked
