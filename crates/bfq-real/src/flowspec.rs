@@ -301,7 +301,9 @@ fn command_line_error(e: ScenarioError) -> String {
     } else {
         e.field
     };
-    format!("{field}: {}", e.why)
+    // The run's length is --seconds here.
+    let why = e.why.replace("the run (duration = ", "the run (--seconds ");
+    format!("{field}: {why}")
 }
 
 /// The `--flow` key of a scenario flow field.
@@ -420,6 +422,10 @@ mod tests {
             (
                 "name=a,start=2s,stop=1s",
                 "--flow[0] 'a'.stop: 1s must be after start",
+            ),
+            (
+                "name=a,stop=20s",
+                "--flow[0] 'a'.stop: 20s is past the end of the run (--seconds 10s)",
             ),
             (
                 "name=a,duration=0s",
