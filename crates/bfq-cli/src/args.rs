@@ -168,6 +168,7 @@ mod tests {
     #[test]
     fn one_size_and_duration_syntax_everywhere() {
         use bfq_core::settings::{parse_duration, parse_u64};
+        use bfq_scenario::units::Size;
         for (size, dur) in [("4KiB", "250ms"), ("1.5M", "1.5s"), ("64M", "500us")] {
             let toml = format!(
                 "name = \"t\"\n[[flow]]\nname = \"a\"\nblock = \"{size}\"\nbytes = \"{size}\"\nthink = \"{dur}\"\n"
@@ -180,10 +181,10 @@ mod tests {
             let want_dur = parse_duration(dur).unwrap();
             assert_eq!(f.block.unwrap().0, want_size, "{size}");
             assert_eq!(f.bytes.unwrap().0, want_size, "{size}");
-            assert_eq!(flow.bytes, Some(want_size), "{size}");
+            assert_eq!(flow.def.bytes, Some(Size(want_size)), "{size}");
             assert_eq!(self::size(size), Ok(want_size), "{size}");
             assert_eq!(f.think.0, want_dur, "{dur}");
-            assert_eq!(flow.think.as_nanos() as u64, want_dur, "{dur}");
+            assert_eq!(flow.def.think.0, want_dur, "{dur}");
         }
     }
 }

@@ -36,6 +36,12 @@ pub struct Args {
     /// `name=a,op=read,pattern=seq,bs=64k,depth=1,sync=true,weight=100,class=be,level=4,bytes=64M,think=1ms,on=1M,off=50ms,every=40ms,batch=256k,repeat=2,rerun=1s,start=0,offset=0,len=256M`.
     #[arg(long = "flow")]
     pub flows: Vec<String>,
+    /// A group for the `--flow`s' `group=` key, as a scenario's
+    /// `[[group]]` (repeatable): `path=/a,weight=300` (weight 1..=1000,
+    /// default 100; undeclared parents get 100), e.g. `--group path=/a
+    /// --flow name=x,group=/a`.
+    #[arg(long = "group")]
+    pub groups: Vec<String>,
     /// Run length in seconds (default: the scenario's duration, or 10;
     /// above 0, at most 604800: a week).
     #[arg(long, value_parser = crate::args::seconds)]
@@ -49,7 +55,10 @@ pub struct Args {
     /// Buffered I/O instead of O_DIRECT.
     #[arg(long)]
     pub buffered: bool,
-    /// Create a regular-file target of this size (filled) if missing.
+    /// Create a regular-file target of this size, filled with data, if
+    /// missing (refused when its filesystem has less room; an existing
+    /// file smaller than this is refused, not run on). The flows are
+    /// checked first, and the file appears only once complete.
     #[arg(long)]
     pub create: Option<String>,
     /// Write the results as JSON to this file (`-` = stdout, which then
@@ -118,21 +127,28 @@ struct Workload {
 }
 
 pub fn run(a: Args) -> anyhow::Result<()> {
-    let mut create = match &a.create {
+    let create = match &a.create {
         Some(c) => Some(crate::args::size(c).map_err(|e| anyhow::anyhow!("--create: {e}"))?),
         None => None,
     };
+    // The flows are planned on the size the target has, or will have:
+    // nothing is created before they are checked.
+    let capacity = bfq_real::target_size(&a.target, create)?;
     let w = match &a.scenario {
         Some(path) => {
-            if !a.flows.is_empty() {
-                anyhow::bail!("give a scenario or --flow, not both");
+            if !a.flows.is_empty() || !a.groups.is_empty() {
+                anyhow::bail!(
+                    "give a scenario or --flow (and --group), not both: a scenario file \
+                     declares its groups in [[group]]"
+                );
             }
-            scenario_workload(&a, path, &mut create)?
+            scenario_workload(&a, path, capacity)?
         }
-        None => flag_workload(&a)?,
+        None => flag_workload(&a, capacity)?,
     };
     let backend = backend(&a, w.sched)?;
     let duration = a.seconds.map(Duration::from_secs_f64).unwrap_or(w.duration);
+    warn_late_starts(&w.flows, duration);
     let mut cfg = RunConfig::new(&a.target, backend, duration);
     cfg.queue_depth = a.depth;
     cfg.allow_writes = a.allow_writes;
@@ -159,30 +175,29 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     check_errors(&r)
 }
 
-/// The workload of scenario (or fio job file) `path`, laid out on the
-/// target: its size replaces the simulated device's capacity (the target
-/// is created first, filled, with `--create` when missing).
-fn scenario_workload(
-    a: &Args,
-    path: &std::path::Path,
-    create: &mut Option<u64>,
-) -> anyhow::Result<Workload> {
+/// Warns of each flow that starts at or after the end of a run of
+/// `duration`: it does no I/O. A scenario may hold such flows for longer
+/// runs of it (as `bfq sim --duration` may cut them), so they are not
+/// refused.
+fn warn_late_starts(flows: &[bfq_real::FlowDesc], duration: Duration) {
+    for f in flows.iter().filter(|f| f.start >= duration) {
+        eprintln!(
+            "bfq: warning: flow {} starts at {:?}, not before the run's end ({:?}): \
+             it will do no I/O",
+            f.name, f.start, duration
+        );
+    }
+}
+
+/// The workload of scenario (or fio job file) `path`, laid out on a
+/// target of `capacity` bytes: its size replaces the simulated device's
+/// capacity.
+fn scenario_workload(a: &Args, path: &std::path::Path, capacity: u64) -> anyhow::Result<Workload> {
     let (sc, warnings) = bfq_scenario::fio::load(path)?;
     for w in warnings {
         eprintln!("bfq: warning: {}: {w}", path.display());
     }
-    if !a.target.exists() {
-        if let Some(size) = create.take() {
-            bfq_real::create_filled(&a.target, size)?;
-        }
-    }
-    let size = bfq_real::target_len(&a.target).map_err(|e| {
-        anyhow::anyhow!(
-            "{}: {e} (give --create SIZE to make it)",
-            a.target.display()
-        )
-    })?;
-    let plan = sc.plan_with_capacity(size)?;
+    let plan = sc.plan_with_capacity(capacity)?;
     // A run of another length keeps the outputs as bounded as the
     // scenario's own (the series' points, the recorded runs).
     if let Some(s) = a.seconds {
@@ -209,9 +224,11 @@ fn scenario_workload(
     })
 }
 
-/// The workload of the `--flow` options: no groups, seed 0, 10 s, a
-/// series point every second.
-fn flag_workload(a: &Args) -> anyhow::Result<Workload> {
+/// The workload of the `--flow` and `--group` options, planned as a
+/// scenario of the run's length (`--seconds`, default 10) on a target of
+/// `capacity` bytes: seed 0, a series point every second (fewer over
+/// more than 100 000 s).
+fn flag_workload(a: &Args, capacity: u64) -> anyhow::Result<Workload> {
     if a.flows.is_empty() {
         anyhow::bail!("no flows: give a scenario file or --flow");
     }
@@ -222,13 +239,25 @@ fn flag_workload(a: &Args) -> anyhow::Result<Workload> {
         .map(|(i, s)| bfq_real::flowspec::parse(s, i))
         .collect::<Result<Vec<_>, _>>()
         .map_err(|e| anyhow::anyhow!(e))?;
+    let groups = a
+        .groups
+        .iter()
+        .enumerate()
+        .map(|(i, s)| bfq_real::flowspec::parse_group(s, i))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| anyhow::anyhow!(e))?;
+    let duration = a
+        .seconds
+        .map_or(Duration::from_secs(10), Duration::from_secs_f64);
+    let p = bfq_real::flowspec::plan(&flows, &groups, duration, capacity)
+        .map_err(|e| anyhow::anyhow!(e))?;
     Ok(Workload {
-        flows,
-        groups: Vec::new(),
+        flows: p.flows,
+        groups: p.groups,
         scenario: "command line".to_string(),
         seed: 0,
-        duration: Duration::from_secs(10),
-        series_interval: Duration::from_secs(1),
+        duration,
+        series_interval: p.series_interval,
         sched: None,
     })
 }

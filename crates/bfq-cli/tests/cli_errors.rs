@@ -82,18 +82,90 @@ fn refuses_bad_run_values(t: &str) {
         "--depth",
     );
     for (flow, says) in [
-        ("name=a,bs=1000", "multiple of 512"),
-        ("name=a,bytes=0", "bytes"),
-        ("name=a,every=0ms,batch=4k", "every"),
-        ("name=a,depth=0", "depth"),
-        ("name=,bs=4k", "name must not be empty"),
+        (
+            "name=a,bs=1000",
+            "--flow[0] 'a'.bs: 1000 bytes is not a positive multiple of 512",
+        ),
+        ("name=a,bytes=0", "--flow[0] 'a'.bytes: must be positive"),
+        (
+            "name=a,every=0ms,batch=4k",
+            "--flow[0] 'a'.every/batch: every must be",
+        ),
+        ("name=a,depth=0", "--flow[0] 'a'.depth: must be in 1..=4096"),
+        ("name=,bs=4k", "--flow[0] ''.name: must not be empty"),
+        (
+            "name=a,weight=0",
+            "--flow[0] 'a'.weight: 0 is not in 1..=1000",
+        ),
+        ("name=a,bs=4k,name=b", "--flow[0].name: given twice"),
+        (
+            "name=a,sync=maybe",
+            "--flow[0] 'a'.sync: expected 1/0, true/false",
+        ),
+        ("name=a,group=g1", "--flow[0] 'a'.group: unknown group 'g1'"),
+        (
+            "name=a,offset=1,len=4M",
+            "--flow[0] 'a'.offset: must be a multiple of 512",
+        ),
+        (
+            "name=a,offset=18446744073709551615,len=4k",
+            "--flow[0] 'a'.offset: must be a multiple of 512",
+        ),
+        (
+            "name=a,offset=4M,len=18446744073709551104",
+            "'a'.offset/len: [4194304 ..",
+        ),
+        (
+            "name=a,offset=2M,len=4M",
+            "'a'.offset/len: [2097152 .. 6291456) bytes does not fit",
+        ),
     ] {
-        refused(&["run", "--target", t, "--flow", flow], says);
+        // Nothing is created for a run refused.
+        refused(
+            &["run", "--target", t, "--create", "4M", "--flow", flow],
+            says,
+        );
+        assert!(!Path::new(t).exists(), "{flow}: {t} was created");
     }
     refused(
-        &["run", "--target", t, "--flow", "name=a", "--flow", "name=a"],
-        "'a' is given twice",
+        &[
+            "run", "--target", t, "--create", "4M", "--flow", "name=a", "--flow", "name=a",
+        ],
+        "--flow[1] 'a'.name: 'a' is used by another flow",
     );
+    refused(
+        &[
+            "run",
+            "--target",
+            t,
+            "--create",
+            "4M",
+            "--flow",
+            "name=a,after=b",
+            "--flow",
+            "name=b,after=a",
+        ],
+        "--flow[0] 'a'.after: 'b' is not the name of an earlier flow",
+    );
+    refused(
+        &[
+            "run",
+            "--target",
+            t,
+            "--create",
+            "100",
+            "--flow",
+            "name=a,bs=4k",
+        ],
+        "does not fit",
+    );
+    assert!(!Path::new(t).exists(), "{t} was created");
+    let dir = Path::new(t).parent().unwrap().to_str().unwrap();
+    refused(
+        &["run", "--target", dir, "--flow", "name=a"],
+        "is a directory",
+    );
+    refused(&["run", "--target", dir, &scenario()], "is a directory");
     // A scenario's series point every 1 ms bounds a run at 100 s.
     let sc = Path::new(t).with_file_name("fine.toml");
     std::fs::write(
@@ -110,7 +182,7 @@ fn refuses_bad_run_values(t: &str) {
 /// Unknown `--kernel-groups` (run and bench-engine) and `--submit`.
 fn refuses_bad_modes(t: &str) {
     for cmd in [
-        &["run", "--target", t, "--flow", "name=a"][..],
+        &["run", "--target", t, "--create", "4M", "--flow", "name=a"][..],
         &["bench-engine", "randread"][..],
     ] {
         let mut args = cmd.to_vec();
@@ -118,7 +190,9 @@ fn refuses_bad_modes(t: &str) {
         refused(&args, "'some' is not per-flow, per-process or one");
     }
     refused(
-        &["run", "--target", t, "--flow", "name=a", "--submit", "both"],
+        &[
+            "run", "--target", t, "--create", "4M", "--flow", "name=a", "--submit", "both",
+        ],
         "'both' is not local or dispatcher",
     );
 }
@@ -233,7 +307,8 @@ fn run_writes_its_trace_to_stdout() {
     assert!(!dir.path().join("-").exists(), "no file named '-'");
     refused(
         &[
-            "run", "--target", "t.img", "--flow", "name=a", "--json", "-", "--trace", "-",
+            "run", "--target", "t.img", "--create", "4M", "--flow", "name=a", "--json", "-",
+            "--trace", "-",
         ],
         "cannot both write to stdout",
     );

@@ -265,17 +265,9 @@ impl Settings {
         let Some(v) = self.take(key) else {
             return Ok(default);
         };
-        let lower = v.to_ascii_lowercase();
-        for (t, f) in BOOL_WORDS {
-            if lower == t || lower == f {
-                return Ok(lower == t);
-            }
-        }
-        Err(Self::invalid(
-            key,
-            &v,
-            format!("expected a boolean: {}", bool_spellings()),
-        ))
+        parse_bool(&v).ok_or_else(|| {
+            Self::invalid(key, &v, format!("expected a boolean: {}", bool_spellings()))
+        })
     }
 
     /// A word setting: one of `words`, each spelling with its value (the
@@ -436,6 +428,17 @@ pub fn format_duration(ns: Time) -> String {
     format!("{ns}ns")
 }
 
+/// Parses a boolean: any spelling of [`BOOL_WORDS`], in any case. The one
+/// boolean syntax of scheduler settings, `--flow` and fio job files.
+pub fn parse_bool(s: &str) -> Option<bool> {
+    let lower = s.trim().to_ascii_lowercase();
+    BOOL_WORDS.iter().find_map(|&(t, f)| match lower.as_str() {
+        x if x == t => Some(true),
+        x if x == f => Some(false),
+        _ => None,
+    })
+}
+
 /// The units of a duration ([`parse_duration`]) and their lengths in ns.
 pub const DURATION_UNITS: [(&str, Time); 8] = [
     ("ns", 1),
@@ -474,6 +477,21 @@ pub fn parse_duration(s: &str) -> Option<Time> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn booleans_have_one_syntax() {
+        for t in ["1", "true", "on", "yes", "TRUE", " On "] {
+            assert_eq!(parse_bool(t), Some(true), "{t}");
+        }
+        for f in ["0", "false", "off", "no", "No"] {
+            assert_eq!(parse_bool(f), Some(false), "{f}");
+        }
+        assert_eq!(parse_bool("maybe"), None);
+        let mut s = Settings::from_pairs([("a", "yes"), ("b", "maybe")]);
+        assert!(s.bool("a", false).unwrap());
+        let e = s.bool("b", false).unwrap_err().to_string();
+        assert!(e.contains(&bool_spellings()), "{e}");
+    }
 
     #[test]
     fn parses_and_reports_unknown() {

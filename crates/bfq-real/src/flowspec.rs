@@ -1,163 +1,325 @@
-//! Flows given as `key=value` lists (`bfq run --flow`), e.g.
+//! Flows and groups given on the command line as `key=value` lists
+//! (`bfq run --flow`, `--group`), e.g.
 //! `name=a,op=read,pattern=seq,bs=64k,depth=1,weight=100`: the keys are
 //! docs/engine.md's ("--flow keys").
+//!
+//! They are read into the scenario model (bfq-scenario's [`FlowDef`] and
+//! [`GroupDef`]) and planned by it ([`plan`]), so that a `--flow` is
+//! checked by the same code as a scenario file's `[[flow]]`: ranges,
+//! regions, `after`, groups, ON/OFF phases. This module checks only the
+//! syntax: each value's form, keys given twice, keys that go in pairs.
 
-use crate::desc::{Dir, FlowDesc, OnOff, Pattern, Periodic};
-use bfq_core::settings::{parse_duration, parse_size};
-use bfq_core::{IoClass, SECTOR_BYTES};
+use crate::desc::{FlowDesc, GroupDesc};
+use bfq_core::settings::{bool_spellings, parse_bool, parse_duration, parse_size};
+use bfq_core::{IoClass, SEC};
+use bfq_scenario::scenario::{
+    ClassDef, GroupDef, OnOffDef, OpDef, OutputDef, PeriodicDef, MAX_SERIES_POINTS,
+};
+use bfq_scenario::units::{Dur, Extent, Range, Size};
+use bfq_scenario::{FlowDef, Pattern, RegionDef, Scenario, ScenarioError};
 use std::time::Duration;
 
-fn bad(s: &str, why: &str) -> String {
-    format!("--flow '{s}': {why}")
+/// A `--flow`: the flow in the scenario model, and whether it gave its
+/// region (`offset`, `len`); without one it gets an equal share of what
+/// the explicit regions leave of the target ([`crate::layout`]).
+#[derive(Clone, Debug, PartialEq)]
+pub struct FlowSpec {
+    /// The flow as a scenario file's `[[flow]]` would give it.
+    pub def: FlowDef,
+    /// `offset` or `len` was given.
+    pub region_given: bool,
 }
 
-fn dur(s: &str, v: &str) -> Result<Duration, String> {
-    parse_duration(v).map(Duration::from_nanos).ok_or_else(|| {
-        bad(
-            s,
-            &format!("'{v}' is not a duration such as 250ms, 1.5s or 500us"),
-        )
-    })
+/// Command-line flows and groups planned for a run.
+#[derive(Clone, Debug)]
+pub struct Planned {
+    /// The flows, in command-line order.
+    pub flows: Vec<FlowDesc>,
+    /// The groups, parents before children.
+    pub groups: Vec<GroupDesc>,
+    /// A throughput point every second, or every `duration / 100000`
+    /// (whole seconds) for longer runs.
+    pub series_interval: Duration,
 }
 
-fn positive_dur(s: &str, key: &str, v: &str) -> Result<Duration, String> {
-    match dur(s, v)? {
-        d if d.is_zero() => Err(bad(s, &format!("{key} must be above zero"))),
-        d => Ok(d),
-    }
-}
-
-/// A size of key `k` (zero allowed, as an offset).
-fn offset_size(s: &str, k: &str, v: &str) -> Result<u64, String> {
-    parse_size(v).map_err(|e| bad(s, &format!("{k}: {e}")))
-}
-
-/// A size of key `k`, above zero.
-fn size(s: &str, k: &str, v: &str) -> Result<u64, String> {
-    match offset_size(s, k, v)? {
-        0 => Err(bad(s, &format!("{k}: size '{v}' must be above zero"))),
-        n => Ok(n),
-    }
-}
-
-/// Parses one flow description (`--flow`); `index` names it when no
-/// `name` is given (`flow0`, `flow1`...).
-pub fn parse(s: &str, index: usize) -> Result<FlowDesc, String> {
-    let mut f = FlowDesc::reader(&format!("flow{index}"), Pattern::Seq, 4096);
-    let mut pairs = Pairs::default();
+/// The keys of a `--flow` or `--group` in order, aliases (`rw`, `block`)
+/// under their main name; refuses a pair that is not `key=value` and a
+/// key given twice. `what` names the list in errors (`--flow[0]`).
+fn key_values<'a>(s: &'a str, what: &str) -> Result<Vec<(&'a str, &'a str)>, String> {
+    let mut out: Vec<(&str, &str)> = Vec::new();
     for kv in s.split(',').filter(|p| !p.trim().is_empty()) {
         let (k, v) = kv
             .split_once('=')
-            .ok_or_else(|| bad(s, &format!("'{kv}' is not key=value")))?;
-        set_key(&mut f, &mut pairs, s, k.trim(), v.trim())?;
+            .ok_or_else(|| format!("{what}: '{kv}' is not key=value"))?;
+        let k = match k.trim() {
+            "rw" => "op",
+            "block" => "bs",
+            k => k,
+        };
+        if out.iter().any(|(o, _)| *o == k) {
+            return Err(format!("{what}.{k}: given twice"));
+        }
+        out.push((k, v.trim()));
     }
-    pairs.apply(&mut f, s)?;
-    Ok(f)
+    Ok(out)
 }
 
-/// Sets key `k` of flow description `s` to `v`: in `f`, or in `pairs`
-/// for the keys that only count with another.
-fn set_key(f: &mut FlowDesc, pairs: &mut Pairs, s: &str, k: &str, v: &str) -> Result<(), String> {
+fn dur(v: &str) -> Result<Dur, String> {
+    parse_duration(v)
+        .map(Dur)
+        .ok_or_else(|| format!("'{v}' is not a duration such as 250ms, 1.5s or 500us"))
+}
+
+fn size(v: &str) -> Result<Size, String> {
+    parse_size(v).map(Size)
+}
+
+/// A whole number; `range` says which in errors (the scenario model
+/// checks the range itself).
+fn number<T: std::str::FromStr>(v: &str, range: &str) -> Result<T, String> {
+    v.parse()
+        .map_err(|_| format!("'{v}' is not a whole number in {range}"))
+}
+
+/// Parses flow description number `index` (`--flow`); it is named
+/// `flow{index}` when no `name` is given.
+pub fn parse(s: &str, index: usize) -> Result<FlowSpec, String> {
+    let pairs = key_values(s, &format!("--flow[{index}]"))?;
+    let name = pairs
+        .iter()
+        .find(|(k, _)| *k == "name")
+        .map_or(format!("flow{index}"), |(_, v)| v.to_string());
+    let field = |k: &str| format!("--flow[{index}] '{name}'.{k}");
+    let mut f = FlowDef::named(&name);
+    // A --flow is a 4 KiB reader flagged synchronous whatever its
+    // direction (Linux flags O_DIRECT writes synchronous too).
+    f.block = Some(Size(4096));
+    f.sync = Some(true);
+    let mut p = Pairs::default();
+    for (k, v) in pairs {
+        set_key(&mut f, &mut p, k, v).map_err(|why| format!("{}: {why}", field(k)))?;
+    }
+    let region_given = p.offset.is_some() || p.len.is_some();
+    p.apply(&mut f)
+        .map_err(|(k, why)| format!("{}: {why}", field(k)))?;
+    Ok(FlowSpec {
+        def: f,
+        region_given,
+    })
+}
+
+/// Sets key `k` of a flow to `v`: in `f`, or in `p` for the keys that
+/// count only with another. The error says what is wrong with `v`.
+fn set_key(f: &mut FlowDef, p: &mut Pairs, k: &str, v: &str) -> Result<(), String> {
     match k {
-        "name" if v.is_empty() => return Err(bad(s, "name must not be empty")),
-        "name" => f.name = v.to_string(),
-        "op" | "rw" => {
-            f.dir = match v {
-                "read" | "r" => Dir::Read,
-                "write" | "w" => Dir::Write,
-                _ => return Err(bad(s, "op is read or write")),
+        "name" => {}
+        "op" => {
+            f.op = match v {
+                "read" | "r" => OpDef::Read,
+                "write" | "w" => OpDef::Write,
+                _ => return Err("is read or write".into()),
             }
         }
         "pattern" => {
             f.pattern = match v {
                 "seq" => Pattern::Seq,
                 "rand" => Pattern::Rand,
-                _ => return Err(bad(s, "pattern is seq or rand")),
+                _ => return Err("is seq or rand".into()),
             }
         }
-        "bs" | "block" => {
-            let b = size(s, k, v)?;
-            if b % SECTOR_BYTES != 0 || b > 64 << 20 {
-                return Err(bad(s, "bs must be a multiple of 512 bytes, at most 64M"));
-            }
-            f.block = b as u32;
-        }
-        "depth" => match v.parse::<u32>() {
-            Ok(d) if (1..=4096).contains(&d) => f.depth = d,
-            _ => return Err(bad(s, "depth must be in 1..=4096")),
-        },
+        "bs" => f.block = Some(size(v)?),
+        "depth" => f.depth = Some(number(v, "1..=4096")?),
         "sync" => {
-            f.sync = match v {
-                "1" | "true" | "yes" => true,
-                "0" | "false" | "no" => false,
-                _ => return Err(bad(s, "sync is true or false")),
-            }
+            f.sync = Some(parse_bool(v).ok_or_else(|| format!("expected {}", bool_spellings()))?)
         }
-        "weight" => f.weight = Some(v.parse().map_err(|_| bad(s, "bad weight"))?),
+        "weight" => f.weight = Some(number(v, "1..=1000")?),
         "class" => {
-            f.prio.class = IoClass::parse(v).ok_or_else(|| bad(s, "class is rt, be or idle"))?
+            f.class = Some(match IoClass::parse(v) {
+                Some(IoClass::Rt) => ClassDef::Rt,
+                Some(IoClass::Be) => ClassDef::Be,
+                Some(IoClass::Idle) => ClassDef::Idle,
+                None => return Err("is rt, be or idle".into()),
+            })
         }
-        "level" => f.prio.level = v.parse().map_err(|_| bad(s, "bad level"))?,
-        "bytes" => f.bytes = Some(size(s, k, v)?),
-        "think" => f.think = dur(s, v)?,
-        "on" => pairs.on = Some(size(s, k, v)?),
-        "off" => pairs.off = Some(dur(s, v)?),
-        "every" => pairs.every = Some(positive_dur(s, k, v)?),
-        "batch" => pairs.batch = Some(size(s, k, v)?),
-        "repeat" => f.repeat = v.parse().map_err(|_| bad(s, "bad repeat"))?,
-        "rerun" => f.rerun_after = dur(s, v)?,
-        "start" => f.start = dur(s, v)?,
-        "stop" => f.stop = Some(positive_dur(s, k, v)?),
-        "duration" => f.duration = Some(positive_dur(s, k, v)?),
+        "level" => f.level = Some(number(v, "0..=7")?),
+        "bytes" => f.bytes = Some(size(v)?),
+        "think" => f.think = dur(v)?,
+        "on" => p.on = Some(size(v)?),
+        "off" => p.off = Some(dur(v)?),
+        "every" => p.every = Some(dur(v)?),
+        "batch" => p.batch = Some(size(v)?),
+        "repeat" => match number(v, "1..")? {
+            0 => return Err("is a number of runs, at least 1".into()),
+            n => p.runs = Some(n),
+        },
+        "rerun" => p.rerun = Some(dur(v)?),
+        "start" => f.start = dur(v)?,
+        "stop" => f.stop = Some(dur(v)?),
+        "duration" => f.duration = Some(dur(v)?),
         "after" => f.after = v.split('+').map(|n| n.trim().to_string()).collect(),
-        "offset" => pairs.offset = Some(offset_size(s, k, v)?),
-        "len" => pairs.len = Some(size(s, k, v)?),
+        "offset" => p.offset = Some(size(v)?.0),
+        "len" => p.len = Some(size(v)?.0),
         "group" => f.group = Some(v.to_string()),
-        _ => return Err(bad(s, &format!("unknown key '{k}'"))),
+        _ => return Err("unknown key".into()),
     }
     Ok(())
 }
 
 /// The keys that count only with another: `on` and `off`, `every` and
-/// `batch`, `offset` and `len`.
+/// `batch`, `offset` and `len`, `repeat` and `rerun`.
 #[derive(Default)]
 struct Pairs {
     offset: Option<u64>,
     len: Option<u64>,
-    on: Option<u64>,
-    off: Option<Duration>,
-    every: Option<Duration>,
-    batch: Option<u64>,
+    on: Option<Size>,
+    off: Option<Dur>,
+    every: Option<Dur>,
+    batch: Option<Size>,
+    runs: Option<u32>,
+    rerun: Option<Dur>,
 }
 
 impl Pairs {
-    /// Sets `f`'s on/off phases, periodic batches and region, refusing
-    /// half a pair, and a stop not after the start.
-    fn apply(self, f: &mut FlowDesc, s: &str) -> Result<(), String> {
+    /// Sets `f`'s ON/OFF phases, periodic batches, region and runs,
+    /// refusing half a pair: the key and what is wrong.
+    fn apply(self, f: &mut FlowDef) -> Result<(), (&'static str, &'static str)> {
         match (self.on, self.off) {
             (Some(on), Some(off)) => {
-                f.on_off = Some(OnOff {
-                    on_bytes: (on, on),
-                    off: (off, off),
+                f.on_off = Some(OnOffDef {
+                    on: Range { lo: on, hi: on },
+                    off: Range { lo: off, hi: off },
                 })
             }
             (None, None) => {}
-            _ => return Err(bad(s, "on and off go together")),
+            (Some(_), None) => return Err(("on", "needs off (on and off go together)")),
+            (None, Some(_)) => return Err(("off", "needs on (on and off go together)")),
         }
         match (self.every, self.batch) {
-            (Some(every), Some(bytes)) => f.periodic = Some(Periodic { every, bytes }),
+            (Some(every), Some(bytes)) => {
+                f.periodic = Some(PeriodicDef {
+                    every,
+                    bytes,
+                    deadline: None,
+                    warm_up: None,
+                })
+            }
             (None, None) => {}
-            _ => return Err(bad(s, "every and batch go together")),
-        }
-        if f.stop.is_some_and(|t| t <= f.start) {
-            return Err(bad(s, "stop must be after start"));
+            (Some(_), None) => return Err(("every", "needs batch (they go together)")),
+            (None, Some(_)) => return Err(("batch", "needs every (they go together)")),
         }
         if self.offset.is_some() || self.len.is_some() {
-            let o = self.offset.unwrap_or(0);
-            let l = self.len.ok_or_else(|| bad(s, "offset needs len"))?;
-            f.region = Some((o, l));
+            let len = self.len.ok_or(("offset", "needs len"))?;
+            f.region = Some(RegionDef {
+                start: Extent::Bytes(self.offset.unwrap_or(0)),
+                size: Some(Extent::Bytes(len)),
+            });
+        }
+        // `repeat` counts runs, `rerun` is the pause between two: a
+        // scenario's `runs` and `repeat`.
+        if self.runs.is_some() || self.rerun.is_some() {
+            f.repeat = Some(self.rerun.unwrap_or(Dur(0)));
+            f.runs = Some(self.runs.unwrap_or(1));
         }
         Ok(())
+    }
+}
+
+/// Parses group description number `index` (`--group path=/a,weight=300`:
+/// a scenario file's `[[group]]`).
+pub fn parse_group(s: &str, index: usize) -> Result<GroupDef, String> {
+    let what = format!("--group[{index}]");
+    let mut path = None;
+    let mut weight = bfq_core::DEFAULT_GROUP_WEIGHT;
+    for (k, v) in key_values(s, &what)? {
+        match k {
+            "path" => path = Some(v.to_string()),
+            "weight" => {
+                weight = number(v, "1..=1000").map_err(|why| format!("{what}.weight: {why}"))?
+            }
+            _ => return Err(format!("{what}.{k}: unknown key (path, weight)")),
+        }
+    }
+    let path = path.ok_or_else(|| format!("{what}.path: missing (e.g. path=/a,weight=300)"))?;
+    Ok(GroupDef { path, weight })
+}
+
+/// Plans the command line's `flows` and `groups` as a scenario of
+/// `duration` on a target of `capacity` bytes: every check of a scenario
+/// file applies, each error naming the `--flow` (position and name) or
+/// `--group` and the key.
+pub fn plan(
+    flows: &[FlowSpec],
+    groups: &[GroupDef],
+    duration: Duration,
+    capacity: u64,
+) -> Result<Planned, String> {
+    let ns = u64::try_from(duration.as_nanos()).unwrap_or(u64::MAX);
+    let interval = ns.div_ceil(MAX_SERIES_POINTS).div_ceil(SEC).max(1) * SEC;
+    let sc = Scenario {
+        name: "command line".into(),
+        description: String::new(),
+        duration: Dur(ns),
+        seed: 0,
+        device: Default::default(),
+        scheduler: Default::default(),
+        groups: groups.to_vec(),
+        flows: flows.iter().map(|f| f.def.clone()).collect(),
+        output: OutputDef {
+            series_interval: Dur(interval),
+        },
+        origin: "command line".into(),
+        base_dir: Default::default(),
+        replays: Vec::new(),
+    };
+    let plan = sc
+        .plan_with_capacity(capacity)
+        .map_err(command_line_error)?;
+    let (mut descs, groups) = crate::scenario::from_plan(&plan).map_err(|e| e.to_string())?;
+    for (d, f) in descs.iter_mut().zip(flows) {
+        if !f.region_given {
+            d.region = None;
+        }
+    }
+    Ok(Planned {
+        flows: descs,
+        groups,
+        series_interval: Duration::from_nanos(interval),
+    })
+}
+
+/// A scenario error in command-line words: `flow[0] 'a'.block` as
+/// `--flow[0] 'a'.bs`, `group[1].weight` as `--group[1].weight`, the
+/// run's `duration` as `--seconds`.
+fn command_line_error(e: ScenarioError) -> String {
+    let field = if let Some(rest) = e.field.strip_prefix("flow[") {
+        match rest.rsplit_once("'.") {
+            Some((head, key)) => format!("--flow[{head}'.{}", flow_key(key)),
+            None => format!("--flow[{rest}"),
+        }
+    } else if let Some(rest) = e.field.strip_prefix("group[") {
+        format!("--group[{rest}")
+    } else if e.field == "duration" {
+        "--seconds".into()
+    } else {
+        e.field
+    };
+    // The run's length is --seconds here.
+    let why = e.why.replace("the run (duration = ", "the run (--seconds ");
+    format!("{field}: {why}")
+}
+
+/// The `--flow` key of a scenario flow field.
+fn flow_key(field: &str) -> &str {
+    match field {
+        "block" => "bs",
+        "on_off.on" => "on",
+        "on_off" | "on_off.off" => "off",
+        "periodic" => "every/batch",
+        "region.start" => "offset",
+        "region.size" => "len",
+        "region" => "offset/len",
+        "runs" => "repeat",
+        k => k,
     }
 }
 
@@ -177,36 +339,208 @@ pub fn check_names(flows: &[FlowDesc]) -> Result<(), String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::desc::{Dir, Pattern as DescPattern};
+
+    const GIB: u64 = 1 << 30;
+
+    /// The flows `specs` planned for 10 s on a 1 GiB target.
+    fn planned(specs: &[&str]) -> Result<Planned, String> {
+        let flows = specs
+            .iter()
+            .enumerate()
+            .map(|(i, s)| parse(s, i))
+            .collect::<Result<Vec<_>, _>>()?;
+        plan(&flows, &[], Duration::from_secs(10), GIB)
+    }
+
+    /// The error of planning `specs`.
+    fn error(specs: &[&str]) -> String {
+        planned(specs).unwrap_err()
+    }
 
     #[test]
     fn parses_flow_specs() {
-        let f = parse(
+        let p = planned(&[
+            "name=b,bytes=1M",
+            "name=c,bytes=1M",
             "name=a,op=write,pattern=rand,bs=64k,depth=4,weight=300,class=rt,level=2,bytes=1M,\
-             think=1ms,on=1M,off=5ms,every=40ms,batch=256k,repeat=2,rerun=1s,offset=4k,len=1M,\
+             think=1ms,on=1M,off=5ms,repeat=2,rerun=1s,offset=4k,len=1M,\
              stop=3s,duration=2s,after=b+c",
-            0,
-        )
+        ])
         .unwrap();
+        let f = &p.flows[2];
         assert_eq!(f.name, "a");
         assert_eq!(f.dir, Dir::Write);
-        assert_eq!(f.pattern, Pattern::Rand);
+        assert_eq!(f.pattern, DescPattern::Rand);
         assert_eq!((f.block, f.depth, f.weight), (65536, 4, Some(300)));
         assert_eq!((f.prio.class, f.prio.level), (IoClass::Rt, 2));
         assert_eq!(f.region, Some((4096, 1 << 20)));
         assert_eq!(f.on_off.unwrap().on_bytes, (1 << 20, 1 << 20));
-        assert_eq!(f.periodic.unwrap().every, Duration::from_millis(40));
         assert_eq!((f.repeat, f.rerun_after), (2, Duration::from_secs(1)));
         assert_eq!(f.stop, Some(Duration::from_secs(3)));
         assert_eq!(f.duration, Some(Duration::from_secs(2)));
         assert_eq!(f.after, ["b", "c"]);
-        assert!(parse("start=2s,stop=1s", 0).is_err());
-        assert!(parse("duration=0s", 0).is_err());
         // Linux flags O_DIRECT requests synchronous whatever the depth.
         assert!(f.sync);
-        assert!(!parse("depth=4,sync=false", 0).unwrap().sync);
-        assert!(parse("sync=maybe", 0).is_err());
-        assert!(parse("bogus=1", 0).is_err());
-        assert!(parse("on=1M", 0).is_err());
-        assert!(parse("offset=4k", 0).is_err());
+        // Without offset and len a flow shares what is left of the target.
+        assert_eq!(p.flows[0].region, None);
+        let f = &planned(&["every=40ms,batch=256k"]).unwrap().flows[0];
+        assert_eq!(f.periodic.unwrap().every, Duration::from_millis(40));
+        assert_eq!((f.name.as_str(), f.block, f.repeat), ("flow0", 4096, 1));
+        assert_eq!(p.series_interval, Duration::from_secs(1));
+    }
+
+    #[test]
+    fn booleans_take_every_spelling() {
+        for (v, want) in [("on", true), ("yes", true), ("1", true), ("false", false)] {
+            let f = &planned(&[&format!("depth=4,sync={v}")]).unwrap().flows[0];
+            assert_eq!(f.sync, want, "{v}");
+        }
+        let e = error(&["sync=maybe"]);
+        assert!(e.contains("--flow[0] 'flow0'.sync: expected 1/0"), "{e}");
+    }
+
+    #[test]
+    fn every_error_names_the_flow_and_the_key() {
+        for (spec, want) in [
+            (
+                "name=a,weight=0",
+                "--flow[0] 'a'.weight: 0 is not in 1..=1000",
+            ),
+            ("name=a,level=9", "--flow[0] 'a'.level: 9 is not in 0..=7"),
+            (
+                "name=a,weight=x",
+                "--flow[0] 'a'.weight: 'x' is not a whole number",
+            ),
+            ("name=a,depth=0", "--flow[0] 'a'.depth: must be in 1..=4096"),
+            (
+                "name=a,bs=1000",
+                "--flow[0] 'a'.bs: 1000 bytes is not a positive",
+            ),
+            ("bs=65M", "--flow[0] 'flow0'.bs: must be at most 64M"),
+            ("name=a,bogus=1", "--flow[0] 'a'.bogus: unknown key"),
+            ("name=a,on=1M", "--flow[0] 'a'.on: needs off"),
+            ("name=a,offset=4k", "--flow[0] 'a'.offset: needs len"),
+            (
+                "name=a,start=2s,stop=1s",
+                "--flow[0] 'a'.stop: 1s must be after start",
+            ),
+            (
+                "name=a,stop=20s",
+                "--flow[0] 'a'.stop: 20s is past the end of the run (--seconds 10s)",
+            ),
+            (
+                "name=a,duration=0s",
+                "--flow[0] 'a'.duration: must be positive",
+            ),
+            (
+                "name=a,every=10us,batch=4k",
+                "--flow[0] 'a'.every/batch: every must be",
+            ),
+            (
+                "name=a,repeat=0",
+                "--flow[0] 'a'.repeat: is a number of runs",
+            ),
+            ("name=a,op=erase", "--flow[0] 'a'.op: is read or write"),
+            ("name=a,bs", "--flow[0]: 'bs' is not key=value"),
+        ] {
+            let e = error(&[spec]);
+            assert!(e.starts_with(want), "{spec}: {e}");
+        }
+    }
+
+    #[test]
+    fn a_key_given_twice_is_refused() {
+        let e = error(&["name=a,bs=4k,name=b"]);
+        assert_eq!(e, "--flow[0].name: given twice");
+        // Aliases are the same key.
+        let e = error(&["name=a,bs=4k,block=8k"]);
+        assert_eq!(e, "--flow[0].bs: given twice");
+    }
+
+    #[test]
+    fn regions_must_fit_the_target_in_whole_sectors() {
+        // offset + len past 2^64 does not wrap round.
+        let e = error(&["name=a,offset=18446744073709551615,len=4k"]);
+        assert!(
+            e.starts_with("--flow[0] 'a'.offset: must be a multiple of 512"),
+            "{e}"
+        );
+        let e = error(&["name=a,offset=1G,len=18446744073709551104"]);
+        assert!(e.starts_with("--flow[0] 'a'.offset/len: ["), "{e}");
+        assert!(e.contains("does not fit"), "{e}");
+        let e = error(&["name=a,offset=1020M,len=8M"]);
+        assert!(e.starts_with("--flow[0] 'a'.offset/len: "), "{e}");
+        let e = error(&["name=a,offset=1,len=4M"]);
+        assert!(
+            e.starts_with("--flow[0] 'a'.offset: must be a multiple of 512"),
+            "{e}"
+        );
+        let e = error(&["name=a,len=4097"]);
+        assert!(
+            e.starts_with("--flow[0] 'a'.len: must be a multiple of 512"),
+            "{e}"
+        );
+        let f = &planned(&["name=a,offset=1016M,len=8M"]).unwrap().flows[0];
+        assert_eq!(f.region, Some((1016 << 20, 8 << 20)));
+    }
+
+    #[test]
+    fn after_names_an_earlier_flow_that_ends() {
+        let e = error(&["name=a,after=b", "name=b,after=a"]);
+        assert!(
+            e.starts_with("--flow[0] 'a'.after: 'b' is not the name of an earlier flow"),
+            "{e}"
+        );
+        let e = error(&["name=a,bytes=1M", "name=b,after=c"]);
+        assert!(e.starts_with("--flow[1] 'b'.after: 'c' is not"), "{e}");
+        let e = error(&["name=a", "name=b,after=a"]);
+        assert!(e.contains("'a' never ends"), "{e}");
+        planned(&["name=a,bytes=1M,repeat=3", "name=b,after=a"]).unwrap();
+    }
+
+    #[test]
+    fn an_on_phase_holds_one_block() {
+        let e = error(&["name=a,bs=64k,on=4k,off=1ms"]);
+        assert!(
+            e.starts_with("--flow[0] 'a'.on: must be at least one block"),
+            "{e}"
+        );
+        let e = error(&["name=a,on=1,off=1ms"]);
+        assert!(
+            e.starts_with("--flow[0] 'a'.on: must be at least one block"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn groups_are_declared_with_group() {
+        let e = error(&["name=a,group=/g1"]);
+        assert!(
+            e.starts_with("--flow[0] 'a'.group: unknown group '/g1'"),
+            "{e}"
+        );
+        assert!(e.contains("--group"), "{e}");
+        let groups = [parse_group("path=/g1/g2,weight=300", 0).unwrap()];
+        let flows = [parse("name=a,group=/g1/g2", 0).unwrap()];
+        let p = plan(&flows, &groups, Duration::from_secs(10), GIB).unwrap();
+        assert_eq!(p.flows[0].group.as_deref(), Some("/g1/g2"));
+        let g = p.groups.iter().find(|g| g.name == "/g1/g2").unwrap();
+        assert_eq!((g.weight, g.parent.as_deref()), (300, Some("/g1")));
+        let bad = [parse_group("path=/g,weight=0", 0).unwrap()];
+        let e = plan(&flows, &bad, Duration::from_secs(10), GIB).unwrap_err();
+        assert_eq!(e, "--group[0].weight: must be in 1..=1000");
+        let e = parse_group("weight=5", 1).unwrap_err();
+        assert!(e.starts_with("--group[1].path: missing"), "{e}");
+        let e = parse_group("path=/a,path=/b", 1).unwrap_err();
+        assert_eq!(e, "--group[1].path: given twice");
+    }
+
+    #[test]
+    fn a_long_run_keeps_its_series_bounded() {
+        let flows = [parse("name=a", 0).unwrap()];
+        let week = Duration::from_secs(604_800);
+        let p = plan(&flows, &[], week, GIB).unwrap();
+        assert_eq!(p.series_interval, Duration::from_secs(7));
     }
 }

@@ -9,7 +9,8 @@
 //!
 //! - [`desc`]: what to run ([`FlowDesc`], [`GroupDesc`], [`Backend`],
 //!   [`RunConfig`]).
-//! - [`flowspec`]: flows given as `key=value` lists (`bfq run --flow`).
+//! - [`flowspec`]: flows and groups given as `key=value` lists (`bfq run
+//!   --flow`, `--group`), planned by the scenario model's checks.
 //! - [`scenario`]: a planned scenario (the format of `bfq sim`) as flows
 //!   and groups, and a run's results in the simulator's JSON format.
 //! - [`run()`]: the driver, and the engine side of a run.
@@ -45,7 +46,9 @@ pub use desc::{
     RunConfig,
 };
 pub use report::{FlowReport, RunReport};
-pub use run::{children_cpu_seconds, create_filled, layout, process_cpu_seconds, run, target_len};
+pub use run::{
+    children_cpu_seconds, create_filled, layout, process_cpu_seconds, run, target_len, target_size,
+};
 
 /// Heap allocations counted per thread, for the tests that check a flow's
 /// requests allocate nothing once its buffers are in place.

@@ -29,19 +29,20 @@ use std::time::{Duration, Instant};
 pub fn layout(flows: &[FlowDesc], target_len: u64, align: u64) -> Vec<(u64, u64)> {
     let explicit_end = flows
         .iter()
-        .filter_map(|f| f.region.map(|(o, l)| o + l))
+        .filter_map(|f| f.region.map(|(o, l)| o.saturating_add(l)))
         .max()
         .unwrap_or(0);
     let n_auto = flows.iter().filter(|f| f.region.is_none()).count() as u64;
     let free = target_len.saturating_sub(explicit_end);
     let share = free.checked_div(n_auto).unwrap_or(0) / align * align;
+    let first = explicit_end.div_ceil(align).saturating_mul(align);
     let mut k = 0;
     flows
         .iter()
         .map(|f| match f.region {
             Some(r) => r,
             None => {
-                let r = (explicit_end.div_ceil(align) * align + k * share, share);
+                let r = (first.saturating_add(k * share), share);
                 k += 1;
                 r
             }
@@ -49,37 +50,160 @@ pub fn layout(flows: &[FlowDesc], target_len: u64, align: u64) -> Vec<(u64, u64)
         .collect()
 }
 
+/// Fills files in pieces of this many bytes.
+const FILL_CHUNK: usize = 1 << 20;
+
+/// Fills of at least this many bytes say so and show their progress on
+/// a terminal's stderr.
+const FILL_NOTICE: u64 = 256 << 20;
+
 /// Creates a regular file of `size` bytes filled with non-zero data (so
-/// reads touch real blocks, not holes).
+/// reads touch real blocks, not holes). Refuses a size its filesystem has
+/// no room for; fills a temporary file beside `path` (`.NAME.part-PID`),
+/// renamed to `path` only once complete and synced, so that a failed or
+/// interrupted (SIGINT, SIGTERM) creation leaves nothing behind; shows its
+/// progress on stderr when that is a terminal.
 pub fn create_filled(path: &Path, size: u64) -> io::Result<()> {
     let named =
         |e: io::Error| io::Error::new(e.kind(), format!("creating {}: {e}", path.display()));
+    if path.exists() {
+        return Err(named(io::Error::new(
+            io::ErrorKind::AlreadyExists,
+            "it exists",
+        )));
+    }
+    check_room(path, size).map_err(named)?;
+    let name = path.file_name().ok_or_else(|| {
+        named(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "not a file name",
+        ))
+    })?;
+    let mut part_name = std::ffi::OsString::from(".");
+    part_name.push(name);
+    part_name.push(format!(".part-{}", std::process::id()));
+    let part = path.with_file_name(part_name);
     let f = OpenOptions::new()
         .create_new(true)
         .write(true)
-        .open(path)
+        .open(&part)
         .map_err(named)?;
-    let fill = || -> io::Result<()> {
-        let chunk: Vec<u8> = (0..1u32 << 20).map(|i| (i % 251) as u8 | 1).collect();
-        let mut off = 0;
-        while off < size {
-            let n = chunk.len().min((size - off) as usize);
-            f.write_all_at(&chunk[..n], off)?;
-            off += n as u64;
+    let done = fill(&f, size, path).and_then(|()| {
+        drop(f);
+        if path.exists() {
+            return Err(io::Error::new(
+                io::ErrorKind::AlreadyExists,
+                "it was created meanwhile",
+            ));
         }
-        f.sync_all()
-    };
-    // A file that could not be filled (full filesystem) is not left behind.
-    fill().map_err(|e| {
-        let _ = std::fs::remove_file(path);
-        named(e)
+        std::fs::rename(&part, path)
+    });
+    // A file that could not be filled (full filesystem, interrupted) is
+    // not left behind.
+    done.inspect_err(|_| {
+        let _ = std::fs::remove_file(&part);
     })
+    .map_err(named)
 }
 
-/// Size in bytes of a regular file or block device.
+/// Refuses to create `size` bytes at `path` when its filesystem has less
+/// room than that for unprivileged users.
+fn check_room(path: &Path, size: u64) -> io::Result<()> {
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    let free = sys::free_bytes(dir)?;
+    if size > free {
+        return Err(io::Error::new(
+            io::ErrorKind::StorageFull,
+            format!(
+                "{} needed, but its filesystem has {} free",
+                human_size(size),
+                human_size(free)
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// `n` bytes, and in GiB or MiB when that is shorter to read.
+fn human_size(n: u64) -> String {
+    match n {
+        n if n >= 1 << 30 => format!("{n} bytes ({:.1} GiB)", n as f64 / (1u64 << 30) as f64),
+        n if n >= 1 << 20 => format!("{n} bytes ({:.1} MiB)", n as f64 / (1u64 << 20) as f64),
+        n => format!("{n} bytes"),
+    }
+}
+
+/// Writes `size` bytes of non-zero data into `f` (to become `target`) and
+/// syncs it, stopping at SIGINT or SIGTERM.
+fn fill(f: &std::fs::File, size: u64, target: &Path) -> io::Result<()> {
+    let _signals = sys::catch_interrupts();
+    let stopped = || {
+        sys::interrupted().map_or(Ok(()), |sig| {
+            Err(io::Error::new(
+                io::ErrorKind::Interrupted,
+                format!("interrupted by signal {sig}; nothing left behind"),
+            ))
+        })
+    };
+    let bar = fill_progress(size, target);
+    let chunk: Vec<u8> = (0..FILL_CHUNK as u32)
+        .map(|i| (i % 251) as u8 | 1)
+        .collect();
+    let mut off = 0;
+    while off < size {
+        stopped()?;
+        let n = chunk.len().min((size - off) as usize);
+        f.write_all_at(&chunk[..n], off)?;
+        off += n as u64;
+        bar.set_position(off);
+    }
+    bar.finish_and_clear();
+    f.sync_all()?;
+    stopped()
+}
+
+/// A progress bar on stderr for a fill of `size` bytes (hidden for small
+/// fills, and where stderr is not a terminal).
+fn fill_progress(size: u64, target: &Path) -> indicatif::ProgressBar {
+    if size < FILL_NOTICE {
+        return indicatif::ProgressBar::hidden();
+    }
+    eprintln!(
+        "bfq: filling {} with {}",
+        target.display(),
+        human_size(size)
+    );
+    let bar = indicatif::ProgressBar::with_draw_target(
+        Some(size),
+        indicatif::ProgressDrawTarget::stderr(),
+    );
+    bar.set_style(
+        indicatif::ProgressStyle::with_template(
+            "{elapsed_precise} [{bar:30}] {bytes}/{total_bytes} {bytes_per_sec}",
+        )
+        .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar())
+        .progress_chars("=> "),
+    );
+    bar
+}
+
+/// Size in bytes of a regular file or block device (a directory is
+/// refused).
 pub fn target_len(path: &Path) -> io::Result<u64> {
     let f = OpenOptions::new().read(true).open(path)?;
     let m = f.metadata()?;
+    if m.is_dir() {
+        return Err(io::Error::new(
+            io::ErrorKind::IsADirectory,
+            format!(
+                "{} is a directory (give a file or a block device)",
+                path.display()
+            ),
+        ));
+    }
     if sys::is_block_device(path) {
         let mut size: u64 = 0;
         // SAFETY: BLKGETSIZE64 writes a u64.
@@ -92,16 +216,56 @@ pub fn target_len(path: &Path) -> io::Result<u64> {
     }
 }
 
-/// Runs `flows` against the target as `cfg` says.
+/// The size the target of a run will have: an existing file's or block
+/// device's (a regular file smaller than `create` is refused: a partial
+/// file is not run on), else `create` (the size `create_filled` will give
+/// it). Errors name the target.
+pub fn target_size(path: &Path, create: Option<u64>) -> io::Result<u64> {
+    if !path.exists() {
+        return create.ok_or_else(|| {
+            io::Error::new(
+                io::ErrorKind::NotFound,
+                format!(
+                    "{} does not exist (give a size to create it, `--create SIZE`)",
+                    path.display()
+                ),
+            )
+        });
+    }
+    let len = target_len(path).map_err(|e| match e.kind() {
+        io::ErrorKind::IsADirectory => e,
+        k => io::Error::new(k, format!("{}: {e}", path.display())),
+    })?;
+    match create {
+        Some(c) if len < c && !sys::is_block_device(path) => Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!(
+                "{} exists with {}, less than the {} to create (a partial file? \
+                 remove it to create it anew)",
+                path.display(),
+                human_size(len),
+                human_size(c)
+            ),
+        )),
+        _ => Ok(len),
+    }
+}
+
+/// Runs `flows` against the target as `cfg` says. Everything is checked
+/// before the target is created.
 pub fn run(cfg: &RunConfig, flows: &[FlowDesc]) -> io::Result<RunReport> {
     check_flows(cfg, flows)?;
-    let is_dev = prepare_target(cfg)?;
-    let len = target_len(&cfg.target)?;
+    let is_dev = sys::is_block_device(&cfg.target);
+    if let Backend::Kernel { scheduler } = &cfg.backend {
+        check_kernel(cfg, scheduler, is_dev)?;
+    }
+    let len = target_size(&cfg.target, cfg.create_size)?;
     let regions = layout(flows, len, 4096);
     check_regions(flows, &regions, len)?;
     if let Some(d) = cfg.warm_up {
         warmup::check(d)?;
     }
+    prepare_target(cfg, is_dev)?;
     let warm = cfg.warm_up.map(|d| (warmup::region(&regions, len), d));
     let cpu0 = process_cpu_seconds();
     let mut r = match &cfg.backend {
@@ -109,17 +273,14 @@ pub fn run(cfg: &RunConfig, flows: &[FlowDesc]) -> io::Result<RunReport> {
             scheduler,
             settings,
         } => run_engine(cfg, scheduler, settings, flows, &regions, warm),
-        Backend::Kernel { scheduler } => {
-            check_kernel(cfg, scheduler, is_dev)?;
-            run_kernel(cfg, scheduler, flows, &regions, warm)
-        }
+        Backend::Kernel { scheduler } => run_kernel(cfg, scheduler, flows, &regions, warm),
     }?;
     r.cpu_seconds = process_cpu_seconds() - cpu0;
     Ok(r)
 }
 
-/// Refuses no flows, writes without `--allow-writes`, and a zero block
-/// size or depth.
+/// Refuses no flows, writes without `--allow-writes`, a zero block size
+/// or depth, and a group that is not among the run's.
 fn check_flows(cfg: &RunConfig, flows: &[FlowDesc]) -> io::Result<()> {
     if flows.is_empty() {
         return Err(io::Error::new(io::ErrorKind::InvalidInput, "no flows"));
@@ -134,46 +295,43 @@ fn check_flows(cfg: &RunConfig, flows: &[FlowDesc]) -> io::Result<()> {
             ),
         ));
     }
+    let invalid = |f: &FlowDesc, why: String| {
+        io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("flow {}: {why}", f.name),
+        )
+    };
     for f in flows {
         if f.block == 0 || f.depth == 0 {
-            return Err(io::Error::new(
-                io::ErrorKind::InvalidInput,
-                format!("flow {}: block size and depth must be > 0", f.name),
-            ));
+            return Err(invalid(f, "block size and depth must be > 0".into()));
+        }
+        if let Some(g) = &f.group {
+            if !cfg.groups.iter().any(|x| &x.name == g) {
+                return Err(invalid(f, format!("unknown group {g}")));
+            }
         }
     }
     Ok(())
 }
 
 /// Refuses a mounted block device, and creates a missing regular file
-/// when `cfg` gives a size (refuses it otherwise): whether the target is
-/// a block device.
-fn prepare_target(cfg: &RunConfig) -> io::Result<bool> {
-    let is_dev = sys::is_block_device(&cfg.target);
+/// when `cfg` gives a size ([`target_size`] refused it otherwise).
+fn prepare_target(cfg: &RunConfig, is_dev: bool) -> io::Result<()> {
     if is_dev {
         sys::check_not_mounted(&cfg.target)?;
     } else if !cfg.target.exists() {
-        match cfg.create_size {
-            Some(size) => create_filled(&cfg.target, size)?,
-            None => {
-                return Err(io::Error::new(
-                    io::ErrorKind::NotFound,
-                    format!(
-                        "{} does not exist (give a size to create it)",
-                        cfg.target.display()
-                    ),
-                ))
-            }
+        if let Some(size) = cfg.create_size {
+            create_filled(&cfg.target, size)?;
         }
     }
-    Ok(is_dev)
+    Ok(())
 }
 
 /// Refuses a region that does not hold one block or ends past the
 /// target's `len` bytes.
 fn check_regions(flows: &[FlowDesc], regions: &[(u64, u64)], len: u64) -> io::Result<()> {
     for (f, r) in flows.iter().zip(regions) {
-        if r.1 < u64::from(f.block) || r.0 + r.1 > len {
+        if r.1 < u64::from(f.block) || r.0.checked_add(r.1).is_none_or(|end| end > len) {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidInput,
                 format!(
@@ -627,6 +785,81 @@ impl Driver<'_> {
 mod tests {
     use super::*;
     use crate::desc::Pattern;
+
+    /// The names in `dir`.
+    fn names(dir: &Path) -> Vec<String> {
+        let mut v: Vec<String> = std::fs::read_dir(dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        v.sort();
+        v
+    }
+
+    #[test]
+    fn a_created_file_appears_whole_or_not_at_all() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t.img");
+        create_filled(&path, (1 << 20) + 512).unwrap();
+        assert_eq!(names(dir.path()), ["t.img"]);
+        let data = std::fs::read(&path).unwrap();
+        assert_eq!(data.len(), (1 << 20) + 512);
+        assert!(data.iter().all(|&b| b != 0));
+        // An existing file is not overwritten.
+        let e = create_filled(&path, 4096).unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::AlreadyExists);
+        // More than the filesystem holds is refused before writing.
+        let huge = dir.path().join("huge.img");
+        let e = create_filled(&huge, u64::MAX / 2).unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::StorageFull, "{e}");
+        assert!(e.to_string().contains("free"), "{e}");
+        assert_eq!(names(dir.path()), ["t.img"]);
+    }
+
+    #[test]
+    fn a_target_is_a_file_or_device_of_its_full_size() {
+        let dir = tempfile::tempdir().unwrap();
+        let e = target_size(dir.path(), None).unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::IsADirectory);
+        assert!(e.to_string().contains("is a directory"), "{e}");
+        let missing = dir.path().join("m.img");
+        assert_eq!(target_size(&missing, Some(8192)).unwrap(), 8192);
+        let e = target_size(&missing, None).unwrap_err();
+        assert!(e.to_string().contains("does not exist"), "{e}");
+        // A file shorter than the size to create (an interrupted earlier
+        // creation) is refused, a longer one used.
+        let short = dir.path().join("s.img");
+        std::fs::write(&short, [1u8; 4096]).unwrap();
+        let e = target_size(&short, Some(8192)).unwrap_err();
+        assert!(e.to_string().contains("less than"), "{e}");
+        assert_eq!(target_size(&short, Some(1024)).unwrap(), 4096);
+        assert_eq!(target_size(&short, None).unwrap(), 4096);
+    }
+
+    #[test]
+    fn regions_past_the_end_do_not_wrap_round() {
+        let mut f = FlowDesc::reader("a", Pattern::Seq, 4096);
+        f.region = Some((u64::MAX - 511, 4096));
+        let auto = FlowDesc::reader("b", Pattern::Seq, 4096);
+        let flows = [f, auto];
+        let regions = layout(&flows, 1 << 20, 4096);
+        assert_eq!(regions[1].1, 0);
+        let e = check_regions(&flows, &regions, 1 << 20).unwrap_err();
+        assert!(e.to_string().starts_with("flow a: region"), "{e}");
+    }
+
+    #[test]
+    fn a_flow_in_an_undeclared_group_is_refused_naming_it() {
+        let mut f = FlowDesc::reader("a", Pattern::Seq, 4096);
+        f.group = Some("g1".into());
+        let cfg = RunConfig::new(
+            "/nonexistent",
+            Backend::parse("fifo", Settings::new()),
+            Duration::ZERO,
+        );
+        let e = check_flows(&cfg, &[f]).unwrap_err();
+        assert_eq!(e.to_string(), "flow a: unknown group g1");
+    }
 
     /// The heap allocations of the calling thread driving a flow of
     /// `pattern` that reads `bytes` of `path` (1 MiB) through `engine`.

@@ -232,6 +232,21 @@ pub fn is_block_device(path: &Path) -> bool {
         .unwrap_or(false)
 }
 
+/// Bytes free for unprivileged users on the filesystem holding `dir`
+/// (statvfs: available blocks times the fragment size).
+pub fn free_bytes(dir: &Path) -> io::Result<u64> {
+    use std::os::unix::ffi::OsStrExt;
+    let c = std::ffi::CString::new(dir.as_os_str().as_bytes())
+        .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
+    // SAFETY: statvfs writes into a zeroed struct from a NUL-terminated path.
+    let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
+    if unsafe { libc::statvfs(c.as_ptr(), &mut st) } != 0 {
+        let e = io::Error::last_os_error();
+        return Err(io::Error::new(e.kind(), format!("{}: {e}", dir.display())));
+    }
+    Ok(st.f_bavail.saturating_mul(st.f_frsize))
+}
+
 /// Fails when the block device, one of its partitions or a device stacked
 /// on it holds a mounted filesystem or active swap (/proc/self/mounts,
 /// /proc/swaps, holders/ in sysfs).

@@ -432,3 +432,70 @@ fn a_loop_device_says_whether_it_bypasses_the_page_cache() {
     assert_eq!(sys::loop_direct_io(&img), None);
     assert_eq!(sys::loop_direct_io(std::path::Path::new("/dev/null")), None);
 }
+
+/// A block device's size bounds its flows' regions; a size to create
+/// does not apply to it.
+#[test]
+fn a_devices_regions_are_checked_against_its_size() {
+    let skip = "SKIPPED a_devices_regions_are_checked_against_its_size";
+    if !sys::is_root() || !Path::new("/dev/loop-control").exists() {
+        eprintln!("{skip}: needs root and loop devices");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let img = dir.path().join("dev.img");
+    bfq_real::create_filled(&img, 8 << 20).unwrap();
+    let dev = match LoopDevice::create(&img, 8 << 20, true) {
+        Ok(d) => d,
+        Err(e) => {
+            eprintln!("{skip}: {e}");
+            return;
+        }
+    };
+    assert_eq!(
+        bfq_real::target_size(dev.path(), Some(1 << 40)).unwrap(),
+        8 << 20
+    );
+    let mut f = FlowDesc::reader("a", Pattern::Seq, 4096);
+    f.region = Some((6 << 20, 4 << 20));
+    let cfg = RunConfig::new(
+        dev.path(),
+        Backend::parse("fifo", Settings::new()),
+        Duration::from_secs(1),
+    );
+    let e = bfq_real::run(&cfg, &[f]).unwrap_err();
+    assert!(e.to_string().starts_with("flow a: region"), "{e}");
+    dev.remove().unwrap();
+}
+
+/// `create_filled` refuses a file its filesystem has no room for, before
+/// writing anything (a 4 MiB tmpfs).
+#[test]
+fn a_file_too_large_for_its_filesystem_is_not_created() {
+    let skip = "SKIPPED a_file_too_large_for_its_filesystem_is_not_created";
+    if !sys::is_root() {
+        eprintln!("{skip}: needs root");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let ok = std::process::Command::new("mount")
+        .args(["-t", "tmpfs", "-o", "size=4m", "bfq-create-test"])
+        .arg(dir.path())
+        .status()
+        .map(|s| s.success())
+        .unwrap_or(false);
+    if !ok {
+        eprintln!("{skip}: cannot mount tmpfs");
+        return;
+    }
+    let _m = Mount(dir.path().to_path_buf());
+    bfq_real::create_filled(&dir.path().join("a"), 3 << 20).unwrap();
+    let e = bfq_real::create_filled(&dir.path().join("b"), 3 << 20).unwrap_err();
+    assert_eq!(e.kind(), std::io::ErrorKind::StorageFull, "{e}");
+    assert!(e.to_string().contains("free"), "{e}");
+    let names: Vec<_> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert_eq!(names, ["a"]);
+}

@@ -181,11 +181,12 @@ fn time_us(key: &str, v: &str, default_unit_us: u64) -> Result<u64, String> {
 }
 
 fn flag(key: &str, v: &str) -> Result<bool, String> {
-    match v {
-        "1" | "true" | "yes" | "on" => Ok(true),
-        "0" | "false" | "no" | "off" => Ok(false),
-        _ => Err(format!("{key}={v}: expected 0 or 1")),
-    }
+    bfq_core::settings::parse_bool(v).ok_or_else(|| {
+        format!(
+            "{key}={v}: expected {}",
+            bfq_core::settings::bool_spellings()
+        )
+    })
 }
 
 fn int(key: &str, v: &str, lo: u64, hi: u64) -> Result<u64, String> {

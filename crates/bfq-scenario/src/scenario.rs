@@ -471,6 +471,46 @@ fn one() -> u32 {
     1
 }
 
+impl FlowDef {
+    /// A flow named `name` with every other field at its default (what a
+    /// `[[flow]]` entry of only a name gives): a greedy sequential reader.
+    pub fn named(name: &str) -> FlowDef {
+        FlowDef {
+            name: name.to_string(),
+            count: 1,
+            op: OpDef::Read,
+            pattern: Pattern::Seq,
+            replay: None,
+            replay_format: None,
+            block: None,
+            sync: None,
+            depth: None,
+            readahead: None,
+            gap: None,
+            readahead_style: None,
+            indirect_every: None,
+            start_jitter: None,
+            buffered: false,
+            region: None,
+            bytes: None,
+            weight: None,
+            class: None,
+            level: None,
+            group: None,
+            start: Dur(0),
+            stop: None,
+            duration: None,
+            after: Vec::new(),
+            think: Dur(0),
+            repeat: None,
+            runs: None,
+            on_off: None,
+            periodic: None,
+            web: None,
+        }
+    }
+}
+
 /// A time in seconds for messages (`20s`, `0.5s`).
 fn secs(t: Time) -> String {
     format!("{}s", t as f64 / SEC as f64)
@@ -1124,6 +1164,7 @@ impl Scenario {
         let (rs, rl) = match &f.region {
             None => (0, cap),
             Some(r) => {
+                self.check_region_sectors(i, r)?;
                 let s = r.start.resolve(cap * SECTOR_BYTES) / SECTOR_BYTES;
                 let l = match r.size {
                     None => cap.saturating_sub(s),
@@ -1139,13 +1180,34 @@ impl Scenario {
                 format!(
                     "[{} .. {}) bytes does not fit a {}-byte block on a device of {} bytes",
                     rs * SECTOR_BYTES,
-                    (rs + rl) * SECTOR_BYTES,
+                    u128::from(rs + rl) * u128::from(SECTOR_BYTES),
                     u64::from(block) * SECTOR_BYTES,
                     cap * SECTOR_BYTES
                 ),
             ));
         }
         Ok((rs, rl))
+    }
+
+    /// Checks that flow `i`'s region, where given in bytes, starts and
+    /// ends on a 512-byte sector: requests are laid out from the region's
+    /// start in whole sectors, and O_DIRECT refuses others (a percentage is
+    /// rounded down to a sector).
+    fn check_region_sectors(&self, i: usize, r: &RegionDef) -> Result<(), ScenarioError> {
+        let unaligned = |e: Option<Extent>| match e {
+            Some(Extent::Bytes(b) | Extent::FromEnd(b)) => !b.is_multiple_of(SECTOR_BYTES),
+            _ => false,
+        };
+        for (field, e) in [("region.start", Some(r.start)), ("region.size", r.size)] {
+            if unaligned(e) {
+                return Err(self.flow_err(
+                    i,
+                    field,
+                    "must be a multiple of 512 bytes (a sector: O_DIRECT needs whole sectors)",
+                ));
+            }
+        }
+        Ok(())
     }
 
     /// Checks flow `i`'s `weight` (1..=1000) and resolves its I/O priority:
@@ -1186,7 +1248,10 @@ impl Scenario {
                         self.flow_err(
                             i,
                             "group",
-                            format!("unknown group '{g}' (declare it in a [[group]])"),
+                            format!(
+                                "unknown group '{g}' (declare it in a [[group]], or with \
+                                 --group on the command line)"
+                            ),
                         )
                     })?,
             ),
@@ -1314,7 +1379,7 @@ impl Scenario {
         for name in &self.flows[i].after {
             let Some(k) = self.flows[..i].iter().position(|o| &o.name == name) else {
                 return Err(fe(format!(
-                    "'{name}' is not the name of an earlier [[flow]] (a flow waits only for flows \
+                    "'{name}' is not the name of an earlier flow (a flow waits only for flows \
                      listed before it)"
                 )));
             };
@@ -1478,6 +1543,28 @@ mod tests {
         assert!(p.flows[1].sync && !p.flows[1].ra);
         assert_eq!((p.flows[1].depth, p.flows[1].gap), (8, 20_000 + 2_048));
         assert_eq!(p.flows[2].gap, 0);
+    }
+
+    #[test]
+    fn a_named_flow_is_a_flow_entry_of_only_a_name() {
+        let parsed: FlowDef = toml::from_str("name = \"a\"").unwrap();
+        assert_eq!(FlowDef::named("a"), parsed);
+    }
+
+    #[test]
+    fn regions_in_bytes_are_whole_sectors() {
+        let region = |r: &str| format!("name = \"x\"\n[[flow]]\nname = \"a\"\nregion = {r}\n");
+        let e = err(&region("{ start = 1, size = \"4M\" }"));
+        assert!(
+            e.contains("flow[0] 'a'.region.start: must be a multiple of 512"),
+            "{e}"
+        );
+        let e = err(&region("{ start = \"-1000\" }"));
+        assert!(e.contains("'a'.region.start: must be a multiple"), "{e}");
+        let e = err(&region("{ size = 4097 }"));
+        assert!(e.contains("'a'.region.size: must be a multiple"), "{e}");
+        // Percentages are rounded down to a sector.
+        Scenario::from_toml_str(&region("{ start = \"33.3%\", size = \"1M\" }"), "t").unwrap();
     }
 
     #[test]

@@ -187,11 +187,11 @@ fn ends_and_waits_are_checked() {
         ),
         (
             "after = [\"zz\"]",
-            "flow[1] 'b'.after: 'zz' is not the name of an earlier [[flow]]",
+            "flow[1] 'b'.after: 'zz' is not the name of an earlier flow",
         ),
         (
             "after = [\"b\"]",
-            "flow[1] 'b'.after: 'b' is not the name of an earlier [[flow]]",
+            "flow[1] 'b'.after: 'b' is not the name of an earlier flow",
         ),
     ] {
         let e = err(&format!("{base}[[flow]]\nname = \"b\"\n{flow}\n"));
