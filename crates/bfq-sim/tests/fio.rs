@@ -106,7 +106,7 @@ fn unknown_options_are_errors_that_name_them() {
             "[a]\nrw=read\n[b]\nstonewall\nsize=1m\n",
             "job [b]: waits for job [a] (stonewall or wait_for), which has neither runtime nor size",
         ),
-        ("[a]\nsize=1m\n[b]\nstonewall=2\n", "stonewall=2: expected 1/0, true/false, on/off or yes/no"),
+        ("[a]\nsize=1m\n[b]\nstonewall=2\n", "stonewall=2: expected 1/0, true/false, on/off, yes/no"),
         ("[global]\nbs=4k\n", "no job section"),
         ("rw=read\n", "outside a [section]"),
         ("[j]\ninclude other.fio\n", "includes"),
