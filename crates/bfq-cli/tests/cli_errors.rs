@@ -4,51 +4,11 @@
 //! that need root (a small tmpfs) skip with a message without it. Nothing
 //! is timed: a one-minute guard only turns a hang into a failure.
 
+mod common;
+
+use common::{bfq, refused, scenario, stderr};
 use std::path::Path;
-use std::process::{Command, Output, Stdio};
-use std::time::{Duration, Instant};
-
-fn bfq(args: &[&str]) -> Output {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_bfq"))
-        .args(args)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let give_up = Instant::now() + Duration::from_secs(60);
-    while child.try_wait().unwrap().is_none() {
-        if Instant::now() > give_up {
-            let _ = child.kill();
-            panic!("bfq {args:?} hung");
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    child.wait_with_output().unwrap()
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).to_string()
-}
-
-fn scenario() -> String {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../scenarios/2010-table3-2files.toml")
-        .display()
-        .to_string()
-}
-
-/// Fails (exit 1 or 2, no panic) with an error containing `says`.
-fn refused(args: &[&str], says: &str) {
-    let o = bfq(args);
-    let e = stderr(&o);
-    assert!(
-        matches!(o.status.code(), Some(1) | Some(2)),
-        "{args:?}: {:?} {e}",
-        o.status
-    );
-    assert!(!e.contains("panicked"), "{args:?}: {e}");
-    assert!(e.contains(says), "{args:?}: '{e}' does not say '{says}'");
-}
+use std::process::{Command, Stdio};
 
 #[test]
 fn bad_values_are_refused_naming_what_is_wrong() {
