@@ -7,7 +7,7 @@
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 fn can_mount() -> bool {
@@ -30,6 +30,25 @@ fn serial() -> std::sync::MutexGuard<'static, ()> {
 
 fn bfq() -> Command {
     Command::new(env!("CARGO_BIN_EXE_bfq"))
+}
+
+/// `bfq mount --cleanup [MOUNTPOINT]`, run to its end.
+fn cleanup(mnt: Option<&Path>) -> Output {
+    let mut c = bfq();
+    c.args(["mount", "--cleanup"]);
+    if let Some(m) = mnt {
+        c.arg(m);
+    }
+    c.output().unwrap()
+}
+
+/// Asserts that a command succeeded, showing its stderr if not.
+fn succeeded(out: &Output) {
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
 
 /// How many mounts are at `p` (stacked ones count one each).
@@ -153,7 +172,7 @@ impl Drop for Fixture {
             let _ = c.wait();
         }
         if is_mounted(&self.mnt()) {
-            let _ = bfq().args(["mount", "--cleanup"]).arg(self.mnt()).status();
+            let _ = cleanup(Some(&self.mnt()));
         }
     }
 }
@@ -211,16 +230,7 @@ fn cleanup_removes_the_mount_of_a_killed_server() {
         is_mounted(&fx.mnt()),
         "a killed server leaves its mount behind"
     );
-    let out = bfq()
-        .args(["mount", "--cleanup"])
-        .arg(fx.mnt())
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    succeeded(&cleanup(Some(&fx.mnt())));
     assert!(!is_mounted(&fx.mnt()));
 }
 
@@ -251,16 +261,7 @@ fn stacked_mounts_each_server_unmounts_only_its_own() {
     fx.signal_upper(libc::SIGTERM);
     assert!(wait(&mut fx.upper).success());
     assert_eq!(mounts_at(&fx.mnt()), 1);
-    let out = bfq()
-        .args(["mount", "--cleanup"])
-        .arg(fx.mnt())
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    succeeded(&cleanup(Some(&fx.mnt())));
     assert!(!is_mounted(&fx.mnt()));
 }
 
@@ -305,19 +306,11 @@ fn cleanup_leaves_the_mount_of_a_running_server() {
     let mut fx = Fixture::new();
     fx.start();
     std::fs::write(fx.mnt().join("note"), b"kept").unwrap();
-    let out = bfq().args(["mount", "--cleanup"]).output().unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let out = cleanup(None);
+    succeeded(&out);
     let said = String::from_utf8_lossy(&out.stdout);
     assert!(said.contains("still served"), "{said}");
-    let out = bfq()
-        .args(["mount", "--cleanup"])
-        .arg(fx.mnt())
-        .output()
-        .unwrap();
+    let out = cleanup(Some(&fx.mnt()));
     assert!(
         !out.status.success(),
         "--cleanup MOUNTPOINT of a running server succeeded"
