@@ -317,6 +317,23 @@ impl Drop for TempLoop {
     }
 }
 
+/// Checks randread's columns (`--schedulers`, `--fio-on`) before anything
+/// runs, and pins the benchmark to `--cpus`.
+fn randread_prepare(
+    schedulers: &[String],
+    fio_on: &[String],
+    cpus: &[usize],
+) -> anyhow::Result<()> {
+    check_columns(schedulers, true)?;
+    for k in fio_on {
+        bfq_real::desc::check_kernel_scheduler(k).map_err(|e| anyhow::anyhow!("--fio-on: {e}"))?;
+    }
+    if !cpus.is_empty() {
+        sys::pin_current_thread(cpus)?;
+    }
+    Ok(())
+}
+
 pub fn run(a: Args) -> anyhow::Result<()> {
     match a.cmd {
         BenchCmd::Randread {
@@ -336,14 +353,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
             no_fio,
             fio_on,
         } => {
-            check_columns(&schedulers, true)?;
-            for k in &fio_on {
-                bfq_real::desc::check_kernel_scheduler(k)
-                    .map_err(|e| anyhow::anyhow!("--fio-on: {e}"))?;
-            }
-            if !cpus.is_empty() {
-                sys::pin_current_thread(&cpus)?;
-            }
+            randread_prepare(&schedulers, &fio_on, &cpus)?;
             randread(
                 flows,
                 schedulers,
