@@ -33,7 +33,9 @@ pub struct Args {
     #[arg(long = "set")]
     pub set: Vec<String>,
     /// A flow as key=value pairs separated by commas (repeatable), e.g.
-    /// `name=a,op=read,pattern=seq,bs=64k,depth=1,sync=true,weight=100,class=be,level=4,bytes=64M,think=1ms,on=1M,off=50ms,every=40ms,batch=256k,repeat=2,rerun=1s,start=0,offset=0,len=256M`.
+    /// `name=a,op=read,pattern=seq,bs=64k,depth=1,sync=true,weight=100,class=be,level=4,bytes=64M,think=1ms,on=1M,off=50ms,every=40ms,batch=256k,runs=2,repeat=1s,start=0,offset=0,len=256M`:
+    /// the keys of a scenario's `[[flow]]` (`repeat` the pause after each
+    /// run, with its unit; `runs` their number), docs/engine.md "--flow keys".
     #[arg(long = "flow")]
     pub flows: Vec<String>,
     /// A group for the `--flow`s' `group=` key, as a scenario's

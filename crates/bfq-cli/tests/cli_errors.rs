@@ -79,6 +79,17 @@ fn refuses_bad_run_values(t: &str) {
             "name=a,offset=2M,len=4M",
             "'a'.offset/len: [2097152 .. 6291456) bytes does not fit",
         ),
+        // repeat is the pause and runs the count, as in scenario files.
+        (
+            "name=a,bytes=1M,repeat=3",
+            "--flow[0] 'a'.repeat: '3' has no unit: repeat is the pause between runs, \
+             with a unit, e.g. 1s; the number of runs is runs=N",
+        ),
+        (
+            "name=a,bytes=1M,runs=3,rerun=1s",
+            "--flow[0] 'a'.rerun: is not a key: the pause between runs is repeat=DURATION",
+        ),
+        ("name=a,bytes=1M,runs=3", "--flow[0] 'a'.runs: needs repeat"),
     ] {
         // Nothing is created for a run refused.
         refused(
