@@ -76,9 +76,11 @@ pub struct Args {
     /// weights are their levels' or all equal, without groups, are
     /// accepted), or `per-process` (each flow a process of its own in its
     /// own cgroup: what `per-flow` does on cgroup v2, whose io controller
-    /// takes processes, not threads).
-    #[arg(long, default_value = "per-flow", value_parser = crate::args::kernel_groups)]
-    pub kernel_groups: bfq_real::KernelGroups,
+    /// takes processes, not threads). kernel:* only: given with one of the
+    /// project's schedulers, which place no flow in a cgroup, it is
+    /// refused, whatever its value.
+    #[arg(long, value_parser = crate::args::kernel_groups)]
+    pub kernel_groups: Option<bfq_real::KernelGroups>,
     /// Per-request trace CSV in the simulator's format
     /// (`t_ns,event,flow,req,sector,sectors,op`; engine schedulers only);
     /// `-` writes it to stdout (which then carries only the trace; the
@@ -159,7 +161,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     cfg.groups = w.groups;
     cfg.series_interval = w.series_interval;
     cfg.trace = a.trace.clone();
-    cfg.kernel_groups = a.kernel_groups;
+    cfg.kernel_groups = a.kernel_groups.unwrap_or(bfq_real::KernelGroups::PerFlow);
     cfg.submit_mode = a.submit;
     cfg.kernel_client = a.kernel_client;
     cfg.coop_taskrun = a.coop_taskrun;
@@ -266,7 +268,8 @@ fn flag_workload(a: &Args, capacity: u64) -> anyhow::Result<Workload> {
 
 /// The backend: `--scheduler`, else the scenario's, else fifo; the
 /// scenario's settings only for its own scheduler, then `--set` (refused
-/// for kernel:*).
+/// for kernel:*); `--kernel-groups` is refused for the project's
+/// schedulers.
 fn backend(a: &Args, sc_sched: Option<(String, Settings)>) -> anyhow::Result<Backend> {
     let (name, mut settings) = match (&a.scheduler, sc_sched) {
         (Some(n), Some((sn, st))) if *n == sn => (n.clone(), st),
@@ -279,6 +282,12 @@ fn backend(a: &Args, sc_sched: Option<(String, Settings)>) -> anyhow::Result<Bac
     let backend = Backend::parse(&name, settings);
     if matches!(backend, Backend::Kernel { .. }) && !a.set.is_empty() {
         anyhow::bail!("--set applies to the project's schedulers, not kernel:*");
+    }
+    if let (Backend::Engine { scheduler, .. }, Some(_)) = (&backend, a.kernel_groups) {
+        anyhow::bail!(
+            "--kernel-groups applies to kernel:* schedulers, not {scheduler} (its groups are \
+             --group's or a scenario's [[group]], without cgroups)"
+        );
     }
     Ok(backend)
 }

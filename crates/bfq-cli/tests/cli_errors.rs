@@ -6,7 +6,7 @@
 
 mod common;
 
-use common::{bfq, refused, scenario, stderr};
+use common::{bfq, refused, refused_first, scenario, stderr};
 use std::path::Path;
 use std::process::{Command, Stdio};
 
@@ -166,6 +166,45 @@ fn refuses_bad_modes(t: &str) {
         ],
         "'both' is not local or dispatcher",
     );
+    // --kernel-groups places kernel:* flows in cgroups: refused with the
+    // project's schedulers, the default value too.
+    for (sched, groups) in [("fifo", "one"), ("bfq", "per-flow")] {
+        refused_first(
+            &[
+                "run",
+                "--target",
+                t,
+                "--create",
+                "4M",
+                "--flow",
+                "name=a",
+                "--scheduler",
+                sched,
+                "--kernel-groups",
+                groups,
+            ],
+            &format!("--kernel-groups applies to kernel:* schedulers, not {sched} ("),
+        );
+        assert!(!Path::new(t).exists(), "{t} was created");
+    }
+    // With kernel:* it passes that check (and fails on the regular file).
+    let o = refused(
+        &[
+            "run",
+            "--target",
+            t,
+            "--create",
+            "4M",
+            "--flow",
+            "name=a",
+            "--scheduler",
+            "kernel:none",
+            "--kernel-groups",
+            "one",
+        ],
+        "kernel:",
+    );
+    assert!(!stderr(&o).contains("--kernel-groups"), "{}", stderr(&o));
 }
 
 /// `bfq sim`: an unknown scheduler (named once) and a setting it lacks.
