@@ -399,7 +399,7 @@ mod tests {
         assert_eq!((f.prio.class, f.prio.level), (IoClass::Rt, 2));
         assert_eq!(f.region, Some((4096, 1 << 20)));
         assert_eq!(f.on_off.unwrap().on_bytes, (1 << 20, 1 << 20));
-        assert_eq!((f.repeat, f.rerun_after), (2, Duration::from_secs(1)));
+        assert_eq!((f.runs, f.repeat), (2, Duration::from_secs(1)));
         assert_eq!(f.stop, Some(Duration::from_secs(3)));
         assert_eq!(f.duration, Some(Duration::from_secs(2)));
         assert_eq!(f.after, ["b", "c"]);
@@ -409,7 +409,7 @@ mod tests {
         assert_eq!(p.flows[0].region, None);
         let f = &planned(&["every=40ms,batch=256k"]).unwrap().flows[0];
         assert_eq!(f.periodic.unwrap().every, Duration::from_millis(40));
-        assert_eq!((f.name.as_str(), f.block, f.repeat), ("flow0", 4096, 1));
+        assert_eq!((f.name.as_str(), f.block, f.runs), ("flow0", 4096, 1));
         assert_eq!(p.series_interval, Duration::from_secs(1));
     }
 
@@ -478,14 +478,11 @@ mod tests {
     fn repeat_is_the_pause_and_runs_the_count_as_in_scenario_files() {
         // Without runs a flow runs again after each pause until the end.
         let f = &planned(&["name=a,bytes=1M,repeat=1s"]).unwrap().flows[0];
-        assert_eq!(
-            (f.repeat, f.rerun_after),
-            (u32::MAX, Duration::from_secs(1))
-        );
+        assert_eq!((f.runs, f.repeat), (u32::MAX, Duration::from_secs(1)));
         let f = &planned(&["name=a,bytes=1M,runs=3,repeat=0s"])
             .unwrap()
             .flows[0];
-        assert_eq!((f.repeat, f.rerun_after), (3, Duration::ZERO));
+        assert_eq!((f.runs, f.repeat), (3, Duration::ZERO));
         // The run count and the pause of earlier --flows do not slip
         // into the new meanings: a bare number and rerun are refused,
         // naming the keys to use.
