@@ -33,7 +33,9 @@ pub struct Args {
     #[arg(long = "set")]
     pub set: Vec<String>,
     /// A flow as key=value pairs separated by commas (repeatable), e.g.
-    /// `name=a,op=read,pattern=seq,bs=64k,depth=1,sync=true,weight=100,class=be,level=4,bytes=64M,think=1ms,on=1M,off=50ms,every=40ms,batch=256k,repeat=2,rerun=1s,start=0,offset=0,len=256M`.
+    /// `name=a,op=read,pattern=seq,bs=64k,depth=1,sync=true,weight=100,class=be,level=4,bytes=64M,think=1ms,on=1M,off=50ms,every=40ms,batch=256k,runs=2,repeat=1s,start=0,offset=0,len=256M`:
+    /// the keys of a scenario's `[[flow]]` (`repeat` the pause after each
+    /// run, with its unit; `runs` their number), docs/engine.md "--flow keys".
     #[arg(long = "flow")]
     pub flows: Vec<String>,
     /// A group for the `--flow`s' `group=` key, as a scenario's
@@ -74,9 +76,11 @@ pub struct Args {
     /// weights are their levels' or all equal, without groups, are
     /// accepted), or `per-process` (each flow a process of its own in its
     /// own cgroup: what `per-flow` does on cgroup v2, whose io controller
-    /// takes processes, not threads).
-    #[arg(long, default_value = "per-flow", value_parser = crate::args::kernel_groups)]
-    pub kernel_groups: bfq_real::KernelGroups,
+    /// takes processes, not threads). kernel:* only: given with one of the
+    /// project's schedulers, which place no flow in a cgroup, it is
+    /// refused, whatever its value.
+    #[arg(long, value_parser = crate::args::kernel_groups)]
+    pub kernel_groups: Option<bfq_real::KernelGroups>,
     /// Per-request trace CSV in the simulator's format
     /// (`t_ns,event,flow,req,sector,sectors,op`; engine schedulers only);
     /// `-` writes it to stdout (which then carries only the trace; the
@@ -157,7 +161,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     cfg.groups = w.groups;
     cfg.series_interval = w.series_interval;
     cfg.trace = a.trace.clone();
-    cfg.kernel_groups = a.kernel_groups;
+    cfg.kernel_groups = a.kernel_groups.unwrap_or(bfq_real::KernelGroups::PerFlow);
     cfg.submit_mode = a.submit;
     cfg.kernel_client = a.kernel_client;
     cfg.coop_taskrun = a.coop_taskrun;
@@ -264,7 +268,8 @@ fn flag_workload(a: &Args, capacity: u64) -> anyhow::Result<Workload> {
 
 /// The backend: `--scheduler`, else the scenario's, else fifo; the
 /// scenario's settings only for its own scheduler, then `--set` (refused
-/// for kernel:*).
+/// for kernel:*); `--kernel-groups` is refused for the project's
+/// schedulers.
 fn backend(a: &Args, sc_sched: Option<(String, Settings)>) -> anyhow::Result<Backend> {
     let (name, mut settings) = match (&a.scheduler, sc_sched) {
         (Some(n), Some((sn, st))) if *n == sn => (n.clone(), st),
@@ -277,6 +282,12 @@ fn backend(a: &Args, sc_sched: Option<(String, Settings)>) -> anyhow::Result<Bac
     let backend = Backend::parse(&name, settings);
     if matches!(backend, Backend::Kernel { .. }) && !a.set.is_empty() {
         anyhow::bail!("--set applies to the project's schedulers, not kernel:*");
+    }
+    if let (Backend::Engine { scheduler, .. }, Some(_)) = (&backend, a.kernel_groups) {
+        anyhow::bail!(
+            "--kernel-groups applies to kernel:* schedulers, not {scheduler} (its groups are \
+             --group's or a scenario's [[group]], without cgroups)"
+        );
     }
     Ok(backend)
 }

@@ -6,7 +6,7 @@
 
 mod common;
 
-use common::{bfq, refused, scenario, stderr};
+use common::{bfq, refused, refused_first, scenario, stderr};
 use std::path::Path;
 use std::process::{Command, Stdio};
 
@@ -79,6 +79,17 @@ fn refuses_bad_run_values(t: &str) {
             "name=a,offset=2M,len=4M",
             "'a'.offset/len: [2097152 .. 6291456) bytes does not fit",
         ),
+        // repeat is the pause and runs the count, as in scenario files.
+        (
+            "name=a,bytes=1M,repeat=3",
+            "--flow[0] 'a'.repeat: '3' has no unit: repeat is the pause between runs, \
+             with a unit, e.g. 1s; the number of runs is runs=N",
+        ),
+        (
+            "name=a,bytes=1M,runs=3,rerun=1s",
+            "--flow[0] 'a'.rerun: is not a key: the pause between runs is repeat=DURATION",
+        ),
+        ("name=a,bytes=1M,runs=3", "--flow[0] 'a'.runs: needs repeat"),
     ] {
         // Nothing is created for a run refused.
         refused(
@@ -155,6 +166,45 @@ fn refuses_bad_modes(t: &str) {
         ],
         "'both' is not local or dispatcher",
     );
+    // --kernel-groups places kernel:* flows in cgroups: refused with the
+    // project's schedulers, the default value too.
+    for (sched, groups) in [("fifo", "one"), ("bfq", "per-flow")] {
+        refused_first(
+            &[
+                "run",
+                "--target",
+                t,
+                "--create",
+                "4M",
+                "--flow",
+                "name=a",
+                "--scheduler",
+                sched,
+                "--kernel-groups",
+                groups,
+            ],
+            &format!("--kernel-groups applies to kernel:* schedulers, not {sched} ("),
+        );
+        assert!(!Path::new(t).exists(), "{t} was created");
+    }
+    // With kernel:* it passes that check (and fails on the regular file).
+    let o = refused(
+        &[
+            "run",
+            "--target",
+            t,
+            "--create",
+            "4M",
+            "--flow",
+            "name=a",
+            "--scheduler",
+            "kernel:none",
+            "--kernel-groups",
+            "one",
+        ],
+        "kernel:",
+    );
+    assert!(!stderr(&o).contains("--kernel-groups"), "{}", stderr(&o));
 }
 
 /// `bfq sim`: an unknown scheduler (named once) and a setting it lacks.

@@ -59,10 +59,10 @@ pub struct FlowDesc {
     pub on_off: Option<OnOff>,
     /// Periodic: every `every`, release a batch of `bytes`.
     pub periodic: Option<Periodic>,
-    /// Runs of the `bytes` budget (default 1).
-    pub repeat: u32,
-    /// Pause between two runs.
-    pub rerun_after: Duration,
+    /// Runs of the `bytes` budget (default 1): a scenario's `runs`.
+    pub runs: u32,
+    /// Pause after each run but the last: a scenario's `repeat`.
+    pub repeat: Duration,
     /// Start this long after the run starts (with `after`: at the earliest).
     pub start: Duration,
     /// Issue nothing from this long after the run starts (requests in
@@ -97,8 +97,8 @@ impl FlowDesc {
             think: Duration::ZERO,
             on_off: None,
             periodic: None,
-            repeat: 1,
-            rerun_after: Duration::ZERO,
+            runs: 1,
+            repeat: Duration::ZERO,
             start: Duration::ZERO,
             stop: None,
             duration: None,

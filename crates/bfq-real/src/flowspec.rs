@@ -74,6 +74,19 @@ fn size(v: &str) -> Result<Size, String> {
     parse_size(v).map(Size)
 }
 
+/// `repeat`'s pause between runs, a duration with its unit: a bare
+/// number (a run count in earlier `--flow`s, a pause in milliseconds
+/// in [`parse_duration`]) is refused.
+fn pause(v: &str) -> Result<Dur, String> {
+    if !v.is_empty() && v.chars().all(|c| c.is_ascii_digit() || c == '.') {
+        return Err(format!(
+            "'{v}' has no unit: repeat is the pause between runs, with a unit, e.g. 1s; \
+             the number of runs is runs=N"
+        ));
+    }
+    dur(v)
+}
+
 /// A whole number; `range` says which in errors (the scenario model
 /// checks the range itself).
 fn number<T: std::str::FromStr>(v: &str, range: &str) -> Result<T, String> {
@@ -148,11 +161,18 @@ fn set_key(f: &mut FlowDef, p: &mut Pairs, k: &str, v: &str) -> Result<(), Strin
         "off" => p.off = Some(dur(v)?),
         "every" => p.every = Some(dur(v)?),
         "batch" => p.batch = Some(size(v)?),
-        "repeat" => match number(v, "1..")? {
+        "runs" => match number(v, "1..")? {
             0 => return Err("is a number of runs, at least 1".into()),
             n => p.runs = Some(n),
         },
-        "rerun" => p.rerun = Some(dur(v)?),
+        "repeat" => p.repeat = Some(pause(v)?),
+        "rerun" => {
+            return Err(
+                "is not a key: the pause between runs is repeat=DURATION (e.g. 1s), \
+                        the number of runs runs=N"
+                    .into(),
+            )
+        }
         "start" => f.start = dur(v)?,
         "stop" => f.stop = Some(dur(v)?),
         "duration" => f.duration = Some(dur(v)?),
@@ -166,7 +186,7 @@ fn set_key(f: &mut FlowDef, p: &mut Pairs, k: &str, v: &str) -> Result<(), Strin
 }
 
 /// The keys that count only with another: `on` and `off`, `every` and
-/// `batch`, `offset` and `len`, `repeat` and `rerun`.
+/// `batch`, `offset` and `len`, `runs` (with `repeat`).
 #[derive(Default)]
 struct Pairs {
     offset: Option<u64>,
@@ -176,7 +196,7 @@ struct Pairs {
     every: Option<Dur>,
     batch: Option<Size>,
     runs: Option<u32>,
-    rerun: Option<Dur>,
+    repeat: Option<Dur>,
 }
 
 impl Pairs {
@@ -214,12 +234,16 @@ impl Pairs {
                 size: Some(Extent::Bytes(len)),
             });
         }
-        // `repeat` counts runs, `rerun` is the pause between two: a
-        // scenario's `runs` and `repeat`.
-        if self.runs.is_some() || self.rerun.is_some() {
-            f.repeat = Some(self.rerun.unwrap_or(Dur(0)));
-            f.runs = Some(self.runs.unwrap_or(1));
+        // A scenario's `repeat` (the pause after each run; runs until
+        // the end without `runs`) and `runs` (their number).
+        if self.runs.is_some() && self.repeat.is_none() {
+            return Err((
+                "runs",
+                "needs repeat, the pause between runs (repeat=0s: back to back)",
+            ));
         }
+        f.repeat = self.repeat;
+        f.runs = self.runs;
         Ok(())
     }
 }
@@ -318,7 +342,6 @@ fn flow_key(field: &str) -> &str {
         "region.start" => "offset",
         "region.size" => "len",
         "region" => "offset/len",
-        "runs" => "repeat",
         k => k,
     }
 }
@@ -364,7 +387,7 @@ mod tests {
             "name=b,bytes=1M",
             "name=c,bytes=1M",
             "name=a,op=write,pattern=rand,bs=64k,depth=4,weight=300,class=rt,level=2,bytes=1M,\
-             think=1ms,on=1M,off=5ms,repeat=2,rerun=1s,offset=4k,len=1M,\
+             think=1ms,on=1M,off=5ms,runs=2,repeat=1s,offset=4k,len=1M,\
              stop=3s,duration=2s,after=b+c",
         ])
         .unwrap();
@@ -376,7 +399,7 @@ mod tests {
         assert_eq!((f.prio.class, f.prio.level), (IoClass::Rt, 2));
         assert_eq!(f.region, Some((4096, 1 << 20)));
         assert_eq!(f.on_off.unwrap().on_bytes, (1 << 20, 1 << 20));
-        assert_eq!((f.repeat, f.rerun_after), (2, Duration::from_secs(1)));
+        assert_eq!((f.runs, f.repeat), (2, Duration::from_secs(1)));
         assert_eq!(f.stop, Some(Duration::from_secs(3)));
         assert_eq!(f.duration, Some(Duration::from_secs(2)));
         assert_eq!(f.after, ["b", "c"]);
@@ -386,7 +409,7 @@ mod tests {
         assert_eq!(p.flows[0].region, None);
         let f = &planned(&["every=40ms,batch=256k"]).unwrap().flows[0];
         assert_eq!(f.periodic.unwrap().every, Duration::from_millis(40));
-        assert_eq!((f.name.as_str(), f.block, f.repeat), ("flow0", 4096, 1));
+        assert_eq!((f.name.as_str(), f.block, f.runs), ("flow0", 4096, 1));
         assert_eq!(p.series_interval, Duration::from_secs(1));
     }
 
@@ -437,9 +460,11 @@ mod tests {
                 "name=a,every=10us,batch=4k",
                 "--flow[0] 'a'.every/batch: every must be",
             ),
+            ("name=a,runs=0", "--flow[0] 'a'.runs: is a number of runs"),
+            ("name=a,runs=3", "--flow[0] 'a'.runs: needs repeat"),
             (
-                "name=a,repeat=0",
-                "--flow[0] 'a'.repeat: is a number of runs",
+                "name=a,repeat=1x",
+                "--flow[0] 'a'.repeat: '1x' is not a duration",
             ),
             ("name=a,op=erase", "--flow[0] 'a'.op: is read or write"),
             ("name=a,bs", "--flow[0]: 'bs' is not key=value"),
@@ -447,6 +472,37 @@ mod tests {
             let e = error(&[spec]);
             assert!(e.starts_with(want), "{spec}: {e}");
         }
+    }
+
+    #[test]
+    fn repeat_is_the_pause_and_runs_the_count_as_in_scenario_files() {
+        // Without runs a flow runs again after each pause until the end.
+        let f = &planned(&["name=a,bytes=1M,repeat=1s"]).unwrap().flows[0];
+        assert_eq!((f.runs, f.repeat), (u32::MAX, Duration::from_secs(1)));
+        let f = &planned(&["name=a,bytes=1M,runs=3,repeat=0s"])
+            .unwrap()
+            .flows[0];
+        assert_eq!((f.runs, f.repeat), (3, Duration::ZERO));
+        // The run count and the pause of earlier --flows do not slip
+        // into the new meanings: a bare number and rerun are refused,
+        // naming the keys to use.
+        for spec in ["name=a,repeat=2", "name=a,repeat=0", "name=a,repeat=1.5"] {
+            let e = error(&[spec]);
+            assert!(e.starts_with("--flow[0] 'a'.repeat: '"), "{spec}: {e}");
+            assert!(
+                e.contains(
+                    "has no unit: repeat is the pause between runs, with a unit, e.g. 1s; \
+                     the number of runs is runs=N"
+                ),
+                "{spec}: {e}"
+            );
+        }
+        let e = error(&["name=a,rerun=1s"]);
+        assert!(e.starts_with("--flow[0] 'a'.rerun: is not a key"), "{e}");
+        assert!(e.contains("repeat=DURATION") && e.contains("runs=N"), "{e}");
+        // A pause of 0 needs a count, as in a scenario file.
+        let e = error(&["name=a,bytes=1M,repeat=0s"]);
+        assert!(e.starts_with("--flow[0] 'a'.repeat: may give"), "{e}");
     }
 
     #[test]
@@ -496,7 +552,7 @@ mod tests {
         assert!(e.starts_with("--flow[1] 'b'.after: 'c' is not"), "{e}");
         let e = error(&["name=a", "name=b,after=a"]);
         assert!(e.contains("'a' never ends"), "{e}");
-        planned(&["name=a,bytes=1M,repeat=3", "name=b,after=a"]).unwrap();
+        planned(&["name=a,bytes=1M,runs=3,repeat=0s", "name=b,after=a"]).unwrap();
     }
 
     #[test]

@@ -70,9 +70,14 @@ fn flow_cgroups(cfg: &RunConfig, scheduler: &str, flows: &[FlowDesc]) -> io::Res
     }
     let layout = sys::CgroupLayout::detect();
     if let Some(l) = &layout {
-        // Once per process: a benchmark runs kernel:* many times.
-        static SAID: std::sync::Once = std::sync::Once::new();
-        SAID.call_once(|| eprintln!("kernel:{scheduler}: {}", l.describe()));
+        // Once per scheduler and process: a benchmark runs kernel:* many
+        // times.
+        static SAID: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
+        let mut said = SAID.lock().unwrap_or_else(|e| e.into_inner());
+        if !said.iter().any(|s| s == scheduler) {
+            said.push(scheduler.to_string());
+            eprintln!("kernel:{scheduler}: {}", l.describe(scheduler));
+        }
     }
     let Some(layout) = layout else {
         levels_carry_weights(

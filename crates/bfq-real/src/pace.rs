@@ -184,8 +184,8 @@ pub(crate) struct Pacer {
     next_period: Instant,
     budget: Option<u64>,
     left: u64,
-    repeats_left: u32,
-    rerun_after: Duration,
+    runs_left: u32,
+    repeat: Duration,
     /// `(start, end)` of each finished run, s since the flow's start.
     pub(crate) runs: Vec<(f64, f64)>,
     /// When the current run issued its first request.
@@ -215,8 +215,8 @@ impl Pacer {
             next_period: start + d.start,
             budget: d.bytes,
             left: d.bytes.unwrap_or(u64::MAX),
-            repeats_left: d.repeat.max(1) - 1,
-            rerun_after: d.rerun_after,
+            runs_left: d.runs.max(1) - 1,
+            repeat: d.repeat,
             runs: Vec::new(),
             run_start: None,
             first_start: None,
@@ -279,13 +279,13 @@ impl Pacer {
             let ended = self.start.elapsed().as_secs_f64();
             self.runs
                 .push((self.run_start.take().unwrap_or(ended), ended));
-            if self.repeats_left == 0 {
+            if self.runs_left == 0 {
                 self.ended = true;
                 return false;
             }
-            self.repeats_left -= 1;
+            self.runs_left -= 1;
             self.left = self.budget.unwrap_or(u64::MAX);
-            if !Self::sleep_until(Instant::now() + self.rerun_after, stop, end) {
+            if !Self::sleep_until(Instant::now() + self.repeat, stop, end) {
                 return false;
             }
         }

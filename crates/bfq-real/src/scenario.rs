@@ -42,7 +42,7 @@ fn flow_desc(plan: &Plan, f: &FlowPlan) -> io::Result<FlowDesc> {
             f.name
         );
     }
-    let (repeat, rerun_after) = match f.repeat {
+    let (runs, repeat) = match f.repeat {
         Some(gap) => (f.runs.unwrap_or(u32::MAX), Duration::from_nanos(gap)),
         None => (1, Duration::ZERO),
     };
@@ -70,8 +70,8 @@ fn flow_desc(plan: &Plan, f: &FlowPlan) -> io::Result<FlowDesc> {
             every: Duration::from_nanos(p.every.0),
             bytes: p.bytes.0,
         }),
+        runs,
         repeat,
-        rerun_after,
         start: Duration::from_nanos(f.start),
         stop: f.stop.map(Duration::from_nanos),
         duration: f.duration.map(Duration::from_nanos),
@@ -203,7 +203,7 @@ on_off = { on = "1M", off = "10ms" }
         assert_eq!(flows.len(), 3);
         let r = &flows[0];
         assert_eq!(r.region, Some((512 << 20, 100 << 20)));
-        assert_eq!((r.repeat, r.rerun_after), (3, Duration::from_secs(1)));
+        assert_eq!((r.runs, r.repeat), (3, Duration::from_secs(1)));
         assert_eq!(r.group.as_deref(), Some("/a/b"));
         assert_eq!((r.depth, r.sync), (1, true));
         let w = &flows[1];

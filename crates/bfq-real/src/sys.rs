@@ -505,16 +505,31 @@ impl CgroupLayout {
         Ok(Some(f))
     }
 
-    /// One line saying which hierarchy and files carry the weights.
-    pub fn describe(&self) -> String {
+    /// One line saying which hierarchy holds the flows' cgroups under
+    /// kernel scheduler `scheduler` (`bfq`, `none`, ...), and what carries
+    /// their weights: the BFQ weight files under `bfq`; the other
+    /// schedulers weigh no cgroups.
+    pub fn describe(&self, scheduler: &str) -> String {
+        let bfq = scheduler == "bfq";
         match self {
-            CgroupLayout::V1 { root } => format!(
+            CgroupLayout::V1 { root } if bfq => format!(
                 "weights in cgroup v1 blkio ({}, blkio.bfq.weight), one cgroup per flow",
                 root.display()
             ),
-            CgroupLayout::V2 { root } => format!(
+            CgroupLayout::V1 { root } => format!(
+                "one cgroup per flow in cgroup v1 blkio ({}); {scheduler} does not weigh \
+                 them (blkio.bfq.weight is kernel:bfq's)",
+                root.display()
+            ),
+            CgroupLayout::V2 { root } if bfq => format!(
                 "weights in cgroup v2 ({}, io.bfq.weight or io.weight), which takes processes: \
                  one process and cgroup per flow",
+                root.display()
+            ),
+            CgroupLayout::V2 { root } => format!(
+                "one process and cgroup per flow in cgroup v2 ({}), which takes processes; \
+                 {scheduler} does not weigh them (io.bfq.weight is kernel:bfq's, io.weight \
+                 counts only where io.cost is enabled for the device)",
                 root.display()
             ),
         }
@@ -801,7 +816,7 @@ mod tests {
             fs::read_to_string(d.path().join("cgroup.subtree_control")).unwrap(),
             "+io"
         );
-        assert!(l.describe().contains("cgroup v2"));
+        assert!(l.describe("bfq").contains("cgroup v2"));
         let (d, l) = fake_v2("io", &["io.weight"]);
         let g = d.path().join("g");
         assert_eq!(l.set_weight(&g, 5000).unwrap(), Some(g.join("io.weight")));
@@ -844,11 +859,33 @@ mod tests {
     }
 
     #[test]
+    fn the_weight_files_are_named_only_under_bfq() {
+        let v1 = CgroupLayout::V1 {
+            root: "/sys/fs/cgroup/blkio".into(),
+        };
+        let v2 = CgroupLayout::V2 {
+            root: "/sys/fs/cgroup".into(),
+        };
+        let s = v1.describe("bfq");
+        assert!(s.starts_with("weights in cgroup v1 blkio"), "{s}");
+        assert!(s.contains("blkio.bfq.weight"), "{s}");
+        assert!(v2.describe("bfq").starts_with("weights in cgroup v2"));
+        for l in [&v1, &v2] {
+            for sched in ["none", "mq-deadline", "kyber"] {
+                let s = l.describe(sched);
+                assert!(!s.starts_with("weights"), "{s}");
+                assert!(s.contains(&format!("{sched} does not weigh them")), "{s}");
+                assert!(s.contains(&l.root().display().to_string()), "{s}");
+            }
+        }
+    }
+
+    #[test]
     fn this_machine_layout_is_detected() {
         // Whatever this machine has, the description names it.
         match CgroupLayout::detect() {
             Some(l) => {
-                let s = l.describe();
+                let s = l.describe("bfq");
                 assert!(s.contains(&l.root().display().to_string()), "{s}");
             }
             None => eprintln!("no usable cgroup hierarchy here"),

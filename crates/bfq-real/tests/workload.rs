@@ -15,7 +15,7 @@ fn flows() -> Vec<FlowDesc> {
     b.weight = Some(300);
     b.depth = 4;
     b.bytes = Some(1 << 20);
-    b.repeat = 2;
+    b.runs = 2;
     let mut c = FlowDesc::reader(
         "replay",
         Pattern::Replay(vec![(0, 4096), (8192, 8192)]),
@@ -205,7 +205,7 @@ fn warm_up_reads_through_the_kernel(dev: &Path) {
     let mut cfg = kernel_bfq(dev);
     let budgets: u64 = flows()
         .iter()
-        .map(|f| f.bytes.unwrap() * f.repeat as u64)
+        .map(|f| f.bytes.unwrap() * f.runs as u64)
         .sum();
     let without = read_sectors(dev);
     bfq_real::run(&cfg, &flows()).unwrap();
@@ -379,8 +379,8 @@ fn flows_stop_at_their_own_end_and_start_after_others() {
     let mut d = FlowDesc::reader("d", Pattern::Rand, 4096);
     d.start = Duration::from_millis(150);
     d.bytes = Some(64 << 10);
-    d.repeat = 2;
-    d.rerun_after = Duration::from_millis(50);
+    d.runs = 2;
+    d.repeat = Duration::from_millis(50);
     let r = bfq_real::run(&cfg, &[a, t, s, b.clone(), d]).unwrap();
     let by = |n: &str| r.flows.iter().find(|f| f.name == n).unwrap();
     assert!(r.flows.iter().all(|f| f.errors == 0 && f.bytes > 0));
