@@ -93,21 +93,23 @@ pub struct Args {
     /// issues its next request) or `dispatcher` (one service thread
     /// submits and reaps everything: the scheduler learns of a
     /// completion before the flow's thread wakes, as the kernel's
-    /// schedulers do). docs/engine.md.
-    #[arg(long, default_value = "local", value_parser = crate::args::submit_mode)]
-    pub submit: bfq_engine::SubmitMode,
+    /// schedulers do). The project's schedulers only. docs/engine.md.
+    #[arg(long, value_parser = crate::args::submit_mode)]
+    pub submit: Option<bfq_engine::SubmitMode>,
     /// How kernel:* flows of depth 1 issue requests: `uring` (default:
     /// each flow thread through its own io_uring ring, waiting in
     /// `io_uring_enter`, as the engine's flows do) or `pread` (blocking
-    /// `pread`/`pwrite` calls). Deeper flows always use a ring.
-    #[arg(long, default_value = "uring", value_parser = crate::args::kernel_client)]
-    pub kernel_client: bfq_real::KernelClient,
+    /// `pread`/`pwrite` calls). Deeper flows always use a ring. kernel:*
+    /// schedulers only.
+    #[arg(long, value_parser = crate::args::kernel_client)]
+    pub kernel_client: Option<bfq_real::KernelClient>,
     /// Whether each flow thread's ring takes completions without an
     /// interrupt (`IORING_SETUP_COOP_TASKRUN`; engine schedulers, local
     /// submission): `auto` (default: while the thread waits for a CPU),
-    /// `on` or `off`. docs/engine.md, "How a completion reaches its thread"
-    #[arg(long, default_value = "auto", value_parser = crate::args::coop_taskrun)]
-    pub coop_taskrun: bfq_engine::CoopTaskrun,
+    /// `on` or `off`. The project's schedulers only. docs/engine.md, "How a
+    /// completion reaches its thread"
+    #[arg(long, value_parser = crate::args::coop_taskrun)]
+    pub coop_taskrun: Option<bfq_engine::CoopTaskrun>,
     /// Before the flows, one sequential 128 KiB reader reads alone for
     /// this many seconds (more than 0, at most 60) through the same
     /// scheduler, so that a bfq learning the device's peak rate (auto
@@ -162,9 +164,9 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     cfg.series_interval = w.series_interval;
     cfg.trace = a.trace.clone();
     cfg.kernel_groups = a.kernel_groups.unwrap_or(bfq_real::KernelGroups::PerFlow);
-    cfg.submit_mode = a.submit;
-    cfg.kernel_client = a.kernel_client;
-    cfg.coop_taskrun = a.coop_taskrun;
+    cfg.submit_mode = a.submit.unwrap_or_default();
+    cfg.kernel_client = a.kernel_client.unwrap_or_default();
+    cfg.coop_taskrun = a.coop_taskrun.unwrap_or_default();
     if let Some(w) = a.warm_up {
         if !(w.is_finite() && w > 0.0 && w <= 60.0) {
             anyhow::bail!("--warm-up {w}: must be more than 0 and at most 60 seconds");
@@ -283,11 +285,25 @@ fn backend(a: &Args, sc_sched: Option<(String, Settings)>) -> anyhow::Result<Bac
     if matches!(backend, Backend::Kernel { .. }) && !a.set.is_empty() {
         anyhow::bail!("--set applies to the project's schedulers, not kernel:*");
     }
-    if let (Backend::Engine { scheduler, .. }, Some(_)) = (&backend, a.kernel_groups) {
-        anyhow::bail!(
-            "--kernel-groups applies to kernel:* schedulers, not {scheduler} (its groups are \
-             --group's or a scenario's [[group]], without cgroups)"
-        );
+    match &backend {
+        Backend::Engine { scheduler, .. } => {
+            if a.kernel_groups.is_some() {
+                anyhow::bail!(
+                    "--kernel-groups applies to kernel:* schedulers, not {scheduler} (its groups \
+                     are --group's or a scenario's [[group]], without cgroups)"
+                );
+            }
+            if a.kernel_client.is_some() {
+                anyhow::bail!("--kernel-client applies to kernel:* schedulers, not {scheduler}");
+            }
+        }
+        Backend::Kernel { .. } => {
+            if a.submit.is_some() || a.coop_taskrun.is_some() {
+                anyhow::bail!(
+                    "--submit and --coop-taskrun apply to the project's schedulers, not {name}"
+                );
+            }
+        }
     }
     Ok(backend)
 }

@@ -205,6 +205,34 @@ fn refuses_bad_modes(t: &str) {
         "kernel:",
     );
     assert!(!stderr(&o).contains("--kernel-groups"), "{}", stderr(&o));
+    // The other options of one kind of scheduler, given with the other.
+    for (sched, opt, val, says) in [
+        (
+            "fifo",
+            "--kernel-client",
+            "pread",
+            "--kernel-client applies to kernel:*",
+        ),
+        (
+            "kernel:none",
+            "--submit",
+            "local",
+            "--submit and --coop-taskrun apply",
+        ),
+        (
+            "kernel:none",
+            "--coop-taskrun",
+            "on",
+            "--submit and --coop-taskrun apply",
+        ),
+    ] {
+        let flow = ["run", "--target", t, "--create", "4M", "--flow", "name=a"];
+        refused_first(
+            &[&flow[..], &["--scheduler", sched, opt, val]].concat(),
+            says,
+        );
+        assert!(!Path::new(t).exists(), "{t} was created");
+    }
 }
 
 /// `bfq sim`: an unknown scheduler (named once) and a setting it lacks.
