@@ -1258,7 +1258,8 @@ impl Scenario {
         })
     }
 
-    /// Checks flow `i`'s `bytes` (positive), `runs` (only with `repeat`),
+    /// Checks flow `i`'s `bytes` (positive), `runs` (at least 1, only with
+    /// `repeat`),
     /// `on_off.on` (at least one block) and `start` (at most 7 days).
     fn check_flow_limits(&self, i: usize, f: &FlowDef, block: u32) -> Result<(), ScenarioError> {
         if f.bytes.is_some_and(|b| b.0 == 0) {
@@ -1266,6 +1267,9 @@ impl Scenario {
         }
         if f.repeat.is_none() && f.runs.is_some() {
             return Err(self.flow_err(i, "runs", "only with repeat"));
+        }
+        if f.runs == Some(0) {
+            return Err(self.flow_err(i, "runs", "must be at least 1"));
         }
         if let Some(oo) = &f.on_off {
             if oo.on.lo.0 < u64::from(block) * SECTOR_BYTES {
@@ -1440,6 +1444,9 @@ mod tests {
         // A count of runs, or pauses long enough, bound them.
         plan("repeat = \"0s\"\nruns = 100000\n").unwrap();
         plan("repeat = \"20ms\"\n").unwrap();
+        // At least one run.
+        let e = plan("repeat = \"1s\"\nruns = 0\n").unwrap_err().to_string();
+        assert!(e.contains("flow[0] 'a'.runs: must be at least 1"), "{e}");
         // Checked against another run length, as `bfq run --seconds` does.
         let sc = Scenario::from_toml_str(&flow("repeat = \"20ms\"\n"), "t.toml").unwrap();
         assert!(sc.check_output_bounds(1999 * SEC).is_ok());
