@@ -683,12 +683,24 @@ impl Core {
         op.take_sink(&self.cfg.admission).map(|s| (s, result))
     }
 
+    /// Whether `op` is served by an io_uring NOP: a [`OpKind::Nop`], or a
+    /// read or write with no file to go to (its own, else the target's:
+    /// an engine from `Engine::nop()`), as [`Core::sqe_for`] builds it.
+    fn is_nop(&self, op: &Op) -> bool {
+        op.kind == OpKind::Nop || (op.file.is_none() && self.cfg.target.is_none())
+    }
+
+    /// A completion's result as the submitter sees it: the kernel's error,
+    /// a short transfer's error (unless `allow_short`), or the byte count.
+    /// A request served by a NOP moves no bytes (a read's buffer is left
+    /// as it was) and reports its full length, as if it had moved them:
+    /// a NOP engine stands for a device that serves every request whole.
     fn result_of(&self, op: &Op, res: i32) -> io::Result<usize> {
         if res < 0 {
             return Err(io::Error::from_raw_os_error(-res));
         }
         let (n, want) = (res as usize, op.len as usize);
-        if op.kind == OpKind::Nop {
+        if self.is_nop(op) {
             return Ok(want);
         }
         if n < want && !self.cfg.allow_short {

@@ -534,9 +534,12 @@ impl Engine {
     }
 
     /// An engine whose every request is an io_uring NOP: measures the
-    /// scheduler and the engine without storage. Requests that name their
-    /// own file ([`Flow::read_file_async`]) still go to that file, so this
-    /// is also the engine of a front end serving many files.
+    /// scheduler and the engine without storage. A read or write moves no
+    /// bytes (a read's buffer is left as it was) and reports its full
+    /// length, `Ok(buf.len())`, as a device serving it whole would.
+    /// Requests that name their own file ([`Flow::read_file_async`])
+    /// still go to that file, so this is also the engine of a front end
+    /// serving many files.
     pub fn nop() -> EngineBuilder {
         EngineBuilder::new(TargetSpec::Nop)
     }
