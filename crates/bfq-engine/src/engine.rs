@@ -31,6 +31,9 @@ enum TargetSpec {
 /// The largest [`EngineBuilder::queue_depth`] (4096).
 pub const MAX_QUEUE_DEPTH: u32 = 4096;
 
+/// The [`EngineBuilder::queue_depth`] of a builder given none (32).
+const DEFAULT_QUEUE_DEPTH: u32 = 32;
+
 /// The longest [`EngineBuilder::sqpoll`] idle time, in ms (one minute).
 pub const MAX_SQPOLL_IDLE_MS: u32 = 60_000;
 
@@ -57,7 +60,8 @@ pub struct EngineBuilder {
     scheduler: String,
     settings: Settings,
     instance: Option<Box<dyn Scheduler>>,
-    queue_depth: u32,
+    /// As given (`None`: the default, [`DEFAULT_QUEUE_DEPTH`]).
+    queue_depth: Option<u32>,
     max_requests: u32,
     direct: bool,
     writable: bool,
@@ -80,7 +84,7 @@ impl EngineBuilder {
             scheduler: "fifo".into(),
             settings: Settings::new(),
             instance: None,
-            queue_depth: 32,
+            queue_depth: None,
             max_requests: DEFAULT_MAX_REQUESTS,
             direct: true,
             writable: false,
@@ -123,9 +127,10 @@ impl EngineBuilder {
 
     /// Requests on the device at once: `1..=4096`
     /// ([`MAX_QUEUE_DEPTH`]), checked by [`open`](EngineBuilder::open);
-    /// default 32.
+    /// default 32. A [`device_info`](EngineBuilder::device_info) gives
+    /// it too: see there.
     pub fn queue_depth(mut self, depth: u32) -> Self {
-        self.queue_depth = depth;
+        self.queue_depth = Some(depth);
         self
     }
 
@@ -184,6 +189,15 @@ impl EngineBuilder {
 
     /// Describes the device to the scheduler (default: queue depth as set,
     /// rotational from sysfs, `queues_internally` when depth > 1).
+    ///
+    /// Its `queue_depth` is the engine's depth as well (the requests it
+    /// keeps on the device at once), checked by
+    /// [`open`](EngineBuilder::open) as
+    /// [`queue_depth`](EngineBuilder::queue_depth) is (`1..=4096`,
+    /// `InvalidInput` naming the setting and the range).
+    /// Given both, they must agree: `open` refuses different depths
+    /// (`InvalidInput` naming both) rather than run one and describe
+    /// another. [`Engine::device_info`] reports what the engine runs.
     pub fn device_info(mut self, d: DeviceInfo) -> Self {
         self.device = Some(d);
         self
@@ -277,18 +291,42 @@ impl EngineBuilder {
 
     /// Checks each numeric setting against its documented range: a
     /// value outside it is refused (`InvalidInput` naming the setting and
-    /// the range), never clamped.
-    fn check_ranges(&self) -> io::Result<()> {
-        in_range("queue_depth", self.queue_depth, 1, MAX_QUEUE_DEPTH)?;
+    /// the range), never clamped. Returns the queue depth
+    /// ([`EngineBuilder::depth`]).
+    fn check_ranges(&self) -> io::Result<u32> {
+        let depth = self.depth()?;
         in_range("max_requests", self.max_requests, 1, MAX_REQUESTS_LIMIT)?;
         in_range("service_nice", self.service_nice, -20, 19)?;
-        in_range("sqpoll", self.sqpoll_idle_ms, 0, MAX_SQPOLL_IDLE_MS)
+        in_range("sqpoll", self.sqpoll_idle_ms, 0, MAX_SQPOLL_IDLE_MS)?;
+        Ok(depth)
+    }
+
+    /// The engine's queue depth: [`EngineBuilder::device_info`]'s, else
+    /// [`EngineBuilder::queue_depth`]'s (the two agreeing if both are
+    /// given), checked against its range.
+    fn depth(&self) -> io::Result<u32> {
+        let depth = match (self.device, self.queue_depth) {
+            (Some(d), Some(q)) if d.queue_depth != q => {
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidInput,
+                    format!(
+                        "queue_depth={q} and device_info's queue_depth={}: \
+                         the engine runs one depth, give them equal or give one",
+                        d.queue_depth
+                    ),
+                ));
+            }
+            (Some(d), _) => ("device_info's queue_depth", d.queue_depth),
+            (None, q) => ("queue_depth", q.unwrap_or(DEFAULT_QUEUE_DEPTH)),
+        };
+        in_range(depth.0, depth.1, 1, MAX_QUEUE_DEPTH)?;
+        Ok(depth.1)
     }
 
     /// Opens the target, builds the scheduler and starts the service
     /// thread.
     pub fn open(self) -> io::Result<Engine> {
-        self.check_ranges()?;
+        let depth = self.check_ranges()?;
         let admission = Arc::new(Admission::new(self.max_requests));
         let mut sched = match self.instance {
             Some(s) => s,
@@ -298,8 +336,8 @@ impl EngineBuilder {
         let (file, len, block_size, rotational) =
             target_file(self.target, self.writable, self.direct, self.create_size)?;
         let device = self.device.unwrap_or(DeviceInfo {
-            queue_depth: self.queue_depth,
-            queues_internally: self.queue_depth > 1,
+            queue_depth: depth,
+            queues_internally: depth > 1,
             rotational,
         });
         sched.set_device(device);
@@ -309,7 +347,7 @@ impl EngineBuilder {
         let core = Core::new(
             sched,
             CoreConfig {
-                depth: device.queue_depth.max(1),
+                depth,
                 allow_short: self.allow_short,
                 async_submit: self.async_submit,
                 target: file.as_ref().map(|f| f.as_raw_fd()),
@@ -325,7 +363,7 @@ impl EngineBuilder {
             core,
             timerfd,
             origin_mono,
-            device.queue_depth.max(1),
+            depth,
         )?;
         let sqpoll = match self.submit_mode {
             SubmitMode::Dispatcher => self.sqpoll_idle_ms,

@@ -1,7 +1,12 @@
 //! What the builder, `open` and the engine's calls promise at the edges of
 //! their ranges (no root needed; no assertion depends on timing).
 
-use bfq_engine::{AlignedBuf, Engine, FlowOptions, ShutdownMode};
+mod common;
+
+use bfq_engine::{
+    AlignedBuf, DeviceInfo, Engine, EngineBuilder, FlowOptions, ShutdownMode, MAX_QUEUE_DEPTH,
+};
+use std::io;
 
 /// A read or write on an engine from `Engine::nop()` is an io_uring NOP:
 /// it moves no bytes (a read's buffer is left as it was) and reports its
@@ -22,4 +27,61 @@ fn reads_and_writes_on_a_nop_engine_report_their_full_length() {
     drop(flow);
     let stats = engine.shutdown(ShutdownMode::Drain).unwrap();
     assert_eq!((stats.completed, stats.errors), (4, 0), "{stats:?}");
+}
+
+fn device(queue_depth: u32) -> DeviceInfo {
+    DeviceInfo {
+        queue_depth,
+        queues_internally: true,
+        rotational: false,
+    }
+}
+
+/// The message of `open`'s error, which must be `InvalidInput`.
+fn refused(b: EngineBuilder) -> String {
+    match b.open() {
+        Ok(_) => panic!("opened"),
+        Err(e) => {
+            assert_eq!(e.kind(), io::ErrorKind::InvalidInput, "{e}");
+            e.to_string()
+        }
+    }
+}
+
+/// `device_info`'s queue depth is checked as `queue_depth` is, and is the
+/// depth the engine runs; given both, they must agree.
+#[test]
+fn device_infos_queue_depth_is_checked_and_is_the_engines_depth() {
+    for depth in [0, MAX_QUEUE_DEPTH + 1, 1_000_000] {
+        let e = refused(Engine::nop().device_info(device(depth)));
+        assert!(e.contains("device_info's queue_depth") && e.contains("1..=4096"), "{e}");
+    }
+    let e = refused(Engine::nop().queue_depth(32).device_info(device(64)));
+    assert!(e.contains("queue_depth=32") && e.contains("queue_depth=64"), "{e}");
+    let e = refused(Engine::nop().device_info(device(64)).queue_depth(32));
+    assert!(e.contains("queue_depth=32") && e.contains("queue_depth=64"), "{e}");
+    for b in [
+        Engine::nop().device_info(device(1)),
+        Engine::nop().device_info(device(1)).queue_depth(1),
+        Engine::nop().queue_depth(1),
+    ] {
+        let engine = b.open().unwrap();
+        assert_eq!(engine.device_info().queue_depth, 1);
+        // One deep: a read of a pipe nobody writes to holds the device,
+        // and a second request waits in the scheduler.
+        let flow = engine.flow(FlowOptions::weight(100)).unwrap();
+        let (target, _w) = common::pipe();
+        let busy = flow.read_file_async(&target, 0, vec![0u8; 1]);
+        let nop = flow.nop_async(0, 1);
+        while engine.stats().unwrap().in_flight == 0 {
+            assert!(!busy.is_done());
+        }
+        assert!(!nop.is_done());
+        let stats = engine.stats().unwrap();
+        assert_eq!((stats.in_flight, stats.queued), (1, 1), "{stats:?}");
+        drop((busy, nop, flow));
+        engine.shutdown(ShutdownMode::Cancel).unwrap();
+    }
+    let engine = Engine::nop().open().unwrap();
+    assert_eq!(engine.device_info().queue_depth, 32);
 }
