@@ -325,6 +325,15 @@ impl EngineBuilder {
 
     /// Opens the target, builds the scheduler and starts the service
     /// thread.
+    ///
+    /// A setting refused (out of its range, an unknown scheduler or
+    /// setting) fails with `InvalidInput` naming it. A target that cannot
+    /// be opened or described fails with the OS's error as it is, like
+    /// [`File::open`]'s: its kind, and its code in
+    /// [`raw_os_error`](io::Error::raw_os_error) (`ENOENT`, `EACCES` for
+    /// a file the caller may not open as asked, `EISDIR` for a directory,
+    /// `EINVAL` where the filesystem refuses `O_DIRECT`, ...); its message
+    /// does not name the path, which the caller has.
     pub fn open(self) -> io::Result<Engine> {
         let depth = self.check_ranges()?;
         let admission = Arc::new(Admission::new(self.max_requests));
@@ -427,7 +436,9 @@ fn monotonic_timerfd() -> io::Result<OwnedFd> {
 /// with `CAP_FOWNER`), as fio does: otherwise every read updates the
 /// file's (or device node's) access time, about 0.1 us of kernel time
 /// per request (`touch_atime`, `perf`, 4 KiB random reads on a loop
-/// device); without it where it is refused (`EPERM`).
+/// device); without it where it is refused (`EPERM`). Errors are the
+/// OS's, unchanged (their code kept), but for a directory's `EINVAL`
+/// (`O_DIRECT` on a directory), told as `EISDIR`.
 fn open_target(p: &Path, writable: bool, direct: bool, create: Option<u64>) -> io::Result<File> {
     let mut o = OpenOptions::new();
     o.read(true).write(writable);
@@ -445,7 +456,12 @@ fn open_target(p: &Path, writable: bool, direct: bool, create: Option<u64>) -> i
             Some(libc::EPERM) => o.custom_flags(flags).open(p),
             _ => Err(e),
         })
-        .map_err(|e| io::Error::new(e.kind(), format!("cannot open {}: {e}", p.display())))?;
+        .map_err(|e| match e.raw_os_error() {
+            Some(libc::EINVAL) if std::fs::metadata(p).is_ok_and(|m| m.is_dir()) => {
+                io::Error::from_raw_os_error(libc::EISDIR)
+            }
+            _ => e,
+        })?;
     if let Some(size) = create {
         let m = f.metadata()?;
         if m.file_type().is_file() && m.len() < size {
@@ -455,9 +471,13 @@ fn open_target(p: &Path, writable: bool, direct: bool, create: Option<u64>) -> i
     Ok(f)
 }
 
-/// Size in bytes, logical block size, rotational.
+/// Size in bytes, logical block size, rotational; `EISDIR` for a
+/// directory.
 fn describe(f: &File) -> io::Result<(u64, u32, bool)> {
     let m = f.metadata()?;
+    if m.is_dir() {
+        return Err(io::Error::from_raw_os_error(libc::EISDIR));
+    }
     if m.file_type().is_block_device() {
         let mut size: u64 = 0;
         let mut bs: libc::c_int = 512;

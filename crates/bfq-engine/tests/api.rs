@@ -85,3 +85,39 @@ fn device_infos_queue_depth_is_checked_and_is_the_engines_depth() {
     let engine = Engine::nop().open().unwrap();
     assert_eq!(engine.device_info().queue_depth, 32);
 }
+
+/// `open`'s error for a target it cannot open is the OS's, its code kept;
+/// a directory is `EISDIR`, whatever the flags.
+#[test]
+fn open_errors_keep_the_os_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let missing = dir.path().join("missing");
+    let e = Engine::builder(&missing).open().err().expect("opened");
+    assert_eq!(e.raw_os_error(), Some(libc::ENOENT), "{e}");
+    assert_eq!(e.kind(), io::ErrorKind::NotFound);
+    for (direct, writable) in [(true, false), (false, false), (true, true), (false, true)] {
+        let b = Engine::builder(dir.path())
+            .direct(direct)
+            .writable(writable);
+        let e = b.open().err().expect("opened a directory");
+        assert_eq!(e.raw_os_error(), Some(libc::EISDIR), "{direct} {writable}: {e}");
+        assert!(e.to_string().to_lowercase().contains("is a directory"), "{e}");
+    }
+    let d = std::fs::File::open(dir.path()).unwrap();
+    let e = Engine::builder_for_file(d).open().err().expect("opened");
+    assert_eq!(e.raw_os_error(), Some(libc::EISDIR), "{e}");
+    // SAFETY: a plain syscall.
+    if unsafe { libc::geteuid() } == 0 {
+        eprintln!("skipped: a read-only file opened for writing (root may)");
+        return;
+    }
+    let ro = dir.path().join("ro");
+    std::fs::write(&ro, [0u8; 4096]).unwrap();
+    let mut perm = std::fs::metadata(&ro).unwrap().permissions();
+    std::os::unix::fs::PermissionsExt::set_mode(&mut perm, 0o444);
+    std::fs::set_permissions(&ro, perm).unwrap();
+    let e = Engine::builder(&ro).direct(false).writable(true).open();
+    let e = e.err().expect("opened a read-only file for writing");
+    assert_eq!(e.raw_os_error(), Some(libc::EACCES), "{e}");
+    assert_eq!(e.kind(), io::ErrorKind::PermissionDenied);
+}

@@ -450,7 +450,8 @@ fn open_trace(cfg: &RunConfig) -> io::Result<Option<TraceOut>> {
 /// event to `trace_out` under its flow's name. `held`: the most
 /// requests the run keeps outstanding (its flows' depths and the
 /// warm-up's): the engine's bound is raised to it if the default is
-/// lower, so that no request of the run is refused.
+/// lower, so that no request of the run is refused. An OS error names
+/// the target.
 fn open_engine(
     cfg: &RunConfig,
     scheduler: &str,
@@ -497,6 +498,12 @@ fn open_engine(
                 .max(DEFAULT_MAX_REQUESTS),
         )
         .open()
+        .map_err(|e| match e.raw_os_error() {
+            // The OS's error (opening the target, mostly): the engine's
+            // message does not name the target.
+            Some(_) => io::Error::new(e.kind(), format!("{}: {e}", cfg.target.display())),
+            None => e,
+        })
 }
 
 /// Records `flow`'s name for the trace.
