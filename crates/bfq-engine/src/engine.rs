@@ -169,21 +169,24 @@ impl EngineBuilder {
         self
     }
 
-    /// Open the target for writing too (default read-only).
+    /// Open the target for writing too (default read-only; a
+    /// [`create`](EngineBuilder::create) opens it for writing whatever
+    /// this says, before or after).
     pub fn writable(mut self, writable: bool) -> Self {
         self.writable = writable;
         self
     }
 
     /// Create the target file if missing and extend it to at least `size`
-    /// bytes (implies writable). Only for regular files.
+    /// bytes (implies writable, whatever
+    /// [`writable`](EngineBuilder::writable) says, before or after). Only
+    /// for regular files.
     ///
     /// The file is **sparse**: reads of ranges never written touch no
     /// storage and measure nothing. To measure reads, fill it first with
     /// `bfq_real::create_filled` (what `bfq run --create` does).
     pub fn create(mut self, size: u64) -> Self {
         self.create_size = Some(size);
-        self.writable = true;
         self
     }
 
@@ -441,7 +444,7 @@ fn monotonic_timerfd() -> io::Result<OwnedFd> {
 /// (`O_DIRECT` on a directory), told as `EISDIR`.
 fn open_target(p: &Path, writable: bool, direct: bool, create: Option<u64>) -> io::Result<File> {
     let mut o = OpenOptions::new();
-    o.read(true).write(writable);
+    o.read(true).write(writable || create.is_some());
     if create.is_some() {
         o.create(true);
     }

@@ -7,6 +7,7 @@ use bfq_engine::{
     AlignedBuf, DeviceInfo, Engine, EngineBuilder, FlowOptions, ShutdownMode, MAX_QUEUE_DEPTH,
 };
 use std::io;
+use std::path::Path;
 
 /// A read or write on an engine from `Engine::nop()` is an io_uring NOP:
 /// it moves no bytes (a read's buffer is left as it was) and reports its
@@ -120,4 +121,24 @@ fn open_errors_keep_the_os_error() {
     let e = e.err().expect("opened a read-only file for writing");
     assert_eq!(e.raw_os_error(), Some(libc::EACCES), "{e}");
     assert_eq!(e.kind(), io::ErrorKind::PermissionDenied);
+}
+
+/// `create` opens the target for writing whatever `writable` says, before
+/// or after it.
+#[test]
+fn create_implies_writable_in_any_order() {
+    let dir = tempfile::tempdir().unwrap();
+    let builders: [fn(&Path) -> EngineBuilder; 3] = [
+        |p| Engine::builder(p).create(1 << 20).writable(false),
+        |p| Engine::builder(p).writable(false).create(1 << 20),
+        |p| Engine::builder(p).create(1 << 20),
+    ];
+    for (i, b) in builders.into_iter().enumerate() {
+        let path = dir.path().join(format!("f{i}"));
+        let engine = b(&path).direct(false).open().unwrap();
+        assert_eq!(engine.len(), 1 << 20);
+        let flow = engine.flow(FlowOptions::weight(100)).unwrap();
+        let (r, _) = flow.write(0, vec![1u8; 512]);
+        assert_eq!(r.unwrap(), 512, "{i}");
+    }
 }
