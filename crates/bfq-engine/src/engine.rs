@@ -180,7 +180,10 @@ impl EngineBuilder {
     /// Create the target file if missing and extend it to at least `size`
     /// bytes (implies writable, whatever
     /// [`writable`](EngineBuilder::writable) says, before or after). Only
-    /// for regular files.
+    /// for a regular file given by path ([`Engine::builder`]):
+    /// [`open`](EngineBuilder::open) refuses it (`InvalidInput`) for a
+    /// block device or any other kind of file, and for the targets of
+    /// [`Engine::builder_for_file`] and [`Engine::nop`].
     ///
     /// The file is **sparse**: reads of ranges never written touch no
     /// storage and measure nothing. To measure reads, fill it first with
@@ -404,6 +407,12 @@ fn target_file(
     direct: bool,
     create: Option<u64>,
 ) -> io::Result<(Option<File>, u64, u32, bool)> {
+    if create.is_some() && !matches!(target, TargetSpec::Path(_)) {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "create(size) needs a target given by path (Engine::builder)",
+        ));
+    }
     Ok(match target {
         TargetSpec::Nop => (None, u64::MAX, 512, false),
         TargetSpec::File(f) => {
@@ -467,7 +476,17 @@ fn open_target(p: &Path, writable: bool, direct: bool, create: Option<u64>) -> i
         })?;
     if let Some(size) = create {
         let m = f.metadata()?;
-        if m.file_type().is_file() && m.len() < size {
+        if !m.is_file() {
+            let what = match m.file_type().is_block_device() {
+                true => "a block device",
+                false => "not a regular file",
+            };
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("create(size) is for regular files: {} is {what}", p.display()),
+            ));
+        }
+        if m.len() < size {
             f.set_len(size)?;
         }
     }

@@ -142,3 +142,16 @@ fn create_implies_writable_in_any_order() {
         assert_eq!(r.unwrap(), 512, "{i}");
     }
 }
+
+/// `create` is for a regular file given by path: refused for anything
+/// else, never ignored.
+#[test]
+fn create_is_refused_for_anything_but_a_regular_file_by_path() {
+    let e = refused(Engine::builder("/dev/null").direct(false).create(1 << 40));
+    assert!(e.contains("regular files") && e.contains("/dev/null"), "{e}");
+    let e = refused(Engine::nop().create(1 << 20));
+    assert!(e.contains("by path"), "{e}");
+    let f = tempfile::tempfile().unwrap();
+    let e = refused(Engine::builder_for_file(f).direct(false).create(1 << 20));
+    assert!(e.contains("by path"), "{e}");
+}
