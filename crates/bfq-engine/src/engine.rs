@@ -673,10 +673,36 @@ impl Engine {
         r.map_err(|e| self.refused(e))
     }
 
-    /// Removes an empty group.
+    /// Removes an empty group: one that holds no flow and no group
+    /// (`InvalidInput` otherwise, and for the root group, which is never
+    /// removed).
+    ///
+    /// A closed flow (its [`Flow`] dropped) stays in its group until every
+    /// request it submitted is done, those whose [`Pending`] was dropped
+    /// included: the group is refused meanwhile (the error says so). Wait
+    /// for a flow's requests before dropping it, or try again once they
+    /// are done.
     pub fn remove_group(&self, group: GroupId) -> io::Result<()> {
+        if group == GroupId::ROOT {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "the root group cannot be removed",
+            ));
+        }
         let r = self.shared.core().remove_group(group);
-        r.map_err(|e| self.refused(e))
+        r.map_err(|e| {
+            let busy = matches!(e, SchedError::GroupNotEmpty(_));
+            match self.refused(e) {
+                e if busy && e.kind() == io::ErrorKind::InvalidInput => io::Error::new(
+                    e.kind(),
+                    format!(
+                        "{e} (a closed flow stays in its group until every \
+                         request it submitted is done)"
+                    ),
+                ),
+                e => e,
+            }
+        })
     }
 
     /// What the scheduler's mechanisms did so far (B_max, peak rate,

@@ -4,7 +4,8 @@
 mod common;
 
 use bfq_engine::{
-    AlignedBuf, DeviceInfo, Engine, EngineBuilder, FlowOptions, ShutdownMode, MAX_QUEUE_DEPTH,
+    AlignedBuf, DeviceInfo, Engine, EngineBuilder, FlowOptions, GroupId, ShutdownMode,
+    MAX_QUEUE_DEPTH,
 };
 use std::io;
 use std::path::Path;
@@ -154,4 +155,29 @@ fn create_is_refused_for_anything_but_a_regular_file_by_path() {
     let f = tempfile::tempfile().unwrap();
     let e = refused(Engine::builder_for_file(f).direct(false).create(1 << 20));
     assert!(e.contains("by path"), "{e}");
+}
+
+/// The root group is never removed, and says so; a closed flow keeps its
+/// group until its requests are done, and the refusal says so.
+#[test]
+fn remove_group_says_why_it_refuses() {
+    let engine = Engine::nop().scheduler("fifo").open().unwrap();
+    let e = engine.remove_group(GroupId::ROOT).unwrap_err();
+    assert_eq!(e.kind(), io::ErrorKind::InvalidInput);
+    assert!(e.to_string().contains("root group"), "{e}");
+    let g = engine.add_group(GroupId::ROOT, 100).unwrap();
+    let flow = engine.flow(FlowOptions::weight(100).group(g)).unwrap();
+    let (target, mut w) = common::pipe();
+    let read = flow.read_file_async(&target, 0, vec![0u8; 1]);
+    while engine.stats().unwrap().in_flight == 0 {
+        assert!(!read.is_done());
+    }
+    drop(flow);
+    let e = engine.remove_group(g).unwrap_err();
+    assert_eq!(e.kind(), io::ErrorKind::InvalidInput);
+    assert!(e.to_string().contains("closed flow"), "{e}");
+    std::io::Write::write_all(&mut w, b"x").unwrap();
+    assert_eq!(read.wait().0.unwrap(), 1);
+    engine.remove_group(g).unwrap();
+    engine.shutdown(ShutdownMode::Drain).unwrap();
 }
