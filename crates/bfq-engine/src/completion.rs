@@ -228,6 +228,11 @@ pub(crate) struct Outstanding;
 /// A request in progress. Await it from any async runtime, or block on it
 /// with [`Pending::wait`]. Dropping it is safe: the request still runs to
 /// completion (or cancellation) and the engine frees the buffer.
+///
+/// Its result (and buffer) is taken once: by `wait`, or by the `poll`
+/// that returns `Poll::Ready`. A `Pending` polled to `Ready` is done
+/// with (its [`is_done`](Pending::is_done) stays true): polling it again
+/// or calling `wait` on it panics, as the `Future` contract allows.
 #[must_use = "a request's result is only seen through its Pending"]
 pub struct Pending<B: Send + 'static> {
     /// The submitter's hold on the request's slot (`None` once the
@@ -261,7 +266,7 @@ impl<B: Send + 'static> Pending<B> {
         let slot = self
             .slot
             .as_mut()
-            .expect("a Pending polled after it completed");
+            .expect("a Pending polled after it returned Ready");
         let r = slot.take_or_wait(waiter)?;
         // The slot goes back to its pool (the request let go of it when
         // it delivered the result).
@@ -291,7 +296,16 @@ impl<B: Send + 'static> Pending<B> {
     /// The waiter is registered by the driver, only where the thread may
     /// sleep while another thread completes the request: a thread that
     /// completes its request itself (its private ring) registers none.
+    ///
+    /// # Panics
+    ///
+    /// If the result was taken already (the `Pending` was polled to
+    /// `Ready` as a future).
     pub fn wait(mut self) -> IoResult<B> {
+        assert!(
+            self.slot.is_some(),
+            "Pending::wait on a Pending polled to Ready (its result was taken)"
+        );
         loop {
             if self.has_result() {
                 let r = self.try_take(|| Waiter::None).expect("the result is in");
@@ -315,8 +329,8 @@ impl<B: Send + 'static> Pending<B> {
 /// that has; at once if one has already, `None` if `pending` is empty.
 /// The results stay in their `Pending`s (take them with
 /// [`Pending::wait`], which then returns at once); a `Pending` whose
-/// result was already taken (a future polled to completion) counts as
-/// done.
+/// result was already taken (a future polled to `Ready`) counts as done,
+/// though it has no result left to take (`wait` on it panics).
 ///
 /// For a thread with many requests outstanding (a deep flow): it wakes
 /// for whichever completes first, where [`Pending::wait`] on the oldest

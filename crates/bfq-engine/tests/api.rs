@@ -4,7 +4,7 @@
 mod common;
 
 use bfq_engine::{
-    AlignedBuf, DeviceInfo, Engine, EngineBuilder, FlowOptions, GroupId, ShutdownMode,
+    block_on, wait_any, AlignedBuf, DeviceInfo, Engine, EngineBuilder, FlowOptions, GroupId, ShutdownMode,
     MAX_QUEUE_DEPTH,
 };
 use std::io;
@@ -180,4 +180,21 @@ fn remove_group_says_why_it_refuses() {
     assert_eq!(read.wait().0.unwrap(), 1);
     engine.remove_group(g).unwrap();
     engine.shutdown(ShutdownMode::Drain).unwrap();
+}
+
+/// A `Pending` polled to `Ready` is done with: `is_done` stays true,
+/// `wait_any` counts it as done, and `wait` on it panics, as documented.
+#[test]
+fn wait_after_ready_panics_as_documented() {
+    let engine = Engine::nop().open().unwrap();
+    let flow = engine.flow(FlowOptions::weight(100)).unwrap();
+    let mut p = flow.read_async(0, vec![0u8; 8]);
+    let (r, _) = block_on(&mut p);
+    assert_eq!(r.unwrap(), 8);
+    assert!(p.is_done());
+    assert_eq!(wait_any([&p]), Some(0));
+    let e = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| p.wait()))
+        .expect_err("wait returned");
+    let msg = e.downcast_ref::<&str>().copied().unwrap_or_default();
+    assert!(msg.contains("polled to Ready"), "{msg}");
 }
