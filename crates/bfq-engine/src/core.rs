@@ -458,8 +458,8 @@ impl Core {
 
     /// Why a request must fail at once: the engine is closed or its
     /// scheduler failed, the engine stops (and the request is not one a
-    /// draining stop serves; counted as cancelled), or its end lies past
-    /// 2^64 bytes (counted as an error).
+    /// draining stop serves; counted as cancelled), or its end (offset +
+    /// length) is not below 2^64 bytes (counted as an error).
     fn refusal(&mut self, op: &Op) -> Option<io::Error> {
         if self.failed {
             return Some(scheduler_failed());
@@ -474,7 +474,10 @@ impl Core {
         }
         if op.offset.checked_add(u64::from(op.len)).is_none() {
             self.stats.errors += 1;
-            let e = io::Error::new(io::ErrorKind::InvalidInput, "request ends past 2^64 bytes");
+            let e = io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "a request must end below 2^64 bytes (offset + length < 2^64)",
+            );
             return Some(e);
         }
         None

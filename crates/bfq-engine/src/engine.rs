@@ -846,7 +846,7 @@ impl Flow {
         let why = match u32::try_from(len) {
             Err(_) => Some("a request is at most 4 GiB - 1"),
             Ok(_) if offset.checked_add(len as u64).is_none() => {
-                Some("a request must end below 2^64 bytes")
+                Some("a request must end below 2^64 bytes (offset + length < 2^64)")
             }
             Ok(l) => {
                 op.len = l;

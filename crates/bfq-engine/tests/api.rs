@@ -198,3 +198,17 @@ fn wait_after_ready_panics_as_documented() {
     let msg = e.downcast_ref::<&str>().copied().unwrap_or_default();
     assert!(msg.contains("polled to Ready"), "{msg}");
 }
+
+/// A request must end below 2^64 bytes: one ending at 2^64 - 1 is served,
+/// one ending at 2^64 is refused, and the message says "below".
+#[test]
+fn a_request_must_end_below_2_pow_64() {
+    let engine = Engine::nop().open().unwrap();
+    let flow = engine.flow(FlowOptions::weight(100)).unwrap();
+    let (r, _) = flow.read(u64::MAX - 4096, vec![0u8; 4096]);
+    assert_eq!(r.unwrap(), 4096);
+    let (r, _) = flow.read(u64::MAX - 4095, vec![0u8; 4096]);
+    let e = r.unwrap_err();
+    assert_eq!(e.kind(), io::ErrorKind::InvalidInput);
+    assert!(e.to_string().contains("below 2^64"), "{e}");
+}
