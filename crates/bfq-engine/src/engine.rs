@@ -939,9 +939,12 @@ impl Flow {
     }
 
     /// A request the scheduler sees as a read of `sectors` sectors at
-    /// `sector`, served by an io_uring NOP (no storage touched).
+    /// `sector`, served by an io_uring NOP (no storage touched); its
+    /// result is its length, `sectors * 512` bytes. `sectors = 0` is an
+    /// empty request (`Ok(0)`), which the scheduler sees as one sector,
+    /// as it does an empty read.
     pub fn nop_async(&self, sector: u64, sectors: u32) -> Pending<()> {
-        let len = (u64::from(sectors.max(1)) * SECTOR_BYTES) as usize;
+        let len = (u64::from(sectors) * SECTOR_BYTES) as usize;
         let r = Raw {
             kind: OpKind::Nop,
             file: None,

@@ -212,3 +212,14 @@ fn a_request_must_end_below_2_pow_64() {
     assert_eq!(e.kind(), io::ErrorKind::InvalidInput);
     assert!(e.to_string().contains("below 2^64"), "{e}");
 }
+
+/// `nop_async` reports its length: `sectors * 512`, 0 for 0 sectors.
+#[test]
+fn nop_async_reports_its_length_zero_included() {
+    let engine = Engine::nop().open().unwrap();
+    let flow = engine.flow(FlowOptions::weight(100)).unwrap();
+    for (sectors, want) in [(0, 0), (1, 512), (8, 4096)] {
+        let (r, ()) = flow.nop_async(0, sectors).wait();
+        assert_eq!(r.unwrap(), want, "{sectors} sectors");
+    }
+}
