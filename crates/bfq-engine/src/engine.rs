@@ -483,7 +483,10 @@ fn open_target(p: &Path, writable: bool, direct: bool, create: Option<u64>) -> i
             };
             return Err(io::Error::new(
                 io::ErrorKind::InvalidInput,
-                format!("create(size) is for regular files: {} is {what}", p.display()),
+                format!(
+                    "create(size) is for regular files: {} is {what}",
+                    p.display()
+                ),
             ));
         }
         if m.len() < size {

@@ -4,8 +4,8 @@
 mod common;
 
 use bfq_engine::{
-    block_on, wait_any, AlignedBuf, DeviceInfo, Engine, EngineBuilder, FlowOptions, GroupId, ShutdownMode,
-    MAX_QUEUE_DEPTH,
+    block_on, wait_any, AlignedBuf, DeviceInfo, Engine, EngineBuilder, FlowOptions, GroupId,
+    ShutdownMode, MAX_QUEUE_DEPTH,
 };
 use std::io;
 use std::path::Path;
@@ -56,12 +56,21 @@ fn refused(b: EngineBuilder) -> String {
 fn device_infos_queue_depth_is_checked_and_is_the_engines_depth() {
     for depth in [0, MAX_QUEUE_DEPTH + 1, 1_000_000] {
         let e = refused(Engine::nop().device_info(device(depth)));
-        assert!(e.contains("device_info's queue_depth") && e.contains("1..=4096"), "{e}");
+        assert!(
+            e.contains("device_info's queue_depth") && e.contains("1..=4096"),
+            "{e}"
+        );
     }
     let e = refused(Engine::nop().queue_depth(32).device_info(device(64)));
-    assert!(e.contains("queue_depth=32") && e.contains("queue_depth=64"), "{e}");
+    assert!(
+        e.contains("queue_depth=32") && e.contains("queue_depth=64"),
+        "{e}"
+    );
     let e = refused(Engine::nop().device_info(device(64)).queue_depth(32));
-    assert!(e.contains("queue_depth=32") && e.contains("queue_depth=64"), "{e}");
+    assert!(
+        e.contains("queue_depth=32") && e.contains("queue_depth=64"),
+        "{e}"
+    );
     for b in [
         Engine::nop().device_info(device(1)),
         Engine::nop().device_info(device(1)).queue_depth(1),
@@ -102,8 +111,15 @@ fn open_errors_keep_the_os_error() {
             .direct(direct)
             .writable(writable);
         let e = b.open().err().expect("opened a directory");
-        assert_eq!(e.raw_os_error(), Some(libc::EISDIR), "{direct} {writable}: {e}");
-        assert!(e.to_string().to_lowercase().contains("is a directory"), "{e}");
+        assert_eq!(
+            e.raw_os_error(),
+            Some(libc::EISDIR),
+            "{direct} {writable}: {e}"
+        );
+        assert!(
+            e.to_string().to_lowercase().contains("is a directory"),
+            "{e}"
+        );
     }
     let d = std::fs::File::open(dir.path()).unwrap();
     let e = Engine::builder_for_file(d).open().err().expect("opened");
@@ -149,7 +165,10 @@ fn create_implies_writable_in_any_order() {
 #[test]
 fn create_is_refused_for_anything_but_a_regular_file_by_path() {
     let e = refused(Engine::builder("/dev/null").direct(false).create(1 << 40));
-    assert!(e.contains("regular files") && e.contains("/dev/null"), "{e}");
+    assert!(
+        e.contains("regular files") && e.contains("/dev/null"),
+        "{e}"
+    );
     let e = refused(Engine::nop().create(1 << 20));
     assert!(e.contains("by path"), "{e}");
     let f = tempfile::tempfile().unwrap();
