@@ -11,7 +11,8 @@ pub enum SchedError {
     UnknownFlow(FlowId),
     /// No such group.
     UnknownGroup(GroupId),
-    /// The group still holds flows or groups.
+    /// The group still holds flows or groups (for the root group: it is
+    /// never removed).
     GroupNotEmpty(GroupId),
     /// Weight outside 1..=1000.
     InvalidWeight(u32),
@@ -61,6 +62,9 @@ impl fmt::Display for SchedError {
         match self {
             SchedError::UnknownFlow(id) => write!(f, "unknown flow {}", id.0),
             SchedError::UnknownGroup(id) => write!(f, "unknown group {}", id.0),
+            SchedError::GroupNotEmpty(id) if *id == GroupId::ROOT => {
+                write!(f, "the root group cannot be removed")
+            }
             SchedError::GroupNotEmpty(id) => {
                 write!(f, "group {} still holds flows or groups", id.0)
             }

@@ -736,6 +736,22 @@ impl<F, G> Topology<F, G> {
 mod tests {
     use super::*;
 
+    /// The root group is never removed, and says so; a group with a
+    /// child says it still holds one.
+    #[test]
+    fn removing_the_root_or_a_busy_group_says_why() {
+        let mut t: Topology<(), ()> = Topology::new(());
+        let e = t.remove_group(GroupId::ROOT).unwrap_err();
+        assert_eq!(e.to_string(), "the root group cannot be removed");
+        let g = t.add_group(GroupId::ROOT, 100, ()).unwrap();
+        t.add_group(g, 100, ()).unwrap();
+        let e = t.remove_group(g).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            format!("group {} still holds flows or groups", g.0)
+        );
+    }
+
     /// Inserts, look-ups and removals with ids on both sides of
     /// [`DIRECT_IDS`] agree with a plain `HashMap` at every step, duplicate
     /// and unknown ids included.

@@ -686,15 +686,9 @@ impl Engine {
     /// for a flow's requests before dropping it, or try again once they
     /// are done.
     pub fn remove_group(&self, group: GroupId) -> io::Result<()> {
-        if group == GroupId::ROOT {
-            return Err(io::Error::new(
-                io::ErrorKind::InvalidInput,
-                "the root group cannot be removed",
-            ));
-        }
         let r = self.shared.core().remove_group(group);
         r.map_err(|e| {
-            let busy = matches!(e, SchedError::GroupNotEmpty(_));
+            let busy = matches!(e, SchedError::GroupNotEmpty(g) if g != GroupId::ROOT);
             match self.refused(e) {
                 e if busy && e.kind() == io::ErrorKind::InvalidInput => io::Error::new(
                     e.kind(),
