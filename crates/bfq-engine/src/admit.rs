@@ -41,6 +41,9 @@ pub(crate) struct Admission {
     max: usize,
     /// Requests refused because `max` were held.
     refused: AtomicU64,
+    /// Requests refused at submission as invalid (longer than 4 GiB - 1,
+    /// or not ending below 2^64 bytes): never counted in.
+    invalid: AtomicU64,
 }
 
 impl Admission {
@@ -49,6 +52,7 @@ impl Admission {
             held: AtomicUsize::new(0),
             max: max as usize,
             refused: AtomicU64::new(0),
+            invalid: AtomicU64::new(0),
         }
     }
 
@@ -107,5 +111,17 @@ impl Admission {
     /// Requests refused so far.
     pub(crate) fn refused(&self) -> u64 {
         self.refused.load(Ordering::Relaxed)
+    }
+
+    /// Counts a request refused at submission as invalid (it is never
+    /// counted in).
+    #[cold]
+    pub(crate) fn refuse_invalid(&self) {
+        self.invalid.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Requests refused at submission as invalid so far.
+    pub(crate) fn invalid(&self) -> u64 {
+        self.invalid.load(Ordering::Relaxed)
     }
 }

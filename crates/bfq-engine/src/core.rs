@@ -201,14 +201,47 @@ pub enum ShutdownMode {
 }
 
 /// The engine's counters.
+///
+/// Every request a caller issues (each call of `read`, `write`,
+/// `read_async`, `write_async`, `read_file_async`, `write_file_async`,
+/// `nop_async`) is counted exactly once, when the engine gives it its
+/// result, in one of `completed`, `cancelled`, `refused_full`,
+/// `refused_invalid` and `broken`; until then it is in `held`:
+///
+/// ```text
+/// issued = completed + cancelled + refused_full + refused_invalid + broken + held
+/// ```
+///
+/// The sum is exact whenever no request is being submitted at that
+/// moment (a request is counted in `held` as it is submitted, and one
+/// refused at the bound is counted in `held` for a moment), and `held` is
+/// 0 once every result is in, as in the counters
+/// [`crate::Engine::shutdown`] returns. A caller that has seen a
+/// request's result finds it counted. `errors` is a part of `completed`,
+/// not a class of its own.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct EngineStats {
-    /// Requests completed (successfully or not) by the device.
+    /// Requests the device completed, successfully or not: the kernel
+    /// gave their result (a request on the device that a `Cancel`
+    /// shutdown cancels is one of these, with `ECANCELED`).
     pub completed: u64,
-    /// Of those, completed with an error (or a short transfer).
+    /// Of `completed`, those that failed: the kernel's error, a short
+    /// transfer, `ECANCELED` for a request cancelled on the device.
     pub errors: u64,
-    /// Requests cancelled before reaching the device.
+    /// Requests failed with `ECANCELED` before reaching the device:
+    /// queued when a `Cancel` shutdown began, or submitted after a
+    /// shutdown began.
     pub cancelled: u64,
+    /// Requests refused at once with `InvalidInput`, never queued: by the
+    /// engine (longer than 4 GiB - 1, or not ending below 2^64 bytes) or by
+    /// the scheduler (an unknown or closed flow).
+    pub refused_invalid: u64,
+    /// Requests failed with `BrokenPipe` before reaching the device:
+    /// queued in the scheduler when it panicked (and the request it
+    /// panicked on), or submitted after that (or after the engine
+    /// stopped). Requests on the device then complete with their own
+    /// result and are counted in `completed`.
+    pub broken: u64,
     /// Requests queued in the scheduler now.
     pub queued: u64,
     /// Requests on the device now.
@@ -392,7 +425,7 @@ impl Core {
                 // In-flight requests still complete with their own result.
                 self.failed = true;
                 self.stopping.get_or_insert(ShutdownMode::Drain);
-                self.fail_queued(scheduler_failed);
+                self.stats.broken += self.fail_queued(scheduler_failed);
                 None
             }
         }
@@ -449,6 +482,7 @@ impl Core {
         s.in_flight = u64::from(self.in_flight);
         s.held = self.cfg.admission.held();
         s.refused_full = self.cfg.admission.refused();
+        s.refused_invalid += self.cfg.admission.invalid();
         s
     }
 
@@ -456,16 +490,19 @@ impl Core {
         self.stopping
     }
 
-    /// Why a request must fail at once: the engine is closed or its
-    /// scheduler failed, the engine stops (and the request is not one a
-    /// draining stop serves; counted as cancelled), or its end (offset +
-    /// length) is not below 2^64 bytes (counted as an error).
+    /// Why a request must fail at once, counted in [`EngineStats`]: the
+    /// engine is closed or its scheduler failed (`broken`), the engine
+    /// stops and the request is not one a draining stop serves
+    /// (`cancelled`), or its end (offset + length) is not below 2^64
+    /// bytes (`refused_invalid`).
     fn refusal(&mut self, op: &Op) -> Option<io::Error> {
-        if self.failed {
-            return Some(scheduler_failed());
-        }
-        if self.closed {
-            return Some(engine_gone());
+        if self.failed || self.closed {
+            self.stats.broken += 1;
+            return Some(if self.failed {
+                scheduler_failed()
+            } else {
+                engine_gone()
+            });
         }
         let drained = self.stopping == Some(ShutdownMode::Drain) && op.before_stop;
         if self.stopping.is_some() && !drained {
@@ -473,7 +510,7 @@ impl Core {
             return Some(cancelled());
         }
         if op.offset.checked_add(u64::from(op.len)).is_none() {
-            self.stats.errors += 1;
+            self.stats.refused_invalid += 1;
             let e = io::Error::new(
                 io::ErrorKind::InvalidInput,
                 "a request must end below 2^64 bytes (offset + length < 2^64)",
@@ -524,12 +561,13 @@ impl Core {
             }
             Some(Err(e)) => {
                 self.free.push(idx);
-                self.stats.errors += 1;
+                self.stats.refused_invalid += 1;
                 let e = io::Error::new(io::ErrorKind::InvalidInput, e);
                 Err(op.fail(&self.cfg.admission, e))
             }
             None => {
                 self.free.push(idx);
+                self.stats.broken += 1;
                 Err(op.fail(&self.cfg.admission, scheduler_failed()))
             }
         }
@@ -728,20 +766,23 @@ impl Core {
         }
         self.stopping = Some(mode);
         if mode == ShutdownMode::Cancel {
-            self.fail_queued(cancelled);
+            self.stats.cancelled += self.fail_queued(cancelled);
         }
     }
 
-    /// Fails every request not yet dispatched. Their slots stay reserved:
-    /// the scheduler still holds their ids.
-    fn fail_queued(&mut self, err: fn() -> io::Error) {
+    /// Fails every request not yet dispatched and returns how many (the
+    /// caller counts them). Their slots stay reserved: the scheduler
+    /// still holds their ids.
+    fn fail_queued(&mut self, err: fn() -> io::Error) -> u64 {
+        let mut n = 0;
         for h in self.held.iter_mut() {
             if matches!(h, Some(x) if x.ring.is_none()) {
                 let mut x = h.take().expect("checked");
-                self.stats.cancelled += 1;
+                n += 1;
                 self.finished.extend(x.op.fail(&self.cfg.admission, err()));
             }
         }
+        n
     }
 
     /// User data of the requests in flight on ring `ring` (to cancel).

@@ -851,6 +851,7 @@ impl Flow {
             }
         };
         if let Some(why) = why {
+            self.admission.refuse_invalid();
             op.finish(Err(io::Error::new(io::ErrorKind::InvalidInput, why)));
             return pending;
         }
