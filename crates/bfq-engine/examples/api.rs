@@ -22,6 +22,6 @@ fn main() -> std::io::Result<()> {
     res?;
 
     drop(tenant); // closes the flow; in-flight requests finish
-    let _stats = engine.shutdown(ShutdownMode::Drain)?; // or Cancel; Drop = Cancel
+    let _stats = engine.shutdown(ShutdownMode::Drain)?; // or DrainFor(d), Cancel; Drop = Cancel
     Ok(())
 }

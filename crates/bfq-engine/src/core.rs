@@ -194,10 +194,23 @@ pub(crate) type TraceSink = Box<dyn FnMut(&TraceEvent) + Send>;
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ShutdownMode {
     /// Refuse new requests, serve every queued and in-flight one, then stop.
+    /// A request the kernel never completes (a read of a pipe nobody
+    /// writes, a hung device) keeps it waiting: [`ShutdownMode::DrainFor`]
+    /// bounds the wait.
     Drain,
     /// Refuse new requests, fail queued ones with `ECANCELED`, ask the
     /// kernel to cancel in-flight ones and wait for all of them.
     Cancel,
+    /// `Drain` for at most this long (from the call, on the monotonic
+    /// clock), then `Cancel` whatever is left: requests still queued fail
+    /// with `ECANCELED`, in-flight ones are cancelled in the kernel and
+    /// waited for, as with `Cancel` (so the call may return later than the
+    /// deadline by the time the kernel takes to cancel them). Every
+    /// `Duration` is accepted: `Duration::ZERO` cancels whatever is not
+    /// done when the shutdown begins (results already in are kept), and a
+    /// deadline beyond the clock's range (`Duration::MAX`) is never
+    /// reached, as `Drain`.
+    DrainFor(std::time::Duration),
 }
 
 /// The engine's counters.
@@ -229,8 +242,8 @@ pub struct EngineStats {
     /// transfer, `ECANCELED` for a request cancelled on the device.
     pub errors: u64,
     /// Requests failed with `ECANCELED` before reaching the device:
-    /// queued when a `Cancel` shutdown began, or submitted after a
-    /// shutdown began.
+    /// queued when a `Cancel` shutdown began (or a `DrainFor` shutdown's
+    /// deadline passed), or submitted after a shutdown began.
     pub cancelled: u64,
     /// Requests refused at once with `InvalidInput`, never queued: by the
     /// engine (longer than 4 GiB - 1, or not ending below 2^64 bytes) or by
@@ -759,11 +772,14 @@ impl Core {
 
     /// Starts stopping: new requests are refused; with `Cancel`, queued
     /// ones fail with `ECANCELED` (in-flight ones are the rings' to
-    /// cancel, see [`Core::in_flight_on`]).
+    /// cancel, see [`Core::in_flight_on`]). A draining stop may be
+    /// followed by a `Cancel` ([`ShutdownMode::DrainFor`]'s deadline);
+    /// the engine hands `DrainFor` in as `Drain`.
     pub(crate) fn begin_shutdown(&mut self, mode: ShutdownMode) {
         if self.stopping == Some(ShutdownMode::Cancel) {
             return;
         }
+        debug_assert!(!matches!(mode, ShutdownMode::DrainFor(_)));
         self.stopping = Some(mode);
         if mode == ShutdownMode::Cancel {
             self.stats.cancelled += self.fail_queued(cancelled);
@@ -800,7 +816,7 @@ impl Core {
         match self.stopping {
             None => false,
             Some(ShutdownMode::Cancel) => self.in_flight == 0,
-            Some(ShutdownMode::Drain) => {
+            Some(ShutdownMode::Drain | ShutdownMode::DrainFor(_)) => {
                 self.in_flight == 0 && self.held.iter().all(|h| h.is_none())
             }
         }

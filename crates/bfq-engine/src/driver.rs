@@ -38,7 +38,8 @@ use std::io;
 use std::mem::ManuallyDrop;
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::sync::atomic::{fence, AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, TryLockError, Weak};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, TryLockError, Weak};
+use std::time::Duration;
 
 /// User data of the read of a ring's wake eventfd.
 pub(crate) const WAKE_TOKEN: u64 = u64::MAX;
@@ -100,6 +101,11 @@ pub(crate) struct Shared {
     pub cancelling: AtomicBool,
     /// A shutdown has begun (requests plugged after it are refused).
     pub stop_begun: AtomicBool,
+    /// Set when the service thread is about to exit (its work done, or
+    /// it failed), with `service_exit` notified: what a
+    /// `ShutdownMode::DrainFor` waits for, up to its deadline.
+    service_exited: Mutex<bool>,
+    service_exit: Condvar,
     /// Some ring whose owner is away may hold requests (the service
     /// thread then bounds its sleeps).
     pub away_in_flight: AtomicBool,
@@ -530,6 +536,8 @@ impl Shared {
             parked: AtomicBool::new(false),
             cancelling: AtomicBool::new(false),
             stop_begun: AtomicBool::new(false),
+            service_exited: Mutex::new(false),
+            service_exit: Condvar::new(),
             away_in_flight: AtomicBool::new(false),
             service_idle: AtomicBool::new(false),
             added: AtomicU64::new(0),
@@ -1021,6 +1029,31 @@ impl Shared {
                 core.remove_flow(now, f);
             }
         }
+    }
+
+    /// The service thread is about to exit: wakes a shutdown waiting for
+    /// it ([`Shared::wait_service_exit`]).
+    pub(crate) fn service_exiting(&self) {
+        *self
+            .service_exited
+            .lock()
+            .unwrap_or_else(|p| p.into_inner()) = true;
+        self.service_exit.notify_all();
+    }
+
+    /// Waits up to `limit` (any `Duration`; one beyond the clock's range
+    /// waits without a bound) for the service thread to exit, i.e. for a
+    /// shutdown's work to be done; returns whether it did.
+    pub(crate) fn wait_service_exit(&self, limit: Duration) -> bool {
+        let exited = self
+            .service_exited
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        let waited = self
+            .service_exit
+            .wait_timeout_while(exited, limit, |exited| !*exited);
+        let (exited, _) = waited.unwrap_or_else(|p| p.into_inner());
+        *exited
     }
 
     /// Whether a shutdown has finished its work: the core's, no plug

@@ -739,8 +739,9 @@ impl Engine {
     }
 
     /// Stops the engine: new requests fail, pending ones are served or
-    /// cancelled per `mode`, every buffer goes back to its submitter, and
-    /// the service thread is joined. Returns the final counters.
+    /// cancelled per `mode` (`DrainFor(limit)`: served for up to `limit`,
+    /// then cancelled), every buffer goes back to its submitter, and the
+    /// service thread is joined. Returns the final counters.
     pub fn shutdown(mut self, mode: ShutdownMode) -> io::Result<EngineStats> {
         self.stop(mode)
     }
@@ -752,6 +753,25 @@ impl Engine {
         // Requests submitted from now on are not served by a `Drain`
         // (those still in plugs before this are).
         self.shared.stop_begun.store(true, Ordering::SeqCst);
+        match mode {
+            ShutdownMode::DrainFor(limit) => {
+                self.begin_stop(ShutdownMode::Drain);
+                if !self.shared.wait_service_exit(limit) {
+                    self.begin_stop(ShutdownMode::Cancel);
+                }
+            }
+            mode => self.begin_stop(mode),
+        }
+        if thread.join().is_err() {
+            return Err(io::Error::other("the service thread panicked"));
+        }
+        self.stats()
+    }
+
+    /// Starts a `Drain` or a `Cancel` (also after a `Drain`): tells the
+    /// core, and wakes every thread sleeping in its ring and the service
+    /// thread, which finish or cancel what is theirs.
+    fn begin_stop(&self, mode: ShutdownMode) {
         self.shared.core().begin_shutdown(mode);
         if mode == ShutdownMode::Cancel {
             self.shared.cancelling.store(true, Ordering::SeqCst);
@@ -769,10 +789,6 @@ impl Engine {
             r.private_wake.signal();
         }
         self.shared.notify.signal();
-        if thread.join().is_err() {
-            return Err(io::Error::other("the service thread panicked"));
-        }
-        self.stats()
     }
 }
 

@@ -24,6 +24,9 @@ pub(crate) fn spawn(shared: Arc<Shared>, nice: i32, sqpoll_ms: u32) -> io::Resul
     let thread = std::thread::Builder::new()
         .name("bfq-service".into())
         .spawn(move || {
+            // Tells a bounded shutdown the thread is gone, however it
+            // ends (see `Shared::wait_service_exit`).
+            let _exiting = Exiting(shared.clone());
             set_nice(nice);
             match shared.new_ring(
                 shared.notify.clone(),
@@ -54,6 +57,16 @@ pub(crate) fn spawn(shared: Arc<Shared>, nice: i32, sqpoll_ms: u32) -> io::Resul
             let _ = thread.join();
             Err(io::Error::other("the service thread failed to start"))
         }
+    }
+}
+
+/// Tells a shutdown waiting for the service thread that it exits, when
+/// dropped (the thread's last act).
+struct Exiting(Arc<Shared>);
+
+impl Drop for Exiting {
+    fn drop(&mut self) {
+        self.0.service_exiting();
     }
 }
 

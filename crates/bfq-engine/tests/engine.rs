@@ -852,6 +852,112 @@ fn cancel_reaches_requests_that_would_never_complete() {
     }
 }
 
+/// A pipe: (read end, write end).
+fn pipe_files() -> (std::fs::File, std::fs::File) {
+    use std::os::fd::FromRawFd;
+    let mut fds = [0i32; 2];
+    // SAFETY: pipe2 writes two descriptors into the array.
+    assert_eq!(unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) }, 0);
+    // SAFETY: fresh descriptors we own.
+    unsafe {
+        (
+            std::fs::File::from_raw_fd(fds[0]),
+            std::fs::File::from_raw_fd(fds[1]),
+        )
+    }
+}
+
+/// Shuts `engine` down in another thread, failing the test (not hanging
+/// it) if that takes a minute: a guard against hangs, not a measurement.
+fn shutdown_or_fail(engine: Engine, mode: ShutdownMode, what: &str) -> bfq_engine::EngineStats {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(engine.shutdown(mode));
+    });
+    rx.recv_timeout(std::time::Duration::from_secs(60))
+        .unwrap_or_else(|_| panic!("{what}: shutdown({mode:?}) hung"))
+        .unwrap()
+}
+
+/// `DrainFor` ends a drain that would never end (reads of a pipe nobody
+/// writes: one a thread waits for, blocked, one a future's, one queued
+/// behind them) by cancelling what is left at its deadline, in both
+/// submit modes; every buffer comes back and the counters add up.
+#[test]
+fn drain_for_cancels_what_is_left_at_its_deadline() {
+    use std::time::Duration;
+    for mode in [SubmitMode::Local, SubmitMode::Dispatcher] {
+        for limit in [Duration::ZERO, Duration::from_millis(5)] {
+            let what = format!("{mode:?} {limit:?}");
+            let (r, _w) = pipe_files();
+            let engine = Engine::builder_for_file(r)
+                .submit_mode(mode)
+                .queue_depth(2)
+                .open()
+                .unwrap();
+            let flow = Arc::new(engine.flow(FlowOptions::default()).unwrap());
+            let f = flow.clone();
+            let blocked = std::thread::spawn(move || f.read(0, vec![0u8; 16]));
+            let p = flow.read_async(0, vec![0u8; 32]);
+            let queued = flow.read_async(0, vec![0u8; 48]);
+            assert!(!p.is_done() && !queued.is_done(), "{what}");
+            // The blocked thread's read has reached the scheduler (not
+            // one still on its way, which the engine may find stopped and
+            // fail with BrokenPipe).
+            while {
+                let s = engine.stats().unwrap();
+                s.queued + s.in_flight < 3
+            } {
+                std::thread::yield_now();
+            }
+            let s = shutdown_or_fail(engine, ShutdownMode::DrainFor(limit), &what);
+            let mut cancelled = 0;
+            for (res, len) in [blocked.join().unwrap(), p.wait(), queued.wait()]
+                .map(|(res, buf)| (res, buf.len()))
+            {
+                let e = res.unwrap_err();
+                assert_eq!(e.raw_os_error(), Some(libc::ECANCELED), "{what}: {e:?}");
+                assert!([16, 32, 48].contains(&len), "{what}: buffer back");
+                cancelled += 1;
+            }
+            assert_eq!(s.held, 0, "{what}");
+            assert_eq!(s.completed + s.cancelled, cancelled, "{what}: {s:?}");
+            assert_eq!(s.errors, s.completed, "{what}: cancelled on the device");
+        }
+    }
+}
+
+/// `DrainFor` serves what completes before its deadline: a read of a
+/// pipe written to after the shutdown began (`Duration::MAX`: no
+/// deadline, as `Drain`).
+#[test]
+fn drain_for_serves_what_completes_in_time() {
+    use std::io::Write;
+    for mode in [SubmitMode::Local, SubmitMode::Dispatcher] {
+        let (r, mut w) = pipe_files();
+        let engine = Engine::builder_for_file(r)
+            .submit_mode(mode)
+            .open()
+            .unwrap();
+        let flow = engine.flow(FlowOptions::default()).unwrap();
+        let p = flow.read_async(0, vec![0u8; 4]);
+        assert!(!p.is_done());
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let _ = tx.send(engine.shutdown(ShutdownMode::DrainFor(std::time::Duration::MAX)));
+        });
+        w.write_all(b"abcd").unwrap();
+        let s = rx
+            .recv_timeout(std::time::Duration::from_secs(60))
+            .unwrap_or_else(|_| panic!("{mode:?}: shutdown hung"))
+            .unwrap();
+        let (res, buf) = p.wait();
+        assert_eq!(res.unwrap(), 4, "{mode:?}");
+        assert_eq!(&buf[..], b"abcd");
+        assert_eq!((s.completed, s.errors, s.cancelled), (1, 0, 0), "{mode:?}");
+    }
+}
+
 /// FIFO that idles twice, 1 ms each, before every request it dispatches:
 /// when the first idle timer fires it answers with a second idle period
 /// (nothing is dispatched on that wake-up).
