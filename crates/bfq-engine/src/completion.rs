@@ -233,6 +233,11 @@ pub(crate) struct Outstanding;
 /// that returns `Poll::Ready`. A `Pending` polled to `Ready` is done
 /// with (its [`is_done`](Pending::is_done) stays true): polling it again
 /// or calling `wait` on it panics, as the `Future` contract allows.
+///
+/// The `Waker` a poll leaves, and the buffer of a dropped `Pending`, are
+/// woken and dropped on an engine thread (the service thread among
+/// them): keep them cheap, never blocking (see
+/// [`EngineBuilder::submit_mode`](crate::EngineBuilder::submit_mode)).
 #[must_use = "a request's result is only seen through its Pending"]
 pub struct Pending<B: Send + 'static> {
     /// The submitter's hold on the request's slot (`None` once the

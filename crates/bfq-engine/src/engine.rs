@@ -220,6 +220,22 @@ impl EngineBuilder {
     /// Who enters the kernel: every submitting thread on its own ring
     /// ([`SubmitMode::Local`], default) or one dispatcher thread
     /// ([`SubmitMode::Dispatcher`]). See docs/engine.md.
+    ///
+    /// The mode also decides where a future's `Waker` is called, and
+    /// where a buffer whose [`Pending`](crate::Pending) was dropped
+    /// before its result is dropped (the engine runs that user code
+    /// outside its locks, on the thread that reaped the request's
+    /// completion): in local mode mostly on the submitting thread itself,
+    /// else on the thread whose ring carried the request or on the
+    /// service thread (rings whose owner is away, idle timers); in
+    /// dispatcher mode on the service thread, which reaps every
+    /// completion (it wakes the first waiter of each batch and drops the
+    /// buffers), and on client threads, each of which wakes up to 4 other
+    /// waiters when it takes a result. So wakers and buffer drops must be
+    /// cheap and never block: in dispatcher mode one that sleeps stalls
+    /// every flow for as long. A runtime's waker (queue a task, maybe
+    /// unpark a thread) is fine. See docs/engine.md, "Where user code
+    /// runs".
     pub fn submit_mode(mut self, mode: SubmitMode) -> Self {
         self.submit_mode = mode;
         self
