@@ -236,7 +236,8 @@ fn engine_stats_json(e: &EngineStats) -> Value {
     json!({
         "completed": e.completed, "errors": e.errors, "cancelled": e.cancelled,
         "queued": e.queued, "in_flight": e.in_flight, "held": e.held,
-        "refused_full": e.refused_full, "device_idles": e.device_idles,
+        "refused_full": e.refused_full, "refused_invalid": e.refused_invalid,
+        "broken": e.broken, "device_idles": e.device_idles,
         "private_waits": e.private_waits,
         "service_submits": e.service_submits, "parks": e.parks,
         "linger_wakes": e.linger_wakes,
