@@ -284,7 +284,11 @@ impl Mounted {
     /// Unmounts its own mount (lazily, aborting the connection, if the mount
     /// is busy), waits for the workers, ends every flow and stops the
     /// engine. A mount that another mount covers is not unmounted: its
-    /// connection is aborted and the error says so.
+    /// connection is aborted and the error says so. One that can be
+    /// neither unmounted nor aborted (without root, or without the FUSE
+    /// control filesystem) gives the error at once instead of waiting for
+    /// workers that keep serving; dropping the value then leaves the mount
+    /// to fuser's own unmount by path.
     pub fn unmount(mut self) -> std::io::Result<()> {
         self.teardown()
     }
@@ -294,12 +298,19 @@ impl Mounted {
             return Ok(());
         };
         let unmounted = mounts::unmount_own(&self.mountpoint, self.id, self.dev);
-        if unmounted.is_err() && mounts::is_mounted(self.id, self.dev) {
-            // Left mounted (covered by another mount, or the unmount failed):
-            // abort it, so the workers end and the server can exit; the dead
-            // mount is for `bfq mount --cleanup`.
-            mounts::abort_connection(self.dev);
+        if unmounted.is_err()
+            && mounts::is_mounted(self.id, self.dev)
+            && !mounts::abort_connection(self.dev)
+        {
+            // Left mounted (covered by another mount, or the unmount
+            // failed) and the connection could not be aborted: its workers
+            // keep serving, so waiting for them would never end. Keep
+            // everything, for a later unmount (or drop) to try again.
+            self.session = Some(session);
+            return unmounted;
         }
+        // Left mounted and aborted: the workers end and the server can
+        // exit; the dead mount is for `bfq mount --cleanup`.
         // After an aborted connection the workers end with an error: the
         // unmount itself succeeded.
         let r = join_session(session).or_else(|e| match e.raw_os_error() {

@@ -175,6 +175,8 @@ fn unmount_top(mountpoint: &Path, dev: u64) -> io::Result<()> {
     let err = io::Error::last_os_error();
     match err.raw_os_error() {
         Some(libc::EBUSY) => {
+            // The lazy unmount below ends the mount whether or not the
+            // abort could be written.
             abort_connection(dev);
             let flags = libc::MNT_DETACH | libc::UMOUNT_NOFOLLOW;
             // SAFETY: valid C string.
@@ -191,10 +193,11 @@ fn unmount_top(mountpoint: &Path, dev: u64) -> io::Result<()> {
 /// Writes the FUSE connection's `abort` file (connection id = the mount's
 /// device minor number). Mounts the FUSE control filesystem where it
 /// belongs if it is not there (systemd mounts it at boot; minimal systems
-/// may not).
-pub fn abort_connection(dev: u64) {
+/// may not). Returns whether the abort was written (it is not without
+/// root, or where the control filesystem cannot be mounted).
+pub fn abort_connection(dev: u64) -> bool {
     if dev == 0 {
-        return;
+        return false;
     }
     let dir = "/sys/fs/fuse/connections";
     let p = format!("{dir}/{}/abort", libc::minor(dev));
@@ -210,7 +213,7 @@ pub fn abort_connection(dev: u64) {
             )
         };
     }
-    let _ = std::fs::write(p, "1");
+    std::fs::write(p, "1").is_ok()
 }
 
 fn fusermount_u(mountpoint: &Path) -> io::Result<()> {
