@@ -90,13 +90,10 @@ pub fn create_filled(path: &Path, size: u64) -> io::Result<()> {
         .map_err(named)?;
     let done = fill(&f, size, path).and_then(|()| {
         drop(f);
-        if path.exists() {
-            return Err(io::Error::new(
-                io::ErrorKind::AlreadyExists,
-                "it was created meanwhile",
-            ));
-        }
-        std::fs::rename(&part, path)
+        sys::rename_no_replace(&part, path).map_err(|e| match e.kind() {
+            io::ErrorKind::AlreadyExists => io::Error::new(e.kind(), "it was created meanwhile"),
+            _ => e,
+        })
     });
     // A file that could not be filled (full filesystem, interrupted) is
     // not left behind.
@@ -459,6 +456,7 @@ fn open_engine(
     (trace_out, names): (Option<&TraceOut>, &Names),
     held: u64,
 ) -> io::Result<Engine> {
+    check_target_opens(cfg)?;
     let mut builder = Engine::builder(&cfg.target);
     if let Some(out) = trace_out {
         let out = out.clone();
@@ -499,11 +497,26 @@ fn open_engine(
         )
         .open()
         .map_err(|e| match e.raw_os_error() {
-            // The OS's error (opening the target, mostly): the engine's
-            // message does not name the target.
-            Some(_) => io::Error::new(e.kind(), format!("{}: {e}", cfg.target.display())),
+            // The OS's error, from the engine's own set-up (rings, event
+            // files, threads): the target opened above.
+            Some(_) => io::Error::new(e.kind(), format!("setting up the engine: {e}")),
             None => e,
         })
+}
+
+/// Opens the target as the engine will (read, write with `allow_writes`,
+/// `O_DIRECT` unless buffered), so that an error opening it names it and
+/// one from the engine's own set-up is not blamed on it.
+fn check_target_opens(cfg: &RunConfig) -> io::Result<()> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut o = OpenOptions::new();
+    o.read(true).write(cfg.allow_writes);
+    if cfg.direct {
+        o.custom_flags(libc::O_DIRECT);
+    }
+    o.open(&cfg.target)
+        .map(drop)
+        .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", cfg.target.display())))
 }
 
 /// Records `flow`'s name for the trace.

@@ -247,6 +247,32 @@ pub fn free_bytes(dir: &Path) -> io::Result<u64> {
     Ok(st.f_bavail.saturating_mul(st.f_frsize))
 }
 
+/// Renames `from` to `to` unless `to` exists (`renameat2` with
+/// `RENAME_NOREPLACE`: the check and the rename are one step, so a file
+/// created at `to` meanwhile is never replaced; `AlreadyExists` then).
+pub fn rename_no_replace(from: &Path, to: &Path) -> io::Result<()> {
+    use std::os::unix::ffi::OsStrExt;
+    let c = |p: &Path| {
+        std::ffi::CString::new(p.as_os_str().as_bytes())
+            .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))
+    };
+    let (f, t) = (c(from)?, c(to)?);
+    // SAFETY: two NUL-terminated paths relative to the working directory.
+    let r = unsafe {
+        libc::renameat2(
+            libc::AT_FDCWD,
+            f.as_ptr(),
+            libc::AT_FDCWD,
+            t.as_ptr(),
+            libc::RENAME_NOREPLACE,
+        )
+    };
+    if r != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
 /// Fails when the block device, one of its partitions or a device stacked
 /// on it holds a mounted filesystem or active swap (/proc/self/mounts,
 /// /proc/swaps, holders/ in sysfs).
