@@ -89,7 +89,10 @@ fn refuses_bad_run_values(t: &str) {
             "name=a,bytes=1M,runs=3,rerun=1s",
             "--flow[0] 'a'.rerun: is not a key: the pause between runs is repeat=DURATION",
         ),
-        ("name=a,bytes=1M,runs=3", "--flow[0] 'a'.runs: needs repeat"),
+        (
+            "name=a,bytes=1M,runs=3",
+            "--flow[0] 'a'.runs: only with repeat",
+        ),
     ] {
         // Nothing is created for a run refused.
         refused(

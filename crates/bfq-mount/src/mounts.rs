@@ -146,7 +146,10 @@ pub fn is_mounted(id: u64, dev: u64) -> bool {
 /// Nothing to do once it is gone (someone unmounted it). A mount that
 /// another one covers is left alone, as neither an unmount by path (which
 /// would remove the other one) nor a lazy detach (which would take the other
-/// one along) removes it alone: that is an error for the caller.
+/// one along) removes it alone: that is an error for the caller. The look
+/// at the top mount and the unmount by path are two steps: a mount stacked
+/// on this one between them (`bfq mount --nonempty` on the same mount
+/// point at that moment) would be the one removed.
 pub fn unmount_own(mountpoint: &Path, id: u64, dev: u64) -> io::Result<()> {
     if !is_mounted(id, dev) {
         return Ok(());

@@ -161,10 +161,7 @@ fn set_key(f: &mut FlowDef, p: &mut Pairs, k: &str, v: &str) -> Result<(), Strin
         "off" => p.off = Some(dur(v)?),
         "every" => p.every = Some(dur(v)?),
         "batch" => p.batch = Some(size(v)?),
-        "runs" => match number(v, "1..")? {
-            0 => return Err("is a number of runs, at least 1".into()),
-            n => p.runs = Some(n),
-        },
+        "runs" => p.runs = Some(number(v, "1..")?),
         "repeat" => p.repeat = Some(pause(v)?),
         "rerun" => {
             return Err(
@@ -235,13 +232,8 @@ impl Pairs {
             });
         }
         // A scenario's `repeat` (the pause after each run; runs until
-        // the end without `runs`) and `runs` (their number).
-        if self.runs.is_some() && self.repeat.is_none() {
-            return Err((
-                "runs",
-                "needs repeat, the pause between runs (repeat=0s: back to back)",
-            ));
-        }
+        // the end without `runs`) and `runs` (their number), checked by
+        // the scenario model.
         f.repeat = self.repeat;
         f.runs = self.runs;
         Ok(())
@@ -460,8 +452,11 @@ mod tests {
                 "name=a,every=10us,batch=4k",
                 "--flow[0] 'a'.every/batch: every must be",
             ),
-            ("name=a,runs=0", "--flow[0] 'a'.runs: is a number of runs"),
-            ("name=a,runs=3", "--flow[0] 'a'.runs: needs repeat"),
+            (
+                "name=a,runs=0,repeat=1s",
+                "--flow[0] 'a'.runs: must be at least 1",
+            ),
+            ("name=a,runs=3", "--flow[0] 'a'.runs: only with repeat"),
             (
                 "name=a,repeat=1x",
                 "--flow[0] 'a'.repeat: '1x' is not a duration",

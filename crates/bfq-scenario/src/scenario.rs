@@ -1266,7 +1266,11 @@ impl Scenario {
             return Err(self.flow_err(i, "bytes", "must be positive"));
         }
         if f.repeat.is_none() && f.runs.is_some() {
-            return Err(self.flow_err(i, "runs", "only with repeat"));
+            return Err(self.flow_err(
+                i,
+                "runs",
+                "only with repeat, the pause between runs (repeat = \"0s\": back to back)",
+            ));
         }
         if f.runs == Some(0) {
             return Err(self.flow_err(i, "runs", "must be at least 1"));
