@@ -171,21 +171,14 @@ fn refuses_bad_modes(t: &str) {
     );
     // --kernel-groups places kernel:* flows in cgroups: refused with the
     // project's schedulers, the default value too.
+    let flow = ["run", "--target", t, "--create", "4M", "--flow", "name=a"];
     for (sched, groups) in [("fifo", "one"), ("bfq", "per-flow")] {
         refused_first(
             &[
-                "run",
-                "--target",
-                t,
-                "--create",
-                "4M",
-                "--flow",
-                "name=a",
-                "--scheduler",
-                sched,
-                "--kernel-groups",
-                groups,
-            ],
+                &flow[..],
+                &["--scheduler", sched, "--kernel-groups", groups],
+            ]
+            .concat(),
             &format!("--kernel-groups applies to kernel:* schedulers, not {sched} ("),
         );
         assert!(!Path::new(t).exists(), "{t} was created");
@@ -193,18 +186,10 @@ fn refuses_bad_modes(t: &str) {
     // With kernel:* it passes that check (and fails on the regular file).
     let o = refused(
         &[
-            "run",
-            "--target",
-            t,
-            "--create",
-            "4M",
-            "--flow",
-            "name=a",
-            "--scheduler",
-            "kernel:none",
-            "--kernel-groups",
-            "one",
-        ],
+            &flow[..],
+            &["--scheduler", "kernel:none", "--kernel-groups", "one"],
+        ]
+        .concat(),
         "kernel:",
     );
     assert!(!stderr(&o).contains("--kernel-groups"), "{}", stderr(&o));
@@ -229,7 +214,6 @@ fn refuses_bad_modes(t: &str) {
             "--submit and --coop-taskrun apply",
         ),
     ] {
-        let flow = ["run", "--target", t, "--create", "4M", "--flow", "name=a"];
         refused_first(
             &[&flow[..], &["--scheduler", sched, opt, val]].concat(),
             says,

@@ -8,21 +8,12 @@ use bfq_core::{Dispatch, Fifo, Hooked, Hooks, Request, SchedError, Scheduler, Ti
 use bfq_engine::{Engine, EngineStats, FileTarget, Flow, FlowOptions, Pending, ShutdownMode};
 use bfq_engine::{IoResult, SubmitMode};
 use std::collections::BTreeMap;
-use std::fs::File;
 use std::io::{self, Write};
-use std::os::fd::FromRawFd;
+
+mod common;
+use common::pipe;
 
 const MODES: [SubmitMode; 2] = [SubmitMode::Local, SubmitMode::Dispatcher];
-
-/// A pipe: (read end as a file target, write end).
-fn pipe() -> (FileTarget, File) {
-    let mut fds = [0; 2];
-    // SAFETY: plain syscall into a valid array; the result is checked.
-    assert_eq!(unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) }, 0);
-    // SAFETY: two fresh descriptors we own.
-    let (r, w) = unsafe { (File::from_raw_fd(fds[0]), File::from_raw_fd(fds[1])) };
-    (FileTarget::new(r, 0), w)
-}
 
 /// What callers saw, by the class `EngineStats` counts it in.
 #[derive(Default, Debug)]
