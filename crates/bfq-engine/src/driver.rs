@@ -67,15 +67,16 @@ const CORE_SPIN_NS: u64 = 5_000;
 const PLUG_MAX: usize = 32;
 /// How long a thread whose ring could not be made sends its requests
 /// through the service thread before it tries again (at its first
-/// request after that), in ns of the engine's clock, which that path
-/// reads anyway ([`Shared::submit_to_service`]). What refuses a ring
-/// (too many open files, locked memory) is freed as time passes (other
-/// descriptors closed, rings gone), not as requests pass, and a failed
-/// attempt costs a few system calls (`eventfd`, `io_uring_setup` and the
-/// ring's teardown): so the attempts are spaced in time, which bounds
-/// their cost at any request rate. Sensible from 10 ms (100 attempts a
-/// second per thread, a fraction of a per cent of a CPU) to 1 s (how long
-/// a thread may stay on the service thread after a ring could be had).
+/// request after that), in ns of the engine's clock (one read of it per
+/// request on that path, which hands each request to another thread
+/// anyway, [`Shared::submit_to_service`]). What refuses a ring (too many
+/// open files, memory) is freed as time passes (other descriptors
+/// closed, rings gone), not as requests pass, and a failed attempt costs
+/// a few system calls (`eventfd`, `io_uring_setup`, the ring's teardown;
+/// about 55 us, docs/engine.md, "Faults"): so the attempts are spaced in time,
+/// which bounds their cost at any request rate. Sensible from 10 ms (100
+/// attempts a second per thread, under 1% of a CPU) to 1 s (how long a
+/// thread may stay on the service thread after a ring could be had).
 const RING_RETRY_NS: u64 = 100_000_000;
 
 /// Who enters the kernel.
