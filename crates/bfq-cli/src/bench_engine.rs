@@ -229,6 +229,14 @@ fn report_json(r: &RunReport) -> Value {
     v
 }
 
+/// Warns, naming the column `label`, when the run's engine could not set
+/// up some thread's ring: its figures then understate the engine.
+fn warn_ring_setup(label: &str, e: Option<&EngineStats>) {
+    if let Some(w) = e.and_then(bfq_real::ring_setup_warning) {
+        eprintln!("bfq: warning: {label}: {w}");
+    }
+}
+
 /// The engine's counters of a run (every field of `EngineStats`): where
 /// requests completed and who woke their waiters (docs/engine.md, "Where
 /// a result waits"), the idle timers the scheduler asked for.
@@ -245,6 +253,7 @@ fn engine_stats_json(e: &EngineStats) -> Value {
         "foreign_completions": e.foreign_completions,
         "service_completions": e.service_completions, "cross_wakes": e.cross_wakes,
         "coop_switches": e.coop_switches,
+        "ring_setup_failed": e.ring_setup_failed, "ring_setup_errno": e.ring_setup_errno,
         "core_waits": e.core_waits, "core_wait_ns": e.core_wait_ns,
         "latency_bucket_us": "bucket 0 < 1 us, bucket i in [2^(i-1), 2^i) us (1024 ns units)",
         "own_latency": e.own_latency, "foreign_latency": e.foreign_latency,
@@ -663,6 +672,7 @@ impl Randread {
             Backend::Kernel { .. } => None,
         };
         let mut r = bfq_real::run(&cfg, descs).map_err(|e| anyhow::anyhow!("{s}: {e}"))?;
+        warn_ring_setup(s, r.engine.as_ref());
         r.backend = s.to_string();
         let errs: u64 = r.flows.iter().map(|f| f.errors).sum();
         if errs > 0 {
@@ -891,6 +901,7 @@ fn nop_measure(
     let total: u64 = handles.into_iter().map(|h| h.join().unwrap_or(0)).sum();
     let secs = t0.elapsed().as_secs_f64();
     let stats = engine.shutdown(ShutdownMode::Drain)?;
+    warn_ring_setup(s, Some(&stats));
     // Process CPU per request (all threads, the service thread's too):
     // what a loaded machine changes least.
     let cpu_ns = (bfq_real::process_cpu_seconds() - cpu0) * 1e9 / total.max(1) as f64;
@@ -988,6 +999,7 @@ fn fairness(
         for s in &scheds {
             let cfg = fairness_config(&dev, s, seconds, (depth, &set, kernel_client))?;
             let r = bfq_real::run(&cfg, &descs).map_err(|e| anyhow::anyhow!("{s}: {e}"))?;
+            warn_ring_setup(s, r.engine.as_ref());
             results.push((weights.to_vec(), s.clone(), r));
         }
     }
