@@ -226,6 +226,12 @@ pub(crate) struct Ring {
     /// The owner wants its ring set up the other way (see
     /// [`Shared::renew_ring`]); only the owner reads and writes it.
     renew: AtomicBool,
+    /// The owner's runtime waits on the ring's descriptor
+    /// ([`crate::ThreadRing`]): the ring lingers whenever the owner leaves
+    /// it with anything on it, and the service thread takes it over only
+    /// from an owner that leaves completions waiting (see
+    /// [`Shared::bind_ring`]). Written by the owner under the ring's lock.
+    pub bound: AtomicBool,
 }
 
 impl Ring {
@@ -280,6 +286,9 @@ pub(crate) struct RingState {
     retired_coop: Option<Arc<Ring>>,
     /// The wake-up read completed (the service thread: look around).
     pub woken: bool,
+    /// A bound ring's owner's visits when the service thread last saw
+    /// work waiting on it (see [`Shared::owner_unresponsive`]).
+    waiting_seen: Option<u64>,
     /// The service ring's read of the idle timer.
     pub timer_armed: bool,
     pub timer_fired: bool,
@@ -480,6 +489,7 @@ impl Drop for LocalRings {
         let until = monotonic_ns().saturating_add(EXIT_WAIT_NS);
         for (_, shared, ring) in self.0.drain(..).chain(retired) {
             ring.dead.store(true, Ordering::SeqCst);
+            ring.bound.store(false, Ordering::Relaxed);
             let Some(s) = shared.upgrade() else { continue };
             // A poisoned ring is taken anyway, as on every other path: its
             // plug's requests still go to the scheduler.
@@ -681,6 +691,7 @@ impl Shared {
                 cancel_sent: false,
                 private: PrivateRing::Untried,
                 woken: false,
+                waiting_seen: None,
                 timer_armed: false,
                 timer_fired: false,
                 timer_buf: Box::new(0),
@@ -700,6 +711,7 @@ impl Shared {
             seen: AtomicU64::new(0),
             delivering: AtomicBool::new(false),
             renew: AtomicBool::new(false),
+            bound: AtomicBool::new(false),
         }))
     }
 
@@ -711,7 +723,7 @@ impl Shared {
     /// only on this thread, within the call.
     fn local_ring(&self, create: bool) -> Option<&Ring> {
         let ring = self.table_ring(create)?;
-        if ring.renew.load(Ordering::Relaxed) {
+        if ring.renew.load(Ordering::Relaxed) && !ring.bound.load(Ordering::Relaxed) {
             return Some(self.renew_ring(ring));
         }
         Some(ring)
@@ -1223,12 +1235,99 @@ impl Shared {
     /// kept waiting for it), else leaves (submitting its plug).
     fn linger_or_leave(&self, ring: &Ring, st: &mut RingState, may_linger: bool) {
         let mine = ring.mine();
-        if may_linger && mine > 0 && ring.in_flight.load(Ordering::Relaxed) <= mine {
+        if ring.bound.load(Ordering::Relaxed) {
+            self.linger_bound(ring, st);
+        } else if may_linger && mine > 0 && ring.in_flight.load(Ordering::Relaxed) <= mine {
             self.linger(ring);
         } else {
             self.leave(ring, st);
         }
         wake_all(self, st);
+    }
+
+    /// A bound ring's owner leaves the engine ([`Ring::bound`]): with
+    /// anything on the ring (requests in flight, its own or others', or
+    /// in its plug) it lingers, its runtime coming back once the ring's
+    /// descriptor turns readable; a ring with nothing on it is left.
+    fn linger_bound(&self, ring: &Ring, st: &mut RingState) {
+        if ring.in_flight.load(Ordering::Relaxed) > 0 || !st.plug.is_empty() {
+            self.linger(ring);
+        } else {
+            self.leave(ring, st);
+        }
+    }
+
+    /// Whether the service thread takes over bound `ring`, lingering,
+    /// whose owner has not been back since the last look (under the
+    /// ring's lock): once a shutdown has begun, or once work (completions
+    /// to reap, plugged requests) has waited on it since the look before
+    /// with no visit of the owner in between; not while the owner's
+    /// runtime waits on the descriptor for a completion still to come.
+    pub(crate) fn owner_unresponsive(&self, ring: &Ring, st: &mut RingState) -> bool {
+        if self.stop_begun.load(Ordering::SeqCst) {
+            return true;
+        }
+        let visits = ring.visits.load(Ordering::SeqCst);
+        let waiting = !st.plug.is_empty()
+            || !st.uring.completion().is_empty()
+            || st.uring.submission().taskrun();
+        let unresponsive = waiting && st.waiting_seen == Some(visits);
+        st.waiting_seen = waiting.then_some(visits);
+        unresponsive
+    }
+
+    /// Binds this thread's ring to the thread's runtime
+    /// ([`crate::ThreadRing`]): made if need be, set up with
+    /// `COOP_TASKRUN` unless the engine's [`CoopTaskrun`] is `Off` (a
+    /// completion then does not interrupt the running thread; one that
+    /// arrives while the thread sleeps in its poller still wakes it), and
+    /// not set up again while bound, so its descriptor stays the same.
+    /// Returns the ring and its descriptor.
+    pub(crate) fn bind_ring(&self) -> io::Result<(Arc<Ring>, RawFd)> {
+        if self.mode != SubmitMode::Local {
+            return Err(io::Error::new(
+                io::ErrorKind::Unsupported,
+                "a thread's ring is bound in local submit mode only: in dispatcher mode the \
+                 service thread reaps every ring",
+            ));
+        }
+        let Some(mut ring) = self.local_ring(true) else {
+            return Err(match self.ring_setup_errno.load(Ordering::Relaxed) {
+                0 => io::Error::other("this thread's io_uring ring could not be set up"),
+                e => io::Error::from_raw_os_error(e),
+            });
+        };
+        let coop = self.coop_taskrun != CoopTaskrun::Off;
+        if ring.st.lock().unwrap_or_else(|p| p.into_inner()).coop != coop {
+            // Kept as it is if the kernel refuses the other setup.
+            ring = self.renew_ring(ring);
+        }
+        let mut st = self.enter_own(ring);
+        let bound = ring.bound.swap(true, Ordering::Relaxed);
+        let fd = st.uring.as_raw_fd();
+        self.linger_or_leave(ring, &mut st, false);
+        drop(st);
+        if bound {
+            return Err(io::Error::new(
+                io::ErrorKind::AlreadyExists,
+                "this thread's ring for this engine is bound already",
+            ));
+        }
+        let arc = LOCAL.with(|l| {
+            let l = l.borrow();
+            let e = l.0.iter().find(|(id, _, _)| *id == self.id);
+            e.map(|e| e.2.clone())
+        });
+        Ok((arc.expect("the thread's ring is in its table"), fd))
+    }
+
+    /// Unbinds `ring` (this thread's, bound by [`Shared::bind_ring`]): the
+    /// owner leaves it as any thread does, so that from now on the
+    /// service thread reaps what the owner leaves on it.
+    pub(crate) fn unbind_ring(&self, ring: &Ring) {
+        let mut st = self.enter_own(ring);
+        ring.bound.store(false, Ordering::Relaxed);
+        self.linger_or_leave(ring, &mut st, false);
     }
 
     /// Dispatcher mode (or a thread without a ring): the service thread

@@ -726,6 +726,20 @@ impl Engine {
         r.ok_or_else(|| io::Error::other("the scheduler panicked"))
     }
 
+    /// Binds the calling thread's ring to the thread's own event loop
+    /// (tokio, mio, `epoll`): the returned [`ThreadRing`]'s descriptor
+    /// turns readable when completions wait on the ring, and the event
+    /// loop reaps them on this thread ([`ThreadRing::reap`]) instead of
+    /// the service thread reaping them and waking the loop from another
+    /// CPU. For thread-per-core servers whose runtime parks in its own
+    /// poller (docs/engine.md, "Thread-per-core servers"). Local submit
+    /// mode only (`Unsupported` in dispatcher mode); one per thread and
+    /// engine at a time (`AlreadyExists`); the OS error if the thread's
+    /// ring cannot be set up.
+    pub fn thread_ring(&self) -> io::Result<crate::ThreadRing> {
+        crate::ThreadRing::bind(self)
+    }
+
     /// The engine's counters.
     pub fn stats(&self) -> io::Result<EngineStats> {
         let mut s = self.shared.core().snapshot();

@@ -43,6 +43,7 @@ mod service;
 mod slot;
 pub mod sys;
 mod taskrun;
+mod thread_ring;
 
 pub use crate::core::{
     EngineStats, FileTarget, LatencyHistogram, ShutdownMode, TraceEvent, LATENCY_BUCKETS,
@@ -54,3 +55,4 @@ pub use completion::{block_on, wait_any, IoResult, Pending};
 pub use driver::SubmitMode;
 pub use engine::{Engine, EngineBuilder, Flow, FlowOptions, MAX_QUEUE_DEPTH, MAX_SQPOLL_IDLE_MS};
 pub use taskrun::CoopTaskrun;
+pub use thread_ring::ThreadRing;

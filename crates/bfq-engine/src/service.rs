@@ -233,7 +233,9 @@ fn scan_rings(
             continue;
         };
         if x.lingering.load(Ordering::SeqCst) {
-            if came_back(x) {
+            if came_back(x)
+                || (x.bound.load(Ordering::Relaxed) && !shared.owner_unresponsive(x, &mut xs))
+            {
                 continue;
             }
             shared.take_over(x, &mut xs);

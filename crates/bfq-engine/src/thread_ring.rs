@@ -1,0 +1,102 @@
+//! A thread's ring bound to the thread's own event loop: for async
+//! runtimes that wait in a poller of their own (tokio, mio, a plain
+//! `epoll` loop), so that completions wake the thread that submitted
+//! them, which reaps them itself, instead of the engine's service
+//! thread reaping them and waking the runtime from another CPU.
+//!
+//! Without it, a runtime thread whose futures are all pending parks in
+//! its own poller, its ring is left to the service thread, and every
+//! completion costs a second thread's wake-up and a cross-CPU hand-over
+//! (docs/engine.md, "Thread-per-core servers").
+
+use crate::driver::{Ring, Shared};
+use crate::engine::Engine;
+use std::io;
+use std::marker::PhantomData;
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, RawFd};
+use std::sync::Arc;
+
+/// This thread's io_uring ring for one engine, bound to the thread's
+/// event loop ([`Engine::thread_ring`]).
+///
+/// While it lives, whenever the thread leaves the engine with requests on its ring
+/// (a future's `poll` returned `Pending`) the ring stays the thread's:
+/// its descriptor ([`AsRawFd`], [`AsFd`]) turns readable when a
+/// completion arrives, and the event loop then calls [`ThreadRing::reap`]
+/// (or polls any future of the engine on this thread), which reports the
+/// completions to the scheduler, submits what that dispatches and wakes
+/// the futures' wakers, on this thread. The descriptor is an io_uring
+/// instance: watch it for readability only (edge- or level-triggered),
+/// never read it; it stays open, and the same, while the `ThreadRing`
+/// lives (what `tokio::io::unix::AsyncFd::register` asks of it).
+///
+/// The ring is set up with `COOP_TASKRUN` unless the engine's
+/// [`crate::CoopTaskrun`] is `Off`: a completion then does not interrupt
+/// the thread while it runs; it is posted at the thread's next system
+/// call (an event loop makes one at least every few dozen tasks), or
+/// wakes the thread if it sleeps in its poller. The ring is not set up
+/// again while bound.
+///
+/// A ring whose owner leaves completions or plugged requests waiting from
+/// one look of the service thread to the next (1-2 ms) is taken over by
+/// the service thread, as any lingering ring is, and so is every ring
+/// once a shutdown begins; the completions of a ring with `COOP_TASKRUN`
+/// still wait for the owner's next system call, so an event loop that
+/// computes for long without one delays them (other threads' requests
+/// dispatched on its ring included).
+///
+/// Not `Send`: it belongs to the thread that made it. Dropping it
+/// unbinds the ring (what is on it is then reaped by the service thread
+/// whenever the thread is not in the engine).
+pub struct ThreadRing {
+    shared: Arc<Shared>,
+    ring: Arc<Ring>,
+    fd: RawFd,
+    _thread: PhantomData<*const ()>,
+}
+
+impl ThreadRing {
+    /// Binds the calling thread's ring (see [`Engine::thread_ring`]).
+    pub(crate) fn bind(engine: &Engine) -> io::Result<ThreadRing> {
+        let shared = engine.shared.clone();
+        let (ring, fd) = shared.bind_ring()?;
+        Ok(ThreadRing {
+            shared,
+            ring,
+            fd,
+            _thread: PhantomData,
+        })
+    }
+
+    /// Reaps the ring now, without blocking: reports its completions to
+    /// the scheduler, submits what that dispatches and this thread's
+    /// plugged requests, and wakes the waiters of the requests completed.
+    /// Call it when the descriptor turns readable.
+    pub fn reap(&self) {
+        use crate::completion::Driver;
+        self.shared.poll_work(true);
+    }
+}
+
+impl AsRawFd for ThreadRing {
+    /// The ring's io_uring descriptor: readable while completions wait
+    /// on the ring.
+    fn as_raw_fd(&self) -> RawFd {
+        self.fd
+    }
+}
+
+impl AsFd for ThreadRing {
+    /// The ring's io_uring descriptor (see [`AsRawFd`]).
+    fn as_fd(&self) -> BorrowedFd<'_> {
+        // SAFETY: the ring (which `self.ring` keeps alive) owns the
+        // descriptor and closes it only when dropped, after `self`.
+        unsafe { BorrowedFd::borrow_raw(self.fd) }
+    }
+}
+
+impl Drop for ThreadRing {
+    fn drop(&mut self) {
+        self.shared.unbind_ring(&self.ring);
+    }
+}
