@@ -283,11 +283,12 @@ fn read_region(len: u64, requested: Option<u64>) -> anyhow::Result<u64> {
     Ok(region)
 }
 
-/// A loop device over a fresh file, removed (with the file) on drop.
+/// A loop device over a fresh file, removed (with the file) on drop;
+/// both noted for `bfq cleanup` if the process is killed first.
 struct TempLoop {
     dev: Option<LoopDevice>,
     file: PathBuf,
-    created: bool,
+    created: Option<bfq_real::leftovers::Note>,
 }
 
 impl TempLoop {
@@ -298,8 +299,8 @@ impl TempLoop {
         }
         let mut t = TempLoop {
             dev: None,
+            created: created.then(|| bfq_real::leftovers::Note::file(&file)),
             file,
-            created,
         };
         t.dev = Some(LoopDevice::create(&t.file, size, direct)?);
         Ok(t)
@@ -312,8 +313,9 @@ impl TempLoop {
 impl Drop for TempLoop {
     fn drop(&mut self) {
         drop(self.dev.take());
-        if self.created {
+        if let Some(note) = self.created.take() {
             let _ = std::fs::remove_file(&self.file);
+            drop(note);
         }
     }
 }

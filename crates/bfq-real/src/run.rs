@@ -61,7 +61,8 @@ const FILL_NOTICE: u64 = 256 << 20;
 /// reads touch real blocks, not holes). Refuses a size its filesystem has
 /// no room for; fills a temporary file beside `path` (`.NAME.part-PID`),
 /// renamed to `path` only once complete and synced, so that a failed or
-/// interrupted (SIGINT, SIGTERM) creation leaves nothing behind; shows its
+/// interrupted (SIGINT, SIGTERM) creation leaves nothing behind (killed,
+/// the temporary file is `bfq cleanup`'s, [`crate::leftovers`]); shows its
 /// progress on stderr when that is a terminal.
 pub fn create_filled(path: &Path, size: u64) -> io::Result<()> {
     let named =
@@ -88,6 +89,8 @@ pub fn create_filled(path: &Path, size: u64) -> io::Result<()> {
         .write(true)
         .open(&part)
         .map_err(named)?;
+    // Removed by `bfq cleanup` if this process is killed while it fills.
+    let _note = crate::leftovers::Note::file(&part);
     let done = fill(&f, size, path).and_then(|()| {
         drop(f);
         sys::rename_no_replace(&part, path).map_err(|e| match e.kind() {
