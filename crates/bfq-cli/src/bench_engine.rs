@@ -955,6 +955,18 @@ fn print_nop(
     Ok(())
 }
 
+/// The weights of `fairness`'s two cases: the ratios 1:3 and 1:2:3:4:5.
+const FAIRNESS_CASES: [&[u32]; 2] = [&[100, 300], &[100, 200, 300, 400, 500]];
+
+/// The worst share error `fairness` aims at (docs/engine.md, "Status"):
+/// no reader's share of the bytes more than 5% away from its weight's
+/// share, relative to it.
+const FAIRNESS_TOLERANCE: f64 = 0.05;
+
+/// Runs shorter than this (seconds) show BFQ's turns in the lightest
+/// reader's share (the `--seconds` help): `fairness` says so.
+const FAIRNESS_MIN_SECONDS: f64 = 20.0;
+
 #[allow(clippy::too_many_arguments)]
 fn fairness(
     schedulers: Vec<String>,
@@ -966,19 +978,38 @@ fn fairness(
     json_out: bool,
 ) -> anyhow::Result<()> {
     sys::require_root("bench-engine fairness (loop device, kernel:bfq)")?;
-    let size = crate::loopdev::parse_size(size)?;
-    let block = crate::loopdev::parse_size(block)? as u32;
+    let (size, block) = fairness_sizes(size, block)?;
     let mut scheds = if schedulers.is_empty() {
         default_engine_scheds(false)
     } else {
         schedulers
     };
     scheds.push("kernel:bfq".into());
+    // Every column's settings and depth are checked before the file is
+    // made and filled.
+    for s in &scheds {
+        let cfg = fairness_config(&file, s, seconds, (depth, &set, kernel_client))?;
+        if let Backend::Engine {
+            scheduler,
+            settings,
+        } = &cfg.backend
+        {
+            bfq_schedulers::build(scheduler, settings).map_err(|e| anyhow::anyhow!("{s}: {e}"))?;
+        }
+    }
+    if !(1..=bfq_engine::MAX_QUEUE_DEPTH).contains(&depth) {
+        anyhow::bail!(
+            "--depth {depth}: must be in 1..={}",
+            bfq_engine::MAX_QUEUE_DEPTH
+        );
+    }
+    // Ctrl-C or SIGTERM stops the run under way (each run watches for
+    // it); the loop device and a file made here are then removed.
+    let _signals = sys::catch_interrupts();
     let tmp = TempLoop::new(file, size, true)?;
     let dev = tmp.path();
-    let cases: [&[u32]; 2] = [&[100, 300], &[100, 200, 300, 400, 500]];
     let mut results = Vec::new();
-    for weights in cases {
+    for weights in FAIRNESS_CASES {
         let descs: Vec<FlowDesc> = weights
             .iter()
             .map(|&w| {
@@ -989,12 +1020,44 @@ fn fairness(
             .collect();
         for s in &scheds {
             let cfg = fairness_config(&dev, s, seconds, (depth, &set, kernel_client))?;
-            let r = bfq_real::run(&cfg, &descs).map_err(|e| anyhow::anyhow!("{s}: {e}"))?;
+            let r = bfq_real::run(&cfg, &descs).map_err(|e| match sys::interrupted() {
+                Some(_) => anyhow::anyhow!(
+                    "{s}: {e} (the benchmark's loop device is removed, and its file if made here)"
+                ),
+                None => anyhow::anyhow!("{s}: {e}"),
+            })?;
+            crate::run::check_errors(&r).map_err(|e| anyhow::anyhow!("{s}: {e}"))?;
             results.push((weights.to_vec(), s.clone(), r));
         }
     }
     drop(tmp);
     print_fairness(&results, (block, seconds, depth, &set), json_out)
+}
+
+/// `fairness`'s `--size` and `--block`, checked: a block of whole
+/// sectors up to 64 MiB, and a device on which each of the five readers
+/// of the second case has a region of at least one block (the readers
+/// share the device in whole 4 KiB units).
+fn fairness_sizes(size: &str, block: &str) -> anyhow::Result<(u64, u32)> {
+    let size = crate::loopdev::parse_size(size)?;
+    let b = crate::loopdev::parse_size(block)?;
+    if !b.is_multiple_of(512) || b > 64 << 20 {
+        anyhow::bail!("--block {block}: must be a multiple of 512 bytes, at most 64M");
+    }
+    let readers = FAIRNESS_CASES
+        .iter()
+        .map(|c| c.len() as u64)
+        .max()
+        .unwrap_or(1);
+    let per_reader = size / readers / 4096 * 4096;
+    if per_reader < b {
+        anyhow::bail!(
+            "--size {size}: too small for {readers} readers of {b}-byte requests \
+             (each reads a region of its own, at least one request long: give at least {})",
+            b.div_ceil(4096) * 4096 * readers
+        );
+    }
+    Ok((size, b as u32))
 }
 
 /// The run of one `fairness` column on `dev`: scheduler `s`
@@ -1032,19 +1095,39 @@ fn print_fairness(
     (block, seconds, depth, set): (u32, f64, u32, &[String]),
     json_out: bool,
 ) -> anyhow::Result<()> {
+    let within = |r: &RunReport| r.worst_share_error() <= FAIRNESS_TOLERANCE;
     if json_out {
         println!(
             "{}",
             serde_json::to_string_pretty(&json!({
                 "bench": "fairness", "block": block, "seconds": seconds, "engine_depth": depth, "engine_settings": set,
+                "tolerance": FAIRNESS_TOLERANCE,
                 "results": results.iter().map(|(w, _, r)| json!({
-                    "weights": w, "worst_share_error": r.worst_share_error(), "run": report_json(r)
+                    "weights": w, "worst_share_error": r.worst_share_error(),
+                    "within_tolerance": within(r), "run": report_json(r)
                 })).collect::<Vec<_>>()
             }))?
         );
         return Ok(());
     }
-    println!("Greedy sequential readers ({} KiB), loop device (direct I/O) over a regular file, {seconds} s each", block >> 10);
+    let size = match block % 1024 {
+        0 => format!("{} KiB", block >> 10),
+        _ => format!("{block} bytes"),
+    };
+    println!("Greedy sequential readers ({size}), loop device (direct I/O) over a regular file, {seconds} s each");
+    println!(
+        "worst error: the largest |got - due| / due of a reader; aimed at: at most {:.0}% \
+         (\"within\"), and no more than kernel:bfq's",
+        FAIRNESS_TOLERANCE * 100.0
+    );
+    if seconds < FAIRNESS_MIN_SECONDS {
+        println!(
+            "runs shorter than {FAIRNESS_MIN_SECONDS} s: a turn of BFQ more or less is several \
+             percent of the lightest reader's share, so an error above {:.0}% here does not \
+             by itself say the split is unfair",
+            FAIRNESS_TOLERANCE * 100.0
+        );
+    }
     for (w, s, r) in results {
         let shares: Vec<String> = r
             .shares()
@@ -1052,12 +1135,13 @@ fn print_fairness(
             .map(|(got, due)| format!("{:.1}%/{:.1}%", got * 100.0, due * 100.0))
             .collect();
         println!(
-            "weights {:?} {:>12}: {:>7.1} MiB/s total; share got/due {}; worst error {:.1}%",
+            "weights {:?} {:>12}: {:>7.1} MiB/s total; share got/due {}; worst error {:.1}% ({})",
             w,
             s,
             r.total_bytes() as f64 / r.seconds / 1048576.0,
             shares.join(" "),
-            r.worst_share_error() * 100.0
+            r.worst_share_error() * 100.0,
+            if within(r) { "within" } else { "above" }
         );
     }
     Ok(())

@@ -456,3 +456,44 @@ fn real_apps_needs_an_existing_target_directory() {
         "not a directory",
     );
 }
+
+/// `bench-engine fairness` refuses a block not in whole sectors or too
+/// large for a `u32`, a device too small for its five readers, a depth
+/// out of range and an unknown setting before it makes (and fills) its
+/// file. Root only (it checks that first); skips otherwise.
+#[test]
+fn fairness_refuses_bad_options_before_making_its_file() {
+    if !bfq_real::sys::is_root() {
+        eprintln!("SKIPPED fairness_refuses_bad_options_before_making_its_file: needs root");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("fair.img");
+    let f = file.to_str().unwrap();
+    let fairness = ["bench-engine", "fairness", "--seconds", "1", "--file", f];
+    let cases: [(&[&str], &str); 6] = [
+        (
+            &["--block", "1000"],
+            "--block 1000: must be a multiple of 512",
+        ),
+        (
+            &["--block", "4G"],
+            "--block 4G: must be a multiple of 512 bytes, at most 64M",
+        ),
+        (
+            &["--size", "1M", "--block", "2M"],
+            "too small for 5 readers",
+        ),
+        (&["--depth", "0"], "--depth 0: must be in 1..=4096"),
+        (&["--set", "nosuch=1"], "no setting 'nosuch'"),
+        (
+            &["--schedulers", "fifo,bfq", "--set", "max_budget=-1"],
+            "max_budget=-1",
+        ),
+    ];
+    for (more, says) in cases {
+        let args: Vec<&str> = fairness.iter().chain(more).copied().collect();
+        refused_first(&args, says);
+        assert!(!file.exists(), "{more:?}: the file was made");
+    }
+}

@@ -421,3 +421,37 @@ fn a_killed_run_leaves_no_flow_process() {
     bfq_real::leftovers::cleanup(false).unwrap();
     assert!(cgroups_of(pid).is_empty());
 }
+
+/// SIGTERM while `bench-engine fairness` runs stops it, removes its loop
+/// device and the file it made, and exits 143.
+#[test]
+fn interrupting_the_fairness_benchmark_removes_its_loop_device_and_file() {
+    let _serial = serial();
+    let Some((dir, _own)) = loop_device_or_skip() else {
+        return;
+    };
+    let file = dir.path().join("bench.img");
+    let mut cmd = bfq();
+    cmd.args([
+        "bench-engine",
+        "fairness",
+        "--seconds",
+        "600",
+        "--size",
+        "16M",
+    ]);
+    let child = cmd.arg("--file").arg(&file).stdout(Stdio::null());
+    let mut run = Run(Some(child.stderr(Stdio::piped()).spawn().unwrap()));
+    wait_for("the benchmark's loop device", || {
+        !sys::LoopDevice::over(&file).unwrap().is_empty() || !run.running()
+    });
+    assert!(run.running(), "the benchmark ended early");
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(run.id() as i32, libc::SIGTERM) };
+    let out = run.take().wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(143), "{err}");
+    assert!(err.contains("interrupted by signal 15"), "{err}");
+    assert!(sys::LoopDevice::over(&file).unwrap().is_empty(), "{err}");
+    assert!(!file.exists(), "{err}");
+}

@@ -667,6 +667,10 @@ fn run_threads(
         };
         threads.push(std::thread::spawn(move || t.run()));
     }
+    // Where the caller catches SIGINT and SIGTERM (`sys::catch_interrupts`,
+    // as `bench-engine fairness` does to remove its loop device), they
+    // stop the flows as the run's end does, and the run fails.
+    let watch = sys::watch_interrupts(stop.clone());
     barrier.wait();
     let t0 = Instant::now();
     let mut reports = Vec::new();
@@ -675,6 +679,13 @@ fn run_threads(
             .join()
             .map_err(|_| io::Error::other("a flow thread panicked"))?;
         reports.push(r);
+    }
+    drop(watch);
+    if let Some(sig) = sys::interrupted() {
+        return Err(io::Error::new(
+            io::ErrorKind::Interrupted,
+            format!("interrupted by signal {sig}"),
+        ));
     }
     Ok((t0.elapsed().as_secs_f64(), reports))
 }
