@@ -1030,8 +1030,9 @@ fn fairness(
             results.push((weights.to_vec(), s.clone(), r));
         }
     }
+    let direct = sys::loop_direct_io(&dev).unwrap_or(true);
     drop(tmp);
-    print_fairness(&results, (block, seconds, depth, &set), json_out)
+    print_fairness(&results, (block, seconds, depth, &set), (direct, json_out))
 }
 
 /// `fairness`'s `--size` and `--block`, checked: a block of whole
@@ -1088,12 +1089,39 @@ fn fairness_config(
     Ok(cfg)
 }
 
+/// The lines above `fairness`'s table: the readers and the device, what
+/// the worst error is and the tolerance, and what short runs show.
+fn fairness_header(block: u32, seconds: f64, direct: bool) -> String {
+    let size = match block % 1024 {
+        0 => format!("{} KiB", block >> 10),
+        _ => format!("{block} bytes"),
+    };
+    let io = match direct {
+        true => "direct I/O",
+        false => "buffered: the kernel refused direct I/O on its file, reads may come from the page cache",
+    };
+    let pct = FAIRNESS_TOLERANCE * 100.0;
+    let mut h = format!(
+        "Greedy sequential readers ({size}), loop device ({io}) over a regular file, {seconds} s each\n\
+         worst error: the largest |got - due| / due of a reader; aimed at: at most {pct:.0}% \
+         (\"within\"), and no more than kernel:bfq's\n"
+    );
+    if seconds < FAIRNESS_MIN_SECONDS {
+        h += &format!(
+            "runs shorter than {FAIRNESS_MIN_SECONDS} s: a turn of BFQ more or less is several \
+             percent of the lightest reader's share, so an error above {pct:.0}% here does not \
+             by itself say the split is unfair\n"
+        );
+    }
+    h
+}
+
 /// Prints `fairness`'s runs (weights, column, report) as JSON or as one
 /// line each: throughput, each reader's share got and due, worst error.
 fn print_fairness(
     results: &[(Vec<u32>, String, RunReport)],
     (block, seconds, depth, set): (u32, f64, u32, &[String]),
-    json_out: bool,
+    (direct, json_out): (bool, bool),
 ) -> anyhow::Result<()> {
     let within = |r: &RunReport| r.worst_share_error() <= FAIRNESS_TOLERANCE;
     if json_out {
@@ -1101,7 +1129,7 @@ fn print_fairness(
             "{}",
             serde_json::to_string_pretty(&json!({
                 "bench": "fairness", "block": block, "seconds": seconds, "engine_depth": depth, "engine_settings": set,
-                "tolerance": FAIRNESS_TOLERANCE,
+                "tolerance": FAIRNESS_TOLERANCE, "loop_direct_io": direct,
                 "results": results.iter().map(|(w, _, r)| json!({
                     "weights": w, "worst_share_error": r.worst_share_error(),
                     "within_tolerance": within(r), "run": report_json(r)
@@ -1110,24 +1138,7 @@ fn print_fairness(
         );
         return Ok(());
     }
-    let size = match block % 1024 {
-        0 => format!("{} KiB", block >> 10),
-        _ => format!("{block} bytes"),
-    };
-    println!("Greedy sequential readers ({size}), loop device (direct I/O) over a regular file, {seconds} s each");
-    println!(
-        "worst error: the largest |got - due| / due of a reader; aimed at: at most {:.0}% \
-         (\"within\"), and no more than kernel:bfq's",
-        FAIRNESS_TOLERANCE * 100.0
-    );
-    if seconds < FAIRNESS_MIN_SECONDS {
-        println!(
-            "runs shorter than {FAIRNESS_MIN_SECONDS} s: a turn of BFQ more or less is several \
-             percent of the lightest reader's share, so an error above {:.0}% here does not \
-             by itself say the split is unfair",
-            FAIRNESS_TOLERANCE * 100.0
-        );
-    }
+    print!("{}", fairness_header(block, seconds, direct));
     for (w, s, r) in results {
         let shares: Vec<String> = r
             .shares()
