@@ -123,8 +123,38 @@ fn verb<'a>(dry: bool, past: &'a str, would: &'a str) -> &'a str {
     }
 }
 
-fn pid_alive(pid: u32) -> bool {
-    Path::new(&format!("/proc/{pid}")).exists()
+/// Whether the process that made `made` (a note, a cgroup) still lives:
+/// process `pid` exists and started before `made` was last modified. One
+/// that started later only got the pid again, after the maker died.
+fn maker_alive(pid: u32, made: &Path) -> bool {
+    let Some(start) = process_start(pid) else {
+        return Path::new(&format!("/proc/{pid}")).exists();
+    };
+    let when = fs::metadata(made).and_then(|m| m.modified());
+    // The start is known to the second (the boot time's unit).
+    when.map_or(true, |w| start <= w + std::time::Duration::from_secs(2))
+}
+
+/// When process `pid` started (`/proc/PID/stat`'s start time after boot,
+/// plus `/proc/stat`'s boot time); `None` if it does not exist or this
+/// cannot be read.
+fn process_start(pid: u32) -> Option<std::time::SystemTime> {
+    let stat = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // Fields after the command name, which may hold spaces and ')':
+    // state is field 3, start time field 22.
+    let rest = &stat[stat.rfind(')')? + 1..];
+    let ticks: u64 = rest.split_whitespace().nth(19)?.parse().ok()?;
+    let boot: u64 = fs::read_to_string("/proc/stat")
+        .ok()?
+        .lines()
+        .find_map(|l| l.strip_prefix("btime ")?.trim().parse().ok())?;
+    // SAFETY: plain sysconf.
+    let hz = u64::try_from(unsafe { libc::sysconf(libc::_SC_CLK_TCK) })
+        .ok()?
+        .max(1);
+    let secs =
+        std::time::Duration::from_secs(boot) + std::time::Duration::from_millis(ticks * 1000 / hz);
+    Some(std::time::UNIX_EPOCH + secs)
 }
 
 /// The notes in `dir` (`PID-KEY`): (pid, key, path), oldest first.
@@ -169,7 +199,7 @@ fn schedulers(dry: bool, out: &mut Cleaned) -> io::Result<()> {
     devs.dedup();
     for dev in devs {
         let mine = notes.iter().filter(|n| n.1 == dev);
-        let (dead, live): (Vec<_>, Vec<_>) = mine.partition(|n| !pid_alive(n.0));
+        let (dead, live): (Vec<_>, Vec<_>) = mine.partition(|n| !maker_alive(n.0, &n.2));
         let (Some(first), Some(last)) = (dead.first(), dead.last()) else {
             continue;
         };
@@ -241,7 +271,7 @@ fn restore_scheduler(dev: &str, previous: &str, set: Option<&str>, dry: bool, ou
 /// still over the file they attached them to.
 fn loops(dry: bool, out: &mut Cleaned) {
     for (pid, dev, note) in notes_in(&Path::new(STATE_DIR).join("loops")) {
-        if pid_alive(pid) {
+        if maker_alive(pid, &note) {
             continue;
         }
         let backing = fs::read_to_string(&note).unwrap_or_default();
@@ -271,7 +301,7 @@ fn loops(dry: bool, out: &mut Cleaned) {
 /// the path is still the one they made.
 fn files(dry: bool, out: &mut Cleaned) {
     for (pid, _, note) in notes_in(&Path::new(STATE_DIR).join("files")) {
-        if pid_alive(pid) {
+        if maker_alive(pid, &note) {
             continue;
         }
         let text = fs::read_to_string(&note).unwrap_or_default();
@@ -322,7 +352,7 @@ pub(crate) fn cgroups(root: &Path, dry: bool, out: &mut Cleaned) {
         else {
             continue;
         };
-        if pid_alive(pid) || !e.file_type().is_ok_and(|t| t.is_dir()) {
+        if maker_alive(pid, &e.path()) || !e.file_type().is_ok_and(|t| t.is_dir()) {
             continue;
         }
         let dir = e.path();
@@ -417,6 +447,25 @@ mod tests {
                 ]
             );
         }
+    }
+
+    #[test]
+    fn a_pid_taken_again_by_a_later_process_is_not_the_maker() {
+        let d = tempfile::tempdir().unwrap();
+        let note = d.path().join("note");
+        fs::write(&note, "").unwrap();
+        let me = std::process::id();
+        assert!(maker_alive(me, &note), "made after this process started");
+        let long_ago = std::time::UNIX_EPOCH + std::time::Duration::from_secs(1_000_000);
+        fs::File::options()
+            .write(true)
+            .open(&note)
+            .unwrap()
+            .set_modified(long_ago)
+            .unwrap();
+        assert!(!maker_alive(me, &note), "made before this process started");
+        assert!(!maker_alive(DEAD, &note));
+        assert!(process_start(me).is_some_and(|t| t <= std::time::SystemTime::now()));
     }
 
     #[test]
