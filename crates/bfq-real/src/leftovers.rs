@@ -10,6 +10,8 @@
 //! - `loops/PID-loopN`: a loop device it attached for its own use
 //!   ([`crate::sys::LoopDevice`] not kept, e.g. `bench-engine`'s): the
 //!   backing file.
+//! - `mounts/PID-N`: a filesystem it mounted for its own use (the suite's
+//!   ext4 image on its loop device): the source and the mount point.
 //! - `files/PID-N`: a file it made for its own use (`--create`'s
 //!   `.NAME.part-PID` while it fills, `bench-engine`'s backing file): its
 //!   device, inode and path, so that a file made at that path since is
@@ -52,14 +54,20 @@ impl Note {
     /// Notes file `path`, just made by this process for its own use (the
     /// file there now, by device and inode).
     pub fn file(path: &Path) -> Note {
-        static N: AtomicU64 = AtomicU64::new(0);
         let Ok(m) = fs::symlink_metadata(path) else {
             return Note(None);
         };
         let path = fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
-        let k = N.fetch_add(1, Ordering::Relaxed).to_string();
         let content = format!("{} {} {}", m.dev(), m.ino(), path.to_string_lossy());
-        Note::write("files", &k, &content)
+        Note::write("files", &next_key(), &content)
+    }
+
+    /// Notes the mount of `source` on `dir`, just made by this process
+    /// for its own use.
+    pub fn mount(source: &Path, dir: &Path) -> Note {
+        let dir = fs::canonicalize(dir).unwrap_or_else(|_| dir.to_path_buf());
+        let content = format!("{}\n{}", source.display(), dir.display());
+        Note::write("mounts", &next_key(), &content)
     }
 
     /// No note (nothing to undo).
@@ -85,6 +93,12 @@ impl Drop for Note {
     }
 }
 
+/// A key for a note of this process not used before.
+fn next_key() -> String {
+    static N: AtomicU64 = AtomicU64::new(0);
+    N.fetch_add(1, Ordering::Relaxed).to_string()
+}
+
 /// What [`cleanup`] did (or, dry, would do): one line per thing.
 #[derive(Debug, Default)]
 pub struct Cleaned {
@@ -104,6 +118,7 @@ pub fn cleanup(dry: bool) -> io::Result<Cleaned> {
     require_root("bfq cleanup")?;
     let mut out = Cleaned::default();
     schedulers(dry, &mut out)?;
+    mounts(dry, &mut out);
     loops(dry, &mut out);
     files(dry, &mut out);
     let mut roots = vec![PathBuf::from(BLKIO_V1)];
@@ -264,6 +279,77 @@ fn restore_scheduler(dev: &str, previous: &str, set: Option<&str>, dry: bool, ou
         Err(e) => out
             .failed
             .push(format!("{dev}: cannot restore scheduler {previous}: {e}")),
+    }
+}
+
+/// Unmounts the filesystems dead runs mounted for their own use, if
+/// still mounted from the same source on the same mount point (the top
+/// mount there; not lazily: a busy one is said and left).
+fn mounts(dry: bool, out: &mut Cleaned) {
+    for (pid, _, note) in notes_in(&Path::new(STATE_DIR).join("mounts")) {
+        if maker_alive(pid, &note) {
+            continue;
+        }
+        let text = fs::read_to_string(&note).unwrap_or_default();
+        let Some((source, dir)) = text.split_once('\n') else {
+            forget_unless(dry, &note);
+            continue;
+        };
+        let table = fs::read_to_string("/proc/self/mounts").unwrap_or_default();
+        let escaped = escape_mount_path(dir);
+        let at_dir: Vec<&str> = table
+            .lines()
+            .filter_map(|l| {
+                let mut f = l.split(' ');
+                let (src, at) = (f.next()?, f.next()?);
+                (at == escaped).then_some(src)
+            })
+            .collect();
+        if at_dir.last() != Some(&source) {
+            if at_dir.contains(&source) {
+                out.left.push(format!(
+                    "{dir} ({source}): under another mount (unmount that one first)"
+                ));
+            } else {
+                forget_unless(dry, &note);
+            }
+            continue;
+        }
+        let line = format!("{dir} ({source}) {}", verb(dry, "unmounted", "to unmount"));
+        match if dry { Ok(()) } else { unmount(dir) } {
+            Ok(()) => {
+                forget_unless(dry, &note);
+                out.done.push(line);
+            }
+            Err(e) => out.failed.push(format!("unmounting {dir}: {e}")),
+        }
+    }
+}
+
+/// A path as `/proc/self/mounts` writes it (space, tab, newline and
+/// backslash as octal escapes).
+fn escape_mount_path(p: &str) -> String {
+    let mut s = String::with_capacity(p.len());
+    for c in p.chars() {
+        match c {
+            ' ' => s.push_str("\\040"),
+            '\t' => s.push_str("\\011"),
+            '\n' => s.push_str("\\012"),
+            '\\' => s.push_str("\\134"),
+            c => s.push(c),
+        }
+    }
+    s
+}
+
+/// `umount2(dir, 0)`.
+fn unmount(dir: &str) -> io::Result<()> {
+    let c =
+        std::ffi::CString::new(dir).map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
+    // SAFETY: a NUL-terminated path.
+    match unsafe { libc::umount2(c.as_ptr(), 0) } {
+        0 => Ok(()),
+        _ => Err(io::Error::last_os_error()),
     }
 }
 
@@ -466,6 +552,67 @@ mod tests {
         assert!(!maker_alive(me, &note), "made before this process started");
         assert!(!maker_alive(DEAD, &note));
         assert!(process_start(me).is_some_and(|t| t <= std::time::SystemTime::now()));
+    }
+
+    /// A mount a dead process noted is unmounted; one over it that it did
+    /// not make (another source) is not. Root only.
+    #[test]
+    fn a_dead_processes_mount_is_unmounted_and_no_other() {
+        if !crate::sys::is_root() {
+            eprintln!("SKIPPED a_dead_processes_mount_is_unmounted_and_no_other: needs root");
+            return;
+        }
+        let d = tempfile::tempdir().unwrap();
+        let dir = d.path().join("m t");
+        fs::create_dir(&dir).unwrap();
+        let me = std::process::id();
+        let (ours, theirs) = (format!("bfq-test-{me}"), format!("user-test-{me}"));
+        let mount = |src: &str| {
+            let st = std::process::Command::new("mount")
+                .args(["-t", "tmpfs", src])
+                .arg(&dir)
+                .status();
+            st.is_ok_and(|s| s.success())
+        };
+        let mounted = |src: &str| {
+            let t = fs::read_to_string("/proc/self/mounts").unwrap();
+            t.lines().any(|l| l.starts_with(&format!("{src} ")))
+        };
+        if !mount(&ours) || !mount(&theirs) {
+            eprintln!("SKIPPED a_dead_processes_mount_is_unmounted_and_no_other: no tmpfs mount");
+            let _ = unmount(&dir.to_string_lossy());
+            let _ = unmount(&dir.to_string_lossy());
+            return;
+        }
+        let notes = Path::new(STATE_DIR).join("mounts");
+        fs::create_dir_all(&notes).unwrap();
+        let note = notes.join(format!("{DEAD}-test{me}"));
+        let dir_s = fs::canonicalize(&dir)
+            .unwrap()
+            .to_string_lossy()
+            .into_owned();
+        fs::write(&note, format!("{ours}\n{dir_s}")).unwrap();
+        let mut out = Cleaned::default();
+        mounts(false, &mut out);
+        assert!(
+            mounted(&theirs) && mounted(&ours),
+            "covered by another: left"
+        );
+        assert!(out.left.iter().any(|l| l.contains("under another mount")));
+        unmount(&dir_s).unwrap();
+        mounts(false, &mut out);
+        let gone = !mounted(&ours);
+        if !gone {
+            let _ = unmount(&dir_s);
+        }
+        assert!(gone, "{:?}", out);
+        assert!(!note.exists());
+    }
+
+    #[test]
+    fn mount_paths_are_escaped_as_the_mount_table_writes_them() {
+        assert_eq!(escape_mount_path("/a b\\c"), "/a\\040b\\134c");
+        assert_eq!(escape_mount_path("/x"), "/x");
     }
 
     #[test]
