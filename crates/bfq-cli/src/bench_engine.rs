@@ -434,6 +434,10 @@ fn randread(
     sys::require_root("bench-engine randread (loop device, kernel schedulers)")?;
     let size = size.map(crate::loopdev::parse_size).transpose()?;
     let (scheds, fio) = randread_columns(schedulers, &fio_on);
+    // Ctrl-C or SIGTERM stops the column under way (each run, and fio's,
+    // looks for it); the loop device and its file in /dev/shm are then
+    // removed.
+    let _signals = sys::catch_interrupts();
     let (_tmp, dev, size) = randread_target(device, size)?;
     let b = Randread {
         dev,

@@ -455,3 +455,37 @@ fn interrupting_the_fairness_benchmark_removes_its_loop_device_and_file() {
     assert!(sys::LoopDevice::over(&file).unwrap().is_empty(), "{err}");
     assert!(!file.exists(), "{err}");
 }
+
+/// SIGINT while `bench-engine randread` runs stops it, removes its loop
+/// device and its file in /dev/shm, and exits 130.
+#[test]
+fn interrupting_randread_removes_its_loop_device_and_file() {
+    let _serial = serial();
+    let Some((_dir, _own)) = loop_device_or_skip() else {
+        return;
+    };
+    let mut cmd = bfq();
+    cmd.args([
+        "bench-engine",
+        "randread",
+        "--seconds",
+        "600",
+        "--size",
+        "16M",
+    ]);
+    cmd.args(["--flows", "1", "--schedulers", "fifo", "--no-fio"]);
+    let child = cmd.stdout(Stdio::null()).stderr(Stdio::piped());
+    let mut run = Run(Some(child.spawn().unwrap()));
+    let file = PathBuf::from(format!("/dev/shm/bfq-randread-{}.img", run.id()));
+    wait_for("the benchmark's loop device", || {
+        !sys::LoopDevice::over(&file).unwrap().is_empty() || !run.running()
+    });
+    assert!(run.running(), "the benchmark ended early");
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(run.id() as i32, libc::SIGINT) };
+    let out = run.take().wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(130), "{err}");
+    assert!(sys::LoopDevice::over(&file).unwrap().is_empty(), "{err}");
+    assert!(!file.exists(), "{err}");
+}
