@@ -176,7 +176,41 @@ pub enum BenchCmd {
         /// as the engine's flows) or `pread`.
         #[arg(long, default_value = "uring", value_parser = crate::args::kernel_client)]
         kernel_client: bfq_real::KernelClient,
+        /// The cases: each a reader's weight per reader, separated by `:`
+        /// (2 to 64 readers, weights 1..=1000, the kernel's range), the
+        /// cases by `,`.
+        #[arg(long, default_value = "100:300,100:200:300:400:500", value_parser = weight_cases)]
+        weights: WeightCases,
     },
+}
+
+/// `fairness`'s cases: the readers' weights of each.
+#[derive(Clone, Debug)]
+pub struct WeightCases(Vec<Vec<u32>>);
+
+/// `--weights`: cases separated by `,`, each 2 to 64 weights in
+/// 1..=1000 separated by `:`.
+fn weight_cases(s: &str) -> Result<WeightCases, String> {
+    let case = |c: &str| -> Result<Vec<u32>, String> {
+        let w = c
+            .split(':')
+            .map(|w| match w.trim().parse::<u32>() {
+                Ok(n @ 1..=1000) => Ok(n),
+                _ => Err(format!("'{w}' in '{c}' is not a weight in 1..=1000")),
+            })
+            .collect::<Result<Vec<u32>, String>>()?;
+        match w.len() {
+            2..=64 => Ok(w),
+            1 => Err(format!(
+                "'{c}': one reader gets all of the bandwidth whatever its weight; give 2 to 64"
+            )),
+            _ => Err(format!("'{c}': {} readers; give 2 to 64", w.len())),
+        }
+    };
+    s.split(',')
+        .map(case)
+        .collect::<Result<_, _>>()
+        .map(WeightCases)
 }
 
 /// `NAME@dispatcher` -> (NAME, dispatcher mode); `NAME@shared` -> (NAME,
@@ -391,14 +425,14 @@ pub fn run(a: Args) -> anyhow::Result<()> {
             depth,
             set,
             kernel_client,
+            weights,
         } => {
             check_columns(&schedulers, true)?;
             fairness(
                 schedulers,
                 seconds,
                 file,
-                &size,
-                &block,
+                (&size, &block, &weights.0),
                 (depth, set, kernel_client),
                 a.json,
             )
@@ -959,9 +993,6 @@ fn print_nop(
     Ok(())
 }
 
-/// The weights of `fairness`'s two cases: the ratios 1:3 and 1:2:3:4:5.
-const FAIRNESS_CASES: [&[u32]; 2] = [&[100, 300], &[100, 200, 300, 400, 500]];
-
 /// The worst share error `fairness` aims at (docs/engine.md, "Status"):
 /// no reader's share of the bytes more than 5% away from its weight's
 /// share, relative to it.
@@ -971,32 +1002,65 @@ const FAIRNESS_TOLERANCE: f64 = 0.05;
 /// reader's share (the `--seconds` help): `fairness` says so.
 const FAIRNESS_MIN_SECONDS: f64 = 20.0;
 
-#[allow(clippy::too_many_arguments)]
 fn fairness(
     schedulers: Vec<String>,
     seconds: f64,
     file: PathBuf,
-    size: &str,
-    block: &str,
+    (size, block, cases): (&str, &str, &[Vec<u32>]),
     (depth, set, kernel_client): (u32, Vec<String>, bfq_real::KernelClient),
     json_out: bool,
 ) -> anyhow::Result<()> {
     sys::require_root("bench-engine fairness (loop device, kernel:bfq)")?;
-    let (size, block) = fairness_sizes(size, block)?;
+    let readers = cases.iter().map(Vec::len).max().unwrap_or(1) as u64;
+    let (size, block) = fairness_sizes(size, block, readers)?;
     let mut scheds = if schedulers.is_empty() {
         default_engine_scheds(false)
     } else {
         schedulers
     };
     scheds.push("kernel:bfq".into());
-    // Every column's settings and depth are checked before the file is
-    // made and filled.
-    for s in &scheds {
-        let cfg = fairness_config(&file, s, seconds, (depth, &set, kernel_client))?;
+    let column = |s: &str, dev: &std::path::Path| {
+        fairness_config(dev, s, seconds, (depth, &set, kernel_client))
+    };
+    fairness_check(&scheds, depth, |s| column(s, &file))?;
+    // Ctrl-C or SIGTERM stops the run under way (each run watches for
+    // it); the loop device and a file made here are then removed.
+    let _signals = sys::catch_interrupts();
+    let tmp = TempLoop::new(file, size, true)?;
+    let dev = tmp.path();
+    let mut results = Vec::new();
+    for weights in cases {
+        let descs = fairness_readers(weights, block);
+        for s in &scheds {
+            let r =
+                bfq_real::run(&column(s, &dev)?, &descs).map_err(|e| match sys::interrupted() {
+                    Some(_) => anyhow::anyhow!(
+                    "{s}: {e} (the benchmark's loop device is removed, and its file if made here)"
+                ),
+                    None => anyhow::anyhow!("{s}: {e}"),
+                })?;
+            crate::run::check_errors(&r).map_err(|e| anyhow::anyhow!("{s}: {e}"))?;
+            results.push((weights.to_vec(), s.clone(), r));
+        }
+    }
+    let direct = sys::loop_direct_io(&dev).unwrap_or(true);
+    drop(tmp);
+    print_fairness(&results, (block, seconds, depth, &set), (direct, json_out))
+}
+
+/// Refuses, before the file is made and filled, a column whose settings
+/// its scheduler refuses (`config` gives each column's run) and a depth
+/// out of the engine's range.
+fn fairness_check(
+    scheds: &[String],
+    depth: u32,
+    config: impl Fn(&str) -> anyhow::Result<RunConfig>,
+) -> anyhow::Result<()> {
+    for s in scheds {
         if let Backend::Engine {
             scheduler,
             settings,
-        } = &cfg.backend
+        } = &config(s)?.backend
         {
             bfq_schedulers::build(scheduler, settings).map_err(|e| anyhow::anyhow!("{s}: {e}"))?;
         }
@@ -1007,53 +1071,38 @@ fn fairness(
             bfq_engine::MAX_QUEUE_DEPTH
         );
     }
-    // Ctrl-C or SIGTERM stops the run under way (each run watches for
-    // it); the loop device and a file made here are then removed.
-    let _signals = sys::catch_interrupts();
-    let tmp = TempLoop::new(file, size, true)?;
-    let dev = tmp.path();
-    let mut results = Vec::new();
-    for weights in FAIRNESS_CASES {
-        let descs: Vec<FlowDesc> = weights
-            .iter()
-            .map(|&w| {
-                let mut f = FlowDesc::reader(&format!("w{w}"), Pattern::Seq, block);
-                f.weight = Some(w);
-                f
-            })
-            .collect();
-        for s in &scheds {
-            let cfg = fairness_config(&dev, s, seconds, (depth, &set, kernel_client))?;
-            let r = bfq_real::run(&cfg, &descs).map_err(|e| match sys::interrupted() {
-                Some(_) => anyhow::anyhow!(
-                    "{s}: {e} (the benchmark's loop device is removed, and its file if made here)"
-                ),
-                None => anyhow::anyhow!("{s}: {e}"),
-            })?;
-            crate::run::check_errors(&r).map_err(|e| anyhow::anyhow!("{s}: {e}"))?;
-            results.push((weights.to_vec(), s.clone(), r));
-        }
-    }
-    let direct = sys::loop_direct_io(&dev).unwrap_or(true);
-    drop(tmp);
-    print_fairness(&results, (block, seconds, depth, &set), (direct, json_out))
+    Ok(())
+}
+
+/// One greedy sequential reader of `block`-byte requests per weight,
+/// named `wWEIGHT` (`wWEIGHT-I`, I its position, where weights repeat).
+fn fairness_readers(weights: &[u32], block: u32) -> Vec<FlowDesc> {
+    let repeated = |w: u32| weights.iter().filter(|&&x| x == w).count() > 1;
+    weights
+        .iter()
+        .enumerate()
+        .map(|(i, &w)| {
+            let name = match repeated(w) {
+                true => format!("w{w}-{i}"),
+                false => format!("w{w}"),
+            };
+            let mut f = FlowDesc::reader(&name, Pattern::Seq, block);
+            f.weight = Some(w);
+            f
+        })
+        .collect()
 }
 
 /// `fairness`'s `--size` and `--block`, checked: a block of whole
-/// sectors up to 64 MiB, and a device on which each of the five readers
-/// of the second case has a region of at least one block (the readers
+/// sectors up to 64 MiB, and a device on which each of the most
+/// `readers` of a case has a region of at least one block (the readers
 /// share the device in whole 4 KiB units).
-fn fairness_sizes(size: &str, block: &str) -> anyhow::Result<(u64, u32)> {
+fn fairness_sizes(size: &str, block: &str, readers: u64) -> anyhow::Result<(u64, u32)> {
     let size = crate::loopdev::parse_size(size)?;
     let b = crate::loopdev::parse_size(block)?;
     if !b.is_multiple_of(512) || b > 64 << 20 {
         anyhow::bail!("--block {block}: must be a multiple of 512 bytes, at most 64M");
     }
-    let readers = FAIRNESS_CASES
-        .iter()
-        .map(|c| c.len() as u64)
-        .max()
-        .unwrap_or(1);
     let per_reader = size / readers / 4096 * 4096;
     if per_reader < b {
         anyhow::bail!(
