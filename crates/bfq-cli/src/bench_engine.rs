@@ -263,6 +263,14 @@ fn report_json(r: &RunReport) -> Value {
     v
 }
 
+/// Warns, naming the column `label`, when the run's engine could not set
+/// up some thread's ring: its figures then understate the engine.
+fn warn_ring_setup(label: &str, e: Option<&EngineStats>) {
+    if let Some(w) = e.and_then(bfq_real::ring_setup_warning) {
+        eprintln!("bfq: warning: {label}: {w}");
+    }
+}
+
 /// The engine's counters of a run (every field of `EngineStats`): where
 /// requests completed and who woke their waiters (docs/engine.md, "Where
 /// a result waits"), the idle timers the scheduler asked for.
@@ -279,6 +287,7 @@ fn engine_stats_json(e: &EngineStats) -> Value {
         "foreign_completions": e.foreign_completions,
         "service_completions": e.service_completions, "cross_wakes": e.cross_wakes,
         "coop_switches": e.coop_switches,
+        "ring_setup_failed": e.ring_setup_failed, "ring_setup_errno": e.ring_setup_errno,
         "core_waits": e.core_waits, "core_wait_ns": e.core_wait_ns,
         "latency_bucket_us": "bucket 0 < 1 us, bucket i in [2^(i-1), 2^i) us (1024 ns units)",
         "own_latency": e.own_latency, "foreign_latency": e.foreign_latency,
@@ -703,6 +712,7 @@ impl Randread {
             Backend::Kernel { .. } => None,
         };
         let mut r = bfq_real::run(&cfg, descs).map_err(|e| anyhow::anyhow!("{s}: {e}"))?;
+        warn_ring_setup(s, r.engine.as_ref());
         r.backend = s.to_string();
         let errs: u64 = r.flows.iter().map(|f| f.errors).sum();
         if errs > 0 {
@@ -931,6 +941,7 @@ fn nop_measure(
     let total: u64 = handles.into_iter().map(|h| h.join().unwrap_or(0)).sum();
     let secs = t0.elapsed().as_secs_f64();
     let stats = engine.shutdown(ShutdownMode::Drain)?;
+    warn_ring_setup(s, Some(&stats));
     // Process CPU per request (all threads, the service thread's too):
     // what a loaded machine changes least.
     let cpu_ns = (bfq_real::process_cpu_seconds() - cpu0) * 1e9 / total.max(1) as f64;
@@ -1032,13 +1043,8 @@ fn fairness(
     for weights in cases {
         let descs = fairness_readers(weights, block);
         for s in &scheds {
-            let r =
-                bfq_real::run(&column(s, &dev)?, &descs).map_err(|e| match sys::interrupted() {
-                    Some(_) => anyhow::anyhow!(
-                    "{s}: {e} (the benchmark's loop device is removed, and its file if made here)"
-                ),
-                    None => anyhow::anyhow!("{s}: {e}"),
-                })?;
+            let r = bfq_real::run(&column(s, &dev)?, &descs).map_err(|e| run_error(s, e))?;
+            warn_ring_setup(s, r.engine.as_ref());
             crate::run::check_errors(&r).map_err(|e| anyhow::anyhow!("{s}: {e}"))?;
             results.push((weights.to_vec(), s.clone(), r));
         }
@@ -1046,6 +1052,17 @@ fn fairness(
     let direct = sys::loop_direct_io(&dev).unwrap_or(true);
     drop(tmp);
     print_fairness(&results, (block, seconds, depth, &set), (direct, json_out))
+}
+
+/// The error of `fairness`'s column `s`; after Ctrl-C or SIGTERM, with
+/// what the benchmark removes on its way out.
+fn run_error(s: &str, e: std::io::Error) -> anyhow::Error {
+    match sys::interrupted() {
+        Some(_) => anyhow::anyhow!(
+            "{s}: {e} (the benchmark's loop device is removed, and its file if made here)"
+        ),
+        None => anyhow::anyhow!("{s}: {e}"),
+    }
 }
 
 /// Refuses, before the file is made and filled, a column whose settings

@@ -178,6 +178,9 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     let r = bfq_real::run(&cfg, &w.flows)?;
     let sim = to_sim_result(&r, &w.scenario, w.seed, w.series_interval);
     out.write(&sim, &r)?;
+    if let Some(w) = r.engine.as_ref().and_then(bfq_real::ring_setup_warning) {
+        eprintln!("bfq: warning: {w}");
+    }
     check_errors(&r)
 }
 

@@ -305,6 +305,19 @@ pub struct EngineStats {
     /// without it, as their threads' waits for a CPU rose and fell
     /// (`CoopTaskrun::Auto`).
     pub coop_switches: [u64; 2],
+    /// Times a submitting thread's ring could not be made: the kernel
+    /// refused the ring or its eventfd (`EMFILE` at the process's limit
+    /// of open files, `ulimit -n`: each thread's ring takes three to five
+    /// descriptors; `ENOMEM`). That thread's requests
+    /// then go through the service thread, as in `SubmitMode::Dispatcher`
+    /// (a hand-over between threads per batch: many times slower at high
+    /// request rates); it tries again at its first request 100 ms after a
+    /// failure, not at every request, and once a ring is made it keeps it
+    /// as any other thread. Every failed attempt is counted.
+    pub ring_setup_failed: u64,
+    /// The OS error (errno) of the first of those failures, where it had
+    /// one ([`EngineStats::ring_setup_error`]).
+    pub ring_setup_errno: Option<i32>,
     /// Times a thread found the core's lock held, and of those the times
     /// it then slept on it (after spinning for up to 5 us): how often
     /// threads wait for the scheduler's serialised step.
@@ -325,6 +338,14 @@ pub struct EngineStats {
     /// From a cross-thread eventfd wake of a thread waiting in its ring
     /// to that thread running again and seeing it.
     pub wake_latency: LatencyHistogram,
+}
+
+impl EngineStats {
+    /// The OS error of the first failure to make a thread's ring
+    /// ([`EngineStats::ring_setup_failed`]), if any.
+    pub fn ring_setup_error(&self) -> Option<io::Error> {
+        self.ring_setup_errno.map(io::Error::from_raw_os_error)
+    }
 }
 
 /// Counts of times by powers of two: bucket 0 holds times under 1 us

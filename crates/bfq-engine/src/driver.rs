@@ -37,7 +37,9 @@ use std::cell::RefCell;
 use std::io;
 use std::mem::ManuallyDrop;
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
-use std::sync::atomic::{fence, AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{
+    fence, AtomicBool, AtomicI32, AtomicU32, AtomicU64, AtomicUsize, Ordering,
+};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, TryLockError, Weak};
 use std::time::Duration;
 
@@ -63,6 +65,19 @@ const CORE_SPIN_NS: u64 = 5_000;
 /// Requests a thread's plug holds before it submits them without
 /// waiting (the block layer's plug flushes at 32 too).
 const PLUG_MAX: usize = 32;
+/// How long a thread whose ring could not be made sends its requests
+/// through the service thread before it tries again (at its first
+/// request after that), in ns of the engine's clock (one read of it per
+/// request on that path, which hands each request to another thread
+/// anyway, [`Shared::submit_to_service`]). What refuses a ring (too many
+/// open files, memory) is freed as time passes (other descriptors
+/// closed, rings gone), not as requests pass, and a failed attempt costs
+/// a few system calls (`eventfd`, `io_uring_setup`, the ring's teardown;
+/// about 55 us, docs/engine.md, "Faults"): so the attempts are spaced in time,
+/// which bounds their cost at any request rate. Sensible from 10 ms (100
+/// attempts a second per thread, under 1% of a CPU) to 1 s (how long a
+/// thread may stay on the service thread after a ring could be had).
+const RING_RETRY_NS: u64 = 100_000_000;
 
 /// Who enters the kernel.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
@@ -138,6 +153,10 @@ pub(crate) struct Shared {
     pub core_wait_ns: [AtomicU64; 2],
     /// [`crate::EngineStats::wake_latency`].
     pub wake_latency: [AtomicU64; LATENCY_BUCKETS],
+    /// [`crate::EngineStats::ring_setup_failed`].
+    pub ring_setup_failed: AtomicU64,
+    /// [`crate::EngineStats::ring_setup_errno`] (0: none yet).
+    pub ring_setup_errno: AtomicI32,
     /// Closed flows waiting for plugs to be flushed before they leave
     /// the scheduler ([`Shared::close_flow`]), and their number.
     closing: Mutex<Vec<Closing>>,
@@ -430,16 +449,22 @@ enum PrivateRing {
 
 thread_local! {
     /// This thread's rings, one per engine it submitted to.
-    static LOCAL: RefCell<LocalRings> = const { RefCell::new(LocalRings(Vec::new(), Vec::new())) };
+    static LOCAL: RefCell<LocalRings> =
+        const { RefCell::new(LocalRings(Vec::new(), Vec::new(), Vec::new())) };
 }
 
-/// This thread's ring per engine (engine id, engine, ring), and its
-/// rings retired by [`Shared::renew_ring`], kept until their requests
-/// are reaped (a caller up the stack may still use one).
-struct LocalRings(Vec<LocalRing>, Vec<LocalRing>);
+/// This thread's ring per engine (engine id, engine, ring), its rings
+/// retired by [`Shared::renew_ring`], kept until their requests are
+/// reaped (a caller up the stack may still use one), and the engines
+/// whose ring could not be made for it, with when to try again (see
+/// [`Shared::first_ring`]).
+struct LocalRings(Vec<LocalRing>, Vec<LocalRing>, Vec<NoRing>);
 
 /// (engine id, engine, ring).
 type LocalRing = (u64, Weak<Shared>, Arc<Ring>);
+
+/// (engine id, engine, the engine's time from which to try again).
+type NoRing = (u64, Weak<Shared>, Time);
 
 impl Drop for LocalRings {
     /// The thread exits: its rings are left to the service thread (the
@@ -551,6 +576,8 @@ impl Shared {
             core_waits: Default::default(),
             core_wait_ns: Default::default(),
             wake_latency: Default::default(),
+            ring_setup_failed: AtomicU64::new(0),
+            ring_setup_errno: AtomicI32::new(0),
             closing: Mutex::new(Vec::new()),
             closing_len: AtomicUsize::new(0),
             entries: (depth * 2 + 8).next_power_of_two(),
@@ -691,7 +718,7 @@ impl Shared {
     }
 
     /// This thread's ring for this engine in its table, made on first use
-    /// (see [`Shared::local_ring`]).
+    /// (see [`Shared::local_ring`], [`Shared::first_ring`]).
     fn table_ring(&self, create: bool) -> Option<&Ring> {
         let ring: *const Ring = LOCAL
             .try_with(|l| {
@@ -702,18 +729,7 @@ impl Shared {
                 if !create {
                     return None;
                 }
-                // Forget the rings of engines that are gone.
-                l.0.retain(|(_, s, _)| s.strong_count() > 0);
-                let ring = self
-                    .owned_ring(CoopTaskrun::On == self.coop_taskrun, None)
-                    .ok()?;
-                self.rings
-                    .lock()
-                    .unwrap_or_else(|p| p.into_inner())
-                    .push(ring.clone());
-                let p = Arc::as_ptr(&ring);
-                l.0.push((self.id, self.me.clone(), ring));
-                Some(p)
+                self.first_ring(&mut l)
             })
             .ok()
             .flatten()?;
@@ -721,6 +737,55 @@ impl Shared {
         // this thread runs, and the table drops it only as the thread
         // exits (after which `LOCAL` is no longer reachable from it).
         Some(unsafe { &*ring })
+    }
+
+    /// Makes this thread's ring for this engine and puts it in the
+    /// thread's table `l`. If the kernel refuses it (`EMFILE` at the
+    /// descriptor limit, `ENOMEM`), the thread's requests go through the
+    /// service thread, as in [`SubmitMode::Dispatcher`], and the thread
+    /// tries again at its first request [`RING_RETRY_NS`] later, not at
+    /// every one (an attempt is a few system calls); each failure is
+    /// counted ([`crate::EngineStats::ring_setup_failed`], the first one's
+    /// OS error kept).
+    fn first_ring(&self, l: &mut LocalRings) -> Option<*const Ring> {
+        // Forget the rings of engines that are gone.
+        l.0.retain(|(_, s, _)| s.strong_count() > 0);
+        l.2.retain(|(_, s, _)| s.strong_count() > 0);
+        let failed = l.2.iter().position(|(id, _, _)| *id == self.id);
+        let now = self.now();
+        if failed.is_some_and(|i| now < l.2[i].2) {
+            return None;
+        }
+        let coop = CoopTaskrun::On == self.coop_taskrun;
+        let ring = match self.owned_ring(coop, None) {
+            Ok(ring) => ring,
+            Err(e) => {
+                self.ring_setup_failed.fetch_add(1, Ordering::Relaxed);
+                let errno = e.raw_os_error().unwrap_or(0);
+                let _ = self.ring_setup_errno.compare_exchange(
+                    0,
+                    errno,
+                    Ordering::Relaxed,
+                    Ordering::Relaxed,
+                );
+                let again = now.saturating_add(RING_RETRY_NS);
+                match failed {
+                    Some(i) => l.2[i].2 = again,
+                    None => l.2.push((self.id, self.me.clone(), again)),
+                }
+                return None;
+            }
+        };
+        if let Some(i) = failed {
+            l.2.swap_remove(i);
+        }
+        self.rings
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(ring.clone());
+        let p = Arc::as_ptr(&ring);
+        l.0.push((self.id, self.me.clone(), ring));
+        Some(p)
     }
 
     /// A new ring for the calling thread, with `COOP_TASKRUN` if `coop`

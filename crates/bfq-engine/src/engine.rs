@@ -778,6 +778,11 @@ impl Engine {
             .coop_switches
             .each_ref()
             .map(|c| c.load(Ordering::Relaxed));
+        s.ring_setup_failed = self.shared.ring_setup_failed.load(Ordering::Relaxed);
+        s.ring_setup_errno = match self.shared.ring_setup_errno.load(Ordering::Relaxed) {
+            0 => None,
+            e => Some(e),
+        };
         s.core_waits = self
             .shared
             .core_waits

@@ -48,7 +48,7 @@ pub use desc::{
     prio, Backend, Dir, FlowDesc, GroupDesc, KernelClient, KernelGroups, OnOff, Pattern, Periodic,
     RunConfig,
 };
-pub use report::{FlowReport, RunReport};
+pub use report::{ring_setup_warning, FlowReport, RunReport};
 pub use run::{
     children_cpu_seconds, create_filled, layout, process_cpu_seconds, run, target_len, target_size,
 };

@@ -194,6 +194,35 @@ fn due_share(groups: &[crate::desc::GroupDesc], flows: &[FlowReport], i: usize) 
     share
 }
 
+/// The warning an engine's counters call for, if any: threads whose
+/// io_uring ring could not be made (`EngineStats::ring_setup_failed`),
+/// so that their requests went through the engine's service thread, many
+/// times slower at high request rates, with the first OS error and the
+/// likely cure. Without the warning such a run is slower for no visible
+/// reason.
+pub fn ring_setup_warning(s: &bfq_engine::EngineStats) -> Option<String> {
+    if s.ring_setup_failed == 0 {
+        return None;
+    }
+    let (err, cure) = match s.ring_setup_error() {
+        Some(e) if e.raw_os_error() == Some(libc::ENOMEM) => (
+            e.to_string(),
+            "free memory, or before Linux 5.12 raise the limit of locked memory (`ulimit -l`)",
+        ),
+        Some(e) => (e.to_string(), "raise the limit of open files (`ulimit -n`)"),
+        None => (
+            "no OS error".to_string(),
+            "raise the limit of open files (`ulimit -n`)",
+        ),
+    };
+    Some(format!(
+        "the engine could not set up a thread's io_uring ring {} time(s) (first error: {err}); \
+         those threads' requests went through the engine's service thread, which is much \
+         slower, so the figures understate the engine: {cure}",
+        s.ring_setup_failed
+    ))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -248,5 +277,20 @@ mod tests {
         // No groups: weight over the sum.
         let flows = vec![flow("a", 100, None), flow("b", 300, None)];
         assert!((due_share(&[], &flows, 1) - 0.75).abs() < 1e-12);
+    }
+
+    #[test]
+    fn ring_setup_warning_names_the_count_the_error_and_the_cure() {
+        let mut s = bfq_engine::EngineStats::default();
+        assert_eq!(ring_setup_warning(&s), None);
+        s.ring_setup_failed = 3;
+        s.ring_setup_errno = Some(libc::EMFILE);
+        let w = ring_setup_warning(&s).unwrap();
+        assert!(w.contains("3 time(s)"), "{w}");
+        assert!(w.contains("Too many open files"), "{w}");
+        assert!(w.contains("ulimit -n"), "{w}");
+        s.ring_setup_errno = Some(libc::ENOMEM);
+        let w = ring_setup_warning(&s).unwrap();
+        assert!(w.contains("ulimit -l"), "{w}");
     }
 }

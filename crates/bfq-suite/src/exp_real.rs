@@ -73,6 +73,8 @@ fn run_fairness(v: &Variant, c: &Config, ctx: &Ctx) -> anyhow::Result<RunOut> {
     );
     let r = bfq_real::run(&cfg, &flows)?;
     let mut out = RunOut::default();
+    out.notes
+        .extend(r.engine.as_ref().and_then(bfq_real::ring_setup_warning));
     out.metrics
         .insert("dev".into(), 100.0 * r.worst_share_error());
     out.metrics.insert(
