@@ -176,7 +176,41 @@ pub enum BenchCmd {
         /// as the engine's flows) or `pread`.
         #[arg(long, default_value = "uring", value_parser = crate::args::kernel_client)]
         kernel_client: bfq_real::KernelClient,
+        /// The cases: each a reader's weight per reader, separated by `:`
+        /// (2 to 64 readers, weights 1..=1000, the kernel's range), the
+        /// cases by `,`.
+        #[arg(long, default_value = "100:300,100:200:300:400:500", value_parser = weight_cases)]
+        weights: WeightCases,
     },
+}
+
+/// `fairness`'s cases: the readers' weights of each.
+#[derive(Clone, Debug)]
+pub struct WeightCases(Vec<Vec<u32>>);
+
+/// `--weights`: cases separated by `,`, each 2 to 64 weights in
+/// 1..=1000 separated by `:`.
+fn weight_cases(s: &str) -> Result<WeightCases, String> {
+    let case = |c: &str| -> Result<Vec<u32>, String> {
+        let w = c
+            .split(':')
+            .map(|w| match w.trim().parse::<u32>() {
+                Ok(n @ 1..=1000) => Ok(n),
+                _ => Err(format!("'{w}' in '{c}' is not a weight in 1..=1000")),
+            })
+            .collect::<Result<Vec<u32>, String>>()?;
+        match w.len() {
+            2..=64 => Ok(w),
+            1 => Err(format!(
+                "'{c}': one reader gets all of the bandwidth whatever its weight; give 2 to 64"
+            )),
+            _ => Err(format!("'{c}': {} readers; give 2 to 64", w.len())),
+        }
+    };
+    s.split(',')
+        .map(case)
+        .collect::<Result<_, _>>()
+        .map(WeightCases)
 }
 
 /// `NAME@dispatcher` -> (NAME, dispatcher mode); `NAME@shared` -> (NAME,
@@ -292,11 +326,12 @@ fn read_region(len: u64, requested: Option<u64>) -> anyhow::Result<u64> {
     Ok(region)
 }
 
-/// A loop device over a fresh file, removed (with the file) on drop.
+/// A loop device over a fresh file, removed (with the file) on drop;
+/// both noted for `bfq cleanup` if the process is killed first.
 struct TempLoop {
     dev: Option<LoopDevice>,
     file: PathBuf,
-    created: bool,
+    created: Option<bfq_real::leftovers::Note>,
 }
 
 impl TempLoop {
@@ -307,8 +342,8 @@ impl TempLoop {
         }
         let mut t = TempLoop {
             dev: None,
+            created: created.then(|| bfq_real::leftovers::Note::file(&file)),
             file,
-            created,
         };
         t.dev = Some(LoopDevice::create(&t.file, size, direct)?);
         Ok(t)
@@ -321,8 +356,9 @@ impl TempLoop {
 impl Drop for TempLoop {
     fn drop(&mut self) {
         drop(self.dev.take());
-        if self.created {
+        if let Some(note) = self.created.take() {
             let _ = std::fs::remove_file(&self.file);
+            drop(note);
         }
     }
 }
@@ -398,14 +434,14 @@ pub fn run(a: Args) -> anyhow::Result<()> {
             depth,
             set,
             kernel_client,
+            weights,
         } => {
             check_columns(&schedulers, true)?;
             fairness(
                 schedulers,
                 seconds,
                 file,
-                &size,
-                &block,
+                (&size, &block, &weights.0),
                 (depth, set, kernel_client),
                 a.json,
             )
@@ -441,6 +477,10 @@ fn randread(
     sys::require_root("bench-engine randread (loop device, kernel schedulers)")?;
     let size = size.map(crate::loopdev::parse_size).transpose()?;
     let (scheds, fio) = randread_columns(schedulers, &fio_on);
+    // Ctrl-C or SIGTERM stops the column under way (each run, and fio's,
+    // looks for it); the loop device and its file in /dev/shm are then
+    // removed.
+    let _signals = sys::catch_interrupts();
     let (_tmp, dev, size) = randread_target(device, size)?;
     let b = Randread {
         dev,
@@ -964,47 +1004,131 @@ fn print_nop(
     Ok(())
 }
 
-#[allow(clippy::too_many_arguments)]
+/// The worst share error `fairness` aims at (docs/engine.md, "Status"):
+/// no reader's share of the bytes more than 5% away from its weight's
+/// share, relative to it.
+const FAIRNESS_TOLERANCE: f64 = 0.05;
+
+/// Runs shorter than this (seconds) show BFQ's turns in the lightest
+/// reader's share (the `--seconds` help): `fairness` says so.
+const FAIRNESS_MIN_SECONDS: f64 = 20.0;
+
 fn fairness(
     schedulers: Vec<String>,
     seconds: f64,
     file: PathBuf,
-    size: &str,
-    block: &str,
+    (size, block, cases): (&str, &str, &[Vec<u32>]),
     (depth, set, kernel_client): (u32, Vec<String>, bfq_real::KernelClient),
     json_out: bool,
 ) -> anyhow::Result<()> {
     sys::require_root("bench-engine fairness (loop device, kernel:bfq)")?;
-    let size = crate::loopdev::parse_size(size)?;
-    let block = crate::loopdev::parse_size(block)? as u32;
+    let readers = cases.iter().map(Vec::len).max().unwrap_or(1) as u64;
+    let (size, block) = fairness_sizes(size, block, readers)?;
     let mut scheds = if schedulers.is_empty() {
         default_engine_scheds(false)
     } else {
         schedulers
     };
     scheds.push("kernel:bfq".into());
+    let column = |s: &str, dev: &std::path::Path| {
+        fairness_config(dev, s, seconds, (depth, &set, kernel_client))
+    };
+    fairness_check(&scheds, depth, |s| column(s, &file))?;
+    // Ctrl-C or SIGTERM stops the run under way (each run watches for
+    // it); the loop device and a file made here are then removed.
+    let _signals = sys::catch_interrupts();
     let tmp = TempLoop::new(file, size, true)?;
     let dev = tmp.path();
-    let cases: [&[u32]; 2] = [&[100, 300], &[100, 200, 300, 400, 500]];
     let mut results = Vec::new();
     for weights in cases {
-        let descs: Vec<FlowDesc> = weights
-            .iter()
-            .map(|&w| {
-                let mut f = FlowDesc::reader(&format!("w{w}"), Pattern::Seq, block);
-                f.weight = Some(w);
-                f
-            })
-            .collect();
+        let descs = fairness_readers(weights, block);
         for s in &scheds {
-            let cfg = fairness_config(&dev, s, seconds, (depth, &set, kernel_client))?;
-            let r = bfq_real::run(&cfg, &descs).map_err(|e| anyhow::anyhow!("{s}: {e}"))?;
+            let r = bfq_real::run(&column(s, &dev)?, &descs).map_err(|e| run_error(s, e))?;
             warn_ring_setup(s, r.engine.as_ref());
+            crate::run::check_errors(&r).map_err(|e| anyhow::anyhow!("{s}: {e}"))?;
             results.push((weights.to_vec(), s.clone(), r));
         }
     }
+    let direct = sys::loop_direct_io(&dev).unwrap_or(true);
     drop(tmp);
-    print_fairness(&results, (block, seconds, depth, &set), json_out)
+    print_fairness(&results, (block, seconds, depth, &set), (direct, json_out))
+}
+
+/// The error of `fairness`'s column `s`; after Ctrl-C or SIGTERM, with
+/// what the benchmark removes on its way out.
+fn run_error(s: &str, e: std::io::Error) -> anyhow::Error {
+    match sys::interrupted() {
+        Some(_) => anyhow::anyhow!(
+            "{s}: {e} (the benchmark's loop device is removed, and its file if made here)"
+        ),
+        None => anyhow::anyhow!("{s}: {e}"),
+    }
+}
+
+/// Refuses, before the file is made and filled, a column whose settings
+/// its scheduler refuses (`config` gives each column's run) and a depth
+/// out of the engine's range.
+fn fairness_check(
+    scheds: &[String],
+    depth: u32,
+    config: impl Fn(&str) -> anyhow::Result<RunConfig>,
+) -> anyhow::Result<()> {
+    for s in scheds {
+        if let Backend::Engine {
+            scheduler,
+            settings,
+        } = &config(s)?.backend
+        {
+            bfq_schedulers::build(scheduler, settings).map_err(|e| anyhow::anyhow!("{s}: {e}"))?;
+        }
+    }
+    if !(1..=bfq_engine::MAX_QUEUE_DEPTH).contains(&depth) {
+        anyhow::bail!(
+            "--depth {depth}: must be in 1..={}",
+            bfq_engine::MAX_QUEUE_DEPTH
+        );
+    }
+    Ok(())
+}
+
+/// One greedy sequential reader of `block`-byte requests per weight,
+/// named `wWEIGHT` (`wWEIGHT-I`, I its position, where weights repeat).
+fn fairness_readers(weights: &[u32], block: u32) -> Vec<FlowDesc> {
+    let repeated = |w: u32| weights.iter().filter(|&&x| x == w).count() > 1;
+    weights
+        .iter()
+        .enumerate()
+        .map(|(i, &w)| {
+            let name = match repeated(w) {
+                true => format!("w{w}-{i}"),
+                false => format!("w{w}"),
+            };
+            let mut f = FlowDesc::reader(&name, Pattern::Seq, block);
+            f.weight = Some(w);
+            f
+        })
+        .collect()
+}
+
+/// `fairness`'s `--size` and `--block`, checked: a block of whole
+/// sectors up to 64 MiB, and a device on which each of the most
+/// `readers` of a case has a region of at least one block (the readers
+/// share the device in whole 4 KiB units).
+fn fairness_sizes(size: &str, block: &str, readers: u64) -> anyhow::Result<(u64, u32)> {
+    let size = crate::loopdev::parse_size(size)?;
+    let b = crate::loopdev::parse_size(block)?;
+    if !b.is_multiple_of(512) || b > 64 << 20 {
+        anyhow::bail!("--block {block}: must be a multiple of 512 bytes, at most 64M");
+    }
+    let per_reader = size / readers / 4096 * 4096;
+    if per_reader < b {
+        anyhow::bail!(
+            "--size {size}: too small for {readers} readers of {b}-byte requests \
+             (each reads a region of its own, at least one request long: give at least {})",
+            b.div_ceil(4096) * 4096 * readers
+        );
+    }
+    Ok((size, b as u32))
 }
 
 /// The run of one `fairness` column on `dev`: scheduler `s`
@@ -1035,26 +1159,56 @@ fn fairness_config(
     Ok(cfg)
 }
 
+/// The lines above `fairness`'s table: the readers and the device, what
+/// the worst error is and the tolerance, and what short runs show.
+fn fairness_header(block: u32, seconds: f64, direct: bool) -> String {
+    let size = match block % 1024 {
+        0 => format!("{} KiB", block >> 10),
+        _ => format!("{block} bytes"),
+    };
+    let io = match direct {
+        true => "direct I/O",
+        false => "buffered: the kernel refused direct I/O on its file, reads may come from the page cache",
+    };
+    let pct = FAIRNESS_TOLERANCE * 100.0;
+    let mut h = format!(
+        "Greedy sequential readers ({size}), loop device ({io}) over a regular file, {seconds} s each\n\
+         worst error: the largest |got - due| / due of a reader; aimed at: at most {pct:.0}% \
+         (\"within\"), and no more than kernel:bfq's\n"
+    );
+    if seconds < FAIRNESS_MIN_SECONDS {
+        h += &format!(
+            "runs shorter than {FAIRNESS_MIN_SECONDS} s: a turn of BFQ more or less is several \
+             percent of the lightest reader's share, so an error above {pct:.0}% here does not \
+             by itself say the split is unfair\n"
+        );
+    }
+    h
+}
+
 /// Prints `fairness`'s runs (weights, column, report) as JSON or as one
 /// line each: throughput, each reader's share got and due, worst error.
 fn print_fairness(
     results: &[(Vec<u32>, String, RunReport)],
     (block, seconds, depth, set): (u32, f64, u32, &[String]),
-    json_out: bool,
+    (direct, json_out): (bool, bool),
 ) -> anyhow::Result<()> {
+    let within = |r: &RunReport| r.worst_share_error() <= FAIRNESS_TOLERANCE;
     if json_out {
         println!(
             "{}",
             serde_json::to_string_pretty(&json!({
                 "bench": "fairness", "block": block, "seconds": seconds, "engine_depth": depth, "engine_settings": set,
+                "tolerance": FAIRNESS_TOLERANCE, "loop_direct_io": direct,
                 "results": results.iter().map(|(w, _, r)| json!({
-                    "weights": w, "worst_share_error": r.worst_share_error(), "run": report_json(r)
+                    "weights": w, "worst_share_error": r.worst_share_error(),
+                    "within_tolerance": within(r), "run": report_json(r)
                 })).collect::<Vec<_>>()
             }))?
         );
         return Ok(());
     }
-    println!("Greedy sequential readers ({} KiB), loop device (direct I/O) over a regular file, {seconds} s each", block >> 10);
+    print!("{}", fairness_header(block, seconds, direct));
     for (w, s, r) in results {
         let shares: Vec<String> = r
             .shares()
@@ -1062,12 +1216,13 @@ fn print_fairness(
             .map(|(got, due)| format!("{:.1}%/{:.1}%", got * 100.0, due * 100.0))
             .collect();
         println!(
-            "weights {:?} {:>12}: {:>7.1} MiB/s total; share got/due {}; worst error {:.1}%",
+            "weights {:?} {:>12}: {:>7.1} MiB/s total; share got/due {}; worst error {:.1}% ({})",
             w,
             s,
             r.total_bytes() as f64 / r.seconds / 1048576.0,
             shares.join(" "),
-            r.worst_share_error() * 100.0
+            r.worst_share_error() * 100.0,
+            if within(r) { "within" } else { "above" }
         );
     }
     Ok(())

@@ -34,12 +34,25 @@ pub enum LoopCmd {
         /// no storage).
         #[arg(long)]
         fill: bool,
+        /// The device's logical block size: 512 (default), 1024, 2048 or
+        /// 4096 (as a 4Kn disk: direct I/O then needs whole 4096-byte
+        /// blocks, and `bfq run` refuses flows that are not).
+        #[arg(long, default_value_t = 512, value_parser = sector_size)]
+        sector_size: u32,
     },
     /// Detach a loop device (refused if it holds a mounted filesystem).
     Remove {
         /// The device, /dev/loopN.
         dev: PathBuf,
     },
+}
+
+/// A loop device's logical block size: 512, 1024, 2048 or 4096.
+fn sector_size(s: &str) -> Result<u32, String> {
+    match s.parse::<u32>() {
+        Ok(n @ (512 | 1024 | 2048 | 4096)) => Ok(n),
+        _ => Err(format!("{s}: expected 512, 1024, 2048 or 4096")),
+    }
 }
 
 /// A size above zero (`1G`, `512M`, `4KiB`, `1.5G`).
@@ -55,6 +68,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
             again,
             buffered,
             fill,
+            sector_size,
         } => {
             let size = parse_size(&size)?;
             if size < 1 << 20 {
@@ -65,14 +79,14 @@ pub fn run(a: Args) -> anyhow::Result<()> {
             if fill && !file.exists() {
                 bfq_real::create_filled(&file, size)?;
             }
-            let dev = sys::LoopDevice::create(&file, size, !buffered)
+            let dev = sys::LoopDevice::create_with(&file, size, !buffered, sector_size)
                 .or_else(|e| {
                     if buffered {
                         Err(e)
                     } else {
                         // Backing filesystems without O_DIRECT: buffered
                         // (said below).
-                        sys::LoopDevice::create(&file, size, false)
+                        sys::LoopDevice::create_with(&file, size, false, sector_size)
                     }
                 })
                 .with_context(|| format!("loop create {}", file.display()))?;

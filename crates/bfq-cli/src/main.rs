@@ -57,10 +57,20 @@ enum Cmd {
     Sim(sim::Args),
     /// Run the papers' benchmark suite and write report.{json,md,html}.
     Suite(suite::Args),
-    /// Put back what runs killed by SIGKILL (or a crash) left behind: the
-    /// block-device schedulers they set and their `bfq-rs-PID-*` cgroups.
-    /// Runs still alive are left alone.
-    Cleanup,
+    /// Put back what bfq processes killed by SIGKILL (or a crash) left
+    /// behind: the block-device schedulers they set, their `bfq-rs-PID-*`
+    /// cgroups (cgroup v1 blkio or v2), the loop devices, mounts and files
+    /// they made for their own use (`bench-engine`'s, the suite's, `run
+    /// --create`'s unfinished `.NAME.part-PID`), and bfq mounts whose
+    /// server is gone.
+    /// What live processes use, what `bfq loop create` made, and what no
+    /// bfq process made are left alone. Exits 1 if something could not
+    /// be undone.
+    Cleanup {
+        /// List what would be done, and change nothing.
+        #[arg(long)]
+        dry_run: bool,
+    },
     /// Seeded random calls of the scheduler API on every scheduler and
     /// mutated scenario files, checking no panic, errors for bad calls,
     /// exactly-once dispatch and completion, no stall, bounded memory.
@@ -97,7 +107,7 @@ fn main() {
         Cmd::Sim(a) => sim::run(a),
         Cmd::Suite(a) => suite::run(a),
         Cmd::Mount(a) => mount::run(a),
-        Cmd::Cleanup => cleanup(),
+        Cmd::Cleanup { dry_run } => cleanup(dry_run),
         Cmd::Fuzz(a) => fuzz::run(a),
         Cmd::KernelFlow => {
             bfq_real::flowproc::serve(std::io::stdin().lock(), std::io::stdout().lock())
@@ -113,13 +123,47 @@ fn main() {
     }
 }
 
-fn cleanup() -> anyhow::Result<()> {
-    let done = bfq_real::sys::cleanup_dead_runs()?;
-    if done.is_empty() {
-        println!("nothing left by dead runs");
+/// `bfq cleanup [--dry-run]`: what dead runs left ([`bfq_real::leftovers`])
+/// and dead bfq mounts; one line each (done, left with why, failed), and
+/// an error if anything failed.
+fn cleanup(dry: bool) -> anyhow::Result<()> {
+    let mut c = bfq_real::leftovers::cleanup(dry)?;
+    if dry {
+        let dead = bfq_mount::dead_mounts();
+        c.done.extend(
+            dead.iter()
+                .map(|m| format!("bfq mount {}: to unmount (its server is gone)", m.display())),
+        );
+    } else {
+        match bfq_mount::cleanup(None) {
+            Ok(m) => {
+                c.done.extend(m.unmounted.iter().map(|p| {
+                    format!("bfq mount {}: unmounted (its server was gone)", p.display())
+                }));
+                c.left.extend(
+                    m.left
+                        .iter()
+                        .map(|(p, why)| format!("bfq mount {}: left: {why}", p.display())),
+                );
+            }
+            Err(e) => c.failed.push(format!("bfq mounts: {e}")),
+        }
     }
-    for line in done {
-        println!("{line}");
+    let nothing = c.done.is_empty() && c.left.is_empty() && c.failed.is_empty();
+    if nothing {
+        println!("nothing left by dead bfq processes");
+    }
+    for l in &c.done {
+        println!("{l}");
+    }
+    for l in &c.left {
+        println!("left: {l}");
+    }
+    for l in &c.failed {
+        eprintln!("bfq: cleanup: failed: {l}");
+    }
+    if !c.failed.is_empty() {
+        anyhow::bail!("{} thing(s) could not be undone (above)", c.failed.len());
     }
     Ok(())
 }

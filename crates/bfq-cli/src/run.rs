@@ -353,7 +353,7 @@ impl Outputs {
 
 /// Fails the command when requests of the run failed, naming the first
 /// error.
-fn check_errors(r: &RunReport) -> anyhow::Result<()> {
+pub(crate) fn check_errors(r: &RunReport) -> anyhow::Result<()> {
     let failed: u64 = r.flows.iter().map(|f| f.errors).sum();
     if failed > 0 {
         let done: u64 = r.flows.iter().map(|f| f.ios).sum();

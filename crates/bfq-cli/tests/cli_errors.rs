@@ -456,3 +456,57 @@ fn real_apps_needs_an_existing_target_directory() {
         "not a directory",
     );
 }
+
+/// `bench-engine fairness` refuses a block not in whole sectors or too
+/// large for a `u32`, a device too small for its five readers, a depth
+/// out of range, an unknown setting and weights out of range or of one
+/// reader before it makes (and fills) its file. Root only (it checks that first); skips otherwise.
+#[test]
+fn fairness_refuses_bad_options_before_making_its_file() {
+    if !bfq_real::sys::is_root() {
+        eprintln!("SKIPPED fairness_refuses_bad_options_before_making_its_file: needs root");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("fair.img");
+    let f = file.to_str().unwrap();
+    let fairness = ["bench-engine", "fairness", "--seconds", "1", "--file", f];
+    let cases: [(&[&str], &str); 10] = [
+        (
+            &["--block", "1000"],
+            "--block 1000: must be a multiple of 512",
+        ),
+        (
+            &["--block", "4G"],
+            "--block 4G: must be a multiple of 512 bytes, at most 64M",
+        ),
+        (
+            &["--size", "1M", "--block", "2M"],
+            "too small for 5 readers",
+        ),
+        (&["--depth", "0"], "--depth 0: must be in 1..=4096"),
+        (&["--set", "nosuch=1"], "no setting 'nosuch'"),
+        (
+            &["--schedulers", "fifo,bfq", "--set", "max_budget=-1"],
+            "max_budget=-1",
+        ),
+        (
+            &["--weights", "100"],
+            "one reader gets all of the bandwidth",
+        ),
+        (
+            &["--weights", "0:100"],
+            "'0' in '0:100' is not a weight in 1..=1000",
+        ),
+        (
+            &["--weights", "100:1001"],
+            "'1001' in '100:1001' is not a weight",
+        ),
+        (&["--weights", "100:300,"], "'' in '' is not a weight"),
+    ];
+    for (more, says) in cases {
+        let args: Vec<&str> = fairness.iter().chain(more).copied().collect();
+        refused_first(&args, says);
+        assert!(!file.exists(), "{more:?}: the file was made");
+    }
+}

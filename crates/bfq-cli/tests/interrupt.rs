@@ -78,9 +78,17 @@ impl Drop for Run {
             // flow processes get SIGTERM when the run dies; give them a
             // moment to leave their cgroups
             std::thread::sleep(Duration::from_millis(200));
-            let _ = sys::cleanup_dead_runs();
+            let _ = bfq_real::leftovers::cleanup(false);
         }
     }
+}
+
+/// Holds the tests of this file one at a time: each kills runs with
+/// SIGKILL and checks what they left before `bfq cleanup`, which
+/// another test's cleanup (of every dead run's leftovers) would race.
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 /// A loop device over a temporary file, or why there is none.
@@ -130,6 +138,7 @@ fn wait_for(what: &str, mut cond: impl FnMut() -> bool) {
 
 #[test]
 fn interrupting_a_kernel_run_puts_the_machine_back() {
+    let _serial = serial();
     let Some((_dir, dev)) = loop_device_or_skip() else {
         return;
     };
@@ -167,38 +176,109 @@ fn interrupting_a_kernel_run_puts_the_machine_back() {
     }
 }
 
+/// Starts a `kernel:SCHED` run of one flow on `dev`, waits until it has
+/// set the scheduler and made its cgroup, and kills it with SIGKILL,
+/// which puts nothing back. Its pid.
+fn kill_9_a_run(dev: &Path, sched: &str) -> u32 {
+    let mut run = start(dev, sched, &["name=a,bs=4k"]);
+    let pid = run.id();
+    wait_for("the run to start", || {
+        cgroups_of(pid).len() == 1 && scheduler_of(dev) == sched || !run.running()
+    });
+    let mut child = run.take();
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert_eq!(scheduler_of(dev), sched, "SIGKILL leaves the scheduler");
+    assert_eq!(cgroups_of(pid).len(), 1, "SIGKILL leaves the cgroup");
+    pid
+}
+
+/// `bfq cleanup ARGS`: its stdout, after checking it succeeded.
+fn cleanup(args: &[&str]) -> String {
+    let out = bfq().arg("cleanup").args(args).output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "{text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    text
+}
+
 #[test]
 fn cleanup_puts_back_what_a_killed_run_left() {
+    let _serial = serial();
     let Some((_dir, dev)) = loop_device_or_skip() else {
         return;
     };
     let before = scheduler_of(dev.path());
     let other = other_than(&before);
-    let mut run = start(dev.path(), other, &["name=a,bs=4k"]);
-    let pid = run.id();
-    wait_for("the run to start", || {
-        cgroups_of(pid).len() == 1 && scheduler_of(dev.path()) == other
-    });
-    let mut child = run.take();
-    child.kill().unwrap(); // SIGKILL: nothing is put back
-    child.wait().unwrap();
-    assert_eq!(
-        scheduler_of(dev.path()),
-        other,
-        "SIGKILL leaves the scheduler"
-    );
-    assert_eq!(cgroups_of(pid).len(), 1, "SIGKILL leaves the cgroup");
-    let out = bfq().arg("cleanup").output().unwrap();
+    let pid = kill_9_a_run(dev.path(), other);
+    // A second run started while the first had changed the scheduler,
+    // killed too: the scheduler before both is put back, not the first
+    // run's.
+    let (all, _) = sys::block_schedulers(dev.path()).unwrap();
+    let third = all.iter().find(|s| **s != before && *s != other);
+    let second = third.map(|t| kill_9_a_run(dev.path(), t));
+    let name = sys::dev_name(dev.path()).unwrap();
+    let listed = cleanup(&["--dry-run"]);
     assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+        listed.contains(&format!("{name}: scheduler {before} to restore")),
+        "{listed}"
     );
+    assert_eq!(cgroups_of(pid).len(), 1, "--dry-run changes nothing");
+    assert_ne!(
+        scheduler_of(dev.path()),
+        before,
+        "--dry-run changes nothing"
+    );
+    cleanup(&[]);
     assert_eq!(scheduler_of(dev.path()), before, "scheduler put back");
     assert!(cgroups_of(pid).is_empty(), "cgroup removed");
+    assert!(second.is_none_or(|p| cgroups_of(p).is_empty()));
 }
 
-/// Whether process `pid` runs (not gone, not a zombie).
+/// A `bench-engine` killed with SIGKILL leaves the loop device and the
+/// file it made for itself; `bfq cleanup` detaches and removes them, and
+/// leaves a loop device it did not make over a file of the same
+/// directory.
+#[test]
+fn cleanup_removes_the_loop_device_and_file_of_a_killed_benchmark() {
+    let _serial = serial();
+    let Some((dir, own)) = loop_device_or_skip() else {
+        return;
+    };
+    let file = dir.path().join("bench.img");
+    let mut cmd = bfq();
+    cmd.args([
+        "bench-engine",
+        "fairness",
+        "--seconds",
+        "600",
+        "--size",
+        "16M",
+    ]);
+    let child = cmd.arg("--file").arg(&file).stdout(Stdio::null());
+    let mut run = Run(Some(child.stderr(Stdio::null()).spawn().unwrap()));
+    wait_for("the benchmark's loop device", || {
+        !sys::LoopDevice::over(&file).unwrap().is_empty() || !run.running()
+    });
+    let mut child = run.take();
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let made = sys::LoopDevice::over(&file).unwrap();
+    assert_eq!(made.len(), 1, "SIGKILL leaves the loop device");
+    let out = cleanup(&[]);
+    assert!(
+        out.contains(&format!("{} detached", made[0].display())),
+        "{out}"
+    );
+    assert!(sys::LoopDevice::over(&file).unwrap().is_empty());
+    assert!(!file.exists(), "{out}");
+    let backing = dir.path().join("loop.img");
+    assert_eq!(sys::LoopDevice::over(&backing).unwrap(), [own.path()]);
+}
+
 fn alive(pid: u32) -> bool {
     std::fs::read_to_string(format!("/proc/{pid}/stat"))
         .ok()
@@ -220,6 +300,7 @@ fn procs_in(cg: &Path) -> Vec<u32> {
 
 #[test]
 fn flows_as_processes_sit_in_their_cgroups_and_stop_with_the_run() {
+    let _serial = serial();
     let Some((_dir, dev)) = loop_device_or_skip() else {
         return;
     };
@@ -271,6 +352,7 @@ fn flows_as_processes_sit_in_their_cgroups_and_stop_with_the_run() {
 
 #[test]
 fn flows_as_processes_report_and_follow_after() {
+    let _serial = serial();
     let Some((_dir, dev)) = loop_device_or_skip() else {
         return;
     };
@@ -314,6 +396,7 @@ fn flows_as_processes_report_and_follow_after() {
 
 #[test]
 fn a_killed_run_leaves_no_flow_process() {
+    let _serial = serial();
     let Some((_dir, dev)) = loop_device_or_skip() else {
         return;
     };
@@ -335,6 +418,74 @@ fn a_killed_run_leaves_no_flow_process() {
     wait_for("the flow process to end", || {
         children.iter().all(|&c| !alive(c))
     });
-    sys::cleanup_dead_runs().unwrap();
+    bfq_real::leftovers::cleanup(false).unwrap();
     assert!(cgroups_of(pid).is_empty());
+}
+
+/// SIGTERM while `bench-engine fairness` runs stops it, removes its loop
+/// device and the file it made, and exits 143.
+#[test]
+fn interrupting_the_fairness_benchmark_removes_its_loop_device_and_file() {
+    let _serial = serial();
+    let Some((dir, _own)) = loop_device_or_skip() else {
+        return;
+    };
+    let file = dir.path().join("bench.img");
+    let mut cmd = bfq();
+    cmd.args([
+        "bench-engine",
+        "fairness",
+        "--seconds",
+        "600",
+        "--size",
+        "16M",
+    ]);
+    let child = cmd.arg("--file").arg(&file).stdout(Stdio::null());
+    let mut run = Run(Some(child.stderr(Stdio::piped()).spawn().unwrap()));
+    wait_for("the benchmark's loop device", || {
+        !sys::LoopDevice::over(&file).unwrap().is_empty() || !run.running()
+    });
+    assert!(run.running(), "the benchmark ended early");
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(run.id() as i32, libc::SIGTERM) };
+    let out = run.take().wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(143), "{err}");
+    assert!(err.contains("interrupted by signal 15"), "{err}");
+    assert!(sys::LoopDevice::over(&file).unwrap().is_empty(), "{err}");
+    assert!(!file.exists(), "{err}");
+}
+
+/// SIGINT while `bench-engine randread` runs stops it, removes its loop
+/// device and its file in /dev/shm, and exits 130.
+#[test]
+fn interrupting_randread_removes_its_loop_device_and_file() {
+    let _serial = serial();
+    let Some((_dir, _own)) = loop_device_or_skip() else {
+        return;
+    };
+    let mut cmd = bfq();
+    cmd.args([
+        "bench-engine",
+        "randread",
+        "--seconds",
+        "600",
+        "--size",
+        "16M",
+    ]);
+    cmd.args(["--flows", "1", "--schedulers", "fifo", "--no-fio"]);
+    let child = cmd.stdout(Stdio::null()).stderr(Stdio::piped());
+    let mut run = Run(Some(child.spawn().unwrap()));
+    let file = PathBuf::from(format!("/dev/shm/bfq-randread-{}.img", run.id()));
+    wait_for("the benchmark's loop device", || {
+        !sys::LoopDevice::over(&file).unwrap().is_empty() || !run.running()
+    });
+    assert!(run.running(), "the benchmark ended early");
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(run.id() as i32, libc::SIGINT) };
+    let out = run.take().wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(130), "{err}");
+    assert!(sys::LoopDevice::over(&file).unwrap().is_empty(), "{err}");
+    assert!(!file.exists(), "{err}");
 }

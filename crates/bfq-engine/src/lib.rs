@@ -53,6 +53,8 @@ pub use bfq_core::{DeviceInfo, FlowId, FlowSpec, GroupId, Internals, IoClass, Io
 pub use buf::{AlignedBuf, IoBuf, IoBufMut};
 pub use completion::{block_on, wait_any, IoResult, Pending};
 pub use driver::SubmitMode;
-pub use engine::{Engine, EngineBuilder, Flow, FlowOptions, MAX_QUEUE_DEPTH, MAX_SQPOLL_IDLE_MS};
+pub use engine::{
+    direct_io_block, Engine, EngineBuilder, Flow, FlowOptions, MAX_QUEUE_DEPTH, MAX_SQPOLL_IDLE_MS,
+};
 pub use taskrun::CoopTaskrun;
 pub use thread_ring::ThreadRing;

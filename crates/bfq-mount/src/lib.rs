@@ -20,7 +20,7 @@ pub mod sys;
 use bfq_engine::{DeviceInfo, Engine};
 use flows::FlowTable;
 use fuser::{BackgroundSession, Config, MountOption, SessionACL};
-pub use mounts::{bfq_mounts, cleanup, Cleaned, MountEntry};
+pub use mounts::{bfq_mounts, cleanup, dead_mounts, Cleaned, MountEntry};
 pub use policy::Policy;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};

@@ -263,6 +263,17 @@ pub struct Cleaned {
     pub left: Vec<(PathBuf, &'static str)>,
 }
 
+/// The mount points of the bfq mounts [`cleanup`] would unmount now
+/// (their server gone, none on them), for a listing that changes nothing.
+pub fn dead_mounts() -> Vec<PathBuf> {
+    bfq_mounts()
+        .into_iter()
+        .filter(|m| reached(&m.mountpoint).ok() == Some((m.id, m.dev)))
+        .filter(|m| !server_answers(&m.mountpoint))
+        .map(|m| m.mountpoint)
+        .collect()
+}
+
 /// `bfq mount --cleanup`: unmounts the bfq mounts whose server is gone
 /// (e.g. killed) at `mountpoint`, or everywhere if none is given. A mount
 /// whose server still answers is left, and so is a dead one that another

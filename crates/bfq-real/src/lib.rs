@@ -18,8 +18,10 @@
 //!   cgroups and given their I/O priorities.
 //! - [`flowproc`]: `kernel:*` flows as processes of their own (cgroup v2).
 //! - [`sys`]: the kernel peers: loop devices, a block device's scheduler,
-//!   blkio cgroups, I/O priorities, mount checks, interrupt handling and
-//!   cleanup after dead runs. Every resource is a guard undone on drop.
+//!   blkio cgroups, I/O priorities, mount checks, interrupt handling.
+//!   Every resource is a guard undone on drop.
+//! - [`leftovers`]: what a run notes of its changes so that `bfq cleanup`
+//!   can undo them after a SIGKILL, and that cleanup.
 //! - [`report`]: what a run did.
 //! - [`warmup`]: a sequential reader alone before the measured flows, so
 //!   that a scheduler learning the device's peak rate starts warm.
@@ -34,6 +36,7 @@ pub mod desc;
 pub mod flowproc;
 pub mod flowspec;
 pub mod kernel;
+pub mod leftovers;
 mod pace;
 pub mod report;
 mod run;

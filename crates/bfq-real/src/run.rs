@@ -3,7 +3,7 @@
 //! submitting through [`bfq_engine::Flow`]) or, for `kernel:*` backends,
 //! hands them to [`crate::kernel`].
 
-use crate::desc::{parents_first, Backend, Dir, FlowDesc, RunConfig};
+use crate::desc::{parents_first, Backend, Dir, FlowDesc, Pattern, RunConfig};
 use crate::kernel::run_kernel;
 use crate::pace::{cursor, gates, room, Acc, Cursor, Gate, Pacer};
 use crate::report::{FlowReport, RunReport};
@@ -61,7 +61,8 @@ const FILL_NOTICE: u64 = 256 << 20;
 /// reads touch real blocks, not holes). Refuses a size its filesystem has
 /// no room for; fills a temporary file beside `path` (`.NAME.part-PID`),
 /// renamed to `path` only once complete and synced, so that a failed or
-/// interrupted (SIGINT, SIGTERM) creation leaves nothing behind; shows its
+/// interrupted (SIGINT, SIGTERM) creation leaves nothing behind (killed,
+/// the temporary file is `bfq cleanup`'s, [`crate::leftovers`]); shows its
 /// progress on stderr when that is a terminal.
 pub fn create_filled(path: &Path, size: u64) -> io::Result<()> {
     let named =
@@ -88,6 +89,8 @@ pub fn create_filled(path: &Path, size: u64) -> io::Result<()> {
         .write(true)
         .open(&part)
         .map_err(named)?;
+    // Removed by `bfq cleanup` if this process is killed while it fills.
+    let _note = crate::leftovers::Note::file(&part);
     let done = fill(&f, size, path).and_then(|()| {
         drop(f);
         sys::rename_no_replace(&part, path).map_err(|e| match e.kind() {
@@ -257,12 +260,18 @@ pub fn run(cfg: &RunConfig, flows: &[FlowDesc]) -> io::Result<RunReport> {
         check_kernel(cfg, scheduler, is_dev)?;
     }
     let len = target_size(&cfg.target, cfg.create_size)?;
-    let regions = layout(flows, len, 4096);
+    let existed = cfg.target.exists();
+    let unit = if existed { direct_unit(cfg)? } else { None };
+    let regions = layout(flows, len, unit.map_or(4096, |u| u64::from(u).max(4096)));
     check_regions(flows, &regions, len)?;
+    check_alignment(cfg, flows, &regions, unit)?;
     if let Some(d) = cfg.warm_up {
         warmup::check(d)?;
     }
     prepare_target(cfg, is_dev)?;
+    if !existed {
+        check_alignment(cfg, flows, &regions, direct_unit(cfg)?)?;
+    }
     let warm = cfg.warm_up.map(|d| (warmup::region(&regions, len), d));
     let cpu0 = process_cpu_seconds();
     let mut r = match &cfg.backend {
@@ -337,6 +346,67 @@ fn check_regions(flows: &[FlowDesc], regions: &[(u64, u64)], len: u64) -> io::Re
                 ),
             ));
         }
+    }
+    Ok(())
+}
+
+/// The unit of the run's direct-I/O offsets and lengths on its target
+/// ([`bfq_engine::direct_io_block`]: the device's logical block size);
+/// `None` for buffered runs, which may use any multiple of 512.
+fn direct_unit(cfg: &RunConfig) -> io::Result<Option<u32>> {
+    if !cfg.direct {
+        return Ok(None);
+    }
+    let named = |e: io::Error| io::Error::new(e.kind(), format!("{}: {e}", cfg.target.display()));
+    let f = std::fs::File::open(&cfg.target).map_err(named)?;
+    bfq_engine::direct_io_block(&f).map(Some).map_err(named)
+}
+
+/// Refuses a flow whose requests would not be in whole logical blocks
+/// of the target (`unit` bytes, [`direct_unit`]): its block size, its
+/// region's start, or a replayed request's offset or length. Through
+/// `O_DIRECT` each of them would fail with `EINVAL`, so the run is
+/// refused before it starts, naming the flow, the target and its block
+/// size. Scenarios and `--flow` are checked against 512-byte sectors
+/// when parsed; a 4096-byte device needs more.
+fn check_alignment(
+    cfg: &RunConfig,
+    flows: &[FlowDesc],
+    regions: &[(u64, u64)],
+    unit: Option<u32>,
+) -> io::Result<()> {
+    let Some(u) = unit.map(u64::from) else {
+        return Ok(());
+    };
+    let off = |x: u64| !x.is_multiple_of(u);
+    for (f, r) in flows.iter().zip(regions) {
+        let what = if off(f.block.into()) {
+            format!("requests of {} bytes", f.block)
+        } else if off(r.0) {
+            format!("a region starting at byte {}", r.0)
+        } else if let Pattern::Replay(rows) = &f.pattern {
+            match rows.iter().position(|&(o, l)| off(o) || off(l.into())) {
+                Some(i) => format!(
+                    "replayed request {} ({} bytes at offset {})",
+                    i + 1,
+                    rows[i].1,
+                    rows[i].0
+                ),
+                None => continue,
+            }
+        } else {
+            continue;
+        };
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!(
+                "flow {}: {what} on {}, whose logical block size is {u} bytes: direct I/O \
+                 needs offsets and lengths in whole blocks (use multiples of {u}, or \
+                 buffered I/O)",
+                f.name,
+                cfg.target.display()
+            ),
+        ));
     }
     Ok(())
 }
@@ -597,6 +667,10 @@ fn run_threads(
         };
         threads.push(std::thread::spawn(move || t.run()));
     }
+    // Where the caller catches SIGINT and SIGTERM (`sys::catch_interrupts`,
+    // as `bench-engine fairness` does to remove its loop device), they
+    // stop the flows as the run's end does, and the run fails.
+    let watch = sys::watch_interrupts(stop.clone());
     barrier.wait();
     let t0 = Instant::now();
     let mut reports = Vec::new();
@@ -605,6 +679,13 @@ fn run_threads(
             .join()
             .map_err(|_| io::Error::other("a flow thread panicked"))?;
         reports.push(r);
+    }
+    drop(watch);
+    if let Some(sig) = sys::interrupted() {
+        return Err(io::Error::new(
+            io::ErrorKind::Interrupted,
+            format!("interrupted by signal {sig}"),
+        ));
     }
     Ok((t0.elapsed().as_secs_f64(), reports))
 }

@@ -11,6 +11,8 @@ use std::sync::Arc;
 
 pub use bfq_engine::sys::{current_cpus, gettid, pin_current_thread};
 
+use crate::leftovers::Note;
+
 /// Whether the process runs as root.
 pub fn is_root() -> bool {
     // SAFETY: plain syscall.
@@ -57,6 +59,8 @@ pub fn ioprio_set_thread(class: bfq_core::IoClass, level: u8) -> io::Result<()> 
 pub struct LoopDevice {
     path: PathBuf,
     keep: bool,
+    /// Lets `bfq cleanup` detach it if this process dies first.
+    note: Note,
 }
 
 impl LoopDevice {
@@ -68,6 +72,19 @@ impl LoopDevice {
     /// device buffered, with a warning only, when the kernel refuses
     /// direct I/O: [`loop_direct_io`] tells. Errors name `file`.
     pub fn create(file: &Path, size: u64, direct_io: bool) -> io::Result<LoopDevice> {
+        Self::create_with(file, size, direct_io, 512)
+    }
+
+    /// As [`LoopDevice::create`], with a logical block size of
+    /// `sector_size` bytes (512, 1024, 2048 or 4096; `losetup
+    /// --sector-size`): a device that, as a 4Kn disk, refuses direct I/O
+    /// not in whole 4096-byte blocks.
+    pub fn create_with(
+        file: &Path,
+        size: u64,
+        direct_io: bool,
+        sector_size: u32,
+    ) -> io::Result<LoopDevice> {
         require_root("creating a loop device")?;
         if !Path::new("/dev/loop-control").exists() {
             return Err(io::Error::new(
@@ -100,6 +117,7 @@ impl LoopDevice {
                 if direct_io { "on" } else { "off" }
             ))
             .arg(format!("--sizelimit={size}"))
+            .arg(format!("--sector-size={sector_size}"))
             .arg(file)
             .output()
             .map_err(|e| io::Error::new(e.kind(), format!("cannot run losetup: {e}")))?;
@@ -111,7 +129,12 @@ impl LoopDevice {
             )));
         }
         let path = PathBuf::from(String::from_utf8_lossy(&out.stdout).trim());
-        Ok(LoopDevice { path, keep: false })
+        let note = dev_name(&path).map_or_else(|_| Note::none(), |n| Note::loop_device(&n, file));
+        Ok(LoopDevice {
+            path,
+            keep: false,
+            note,
+        })
     }
 
     /// The loop devices attached over `file` (`losetup -j`), by path.
@@ -136,6 +159,7 @@ impl LoopDevice {
         LoopDevice {
             path: path.to_path_buf(),
             keep: false,
+            note: Note::none(),
         }
     }
 
@@ -147,6 +171,7 @@ impl LoopDevice {
     /// Leaves the device attached when dropped; returns its path.
     pub fn keep(mut self) -> PathBuf {
         self.keep = true;
+        std::mem::replace(&mut self.note, Note::none()).forget();
         self.path.clone()
     }
 
@@ -345,9 +370,10 @@ pub fn check_not_mounted(dev: &Path) -> io::Result<()> {
 pub struct SchedulerGuard {
     file: PathBuf,
     previous: String,
-    /// The note in [`STATE_DIR`] that lets [`cleanup_dead_runs`] restore
-    /// `previous` if this process dies without dropping the guard.
-    note: Option<PathBuf>,
+    /// The note in [`STATE_DIR`] that lets `bfq cleanup`
+    /// ([`crate::leftovers`]) restore `previous` if this process dies
+    /// without dropping the guard; removed after it.
+    _note: Note,
 }
 
 /// The schedulers a block device offers and the active one; an error
@@ -401,12 +427,11 @@ impl SchedulerGuard {
                 format!("cannot set scheduler {name} on {}: {e}", dev.display()),
             )
         })?;
-        let note = Path::new(STATE_DIR).join(format!("{}-{devname}", std::process::id()));
-        let noted = fs::create_dir_all(STATE_DIR).and_then(|()| fs::write(&note, &previous));
+        let note = Note::write("", &devname, &format!("{previous}\n{name}\n"));
         Ok(SchedulerGuard {
             file,
             previous,
-            note: noted.is_ok().then_some(note),
+            _note: note,
         })
     }
 }
@@ -414,9 +439,6 @@ impl SchedulerGuard {
 impl Drop for SchedulerGuard {
     fn drop(&mut self) {
         let _ = fs::write(&self.file, &self.previous);
-        if let Some(note) = &self.note {
-            let _ = fs::remove_file(note);
-        }
     }
 }
 
@@ -704,95 +726,11 @@ pub fn interrupted() -> Option<i32> {
     }
 }
 
-/// Where runs that change a device's scheduler note the scheduler to put
-/// back, one file per process and device (`PID-DEV`), so that
-/// [`cleanup_dead_runs`] can restore it after a run was killed (SIGKILL,
-/// power loss) before it could.
+/// Where runs note what they changed on the machine (a device's
+/// scheduler, their own loop devices and files), so that `bfq cleanup`
+/// ([`crate::leftovers`]) can undo it after a run was killed (SIGKILL, a
+/// crash) before it could.
 pub const STATE_DIR: &str = "/run/bfq-rs";
-
-fn pid_alive(pid: u32) -> bool {
-    Path::new(&format!("/proc/{pid}")).exists()
-}
-
-/// Removes a cgroup directory and the ones below it, moving any thread
-/// left in them to the hierarchy's root first.
-fn remove_cgroup_tree(dir: &Path, root: &Path) -> io::Result<()> {
-    for e in fs::read_dir(dir)?.flatten() {
-        if e.file_type().is_ok_and(|t| t.is_dir()) {
-            remove_cgroup_tree(&e.path(), root)?;
-        }
-    }
-    if let Ok(t) = fs::read_to_string(dir.join("tasks")) {
-        for tid in t.split_whitespace() {
-            let _ = fs::write(root.join("tasks"), tid);
-        }
-    }
-    fs::remove_dir(dir)
-}
-
-/// Puts back what runs that no longer exist left behind: the schedulers
-/// they set on block devices (from [`STATE_DIR`]) and their `bfq-rs-PID-*`
-/// cgroups. Runs still alive are left alone. Returns one line per thing
-/// restored or removed.
-pub fn cleanup_dead_runs() -> io::Result<Vec<String>> {
-    require_root("cleaning up after dead runs")?;
-    let mut done = Vec::new();
-    if let Ok(rd) = fs::read_dir(STATE_DIR) {
-        for e in rd.flatten() {
-            let name = e.file_name().to_string_lossy().to_string();
-            let Some((pid, dev)) = name.split_once('-') else {
-                continue;
-            };
-            let Ok(pid) = pid.parse::<u32>() else {
-                continue;
-            };
-            if pid_alive(pid) {
-                continue;
-            }
-            // Another cleaner may have taken this run meanwhile.
-            let previous = match fs::read_to_string(e.path()) {
-                Err(err) if err.kind() == io::ErrorKind::NotFound => continue,
-                r => r?,
-            };
-            let file = format!("/sys/block/{dev}/queue/scheduler");
-            match fs::write(&file, previous.trim()) {
-                Ok(()) => done.push(format!("{dev}: scheduler {} restored", previous.trim())),
-                Err(err) => done.push(format!("{dev}: cannot restore {}: {err}", previous.trim())),
-            }
-            gone_ok(fs::remove_file(e.path()))?;
-        }
-    }
-    let root = Path::new(BLKIO_V1);
-    if let Ok(rd) = fs::read_dir(root) {
-        for e in rd.flatten() {
-            let name = e.file_name().to_string_lossy().to_string();
-            let Some(pid) = name
-                .strip_prefix("bfq-rs-")
-                .and_then(|r| r.split('-').next())
-                .and_then(|p| p.parse::<u32>().ok())
-            else {
-                continue;
-            };
-            if pid_alive(pid) {
-                continue;
-            }
-            gone_ok(remove_cgroup_tree(&e.path(), root)).map_err(|err| {
-                io::Error::new(err.kind(), format!("{}: {err}", e.path().display()))
-            })?;
-            done.push(format!("cgroup {} removed", e.path().display()));
-        }
-    }
-    Ok(done)
-}
-
-/// `r`, with "not found" as success: what was to be removed is gone
-/// (another `bfq cleanup`, or the run itself, removed it meanwhile).
-fn gone_ok(r: io::Result<()>) -> io::Result<()> {
-    match r {
-        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
-        r => r,
-    }
-}
 
 #[cfg(test)]
 mod tests {

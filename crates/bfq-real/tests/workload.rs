@@ -499,3 +499,83 @@ fn a_file_too_large_for_its_filesystem_is_not_created() {
         .collect();
     assert_eq!(names, ["a"]);
 }
+
+/// On a device of 4096-byte logical blocks (a loop device made with
+/// `--sector-size 4096`, as a 4Kn disk), direct I/O in 512-byte units
+/// fails with `EINVAL`: such flows are refused before the run starts,
+/// naming the flow and the device's block size, on the engine's side and
+/// the kernel's; whole blocks run, and buffered runs take any sector.
+#[test]
+fn flows_not_in_whole_blocks_of_a_4096_byte_device_are_refused() {
+    let skip = "SKIPPED flows_not_in_whole_blocks_of_a_4096_byte_device_are_refused";
+    if !sys::is_root() || !Path::new("/dev/loop-control").exists() {
+        eprintln!("{skip}: needs root and loop devices");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let img = dir.path().join("4k.img");
+    bfq_real::create_filled(&img, 8 << 20).unwrap();
+    let dev = match LoopDevice::create_with(&img, 8 << 20, true, 4096) {
+        Ok(d) => d,
+        Err(e) => {
+            eprintln!("{skip}: {e}");
+            return;
+        }
+    };
+    let f = std::fs::File::open(dev.path()).unwrap();
+    assert_eq!(bfq_engine::direct_io_block(&f).unwrap(), 4096);
+    let reader = |block: u32, region: Option<(u64, u64)>, pattern: Pattern| {
+        let mut f = FlowDesc::reader("a", pattern, block);
+        f.region = region;
+        f.bytes = Some(256 << 10);
+        f
+    };
+    let refused = [
+        (reader(512, None, Pattern::Seq), "requests of 512 bytes"),
+        (reader(6144, None, Pattern::Rand), "requests of 6144 bytes"),
+        (
+            reader(4096, Some((512, 1 << 20)), Pattern::Seq),
+            "a region starting at byte 512",
+        ),
+        (
+            reader(4096, None, Pattern::Replay(vec![(0, 4096), (4096, 512)])),
+            "replayed request 2 (512 bytes at offset 4096)",
+        ),
+    ];
+    for backend in ["fifo", "kernel:none"] {
+        let cfg = RunConfig::new(
+            dev.path(),
+            Backend::parse(backend, Settings::new()),
+            Duration::from_secs(10),
+        );
+        for (flow, what) in &refused {
+            let e = bfq_real::run(&cfg, std::slice::from_ref(flow)).unwrap_err();
+            assert_eq!(e.kind(), std::io::ErrorKind::InvalidInput, "{e}");
+            let want = format!(
+                "flow a: {what} on {}, whose logical block size is 4096 bytes",
+                dev.path().display()
+            );
+            assert!(e.to_string().starts_with(&want), "{backend}: {e}");
+        }
+        let r = bfq_real::run(&cfg, &[reader(4096, None, Pattern::Rand)]).unwrap();
+        assert_eq!((r.flows[0].bytes, r.flows[0].errors), (256 << 10, 0));
+    }
+    let mut cfg = RunConfig::new(
+        dev.path(),
+        Backend::parse("fifo", Settings::new()),
+        Duration::from_secs(10),
+    );
+    cfg.direct = false;
+    let r = bfq_real::run(&cfg, &[reader(512, None, Pattern::Rand)]).unwrap();
+    assert_eq!((r.flows[0].bytes, r.flows[0].errors), (256 << 10, 0));
+    dev.remove().unwrap();
+}
+
+/// A regular file's direct-I/O unit is what its filesystem reports, a
+/// whole number of sectors.
+#[test]
+fn a_files_direct_io_unit_is_whole_sectors() {
+    let f = tempfile::tempfile().unwrap();
+    let u = bfq_engine::direct_io_block(&f).unwrap();
+    assert!(u >= 512 && u.is_multiple_of(512), "{u}");
+}

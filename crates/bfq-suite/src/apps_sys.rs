@@ -464,9 +464,11 @@ impl Stage {
     }
 }
 
-/// An ext4 filesystem mounted for the guard's lifetime.
+/// An ext4 filesystem mounted for the guard's lifetime (noted for `bfq
+/// cleanup` if the process is killed first).
 struct Ext4Mount {
     dir: PathBuf,
+    _note: bfq_real::leftovers::Note,
 }
 
 impl Ext4Mount {
@@ -493,6 +495,7 @@ impl Ext4Mount {
         }
         Ok(Ext4Mount {
             dir: dir.to_path_buf(),
+            _note: bfq_real::leftovers::Note::mount(dev, dir),
         })
     }
 }

@@ -1,0 +1,640 @@
+//! What a run leaves if it is killed with SIGKILL (or crashes) before its
+//! guards can undo it, and `bfq cleanup`, which undoes it afterwards.
+//!
+//! A run notes in [`STATE_DIR`] each change it makes to the machine, one
+//! file per change, removed when the change is undone:
+//!
+//! - `PID-DEV`: the scheduler it set on block device `DEV`
+//!   ([`crate::sys::SchedulerGuard`]): the one to put back, then the one
+//!   it set.
+//! - `loops/PID-loopN`: a loop device it attached for its own use
+//!   ([`crate::sys::LoopDevice`] not kept, e.g. `bench-engine`'s): the
+//!   backing file.
+//! - `mounts/PID-N`: a filesystem it mounted for its own use (the suite's
+//!   ext4 image on its loop device): the source and the mount point.
+//! - `files/PID-N`: a file it made for its own use (`--create`'s
+//!   `.NAME.part-PID` while it fills, `bench-engine`'s backing file): its
+//!   device, inode and path, so that a file made at that path since is
+//!   never taken for it.
+//!
+//! Its cgroups need no note: they are named `bfq-rs-PID-*`, in the cgroup
+//! v1 blkio hierarchy or a cgroup v2 one. [`cleanup`] undoes what
+//! processes that no longer exist left, and nothing of a live one's.
+
+use crate::sys::{detach_loop, require_root, BLKIO_V1, CGROUP_V2_ROOTS, STATE_DIR};
+use std::fs;
+use std::io;
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// A note in [`STATE_DIR`] of something this process made, removed when
+/// dropped (the thing undone). Best effort: a note that cannot be written
+/// (no `/run`, not root) is none, and only `bfq cleanup` misses it.
+#[derive(Debug)]
+pub struct Note(Option<PathBuf>);
+
+impl Note {
+    /// Notes `content` in `STATE_DIR/sub/PID-key` (`sub` empty: in
+    /// [`STATE_DIR`] itself).
+    pub(crate) fn write(sub: &str, key: &str, content: &str) -> Note {
+        let dir = Path::new(STATE_DIR).join(sub);
+        let path = dir.join(format!("{}-{key}", std::process::id()));
+        let ok = fs::create_dir_all(&dir).and_then(|()| fs::write(&path, content));
+        Note(ok.is_ok().then_some(path))
+    }
+
+    /// Notes loop device `dev` (`loopN`), attached over `backing` for this
+    /// process's own use.
+    pub(crate) fn loop_device(dev: &str, backing: &Path) -> Note {
+        let backing = fs::canonicalize(backing).unwrap_or_else(|_| backing.to_path_buf());
+        Note::write("loops", dev, &backing.to_string_lossy())
+    }
+
+    /// Notes file `path`, just made by this process for its own use (the
+    /// file there now, by device and inode).
+    pub fn file(path: &Path) -> Note {
+        let Ok(m) = fs::symlink_metadata(path) else {
+            return Note(None);
+        };
+        let path = fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
+        let content = format!("{} {} {}", m.dev(), m.ino(), path.to_string_lossy());
+        Note::write("files", &next_key(), &content)
+    }
+
+    /// Notes the mount of `source` on `dir`, just made by this process
+    /// for its own use.
+    pub fn mount(source: &Path, dir: &Path) -> Note {
+        let dir = fs::canonicalize(dir).unwrap_or_else(|_| dir.to_path_buf());
+        let content = format!("{}\n{}", source.display(), dir.display());
+        Note::write("mounts", &next_key(), &content)
+    }
+
+    /// No note (nothing to undo).
+    pub(crate) fn none() -> Note {
+        Note(None)
+    }
+
+    /// Drops the note, leaving what it noted (kept on purpose).
+    pub fn forget(mut self) {
+        self.remove();
+    }
+
+    fn remove(&mut self) {
+        if let Some(p) = self.0.take() {
+            let _ = fs::remove_file(p);
+        }
+    }
+}
+
+impl Drop for Note {
+    fn drop(&mut self) {
+        self.remove();
+    }
+}
+
+/// A key for a note of this process not used before.
+fn next_key() -> String {
+    static N: AtomicU64 = AtomicU64::new(0);
+    N.fetch_add(1, Ordering::Relaxed).to_string()
+}
+
+/// What [`cleanup`] did (or, dry, would do): one line per thing.
+#[derive(Debug, Default)]
+pub struct Cleaned {
+    /// Restored or removed (dry: to restore or remove).
+    pub done: Vec<String>,
+    /// Left on purpose, with why (a live run uses it, changed since).
+    pub left: Vec<String>,
+    /// Could not be undone, with the error.
+    pub failed: Vec<String>,
+}
+
+/// Undoes what processes that no longer exist left (see the module's
+/// documentation): the schedulers they set, their loop devices, their
+/// files, their `bfq-rs-PID-*` cgroups; nothing of a live process's, and
+/// nothing they did not make. `dry`: only says what it would do.
+pub fn cleanup(dry: bool) -> io::Result<Cleaned> {
+    require_root("bfq cleanup")?;
+    let mut out = Cleaned::default();
+    schedulers(dry, &mut out)?;
+    mounts(dry, &mut out);
+    loops(dry, &mut out);
+    files(dry, &mut out);
+    let mut roots = vec![PathBuf::from(BLKIO_V1)];
+    roots.extend(CGROUP_V2_ROOTS.iter().map(PathBuf::from));
+    for root in roots.iter().filter(|r| is_cgroup_root(r)) {
+        cgroups(root, dry, &mut out);
+    }
+    Ok(out)
+}
+
+/// `past` done, or `would` when dry.
+fn verb<'a>(dry: bool, past: &'a str, would: &'a str) -> &'a str {
+    if dry {
+        would
+    } else {
+        past
+    }
+}
+
+/// Whether the process that made `made` (a note, a cgroup) still lives:
+/// process `pid` exists and started before `made` was last modified. One
+/// that started later only got the pid again, after the maker died.
+fn maker_alive(pid: u32, made: &Path) -> bool {
+    let Some(start) = process_start(pid) else {
+        return Path::new(&format!("/proc/{pid}")).exists();
+    };
+    let when = fs::metadata(made).and_then(|m| m.modified());
+    // The start is known to the second (the boot time's unit).
+    when.map_or(true, |w| start <= w + std::time::Duration::from_secs(2))
+}
+
+/// When process `pid` started (`/proc/PID/stat`'s start time after boot,
+/// plus `/proc/stat`'s boot time); `None` if it does not exist or this
+/// cannot be read.
+fn process_start(pid: u32) -> Option<std::time::SystemTime> {
+    let stat = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // Fields after the command name, which may hold spaces and ')':
+    // state is field 3, start time field 22.
+    let rest = &stat[stat.rfind(')')? + 1..];
+    let ticks: u64 = rest.split_whitespace().nth(19)?.parse().ok()?;
+    let boot: u64 = fs::read_to_string("/proc/stat")
+        .ok()?
+        .lines()
+        .find_map(|l| l.strip_prefix("btime ")?.trim().parse().ok())?;
+    // SAFETY: plain sysconf.
+    let hz = u64::try_from(unsafe { libc::sysconf(libc::_SC_CLK_TCK) })
+        .ok()?
+        .max(1);
+    let secs =
+        std::time::Duration::from_secs(boot) + std::time::Duration::from_millis(ticks * 1000 / hz);
+    Some(std::time::UNIX_EPOCH + secs)
+}
+
+/// The notes in `dir` (`PID-KEY`): (pid, key, path), oldest first.
+fn notes_in(dir: &Path) -> Vec<(u32, String, PathBuf)> {
+    let Ok(rd) = fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    let mut v: Vec<_> = rd
+        .flatten()
+        .filter(|e| e.file_type().is_ok_and(|t| t.is_file()))
+        .filter_map(|e| {
+            let name = e.file_name().to_string_lossy().into_owned();
+            let (pid, key) = name.split_once('-')?;
+            let pid = pid.parse::<u32>().ok()?;
+            let when = e.metadata().and_then(|m| m.modified()).ok()?;
+            Some((when, pid, key.to_string(), e.path()))
+        })
+        .collect();
+    v.sort();
+    v.into_iter().map(|(_, p, k, path)| (p, k, path)).collect()
+}
+
+/// A note's removal; "not found" is success (another `bfq cleanup`, or
+/// the run itself, removed it meanwhile).
+fn drop_note(path: &Path) -> io::Result<()> {
+    match fs::remove_file(path) {
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
+        r => r,
+    }
+}
+
+/// Puts back the schedulers dead runs set. With several dead runs on one
+/// device (one started while an earlier one had changed it, both killed)
+/// the earliest's is put back: the device's scheduler before any of them.
+/// A device a live run uses is left (that run puts back what it found;
+/// `bfq cleanup` again after it ends), and so is one whose scheduler is
+/// no longer the one the last dead run set (changed by hand since).
+fn schedulers(dry: bool, out: &mut Cleaned) -> io::Result<()> {
+    let notes = notes_in(Path::new(STATE_DIR));
+    let mut devs: Vec<&str> = notes.iter().map(|n| n.1.as_str()).collect();
+    devs.sort_unstable();
+    devs.dedup();
+    for dev in devs {
+        let mine = notes.iter().filter(|n| n.1 == dev);
+        let (dead, live): (Vec<_>, Vec<_>) = mine.partition(|n| !maker_alive(n.0, &n.2));
+        let (Some(first), Some(last)) = (dead.first(), dead.last()) else {
+            continue;
+        };
+        if let Some(l) = live.first() {
+            out.left.push(format!(
+                "{dev}: scheduler left as it is: run {} still uses the device \
+                 (run bfq cleanup again once it ends)",
+                l.0
+            ));
+            continue;
+        }
+        let read = |p: &Path| fs::read_to_string(p).unwrap_or_default();
+        let (first_note, last_note) = (read(&first.2), read(&last.2));
+        let previous = first_note.lines().next().unwrap_or("").trim().to_string();
+        let set = last_note.lines().nth(1).map(str::trim);
+        restore_scheduler(dev, &previous, set, dry, out);
+        if !dry {
+            for n in &dead {
+                drop_note(&n.2)?;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Writes `previous` to `dev`'s scheduler, unless its scheduler is no
+/// longer `set` (what the last dead run set, when noted).
+fn restore_scheduler(dev: &str, previous: &str, set: Option<&str>, dry: bool, out: &mut Cleaned) {
+    let file = format!("/sys/block/{dev}/queue/scheduler");
+    let Ok(now) = fs::read_to_string(&file) else {
+        out.done.push(format!(
+            "{dev}: gone (no such block device now); its note {}",
+            verb(dry, "removed", "to remove")
+        ));
+        return;
+    };
+    let active = now
+        .split_whitespace()
+        .find_map(|w| w.strip_prefix('[').and_then(|w| w.strip_suffix(']')))
+        .unwrap_or("");
+    if set.is_some_and(|s| !s.is_empty() && s != active) {
+        out.left.push(format!(
+            "{dev}: scheduler left at {active}: a dead run set {}, changed since; \
+             it was {previous} before the run",
+            set.unwrap_or("")
+        ));
+        return;
+    }
+    if active == previous {
+        return;
+    }
+    let line = format!(
+        "{dev}: scheduler {previous} {} (was {active})",
+        verb(dry, "restored", "to restore")
+    );
+    match if dry {
+        Ok(())
+    } else {
+        fs::write(&file, previous)
+    } {
+        Ok(()) => out.done.push(line),
+        Err(e) => out
+            .failed
+            .push(format!("{dev}: cannot restore scheduler {previous}: {e}")),
+    }
+}
+
+/// Unmounts the filesystems dead runs mounted for their own use, if
+/// still mounted from the same source on the same mount point (the top
+/// mount there; not lazily: a busy one is said and left).
+fn mounts(dry: bool, out: &mut Cleaned) {
+    for (pid, _, note) in notes_in(&Path::new(STATE_DIR).join("mounts")) {
+        if maker_alive(pid, &note) {
+            continue;
+        }
+        let text = fs::read_to_string(&note).unwrap_or_default();
+        let Some((source, dir)) = text.split_once('\n') else {
+            forget_unless(dry, &note);
+            continue;
+        };
+        let table = fs::read_to_string("/proc/self/mounts").unwrap_or_default();
+        let escaped = escape_mount_path(dir);
+        let at_dir: Vec<&str> = table
+            .lines()
+            .filter_map(|l| {
+                let mut f = l.split(' ');
+                let (src, at) = (f.next()?, f.next()?);
+                (at == escaped).then_some(src)
+            })
+            .collect();
+        if at_dir.last() != Some(&source) {
+            if at_dir.contains(&source) {
+                out.left.push(format!(
+                    "{dir} ({source}): under another mount (unmount that one first)"
+                ));
+            } else {
+                forget_unless(dry, &note);
+            }
+            continue;
+        }
+        let line = format!("{dir} ({source}) {}", verb(dry, "unmounted", "to unmount"));
+        match if dry { Ok(()) } else { unmount(dir) } {
+            Ok(()) => {
+                forget_unless(dry, &note);
+                out.done.push(line);
+            }
+            Err(e) => out.failed.push(format!("unmounting {dir}: {e}")),
+        }
+    }
+}
+
+/// A path as `/proc/self/mounts` writes it (space, tab, newline and
+/// backslash as octal escapes).
+fn escape_mount_path(p: &str) -> String {
+    let mut s = String::with_capacity(p.len());
+    for c in p.chars() {
+        match c {
+            ' ' => s.push_str("\\040"),
+            '\t' => s.push_str("\\011"),
+            '\n' => s.push_str("\\012"),
+            '\\' => s.push_str("\\134"),
+            c => s.push(c),
+        }
+    }
+    s
+}
+
+/// `umount2(dir, 0)`.
+fn unmount(dir: &str) -> io::Result<()> {
+    let c =
+        std::ffi::CString::new(dir).map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
+    // SAFETY: a NUL-terminated path.
+    match unsafe { libc::umount2(c.as_ptr(), 0) } {
+        0 => Ok(()),
+        _ => Err(io::Error::last_os_error()),
+    }
+}
+
+/// Detaches the loop devices dead runs attached for their own use, if
+/// still over the file they attached them to.
+fn loops(dry: bool, out: &mut Cleaned) {
+    for (pid, dev, note) in notes_in(&Path::new(STATE_DIR).join("loops")) {
+        if maker_alive(pid, &note) {
+            continue;
+        }
+        let backing = fs::read_to_string(&note).unwrap_or_default();
+        let sys = format!("/sys/block/{dev}/loop/backing_file");
+        let now = fs::read_to_string(&sys).unwrap_or_default();
+        let path = PathBuf::from("/dev").join(&dev);
+        if now.trim_end_matches('\n') != backing {
+            forget_unless(dry, &note);
+            continue;
+        }
+        let line = format!(
+            "{} {} (over {backing})",
+            path.display(),
+            verb(dry, "detached", "to detach")
+        );
+        match if dry { Ok(()) } else { detach_loop(&path) } {
+            Ok(()) => {
+                forget_unless(dry, &note);
+                out.done.push(line);
+            }
+            Err(e) => out.failed.push(format!("{}: {e}", path.display())),
+        }
+    }
+}
+
+/// Removes the files dead runs made for their own use, if the file at
+/// the path is still the one they made.
+fn files(dry: bool, out: &mut Cleaned) {
+    for (pid, _, note) in notes_in(&Path::new(STATE_DIR).join("files")) {
+        if maker_alive(pid, &note) {
+            continue;
+        }
+        let text = fs::read_to_string(&note).unwrap_or_default();
+        let mut it = text.splitn(3, ' ');
+        let (dev, ino, path) = (it.next(), it.next(), it.next().map(PathBuf::from));
+        let same = |m: fs::Metadata| {
+            Some(m.dev().to_string()).as_deref() == dev
+                && Some(m.ino().to_string()).as_deref() == ino
+        };
+        let Some(path) = path.filter(|p| fs::symlink_metadata(p).is_ok_and(same)) else {
+            forget_unless(dry, &note);
+            continue;
+        };
+        let line = format!("{} {}", path.display(), verb(dry, "removed", "to remove"));
+        match if dry { Ok(()) } else { fs::remove_file(&path) } {
+            Ok(()) => {
+                forget_unless(dry, &note);
+                out.done.push(line);
+            }
+            Err(e) => out.failed.push(format!("{}: {e}", path.display())),
+        }
+    }
+}
+
+/// Removes `note` unless `dry` (its thing is gone, or undone).
+fn forget_unless(dry: bool, note: &Path) {
+    if !dry {
+        let _ = drop_note(note);
+    }
+}
+
+/// Whether `root` is a cgroup hierarchy's root (v1 blkio or v2).
+fn is_cgroup_root(root: &Path) -> bool {
+    root.join("tasks").exists() || root.join("cgroup.controllers").exists()
+}
+
+/// Removes the `bfq-rs-PID-*` cgroups under `root` whose process is gone.
+pub(crate) fn cgroups(root: &Path, dry: bool, out: &mut Cleaned) {
+    let Ok(rd) = fs::read_dir(root) else {
+        return;
+    };
+    for e in rd.flatten() {
+        let name = e.file_name().to_string_lossy().to_string();
+        let Some(pid) = name
+            .strip_prefix("bfq-rs-")
+            .and_then(|r| r.split('-').next())
+            .and_then(|p| p.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        if maker_alive(pid, &e.path()) || !e.file_type().is_ok_and(|t| t.is_dir()) {
+            continue;
+        }
+        let dir = e.path();
+        let line = format!(
+            "cgroup {} {}",
+            dir.display(),
+            verb(dry, "removed", "to remove")
+        );
+        match if dry {
+            Ok(())
+        } else {
+            remove_cgroup_tree(&dir, root)
+        } {
+            Ok(()) => out.done.push(line),
+            Err(err) if err.kind() == io::ErrorKind::NotFound => {}
+            Err(err) => out.failed.push(format!("{}: {err}", dir.display())),
+        }
+    }
+}
+
+/// Removes a cgroup directory and the ones below it, moving any thread
+/// (v1 `tasks`) or process (v2 `cgroup.procs`) left in them to the
+/// hierarchy's root first.
+fn remove_cgroup_tree(dir: &Path, root: &Path) -> io::Result<()> {
+    for e in fs::read_dir(dir)?.flatten() {
+        if e.file_type().is_ok_and(|t| t.is_dir()) {
+            remove_cgroup_tree(&e.path(), root)?;
+        }
+    }
+    let members = match root.join("tasks").exists() {
+        true => "tasks",
+        false => "cgroup.procs",
+    };
+    if let Ok(t) = fs::read_to_string(dir.join(members)) {
+        for id in t.split_whitespace() {
+            let _ = fs::write(root.join(members), id);
+        }
+    }
+    fs::remove_dir(dir)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A pid no process has (above the kernel's limit, 2^22).
+    const DEAD: u32 = 4_194_305;
+
+    #[test]
+    fn dead_runs_cgroups_go_in_either_hierarchy_and_live_ones_stay() {
+        for tasks in [true, false] {
+            let root = tempfile::tempdir().unwrap();
+            let r = root.path();
+            fs::write(
+                r.join(if tasks { "tasks" } else { "cgroup.controllers" }),
+                "",
+            )
+            .unwrap();
+            assert!(is_cgroup_root(r));
+            let me = std::process::id();
+            for d in [
+                format!("bfq-rs-{DEAD}-0"),
+                format!("bfq-rs-{DEAD}-g0/g1/f2"),
+                format!("bfq-rs-{me}-0"),
+                "user-own".into(),
+                "bfq-rs-x".into(),
+            ] {
+                fs::create_dir_all(r.join(d)).unwrap();
+            }
+            let mut out = Cleaned::default();
+            cgroups(r, true, &mut out);
+            assert_eq!(out.done.len(), 2, "{:?}", out.done);
+            assert!(out.done.iter().all(|l| l.ends_with("to remove")));
+            assert!(r.join(format!("bfq-rs-{DEAD}-0")).exists(), "dry: kept");
+            let mut out = Cleaned::default();
+            cgroups(r, false, &mut out);
+            assert_eq!(out.done.len(), 2, "{:?}", out.done);
+            assert!(out.failed.is_empty(), "{:?}", out.failed);
+            let mut left: Vec<String> = fs::read_dir(r)
+                .unwrap()
+                .flatten()
+                .filter(|e| e.file_type().unwrap().is_dir())
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .collect();
+            left.sort();
+            assert_eq!(
+                left,
+                [
+                    format!("bfq-rs-{me}-0"),
+                    "bfq-rs-x".into(),
+                    "user-own".into()
+                ]
+            );
+        }
+    }
+
+    #[test]
+    fn a_pid_taken_again_by_a_later_process_is_not_the_maker() {
+        let d = tempfile::tempdir().unwrap();
+        let note = d.path().join("note");
+        fs::write(&note, "").unwrap();
+        let me = std::process::id();
+        assert!(maker_alive(me, &note), "made after this process started");
+        let long_ago = std::time::UNIX_EPOCH + std::time::Duration::from_secs(1_000_000);
+        fs::File::options()
+            .write(true)
+            .open(&note)
+            .unwrap()
+            .set_modified(long_ago)
+            .unwrap();
+        assert!(!maker_alive(me, &note), "made before this process started");
+        assert!(!maker_alive(DEAD, &note));
+        assert!(process_start(me).is_some_and(|t| t <= std::time::SystemTime::now()));
+    }
+
+    /// A mount a dead process noted is unmounted; one over it that it did
+    /// not make (another source) is not. Root only.
+    #[test]
+    fn a_dead_processes_mount_is_unmounted_and_no_other() {
+        if !crate::sys::is_root() {
+            eprintln!("SKIPPED a_dead_processes_mount_is_unmounted_and_no_other: needs root");
+            return;
+        }
+        let d = tempfile::tempdir().unwrap();
+        let dir = d.path().join("m t");
+        fs::create_dir(&dir).unwrap();
+        let me = std::process::id();
+        let (ours, theirs) = (format!("bfq-test-{me}"), format!("user-test-{me}"));
+        let mount = |src: &str| {
+            let st = std::process::Command::new("mount")
+                .args(["-t", "tmpfs", src])
+                .arg(&dir)
+                .status();
+            st.is_ok_and(|s| s.success())
+        };
+        let mounted = |src: &str| {
+            let t = fs::read_to_string("/proc/self/mounts").unwrap();
+            t.lines().any(|l| l.starts_with(&format!("{src} ")))
+        };
+        if !mount(&ours) || !mount(&theirs) {
+            eprintln!("SKIPPED a_dead_processes_mount_is_unmounted_and_no_other: no tmpfs mount");
+            let _ = unmount(&dir.to_string_lossy());
+            let _ = unmount(&dir.to_string_lossy());
+            return;
+        }
+        let notes = Path::new(STATE_DIR).join("mounts");
+        fs::create_dir_all(&notes).unwrap();
+        let note = notes.join(format!("{DEAD}-test{me}"));
+        let dir_s = fs::canonicalize(&dir)
+            .unwrap()
+            .to_string_lossy()
+            .into_owned();
+        fs::write(&note, format!("{ours}\n{dir_s}")).unwrap();
+        let mut out = Cleaned::default();
+        mounts(false, &mut out);
+        assert!(
+            mounted(&theirs) && mounted(&ours),
+            "covered by another: left"
+        );
+        assert!(out.left.iter().any(|l| l.contains("under another mount")));
+        unmount(&dir_s).unwrap();
+        mounts(false, &mut out);
+        let gone = !mounted(&ours);
+        if !gone {
+            let _ = unmount(&dir_s);
+        }
+        assert!(gone, "{:?}", out);
+        assert!(!note.exists());
+    }
+
+    #[test]
+    fn mount_paths_are_escaped_as_the_mount_table_writes_them() {
+        assert_eq!(escape_mount_path("/a b\\c"), "/a\\040b\\134c");
+        assert_eq!(escape_mount_path("/x"), "/x");
+    }
+
+    #[test]
+    fn notes_are_listed_oldest_first_by_pid_and_key() {
+        let d = tempfile::tempdir().unwrap();
+        for (name, age) in [("7-loop1", 30), ("5-loop1", 10), ("9-dm-0", 20)] {
+            let p = d.path().join(name);
+            fs::write(&p, "none\nbfq\n").unwrap();
+            let t = std::time::SystemTime::now() - std::time::Duration::from_secs(age);
+            fs::File::options()
+                .write(true)
+                .open(&p)
+                .unwrap()
+                .set_modified(t)
+                .unwrap();
+        }
+        fs::write(d.path().join("not-a-note"), "").unwrap();
+        fs::create_dir(d.path().join("loops")).unwrap();
+        let got: Vec<(u32, String)> = notes_in(d.path()).into_iter().map(|n| (n.0, n.1)).collect();
+        assert_eq!(
+            got,
+            [(7, "loop1".into()), (9, "dm-0".into()), (5, "loop1".into())]
+        );
+    }
+}
