@@ -392,3 +392,36 @@ fn a_dropped_thread_ring_leaves_its_requests_to_the_service_thread() {
     let (res, buf) = within(move || waiter.join().unwrap());
     assert_eq!((res.unwrap(), &buf[..]), (3, &b"abc"[..]));
 }
+
+/// A runtime with an io_uring of its own (glommio, monoio) watches a
+/// bound ring with a poll request in its ring: it completes once a
+/// request on the bound ring has.
+#[test]
+fn a_bound_ring_is_watched_from_another_io_uring() {
+    use io_uring::{opcode, types, IoUring};
+    let engine = Engine::nop().scheduler("bfq").open().unwrap();
+    let flow = engine.flow(FlowOptions::default()).unwrap();
+    let (target, mut w) = pipe();
+    let ring = engine.thread_ring().unwrap();
+    let mut read = flow.read_file_async(&target, 0, vec![0u8; 2]);
+    assert!(!poll_once(&mut read));
+    let mut runtime = IoUring::new(8).unwrap();
+    let poll = opcode::PollAdd::new(types::Fd(ring.as_raw_fd()), libc::POLLIN as u32);
+    // SAFETY: the entry refers to no memory.
+    unsafe { runtime.submission().push(&poll.build().user_data(7)) }.unwrap();
+    runtime.submit().unwrap();
+    let writer = std::thread::spawn(move || w.write_all(b"ok").unwrap());
+    let ts = types::Timespec::from(HANG);
+    let args = types::SubmitArgs::new().timespec(&ts);
+    runtime.submitter().submit_with_args(1, &args).unwrap();
+    let cqe = runtime
+        .completion()
+        .next()
+        .expect("the poll request completed");
+    assert_eq!(cqe.user_data(), 7);
+    assert!(cqe.result() > 0 && cqe.result() as i16 & libc::POLLIN != 0);
+    ring.reap();
+    let (res, buf) = read.wait();
+    assert_eq!((res.unwrap(), &buf[..]), (2, &b"ok"[..]));
+    writer.join().unwrap();
+}
