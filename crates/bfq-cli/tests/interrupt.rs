@@ -238,6 +238,26 @@ fn cleanup_puts_back_what_a_killed_run_left() {
     assert!(second.is_none_or(|p| cgroups_of(p).is_empty()));
 }
 
+/// Starts `bench-engine fairness` (600 s) on `file` and waits until it
+/// has made its loop device over it (or ended).
+fn fairness_benchmark_on(file: &std::path::Path, stderr: Stdio) -> Run {
+    let mut cmd = bfq();
+    cmd.args([
+        "bench-engine",
+        "fairness",
+        "--seconds",
+        "600",
+        "--size",
+        "16M",
+    ]);
+    let child = cmd.arg("--file").arg(file).stdout(Stdio::null());
+    let mut run = Run(Some(child.stderr(stderr).spawn().unwrap()));
+    wait_for("the benchmark's loop device", || {
+        !sys::LoopDevice::over(file).unwrap().is_empty() || !run.running()
+    });
+    run
+}
+
 /// A `bench-engine` killed with SIGKILL leaves the loop device and the
 /// file it made for itself; `bfq cleanup` detaches and removes them, and
 /// leaves a loop device it did not make over a file of the same
@@ -249,20 +269,7 @@ fn cleanup_removes_the_loop_device_and_file_of_a_killed_benchmark() {
         return;
     };
     let file = dir.path().join("bench.img");
-    let mut cmd = bfq();
-    cmd.args([
-        "bench-engine",
-        "fairness",
-        "--seconds",
-        "600",
-        "--size",
-        "16M",
-    ]);
-    let child = cmd.arg("--file").arg(&file).stdout(Stdio::null());
-    let mut run = Run(Some(child.stderr(Stdio::null()).spawn().unwrap()));
-    wait_for("the benchmark's loop device", || {
-        !sys::LoopDevice::over(&file).unwrap().is_empty() || !run.running()
-    });
+    let mut run = fairness_benchmark_on(&file, Stdio::null());
     let mut child = run.take();
     child.kill().unwrap();
     child.wait().unwrap();
@@ -431,20 +438,7 @@ fn interrupting_the_fairness_benchmark_removes_its_loop_device_and_file() {
         return;
     };
     let file = dir.path().join("bench.img");
-    let mut cmd = bfq();
-    cmd.args([
-        "bench-engine",
-        "fairness",
-        "--seconds",
-        "600",
-        "--size",
-        "16M",
-    ]);
-    let child = cmd.arg("--file").arg(&file).stdout(Stdio::null());
-    let mut run = Run(Some(child.stderr(Stdio::piped()).spawn().unwrap()));
-    wait_for("the benchmark's loop device", || {
-        !sys::LoopDevice::over(&file).unwrap().is_empty() || !run.running()
-    });
+    let mut run = fairness_benchmark_on(&file, Stdio::piped());
     assert!(run.running(), "the benchmark ended early");
     // SAFETY: signalling our own child.
     unsafe { libc::kill(run.id() as i32, libc::SIGTERM) };
