@@ -77,7 +77,8 @@ fn refuses_bad_run_values(t: &str) {
         ),
         (
             "name=a,offset=2M,len=4M",
-            "'a'.offset/len: [2097152 .. 6291456) bytes does not fit",
+            "'a'.offset/len: [2097152 .. 6291456) bytes ends at 6291456 bytes, past the \
+             device's end at 4194304 bytes: the flows need a target of at least 6291456 bytes",
         ),
         // repeat is the pause and runs the count, as in scenario files.
         (
@@ -131,7 +132,7 @@ fn refuses_bad_run_values(t: &str) {
             "--flow",
             "name=a,bs=4k",
         ],
-        "does not fit",
+        "is shorter than one 4096-byte block",
     );
     assert!(!Path::new(t).exists(), "{t} was created");
     let dir = Path::new(t).parent().unwrap().to_str().unwrap();
