@@ -109,13 +109,12 @@ pub fn check_backend(name: &str, kernel: bool) -> anyhow::Result<()> {
 
 /// The results' destinations shared by `bfq sim` and `bfq run`: whether
 /// `--json` and `--trace` go to stdout (`-`; not both), and the `--json`
-/// file, created now so that a bad path fails before the run, not after
+/// file, checked now so that a bad path fails before the run, not after
 /// it.
 pub fn json_and_trace(
     json: &Option<std::path::PathBuf>,
     trace: &Option<std::path::PathBuf>,
-) -> anyhow::Result<(bool, bool, Option<std::fs::File>)> {
-    use anyhow::Context;
+) -> anyhow::Result<(bool, bool, Option<JsonFile>)> {
     let is_stdout =
         |p: &Option<std::path::PathBuf>| p.as_ref().is_some_and(|p| p.as_os_str() == "-");
     let (json_stdout, trace_stdout) = (is_stdout(json), is_stdout(trace));
@@ -123,12 +122,56 @@ pub fn json_and_trace(
         anyhow::bail!("--json - and --trace - cannot both write to stdout");
     }
     let json_file = match json {
-        Some(p) if !json_stdout => {
-            Some(std::fs::File::create(p).with_context(|| format!("--json {}", p.display()))?)
-        }
+        Some(p) if !json_stdout => Some(JsonFile::check(p)?),
         _ => None,
     };
     Ok((json_stdout, trace_stdout, json_file))
+}
+
+/// A `--json FILE` written whole or not at all: the results go to a
+/// temporary file beside FILE (`bfq_real::part_path`), synced and then
+/// renamed over FILE, so that a run that fails or is interrupted
+/// (SIGINT, SIGTERM, SIGKILL) leaves an earlier FILE as it was and no
+/// empty one in its place.
+pub struct JsonFile {
+    path: std::path::PathBuf,
+    part: std::path::PathBuf,
+}
+
+impl JsonFile {
+    /// Checks that FILE can be written, before the run: it is not a
+    /// directory, and the temporary file can be made beside it (made and
+    /// removed at once, so that a run killed later leaves nothing).
+    pub fn check(path: &std::path::Path) -> anyhow::Result<JsonFile> {
+        use anyhow::Context;
+        let named = || format!("--json {}", path.display());
+        if path.is_dir() {
+            anyhow::bail!("{}: is a directory", named());
+        }
+        let part = bfq_real::part_path(path).with_context(named)?;
+        std::fs::File::create(&part).with_context(named)?;
+        std::fs::remove_file(&part).with_context(named)?;
+        Ok(JsonFile {
+            path: path.to_path_buf(),
+            part,
+        })
+    }
+
+    /// Writes `text` to the temporary file, syncs it and renames it over
+    /// FILE; the temporary file is removed on an error.
+    pub fn write(&self, text: &str) -> anyhow::Result<()> {
+        use anyhow::Context;
+        use std::io::Write;
+        let done = std::fs::File::create(&self.part).and_then(|mut f| {
+            f.write_all(text.as_bytes())?;
+            f.sync_all()?;
+            std::fs::rename(&self.part, &self.path)
+        });
+        done.inspect_err(|_| {
+            let _ = std::fs::remove_file(&self.part);
+        })
+        .with_context(|| format!("writing --json {}", self.path.display()))
+    }
 }
 
 #[cfg(test)]

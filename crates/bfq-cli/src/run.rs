@@ -8,7 +8,6 @@
 //! simulator's JSON format. Flows can also be given on the command line
 //! with `--flow key=value,...`.
 
-use anyhow::Context;
 use bfq_core::Settings;
 use bfq_real::scenario::{from_plan, to_sim_result};
 use bfq_real::{Backend, RunConfig, RunReport};
@@ -64,7 +63,9 @@ pub struct Args {
     #[arg(long)]
     pub create: Option<String>,
     /// Write the results as JSON to this file (`-` = stdout, which then
-    /// carries only the JSON; the table goes to stderr).
+    /// carries only the JSON; the table goes to stderr). The file is
+    /// replaced only once the results are written: a run that fails or is
+    /// interrupted leaves an earlier one as it was.
     #[arg(long)]
     pub json: Option<PathBuf>,
     /// How kernel:* backends place flow threads in cgroups: `per-flow`
@@ -316,7 +317,7 @@ fn backend(a: &Args, sc_sched: Option<(String, Settings)>) -> anyhow::Result<Bac
 struct Outputs {
     json_to_stdout: bool,
     trace_to_stdout: bool,
-    json_file: Option<std::fs::File>,
+    json_file: Option<crate::args::JsonFile>,
 }
 
 impl Outputs {
@@ -336,8 +337,8 @@ impl Outputs {
         if self.json_to_stdout {
             println!("{}", sim.to_json());
         }
-        if let Some(mut f) = self.json_file {
-            writeln!(f, "{}", sim.to_json()).context("writing --json")?;
+        if let Some(f) = self.json_file {
+            f.write(&(sim.to_json() + "\n"))?;
         }
         // With `--json -` or `--trace -` stdout carries only the JSON or the
         // trace: the table goes to stderr.

@@ -63,7 +63,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
         stop_at: None,
     };
     let r = simulate(&sc, sched, seed, opts).map_err(|e| match e {
-        bfq_sim::SimError::Trace(io) => anyhow::anyhow!("writing --trace {}: {io}", out.names.0),
+        bfq_sim::SimError::Trace(io) => anyhow::anyhow!("writing --trace {}: {io}", out.trace_name),
         e => e.into(),
     })?;
     let elapsed = wall.elapsed();
@@ -125,10 +125,10 @@ fn load(a: &Args) -> anyhow::Result<(Scenario, Box<dyn Scheduler>)> {
 struct Outputs {
     json_stdout: bool,
     trace_stdout: bool,
-    json_file: Option<std::fs::File>,
+    json_file: Option<crate::args::JsonFile>,
     trace: Option<BufWriter<Box<dyn Write>>>,
-    /// The `--trace` and `--json` arguments, for errors.
-    names: (String, String),
+    /// The `--trace` argument, for errors.
+    trace_name: String,
 }
 
 impl Outputs {
@@ -156,14 +156,10 @@ impl Outputs {
             trace_stdout,
             json_file,
             trace,
-            names: (
-                a.trace
-                    .as_ref()
-                    .map_or(String::new(), |p| p.display().to_string()),
-                a.json
-                    .as_ref()
-                    .map_or(String::new(), |p| p.display().to_string()),
-            ),
+            trace_name: a
+                .trace
+                .as_ref()
+                .map_or(String::new(), |p| p.display().to_string()),
         })
     }
 
@@ -171,7 +167,7 @@ impl Outputs {
     fn write(self, r: &SimResult) -> anyhow::Result<()> {
         if let Some(mut w) = self.trace {
             w.flush()
-                .with_context(|| format!("writing --trace {}", self.names.0))?;
+                .with_context(|| format!("writing --trace {}", self.trace_name))?;
         }
         // stdout carries only the JSON or the trace when either goes there.
         if self.json_stdout || self.trace_stdout {
@@ -183,9 +179,8 @@ impl Outputs {
         if self.json_stdout {
             print!("{j}");
         }
-        if let Some(mut f) = self.json_file {
-            f.write_all(j.as_bytes())
-                .with_context(|| format!("writing --json {}", self.names.1))?;
+        if let Some(f) = self.json_file {
+            f.write(&j)?;
         }
         Ok(())
     }

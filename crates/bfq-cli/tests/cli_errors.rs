@@ -77,7 +77,8 @@ fn refuses_bad_run_values(t: &str) {
         ),
         (
             "name=a,offset=2M,len=4M",
-            "'a'.offset/len: [2097152 .. 6291456) bytes does not fit",
+            "'a'.offset/len: [2097152 .. 6291456) bytes ends at 6291456 bytes, past the \
+             device's end at 4194304 bytes: the flows need a target of at least 6291456 bytes",
         ),
         // repeat is the pause and runs the count, as in scenario files.
         (
@@ -131,7 +132,7 @@ fn refuses_bad_run_values(t: &str) {
             "--flow",
             "name=a,bs=4k",
         ],
-        "does not fit",
+        "is shorter than one 4096-byte block",
     );
     assert!(!Path::new(t).exists(), "{t} was created");
     let dir = Path::new(t).parent().unwrap().to_str().unwrap();
@@ -261,6 +262,72 @@ fn refuses_bad_output_paths_first(t: &str) {
         &["sim", &scenario(), "-q", "--json", "/nonexistent/x.json"],
         "/nonexistent/x.json",
     );
+    let dir = Path::new(t).parent().unwrap().to_str().unwrap();
+    refused(&["sim", &scenario(), "-q", "--json", dir], "is a directory");
+}
+
+/// `--json FILE` replaces FILE only once the results are written: a run
+/// killed by SIGTERM leaves an earlier FILE as it was and nothing beside
+/// it; a run that ends replaces it.
+#[test]
+fn a_killed_run_leaves_earlier_json_results() {
+    let dir = tempfile::tempdir().unwrap();
+    let (t, json) = (dir.path().join("t.img"), dir.path().join("r.json"));
+    std::fs::write(&json, "earlier\n").unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_bfq"))
+        .args(["run", "--target"])
+        .arg(&t)
+        .args([
+            "--create",
+            "4M",
+            "--flow",
+            "name=a",
+            "--seconds",
+            "600",
+            "--json",
+        ])
+        .arg(&json)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    // The target is created after the outputs are checked, as the run
+    // starts. (A one-minute guard against a hang, not a measurement.)
+    let give_up = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while !t.exists() && child.try_wait().unwrap().is_none() {
+        assert!(std::time::Instant::now() < give_up, "the run did not start");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    assert!(!child.wait().unwrap().success());
+    assert_eq!(std::fs::read_to_string(&json).unwrap(), "earlier\n");
+    let names = || {
+        let mut v: Vec<_> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .collect();
+        v.sort();
+        v
+    };
+    assert_eq!(names(), ["r.json", "t.img"]);
+    let (t, j) = (t.to_str().unwrap(), json.to_str().unwrap());
+    let o = bfq(&[
+        "run",
+        "--target",
+        t,
+        "--flow",
+        "name=a",
+        "--seconds",
+        "0.2",
+        "--json",
+        j,
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    assert!(v["flows"].is_array(), "{v}");
+    assert_eq!(names(), ["r.json", "t.img"]);
 }
 
 #[test]

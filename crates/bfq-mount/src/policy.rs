@@ -76,13 +76,42 @@ pub struct Rule {
     pub group_weight: Option<u32>,
 }
 
+/// The file as read: its rules as tables, each read into a [`Rule`] on
+/// its own ([`read_rules`]) so that an error names the rule.
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct File {
     idle_timeout: Option<String>,
     group_weight: Option<u32>,
     #[serde(default)]
-    rule: Vec<Rule>,
+    rule: Vec<toml::Spanned<toml::Table>>,
+}
+
+/// Reads and checks each `[[rule]]` of `text` (the file's text, for the
+/// line a rule starts on): an error names the rule by its number from 1
+/// and its line, then the key (`rule 2 (line 7): unknown field `colour`,
+/// expected one of ...`), where the TOML parser alone would give only a
+/// line and column.
+fn read_rules(text: &str, rules: Vec<toml::Spanned<toml::Table>>) -> Result<Vec<Rule>, String> {
+    if rules.len() > MAX_RULES {
+        return Err(format!("{} rules: at most {MAX_RULES}", rules.len()));
+    }
+    let mut out = Vec::with_capacity(rules.len());
+    for (i, t) in rules.into_iter().enumerate() {
+        let start = t.span().start.min(text.len());
+        let line = text.as_bytes()[..start]
+            .iter()
+            .filter(|&&b| b == b'\n')
+            .count()
+            + 1;
+        let at = format!("rule {} (line {line})", i + 1);
+        let r: Rule = toml::Value::Table(t.into_inner())
+            .try_into()
+            .map_err(|e: toml::de::Error| format!("{at}: {}", e.message().trim_end()))?;
+        r.check(&at)?;
+        out.push(r);
+    }
+    Ok(out)
 }
 
 /// What identifies a caller for matching.
@@ -114,8 +143,10 @@ fn check_weight(what: &str, w: Option<u32>) -> Result<(), String> {
 }
 
 impl Rule {
-    fn check(&self, n: usize) -> Result<(), String> {
-        let at = |e: String| format!("rule {n}: {e}");
+    /// Checks the values' ranges; errors start with `at`, which names
+    /// the rule.
+    fn check(&self, at: &str) -> Result<(), String> {
+        let at = |e: String| format!("{at}: {e}");
         check_weight("weight", self.weight).map_err(at)?;
         check_weight("group_weight", self.group_weight).map_err(at)?;
         if let Some(c) = &self.class {
@@ -173,13 +204,7 @@ impl Policy {
             check_weight("group_weight", Some(w))?;
             p.group_weight = w;
         }
-        if f.rule.len() > MAX_RULES {
-            return Err(format!("{} rules: at most {MAX_RULES}", f.rule.len()));
-        }
-        for (i, r) in f.rule.iter().enumerate() {
-            r.check(i + 1)?;
-        }
-        p.rules = f.rule;
+        p.rules = read_rules(text, f.rule)?;
         Ok(p)
     }
 
@@ -270,6 +295,27 @@ mod tests {
             let e = Policy::parse(text).unwrap_err();
             assert!(e.contains(want), "{text:?}: {e}");
         }
+    }
+
+    #[test]
+    fn errors_in_a_rule_name_the_rule_its_line_and_the_key() {
+        let text =
+            "idle_timeout = \"2s\"\n\n[[rule]]\nuid = 0\n\n[[rule]]\nexe = \"dd\"\ncolour = 1\n";
+        let e = Policy::parse(text).unwrap_err();
+        assert!(
+            e.starts_with("rule 2 (line 6): unknown field `colour`, expected one of"),
+            "{e}"
+        );
+        let e = Policy::parse("[[rule]]\nuid = \"root\"\n").unwrap_err();
+        assert!(
+            e.starts_with("rule 1 (line 1): invalid type: string"),
+            "{e}"
+        );
+        let e = Policy::parse("[[rule]]\n[[rule]]\nlevel = 300\n").unwrap_err();
+        assert!(e.starts_with("rule 2 (line 2): "), "{e}");
+        assert!(e.contains("300"), "{e}");
+        let e = Policy::parse("[[rule]]\nuid = 1\n[[rule]]\nweight = 0\n").unwrap_err();
+        assert_eq!(e, "rule 2 (line 3): weight = 0: must be 1..=1000");
     }
 
     #[test]

@@ -319,8 +319,11 @@ fn command_line_error(e: ScenarioError) -> String {
     } else {
         e.field
     };
-    // The run's length is --seconds here.
-    let why = e.why.replace("the run (duration = ", "the run (--seconds ");
+    // The run's length is --seconds here, and its flows are no scenario.
+    let why = e
+        .why
+        .replace("the run (duration = ", "the run (--seconds ")
+        .replace("the scenario needs a target", "the flows need a target");
     format!("{field}: {why}")
 }
 
@@ -519,9 +522,17 @@ mod tests {
         );
         let e = error(&["name=a,offset=1G,len=18446744073709551104"]);
         assert!(e.starts_with("--flow[0] 'a'.offset/len: ["), "{e}");
-        assert!(e.contains("does not fit"), "{e}");
+        assert!(
+            e.contains("past the device's end at 1073741824 bytes"),
+            "{e}"
+        );
         let e = error(&["name=a,offset=1020M,len=8M"]);
-        assert!(e.starts_with("--flow[0] 'a'.offset/len: "), "{e}");
+        assert_eq!(
+            e,
+            "--flow[0] 'a'.offset/len: [1069547520 .. 1077936128) bytes ends at 1077936128 \
+             bytes, past the device's end at 1073741824 bytes: the flows need a target of at \
+             least 1077936128 bytes"
+        );
         let e = error(&["name=a,offset=1,len=4M"]);
         assert!(
             e.starts_with("--flow[0] 'a'.offset: must be a multiple of 512"),

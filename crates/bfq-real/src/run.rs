@@ -19,7 +19,7 @@ use std::fs::OpenOptions;
 use std::io::{self, Write};
 use std::os::fd::AsRawFd;
 use std::os::unix::fs::FileExt;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Barrier, Mutex};
 use std::time::{Duration, Instant};
@@ -74,16 +74,7 @@ pub fn create_filled(path: &Path, size: u64) -> io::Result<()> {
         )));
     }
     check_room(path, size).map_err(named)?;
-    let name = path.file_name().ok_or_else(|| {
-        named(io::Error::new(
-            io::ErrorKind::InvalidInput,
-            "not a file name",
-        ))
-    })?;
-    let mut part_name = std::ffi::OsString::from(".");
-    part_name.push(name);
-    part_name.push(format!(".part-{}", std::process::id()));
-    let part = path.with_file_name(part_name);
+    let part = part_path(path).map_err(named)?;
     let f = OpenOptions::new()
         .create_new(true)
         .write(true)
@@ -104,6 +95,20 @@ pub fn create_filled(path: &Path, size: u64) -> io::Result<()> {
         let _ = std::fs::remove_file(&part);
     })
     .map_err(named)
+}
+
+/// The temporary file beside `path` a file is written to before it is
+/// renamed to `path` (`--create`'s target, `--json`'s results), so that
+/// `path` appears, or replaces what was there, only complete:
+/// `.NAME.part-PID`, hidden, and one per process.
+pub fn part_path(path: &Path) -> io::Result<PathBuf> {
+    let name = path
+        .file_name()
+        .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "not a file name"))?;
+    let mut part_name = std::ffi::OsString::from(".");
+    part_name.push(name);
+    part_name.push(format!(".part-{}", std::process::id()));
+    Ok(path.with_file_name(part_name))
 }
 
 /// Refuses to create `size` bytes at `path` when its filesystem has less

@@ -1161,32 +1161,13 @@ impl Scenario {
         cap: u64,
         block: u32,
     ) -> Result<(u64, u64), ScenarioError> {
-        let (rs, rl) = match &f.region {
-            None => (0, cap),
-            Some(r) => {
-                self.check_region_sectors(i, r)?;
-                let s = r.start.resolve(cap * SECTOR_BYTES) / SECTOR_BYTES;
-                let l = match r.size {
-                    None => cap.saturating_sub(s),
-                    Some(e) => e.resolve(cap * SECTOR_BYTES) / SECTOR_BYTES,
-                };
-                (s, l)
-            }
-        };
-        if rl < u64::from(block) || rs + rl > cap {
-            return Err(self.flow_err(
-                i,
-                "region",
-                format!(
-                    "[{} .. {}) bytes does not fit a {}-byte block on a device of {} bytes",
-                    rs * SECTOR_BYTES,
-                    u128::from(rs + rl) * u128::from(SECTOR_BYTES),
-                    u64::from(block) * SECTOR_BYTES,
-                    cap * SECTOR_BYTES
-                ),
-            ));
+        if let Some(r) = &f.region {
+            self.check_region_sectors(i, r)?;
         }
-        Ok((rs, rl))
+        match region_misfit(f.region.as_ref(), cap, block) {
+            Some(why) => Err(self.flow_err(i, "region", why)),
+            None => Ok(resolve_region(f.region.as_ref(), cap)),
+        }
     }
 
     /// Checks that flow `i`'s region, where given in bytes, starts and
@@ -1416,6 +1397,81 @@ impl Scenario {
     }
 }
 
+/// A region as (first sector, sectors) on a device of `cap` sectors:
+/// the whole device without one, to the device's end without a size.
+fn resolve_region(given: Option<&RegionDef>, cap: u64) -> (u64, u64) {
+    let Some(r) = given else {
+        return (0, cap);
+    };
+    let s = r.start.resolve(cap * SECTOR_BYTES) / SECTOR_BYTES;
+    let l = match r.size {
+        None => cap.saturating_sub(s),
+        Some(e) => e.resolve(cap * SECTOR_BYTES) / SECTOR_BYTES,
+    };
+    (s, l)
+}
+
+/// Why a region (`given`, or the whole device when `None`) does not fit
+/// a device of `cap` sectors and requests of `block` sectors, or `None`
+/// where it fits. Its two causes have their own words: a region given
+/// past the device's end, and a region shorter than one block; either
+/// names the smallest target that would hold it, where one would.
+fn region_misfit(given: Option<&RegionDef>, cap: u64, block: u32) -> Option<String> {
+    let block = u64::from(block);
+    let fits = |c: u64| {
+        let (s, l) = resolve_region(given, c);
+        l >= block && s + l <= c
+    };
+    if fits(cap) {
+        return None;
+    }
+    let (rs, rl) = resolve_region(given, cap);
+    let bytes = |sectors: u128| sectors * u128::from(SECTOR_BYTES);
+    let (start, end) = (bytes(rs.into()), bytes(u128::from(rs) + u128::from(rl)));
+    let device = bytes(cap.into());
+    let mut why = if given.is_none() || (rs + rl <= cap && rs < cap) {
+        format!(
+            "[{start} .. {end}) bytes is shorter than one {}-byte block (the device has {device} bytes)",
+            bytes(block.into())
+        )
+    } else if rl == 0 {
+        format!("starts at {start} bytes, not before the device's end at {device} bytes")
+    } else {
+        format!(
+            "[{start} .. {end}) bytes ends at {end} bytes, past the device's end at {device} bytes"
+        )
+    };
+    if let Some(need) = smallest_fit(cap, fits) {
+        why += &format!(
+            ": the scenario needs a target of at least {} bytes",
+            bytes(need.into())
+        );
+    }
+    Some(why)
+}
+
+/// The smallest device size in sectors above `cap` that `fits`, found by
+/// halving (a region's room grows with the device: its start in bytes or
+/// percent, its size in bytes or to the end), or `None` where no size up
+/// to 2^52 sectors (2 EiB) does (a region in percent that adds up past 100%,
+/// a size beyond its start counted from the end).
+fn smallest_fit(cap: u64, fits: impl Fn(u64) -> bool) -> Option<u64> {
+    let (mut lo, mut hi) = (cap, 1u64 << 52);
+    if cap >= hi || !fits(hi) {
+        return None;
+    }
+    // fits(hi), and lo does not fit or is cap.
+    while hi - lo > 1 {
+        let mid = lo + (hi - lo) / 2;
+        if fits(mid) {
+            hi = mid;
+        } else {
+            lo = mid;
+        }
+    }
+    Some(hi)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1576,6 +1632,90 @@ mod tests {
         assert!(e.contains("'a'.region.size: must be a multiple"), "{e}");
         // Percentages are rounded down to a sector.
         Scenario::from_toml_str(&region("{ start = \"33.3%\", size = \"1M\" }"), "t").unwrap();
+    }
+
+    /// The error of planning a 4 KiB reader of region `r` (a TOML inline
+    /// table, or none) on a device of `cap` bytes.
+    fn misfit(r: Option<&str>, cap: u64) -> String {
+        let region = r.map(|r| format!("region = {r}\n")).unwrap_or_default();
+        let text = format!("name = \"x\"\n[[flow]]\nname = \"a\"\nblock = \"4k\"\n{region}");
+        // Parsed only: `from_toml_str` plans on the scenario's own device.
+        let s: Scenario = toml::from_str(&text).unwrap();
+        s.plan_with_capacity(cap).unwrap_err().to_string()
+    }
+
+    #[test]
+    fn a_region_past_the_end_names_the_end_and_the_target_it_needs() {
+        let e = misfit(Some("{ start = \"32M\", size = \"64M\" }"), 64 << 20);
+        assert!(
+            e.contains(
+                "flow[0] 'a'.region: [33554432 .. 100663296) bytes ends at 100663296 bytes, \
+                 past the device's end at 67108864 bytes: the scenario needs a target of at \
+                 least 100663296 bytes"
+            ),
+            "{e}"
+        );
+        // Without a size the region runs to the end: a block past its start.
+        let e = misfit(Some("{ start = \"128M\" }"), 64 << 20);
+        assert!(
+            e.contains(
+                "'a'.region: starts at 134217728 bytes, not before the device's end at \
+                 67108864 bytes: the scenario needs a target of at least 134221824 bytes"
+            ),
+            "{e}"
+        );
+        // A start in percent: the target where what is left after it
+        // holds the size (128M / (1 - 0.966667), in whole sectors).
+        let e = misfit(Some("{ start = \"96.6667%\", size = \"128M\" }"), 1 << 30);
+        assert!(
+            e.contains(
+                "[1037950464 .. 1172168192) bytes ends at 1172168192 bytes, past the device's \
+                 end at 1073741824 bytes: the scenario needs a target of at least 4026556928 \
+                 bytes"
+            ),
+            "{e}"
+        );
+        // Percentages that add up past 100%: no target would do.
+        let e = misfit(Some("{ start = \"50%\", size = \"60%\" }"), 64 << 20);
+        assert!(e.contains("past the device's end at 67108864 bytes"), "{e}");
+        assert!(!e.contains("needs a target"), "{e}");
+        // Sizes that hold the regions are accepted.
+        let text =
+            "name = \"x\"\n[[flow]]\nname = \"a\"\nregion = { start = \"32M\", size = \"64M\" }\n";
+        let s: Scenario = toml::from_str(text).unwrap();
+        s.plan_with_capacity(96 << 20).unwrap();
+    }
+
+    #[test]
+    fn a_region_shorter_than_a_block_says_so() {
+        let e = misfit(Some("{ start = 0, size = \"2k\" }"), 64 << 20);
+        assert!(
+            e.contains(
+                "'a'.region: [0 .. 2048) bytes is shorter than one 4096-byte block \
+                 (the device has 67108864 bytes)"
+            ),
+            "{e}"
+        );
+        assert!(!e.contains("needs a target"), "{e}");
+        // To the device's end, 2 KiB after the start: a bigger target helps.
+        let e = misfit(Some("{ start = 67106816 }"), 64 << 20);
+        assert!(
+            e.contains(
+                "[67106816 .. 67108864) bytes is shorter than one 4096-byte block (the \
+                 device has 67108864 bytes): the scenario needs a target of at least \
+                 67110912 bytes"
+            ),
+            "{e}"
+        );
+        // The whole of a device smaller than a block.
+        let e = misfit(None, 2048);
+        assert!(
+            e.contains(
+                "[0 .. 2048) bytes is shorter than one 4096-byte block (the device has \
+                 2048 bytes): the scenario needs a target of at least 4096 bytes"
+            ),
+            "{e}"
+        );
     }
 
     #[test]
