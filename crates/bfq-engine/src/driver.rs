@@ -87,7 +87,7 @@ pub enum SubmitMode {
     #[default]
     Local,
     /// One service thread submits and reaps everything (the first
-    /// design, kept as an option; docs/engine.md, "Measured here").
+    /// design, kept as an option; docs/engine-measurements.md).
     Dispatcher,
 }
 

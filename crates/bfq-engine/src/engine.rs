@@ -263,7 +263,7 @@ impl EngineBuilder {
     /// system call while requests are in flight on such a ring), without
     /// it, or chosen per thread by how much it waits for a CPU
     /// ([`CoopTaskrun::Auto`], the default). See [`CoopTaskrun`] and
-    /// docs/engine.md, "Where a result waits".
+    /// docs/engine-measurements.md, "Where a result waits".
     pub fn coop_taskrun(mut self, mode: CoopTaskrun) -> Self {
         self.coop_taskrun = mode;
         self

@@ -1,7 +1,7 @@
 //! How a completion reaches the thread whose ring it is on: the setting
 //! ([`CoopTaskrun`]) and its adaptive choice ([`CpuWait`]), which sets a
 //! thread's ring up with `IORING_SETUP_COOP_TASKRUN` while the thread
-//! waits for a CPU (docs/engine.md, "Where a result waits").
+//! waits for a CPU (docs/engine-measurements.md, "Where a result waits").
 
 use std::fs::File;
 use std::os::unix::fs::FileExt;
