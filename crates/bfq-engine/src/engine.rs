@@ -767,9 +767,9 @@ impl Engine {
     }
 
     /// Binds the calling thread's ring to the thread's own event loop
-    /// (tokio, mio, `epoll`): the returned [`ThreadRing`]'s descriptor
+    /// (tokio, mio, `epoll`): the returned [`ThreadRing`](crate::ThreadRing)'s descriptor
     /// turns readable when completions wait on the ring, and the event
-    /// loop reaps them on this thread ([`ThreadRing::reap`]) instead of
+    /// loop reaps them on this thread ([`ThreadRing::reap`](crate::ThreadRing::reap)) instead of
     /// the service thread reaping them and waking the loop from another
     /// CPU. For thread-per-core servers whose runtime parks in its own
     /// poller (docs/engine.md, "Thread-per-core servers"). Local submit
