@@ -143,8 +143,11 @@ async fn reap_when_ready(ring: Option<&AsyncFd<ThreadRing>>) -> io::Result<()> {
         return std::future::pending().await;
     };
     let mut ready = ring.readable().await?;
-    ready.clear_ready();
-    ready.get_inner().reap();
+    // Readiness is kept (and the ring reaped again) if another thread was
+    // working on the ring meanwhile.
+    if ready.get_inner().reap() {
+        ready.clear_ready();
+    }
     Ok(())
 }
 

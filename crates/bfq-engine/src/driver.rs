@@ -65,6 +65,10 @@ const CORE_SPIN_NS: u64 = 5_000;
 /// Requests a thread's plug holds before it submits them without
 /// waiting (the block layer's plug flushes at 32 too).
 const PLUG_MAX: usize = 32;
+/// Renewals [`Shared::ring_with_coop`] tries at most when binding a
+/// thread's ring (each makes one new ring at most; one that finds the
+/// ring's lock taken in between makes none).
+const RENEW_TRIES: u32 = 3;
 /// How long a thread whose ring could not be made sends its requests
 /// through the service thread before it tries again (at its first
 /// request after that), in ns of the engine's clock (one read of it per
@@ -1257,6 +1261,44 @@ impl Shared {
         }
     }
 
+    /// The owner's look at its ring without blocking (a future's `poll`,
+    /// `is_done`, [`crate::ThreadRing::reap`]): submits its plug, reaps
+    /// and reports completions, wakes their waiters, then lingers (if
+    /// `linger`, or the ring is bound) or leaves. Returns false if the
+    /// ring's lock was busy (someone else works on it) or completions
+    /// still wait on it.
+    pub(crate) fn look(&self, ring: &Ring, linger: bool) -> bool {
+        let mut st = match ring.st.try_lock() {
+            Ok(st) => st,
+            Err(TryLockError::Poisoned(p)) => p.into_inner(),
+            Err(TryLockError::WouldBlock) => return false,
+        };
+        enter_for_retired_coop(&mut st);
+        if ring.in_flight.load(Ordering::Relaxed) == 0
+            && st.uring.completion().is_empty()
+            && st.plug.is_empty()
+        {
+            return true;
+        }
+        enter_again(ring, &mut st);
+        self.unlinger(ring);
+        // A look that has requests to submit enters the kernel for them;
+        // that call also runs the ring's task work on its way back (a
+        // `COOP_TASKRUN` ring's completions wait for the thread's next
+        // entry into the kernel), so the look costs one `io_uring_enter`,
+        // not two.
+        self.flush_plug(ring, &mut st);
+        if st.uring.submission().is_empty() {
+            run_task_work(ring, &mut st, true);
+        } else {
+            submit_pending(&mut st);
+        }
+        self.work(ring, &mut st);
+        let all = st.uring.completion().is_empty();
+        self.linger_or_leave(ring, &mut st, linger);
+        all
+    }
+
     /// Whether the service thread takes over bound `ring`, lingering,
     /// whose owner has not been back since the last look (under the
     /// ring's lock): once a shutdown has begun, or once work (completions
@@ -1297,28 +1339,52 @@ impl Shared {
                 e => io::Error::from_raw_os_error(e),
             });
         };
-        let coop = self.coop_taskrun != CoopTaskrun::Off;
-        if ring.st.lock().unwrap_or_else(|p| p.into_inner()).coop != coop {
-            // Kept as it is if the kernel refuses the other setup.
-            ring = self.renew_ring(ring);
-        }
-        let mut st = self.enter_own(ring);
-        let bound = ring.bound.swap(true, Ordering::Relaxed);
-        let fd = st.uring.as_raw_fd();
-        self.linger_or_leave(ring, &mut st, false);
-        drop(st);
-        if bound {
+        if ring.bound.load(Ordering::Relaxed) {
             return Err(io::Error::new(
                 io::ErrorKind::AlreadyExists,
                 "this thread's ring for this engine is bound already",
             ));
         }
+        ring = self.ring_with_coop(ring, self.coop_taskrun != CoopTaskrun::Off);
+        let mut st = self.enter_own(ring);
+        ring.bound.store(true, Ordering::Relaxed);
+        let fd = st.uring.as_raw_fd();
+        self.linger_or_leave(ring, &mut st, false);
+        drop(st);
         let arc = LOCAL.with(|l| {
             let l = l.borrow();
             let e = l.0.iter().find(|(id, _, _)| *id == self.id);
             e.map(|e| e.2.clone())
         });
         Ok((arc.expect("the thread's ring is in its table"), fd))
+    }
+
+    /// This thread's ring `ring`, set up again with `COOP_TASKRUN` if
+    /// `coop` and without it if not, unless it is already: waits for the
+    /// ring's lock while another thread (the service thread) holds it,
+    /// and makes at most [`RENEW_TRIES`] new rings; keeps `ring` if the
+    /// kernel refuses that setup or a shutdown has begun.
+    fn ring_with_coop<'r>(&'r self, ring: &'r Ring, coop: bool) -> &'r Ring {
+        let mut tries = 0;
+        while tries < RENEW_TRIES {
+            let same = match ring.st.try_lock() {
+                Ok(st) => st.coop == coop,
+                Err(TryLockError::Poisoned(p)) => p.into_inner().coop == coop,
+                Err(TryLockError::WouldBlock) => {
+                    std::thread::yield_now();
+                    continue;
+                }
+            };
+            if same {
+                return ring;
+            }
+            let new = self.renew_ring(ring);
+            if !std::ptr::eq(new, ring) {
+                return new;
+            }
+            tries += 1;
+        }
+        ring
     }
 
     /// Unbinds `ring` (this thread's, bound by [`Shared::bind_ring`]): the
@@ -2051,33 +2117,9 @@ impl Driver for Shared {
     }
 
     fn poll_work(&self, linger: bool) {
-        let Some(ring) = self.local_ring(false) else {
-            return;
-        };
-        let Ok(mut st) = ring.st.try_lock() else {
-            return;
-        };
-        enter_for_retired_coop(&mut st);
-        if ring.in_flight.load(Ordering::Relaxed) == 0
-            && st.uring.completion().is_empty()
-            && st.plug.is_empty()
-        {
-            return;
+        if let Some(ring) = self.local_ring(false) {
+            self.look(ring, linger);
         }
-        enter_again(ring, &mut st);
-        self.unlinger(ring);
-        // A look that has requests to submit enters the kernel for them;
-        // that call also runs the ring's task work on its way back (a
-        // `COOP_TASKRUN` ring's completions wait for the thread's next
-        // system call), so the look costs one `io_uring_enter`, not two.
-        self.flush_plug(ring, &mut st);
-        if st.uring.submission().is_empty() {
-            run_task_work(ring, &mut st, true);
-        } else {
-            submit_pending(&mut st);
-        }
-        self.work(ring, &mut st);
-        self.linger_or_leave(ring, &mut st, linger);
     }
 
     fn taken(&self) {
@@ -2941,5 +2983,72 @@ mod tests {
         assert_eq!(p.wait().0.ok(), Some(8));
         drop(flow);
         engine.shutdown(crate::ShutdownMode::Drain).unwrap();
+    }
+
+    /// Polls `p` once (submitting it) with a waker that does nothing.
+    fn poll_once<B: Send + 'static>(p: &mut crate::Pending<B>) -> bool {
+        use std::future::Future;
+        let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+        std::pin::Pin::new(p).poll(&mut cx).is_ready()
+    }
+
+    /// A bound ring keeps its owner's work: after a future's poll (which
+    /// never lingers on an unbound ring) and with requests only plugged,
+    /// the ring lingers instead of going away; it was set up with
+    /// `COOP_TASKRUN` (`CoopTaskrun::Auto`), and is not set up again while
+    /// bound.
+    #[test]
+    fn a_bound_ring_lingers_keeps_coop_taskrun_and_is_not_set_up_again() {
+        let (_engine, s, flow) = nop_engine();
+        let (target, mut w) = pipe();
+        let (ring, _fd) = s.bind_ring().unwrap();
+        assert!(ring.st.lock().unwrap().coop, "bound with COOP_TASKRUN");
+        let mut read = flow.read_file_async(&target, 0, vec![0u8; 1]);
+        assert!(ring.lingering.load(Ordering::SeqCst), "plugged: lingers");
+        assert!(!poll_once(&mut read));
+        assert!(ring.lingering.load(Ordering::SeqCst), "polled: lingers");
+        assert!(!ring.away.load(Ordering::SeqCst));
+        ask_renew(&s);
+        let id = s.local_ring(false).unwrap().id;
+        assert_eq!(id, ring.id, "not set up again while bound");
+        std::io::Write::write_all(&mut w, b"x").unwrap();
+        while !read.is_done() {
+            s.look(&ring, true);
+        }
+        s.unbind_ring(&ring);
+        // A renewal waits while the service thread holds the ring's lock.
+        let renewed = (0..100_000).any(|_| {
+            std::thread::yield_now();
+            s.local_ring(false).unwrap().id != ring.id
+        });
+        assert!(renewed, "set up again once unbound");
+    }
+
+    /// The service thread takes a bound ring over only once work has
+    /// waited on it across two of its looks with no visit of the owner
+    /// in between (the ring's lock held throughout, so that the service
+    /// thread's own looks stay out).
+    #[test]
+    fn a_bound_ring_is_taken_over_only_from_an_owner_that_leaves_work_waiting() {
+        let (_engine, s, flow) = nop_engine();
+        let (target, mut w) = pipe();
+        let (ring, _fd) = s.bind_ring().unwrap();
+        let mut read = flow.read_file_async(&target, 0, vec![0u8; 1]);
+        assert!(!poll_once(&mut read));
+        {
+            let mut st = ring.st.lock().unwrap();
+            assert!(!s.owner_unresponsive(&ring, &mut st), "nothing waiting");
+            assert!(!s.owner_unresponsive(&ring, &mut st), "nothing waiting");
+            // The completion's task work runs as this thread returns
+            // from the write.
+            std::io::Write::write_all(&mut w, b"x").unwrap();
+            assert!(!s.owner_unresponsive(&ring, &mut st), "seen once");
+            assert!(s.owner_unresponsive(&ring, &mut st), "seen twice");
+            visit(&ring);
+            assert!(!s.owner_unresponsive(&ring, &mut st), "the owner came");
+        }
+        while !read.is_done() {
+            s.look(&ring, true);
+        }
     }
 }

@@ -32,8 +32,9 @@ use std::sync::Arc;
 ///
 /// The ring is set up with `COOP_TASKRUN` unless the engine's
 /// [`crate::CoopTaskrun`] is `Off`: a completion then does not interrupt
-/// the thread while it runs; it is posted at the thread's next system
-/// call (an event loop makes one at least every few dozen tasks), or
+/// the thread while it runs; it is posted at the thread's next entry
+/// into the kernel (a system call: an event loop makes one at least
+/// every few dozen tasks; an interrupt or a timer tick), or
 /// wakes the thread if it sleeps in its poller. The ring is not set up
 /// again while bound.
 ///
@@ -41,13 +42,17 @@ use std::sync::Arc;
 /// one look of the service thread to the next (1-2 ms) is taken over by
 /// the service thread, as any lingering ring is, and so is every ring
 /// once a shutdown begins; the completions of a ring with `COOP_TASKRUN`
-/// still wait for the owner's next system call, so an event loop that
+/// still wait for the owner's next entry into the kernel, so an event loop that
 /// computes for long without one delays them (other threads' requests
 /// dispatched on its ring included).
 ///
+/// The results of a ring taken over come through the futures' wakers,
+/// not the descriptor.
+///
 /// Not `Send`: it belongs to the thread that made it. Dropping it
 /// unbinds the ring (what is on it is then reaped by the service thread
-/// whenever the thread is not in the engine).
+/// whenever the thread is not in the engine); leaked (`mem::forget`), it
+/// keeps the ring bound and the engine's shared state alive.
 pub struct ThreadRing {
     shared: Arc<Shared>,
     ring: Arc<Ring>,
@@ -71,10 +76,13 @@ impl ThreadRing {
     /// Reaps the ring now, without blocking: reports its completions to
     /// the scheduler, submits what that dispatches and this thread's
     /// plugged requests, and wakes the waiters of the requests completed.
-    /// Call it when the descriptor turns readable.
-    pub fn reap(&self) {
-        use crate::completion::Driver;
-        self.shared.poll_work(true);
+    /// Call it when the descriptor turns readable. Returns false if it
+    /// could not take everything (another thread, such as the service
+    /// thread, was working on the ring, or completions kept coming): the
+    /// event loop then keeps the descriptor's readiness and calls it
+    /// again, as for a non-blocking read that would have blocked.
+    pub fn reap(&self) -> bool {
+        self.shared.look(&self.ring, true)
     }
 }
 

@@ -264,8 +264,9 @@ fn bound_rings_on_current_thread_runtimes_read_their_blocks() {
                             },
                             ready = ring.readable() => {
                                 let mut ready = ready.unwrap();
-                                ready.clear_ready();
-                                ready.get_inner().reap();
+                                if ready.get_inner().reap() {
+                                    ready.clear_ready();
+                                }
                             }
                         }
                     }
@@ -285,6 +286,16 @@ fn bound_rings_on_current_thread_runtimes_read_their_blocks() {
 fn poll_once<B: Send + 'static>(p: &mut Pending<B>) -> bool {
     let mut cx = Context::from_waker(Waker::noop());
     Pin::new(p).poll(&mut cx).is_ready()
+}
+
+/// Reaps `ring` until `read` has its result (a reap finds the ring's
+/// lock busy while the service thread looks at it).
+fn reap_until_done<B: Send + 'static>(ring: &bfq_engine::ThreadRing, read: &Pending<B>) {
+    let give_up = std::time::Instant::now() + HANG;
+    while !read.is_done() {
+        assert!(std::time::Instant::now() < give_up, "never reaped");
+        ring.reap();
+    }
 }
 
 /// Whether `fd` is readable within `ms` milliseconds.
@@ -314,8 +325,7 @@ fn a_bound_rings_descriptor_turns_readable_when_a_request_completes() {
     assert!(!readable(ring.as_raw_fd(), 0));
     let writer = std::thread::spawn(move || w.write_all(b"hello").unwrap());
     assert!(readable(ring.as_raw_fd(), HANG.as_millis() as i32));
-    ring.reap();
-    assert!(read.is_done());
+    reap_until_done(&ring, &read);
     let (res, buf) = read.wait();
     assert_eq!((res.unwrap(), &buf[..]), (5, &b"hello"[..]));
     writer.join().unwrap();
@@ -360,8 +370,14 @@ fn a_cancel_shutdown_ends_while_a_bound_ring_waits() {
             let mut read = flow.read_file_async(&target.0, 0, vec![0u8; 8]);
             assert!(!poll_once(&mut read));
             tx.send(()).unwrap();
-            readable(ring.as_raw_fd(), HANG.as_millis() as i32);
-            ring.reap();
+            // In a shutdown the service thread takes the ring over and
+            // may reap the read itself: its result then comes through
+            // the waker, not the descriptor.
+            let give_up = std::time::Instant::now() + HANG;
+            while !read.is_done() && std::time::Instant::now() < give_up {
+                readable(ring.as_raw_fd(), 10);
+                ring.reap();
+            }
             let (res, _) = read.wait();
             res.map_err(|e| e.raw_os_error())
         })
@@ -420,8 +436,28 @@ fn a_bound_ring_is_watched_from_another_io_uring() {
         .expect("the poll request completed");
     assert_eq!(cqe.user_data(), 7);
     assert!(cqe.result() > 0 && cqe.result() as i16 & libc::POLLIN != 0);
-    ring.reap();
+    reap_until_done(&ring, &read);
     let (res, buf) = read.wait();
     assert_eq!((res.unwrap(), &buf[..]), (2, &b"ok"[..]));
     writer.join().unwrap();
+}
+
+/// The owner of a bound ring polls a read once, hands it to another
+/// thread and then sleeps elsewhere (not on the descriptor): once the
+/// read completes, the service thread takes the ring over from the
+/// unresponsive owner and the other thread gets the result.
+#[test]
+fn a_bound_ring_whose_owner_sleeps_elsewhere_is_taken_over() {
+    let engine = Engine::nop().scheduler("bfq").open().unwrap();
+    let flow = engine.flow(FlowOptions::default()).unwrap();
+    let (target, mut w) = pipe();
+    let ring = engine.thread_ring().unwrap();
+    let mut read = flow.read_file_async(&target, 0, vec![0u8; 4]);
+    assert!(!poll_once(&mut read));
+    let waiter = std::thread::spawn(move || read.wait());
+    w.write_all(b"away").unwrap();
+    // The owner sleeps here, not in the engine, until the result is in.
+    let (res, buf) = within(move || waiter.join().unwrap());
+    assert_eq!((res.unwrap(), &buf[..]), (4, &b"away"[..]));
+    drop(ring);
 }
