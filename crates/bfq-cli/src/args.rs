@@ -128,49 +128,78 @@ pub fn json_and_trace(
     Ok((json_stdout, trace_stdout, json_file))
 }
 
-/// A `--json FILE` written whole or not at all: the results go to a
-/// temporary file beside FILE (`bfq_real::part_path`), synced and then
-/// renamed over FILE, so that a run that fails or is interrupted
-/// (SIGINT, SIGTERM, SIGKILL) leaves an earlier FILE as it was and no
-/// empty one in its place.
+/// A `--json FILE` written whole or not at all. A regular FILE (or one
+/// that does not exist yet) gets the results through a temporary file of
+/// a random name made beside it (never following a link there), synced,
+/// given FILE's permissions and renamed over it, so that a run that fails
+/// or is interrupted (SIGINT, SIGTERM, SIGKILL) leaves an earlier FILE as
+/// it was. A symbolic link is followed: the file it names is replaced and
+/// the link kept. Anything else (`/dev/stdout`, `/dev/null`, a pipe) is
+/// written to directly at the end.
 pub struct JsonFile {
     path: std::path::PathBuf,
-    part: std::path::PathBuf,
+    /// Written to directly: not a regular file.
+    direct: bool,
 }
 
 impl JsonFile {
-    /// Checks that FILE can be written, before the run: it is not a
-    /// directory, and the temporary file can be made beside it (made and
-    /// removed at once, so that a run killed later leaves nothing).
+    /// Checks that FILE can be written, before the run: not a directory,
+    /// and, for a regular file, a temporary file can be made beside it
+    /// (made and removed at once, so that a run killed later leaves
+    /// nothing).
     pub fn check(path: &std::path::Path) -> anyhow::Result<JsonFile> {
         use anyhow::Context;
         let named = || format!("--json {}", path.display());
-        if path.is_dir() {
+        let path = match std::fs::canonicalize(path) {
+            Ok(real) => real,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => path.to_path_buf(),
+            Err(e) => return Err(e).with_context(named),
+        };
+        let meta = std::fs::metadata(&path).ok();
+        if meta.as_ref().is_some_and(|m| m.is_dir()) {
             anyhow::bail!("{}: is a directory", named());
         }
-        let part = bfq_real::part_path(path).with_context(named)?;
-        std::fs::File::create(&part).with_context(named)?;
-        std::fs::remove_file(&part).with_context(named)?;
-        Ok(JsonFile {
-            path: path.to_path_buf(),
-            part,
-        })
+        let direct = meta.is_some_and(|m| !m.is_file());
+        if !direct {
+            Self::temporary(&path).with_context(named)?;
+        }
+        Ok(JsonFile { path, direct })
     }
 
-    /// Writes `text` to the temporary file, syncs it and renames it over
-    /// FILE; the temporary file is removed on an error.
+    /// A new temporary file beside `path`, removed when dropped.
+    fn temporary(path: &std::path::Path) -> std::io::Result<tempfile::NamedTempFile> {
+        let dir = match path.parent() {
+            Some(d) if !d.as_os_str().is_empty() => d,
+            _ => std::path::Path::new("."),
+        };
+        let mut prefix = std::ffi::OsString::from(".");
+        prefix.push(path.file_name().unwrap_or_default());
+        prefix.push(".part-");
+        tempfile::Builder::new().prefix(&prefix).tempfile_in(dir)
+    }
+
+    /// Writes `text`: to FILE itself if it is not a regular file, else
+    /// through a temporary file renamed over FILE (removed on an error).
     pub fn write(&self, text: &str) -> anyhow::Result<()> {
         use anyhow::Context;
         use std::io::Write;
-        let done = std::fs::File::create(&self.part).and_then(|mut f| {
-            f.write_all(text.as_bytes())?;
-            f.sync_all()?;
-            std::fs::rename(&self.part, &self.path)
-        });
-        done.inspect_err(|_| {
-            let _ = std::fs::remove_file(&self.part);
-        })
-        .with_context(|| format!("writing --json {}", self.path.display()))
+        let named = || format!("writing --json {}", self.path.display());
+        if self.direct {
+            return std::fs::write(&self.path, text).with_context(named);
+        }
+        let mut tmp = Self::temporary(&self.path).with_context(named)?;
+        tmp.write_all(text.as_bytes()).with_context(named)?;
+        tmp.as_file().sync_all().with_context(named)?;
+        if let Ok(m) = std::fs::metadata(&self.path) {
+            let _ = tmp.as_file().set_permissions(m.permissions());
+        }
+        tmp.persist(&self.path)
+            .map_err(|e| e.error)
+            .with_context(named)?;
+        if let Some(dir) = self.path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            let _ = std::fs::File::open(dir).and_then(|d| d.sync_all());
+        }
+        Ok(())
     }
 }
 

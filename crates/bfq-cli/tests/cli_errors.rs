@@ -266,6 +266,30 @@ fn refuses_bad_output_paths_first(t: &str) {
     refused(&["sim", &scenario(), "-q", "--json", dir], "is a directory");
 }
 
+/// `--json` through a symbolic link replaces the file the link names and
+/// keeps the link; a device (`/dev/null`) is written to, not replaced; no
+/// temporary file is left beside either.
+#[test]
+fn json_follows_links_and_writes_devices_in_place() {
+    use std::os::unix::fs::FileTypeExt;
+    let dir = tempfile::tempdir().unwrap();
+    let (target, link) = (dir.path().join("target.json"), dir.path().join("link.json"));
+    std::fs::write(&target, "earlier\n").unwrap();
+    std::os::unix::fs::symlink(&target, &link).unwrap();
+    let l = link.to_str().unwrap();
+    let o = bfq(&["sim", &scenario(), "-q", "--json", l]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let kind = std::fs::symlink_metadata(&link).unwrap().file_type();
+    assert!(kind.is_symlink(), "the link is kept");
+    assert!(std::fs::read_to_string(&target).unwrap().starts_with('{'));
+    let names: Vec<_> = std::fs::read_dir(dir.path()).unwrap().collect();
+    assert_eq!(names.len(), 2, "nothing else beside them");
+    let o = bfq(&["sim", &scenario(), "-q", "--json", "/dev/null"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let kind = std::fs::metadata("/dev/null").unwrap().file_type();
+    assert!(kind.is_char_device(), "/dev/null is still a device");
+}
+
 /// `--json FILE` replaces FILE only once the results are written: a run
 /// killed by SIGTERM leaves an earlier FILE as it was and nothing beside
 /// it; a run that ends replaces it.

@@ -50,8 +50,7 @@ pub use desc::{
 };
 pub use report::{ring_setup_warning, FlowReport, RunReport};
 pub use run::{
-    children_cpu_seconds, create_filled, layout, part_path, process_cpu_seconds, run, target_len,
-    target_size,
+    children_cpu_seconds, create_filled, layout, process_cpu_seconds, run, target_len, target_size,
 };
 
 /// Heap allocations counted per thread, for the tests that check a flow's

@@ -98,10 +98,10 @@ pub fn create_filled(path: &Path, size: u64) -> io::Result<()> {
 }
 
 /// The temporary file beside `path` a file is written to before it is
-/// renamed to `path` (`--create`'s target, `--json`'s results), so that
+/// renamed to `path` (`--create`'s target, made with `create_new`), so that
 /// `path` appears, or replaces what was there, only complete:
 /// `.NAME.part-PID`, hidden, and one per process.
-pub fn part_path(path: &Path) -> io::Result<PathBuf> {
+fn part_path(path: &Path) -> io::Result<PathBuf> {
     let name = path
         .file_name()
         .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "not a file name"))?;
