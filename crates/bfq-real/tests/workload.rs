@@ -571,11 +571,51 @@ fn flows_not_in_whole_blocks_of_a_4096_byte_device_are_refused() {
     dev.remove().unwrap();
 }
 
-/// A regular file's direct-I/O unit is what its filesystem reports, a
-/// whole number of sectors.
+/// A regular file's direct-I/O unit is what its filesystem reports: on
+/// an ext4 made on a device of 4096-byte logical blocks, 4096 (a file
+/// elsewhere, where the unit is 512, would not tell a unit read from the
+/// file from a fixed 512).
 #[test]
-fn a_files_direct_io_unit_is_whole_sectors() {
-    let f = tempfile::tempfile().unwrap();
-    let u = bfq_engine::direct_io_block(&f).unwrap();
-    assert!(u >= 512 && u.is_multiple_of(512), "{u}");
+fn a_file_on_a_4096_byte_device_has_a_4096_byte_direct_io_unit() {
+    let skip = "SKIPPED a_file_on_a_4096_byte_device_has_a_4096_byte_direct_io_unit";
+    if !sys::is_root() || !Path::new("/dev/loop-control").exists() {
+        eprintln!("{skip}: needs root and loop devices");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let img = dir.path().join("fs.img");
+    bfq_real::create_filled(&img, 16 << 20).unwrap();
+    let dev = match LoopDevice::create_with(&img, 16 << 20, true, 4096) {
+        Ok(d) => d,
+        Err(e) => return eprintln!("{skip}: {e}"),
+    };
+    let mkfs = std::process::Command::new("mkfs.ext4")
+        .args(["-q", "-F", "-b", "4096"])
+        .arg(dev.path())
+        .status();
+    if !mkfs.is_ok_and(|s| s.success()) {
+        return eprintln!("{skip}: mkfs.ext4 failed or is missing");
+    }
+    let mnt = dir.path().join("mnt");
+    std::fs::create_dir(&mnt).unwrap();
+    let ok = std::process::Command::new("mount")
+        .arg(dev.path())
+        .arg(&mnt)
+        .status()
+        .unwrap();
+    assert!(ok.success(), "mount");
+    /// Unmounts on every way out, the failing ones included.
+    struct Unmount<'a>(&'a Path);
+    impl Drop for Unmount<'_> {
+        fn drop(&mut self) {
+            let _ = std::process::Command::new("umount").arg(self.0).status();
+        }
+    }
+    let unmount = Unmount(&mnt);
+    let f = std::fs::File::create(mnt.join("f")).unwrap();
+    let unit = bfq_engine::direct_io_block(&f).unwrap();
+    drop(f);
+    drop(unmount);
+    dev.remove().unwrap();
+    assert_eq!(unit, 4096);
 }
