@@ -523,10 +523,11 @@ pub(crate) fn cgroups(r: &Roots, root: &Path, dry: bool, out: &mut Cleaned) {
         let live = live_members(&r.proc, &dir);
         if !live.is_empty() {
             let ids: Vec<String> = live.iter().map(u32::to_string).collect();
+            let n = live.len();
             out.left.push(format!(
-                "cgroup {}: has {} processes ({}), left as it is",
+                "cgroup {}: has {n} {} ({}), left as it is",
                 dir.display(),
-                live.len(),
+                if n == 1 { "process" } else { "processes" },
                 ids.join(" ")
             ));
             continue;
@@ -729,6 +730,170 @@ mod tests {
         }
         assert!(gone, "{:?}", out);
         assert!(!note.exists());
+    }
+
+    /// A fake machine: the notes' directory, sysfs and procfs as plain
+    /// directories, booted at 1000 s after the epoch.
+    fn fake() -> (tempfile::TempDir, Roots) {
+        let d = tempfile::tempdir().unwrap();
+        let r = Roots {
+            state: d.path().join("run"),
+            sys: d.path().join("sys"),
+            proc: d.path().join("proc"),
+        };
+        put(&r.proc, "stat", "cpu 1 2 3\nbtime 1000\n");
+        fs::create_dir_all(&r.state).unwrap();
+        (d, r)
+    }
+
+    /// Writes `text` to `root/path`, making its directories.
+    fn put(root: &Path, path: &str, text: &str) -> PathBuf {
+        let p = root.join(path);
+        fs::create_dir_all(p.parent().unwrap()).unwrap();
+        fs::write(&p, text).unwrap();
+        p
+    }
+
+    /// Fake process `pid` in `state` (`R`, `S`, `Z`...), started at boot,
+    /// with `cmdline` (empty: a kernel thread).
+    fn fake_process(r: &Roots, pid: u32, state: char, cmdline: &str) {
+        let fields: Vec<String> = (1..=18).map(|i| i.to_string()).collect();
+        let stat = format!("{pid} (a) b) {state} {} 0 7\n", fields.join(" "));
+        put(&r.proc, &format!("{pid}/stat"), &stat);
+        put(&r.proc, &format!("{pid}/cmdline"), cmdline);
+    }
+
+    #[test]
+    fn zombies_are_dead() {
+        let (_d, r) = fake();
+        let note = put(&r.state, "note", "");
+        fake_process(&r, 10, 'S', "x\0");
+        fake_process(&r, 11, 'Z', "x\0");
+        fake_process(&r, 12, 'X', "x\0");
+        assert!(maker_alive(&r.proc, 10, &note));
+        assert!(!maker_alive(&r.proc, 11, &note));
+        assert!(!maker_alive(&r.proc, 12, &note));
+        assert!(!maker_alive(&r.proc, DEAD, &note));
+    }
+
+    /// A dead run's loop device over its file deleted since is detached;
+    /// one over another file now is said and left; one detached since
+    /// only loses its note.
+    #[test]
+    fn a_loop_device_is_detached_over_its_deleted_file_and_not_over_another() {
+        let (_d, r) = fake();
+        put(&r.state, &format!("loops/{DEAD}-loop90"), "/x/a.img");
+        put(&r.sys, "block/loop90/loop/backing_file", "/x/a.img (deleted)\n");
+        let other = put(&r.state, &format!("loops/{DEAD}-loop91"), "/x/b.img");
+        put(&r.sys, "block/loop91/loop/backing_file", "/x/c.img\n");
+        let gone = put(&r.state, &format!("loops/{DEAD}-loop92"), "/x/d.img");
+        let mut out = Cleaned::default();
+        loops(&r, true, &mut out);
+        assert_eq!(
+            out.done,
+            ["/dev/loop90 to detach (over /x/a.img)"],
+            "{out:?}"
+        );
+        assert_eq!(out.left.len(), 1, "{out:?}");
+        assert!(out.left[0].starts_with("/dev/loop91: over /x/c.img now"));
+        assert!(other.exists() && gone.exists(), "dry: notes kept");
+        // Not dry (without the one it would really detach).
+        fs::remove_file(r.state.join(format!("loops/{DEAD}-loop90"))).unwrap();
+        let mut out = Cleaned::default();
+        loops(&r, false, &mut out);
+        assert!(out.done.is_empty() && out.failed.is_empty(), "{out:?}");
+        assert_eq!(out.left.len(), 1, "{out:?}");
+        assert!(!other.exists() && !gone.exists());
+    }
+
+    /// A dead run's cgroup still holding live processes (below it too)
+    /// is left, said, also when dry; zombies and kernel threads in one do
+    /// not count.
+    #[test]
+    fn a_dead_runs_cgroup_with_live_processes_is_left() {
+        let (d, r) = fake();
+        let root = d.path().join("cg");
+        put(&root, "cgroup.controllers", "io");
+        put(&root, &format!("bfq-rs-{DEAD}-0/cgroup.procs"), "100\n");
+        put(&root, &format!("bfq-rs-{DEAD}-1/cgroup.procs"), "");
+        put(&root, &format!("bfq-rs-{DEAD}-1/g/cgroup.procs"), "101\n200\n");
+        put(&root, &format!("bfq-rs-{DEAD}-2/cgroup.procs"), "300\n301\n");
+        fake_process(&r, 100, 'S', "a\0");
+        fake_process(&r, 101, 'R', "b\0");
+        fake_process(&r, 200, 'Z', "c\0");
+        fake_process(&r, 300, 'S', "");
+        fake_process(&r, 301, 'Z', "d\0");
+        for dry in [true, false] {
+            let mut out = Cleaned::default();
+            cgroups(&r, &root, dry, &mut out);
+            out.left.sort();
+            let want = [(0, 100), (1, 101)].map(|(n, pid)| {
+                let dir = root.join(format!("bfq-rs-{DEAD}-{n}"));
+                format!("cgroup {}: has 1 process ({pid}), left as it is", dir.display())
+            });
+            assert_eq!(out.left, want, "dry {dry}: {out:?}");
+            if dry {
+                let dir = root.join(format!("bfq-rs-{DEAD}-2"));
+                assert_eq!(out.done, [format!("cgroup {} to remove", dir.display())]);
+            }
+            assert!(root.join(format!("bfq-rs-{DEAD}-1/g")).exists());
+        }
+    }
+
+    /// A dead run's file is removed; a file at its path since (another
+    /// inode) is not.
+    #[test]
+    fn a_file_made_at_a_dead_runs_path_since_is_left() {
+        let (d, r) = fake();
+        let note = |name: &str, path: &Path| {
+            let m = fs::metadata(path).unwrap();
+            let text = format!("{} {} {}", m.dev(), m.ino(), path.display());
+            put(&r.state, &format!("files/{DEAD}-{name}"), &text)
+        };
+        let (mine, since) = (d.path().join("mine"), d.path().join("since"));
+        fs::write(&mine, "").unwrap();
+        fs::write(&since, "").unwrap();
+        let notes = [note("0", &mine), note("1", &since)];
+        // A new file (another inode: made while the first still was) now
+        // at the noted path.
+        let new = d.path().join("new");
+        fs::write(&new, "").unwrap();
+        fs::rename(&new, &since).unwrap();
+        let mut out = Cleaned::default();
+        files(&r, false, &mut out);
+        assert_eq!(out.done, [format!("{} removed", mine.display())]);
+        assert!(!mine.exists() && since.exists(), "{out:?}");
+        assert!(notes.iter().all(|n| !n.exists()));
+    }
+
+    /// A dead run's scheduler is put back; one changed by hand since is
+    /// left; one that cannot be written keeps its note (to try again).
+    #[test]
+    fn schedulers_changed_since_are_left_and_failed_ones_keep_their_notes() {
+        let (_d, r) = fake();
+        let queue = |dev: &str| format!("block/{dev}/queue/scheduler");
+        let back = put(&r.sys, &queue("fake0"), "none mq-deadline [bfq]\n");
+        let hand = put(&r.sys, &queue("fake1"), "none [mq-deadline] bfq\n");
+        let ro = r.sys.join(queue("fake2"));
+        fs::create_dir_all(ro.parent().unwrap()).unwrap();
+        std::os::unix::fs::symlink("/proc/version", &ro).unwrap();
+        let notes = ["fake0", "fake1", "fake2"].map(|dev| {
+            let set = if dev == "fake2" { "" } else { "bfq\n" };
+            put(&r.state, &format!("{DEAD}-{dev}"), &format!("none\n{set}"))
+        });
+        let mut out = Cleaned::default();
+        schedulers(&r, false, &mut out);
+        assert_eq!(out.done, ["fake0: scheduler none restored (was bfq)"]);
+        assert_eq!(fs::read_to_string(&back).unwrap(), "none");
+        assert_eq!(out.left.len(), 1, "{out:?}");
+        assert!(out.left[0].starts_with("fake1: scheduler left at mq-deadline"));
+        assert_eq!(
+            fs::read_to_string(&hand).unwrap(),
+            "none [mq-deadline] bfq\n"
+        );
+        assert_eq!(out.failed.len(), 1, "{out:?}");
+        assert!(out.failed[0].starts_with("fake2: cannot restore scheduler none"));
+        assert_eq!(notes.map(|n| n.exists()), [false, false, true]);
     }
 
     #[test]
