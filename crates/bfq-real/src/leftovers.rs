@@ -559,7 +559,10 @@ fn live_members(proc: &Path, dir: &Path) -> Vec<u32> {
         let list = fs::read_to_string(d.join("cgroup.procs"))
             .or_else(|_| fs::read_to_string(d.join("tasks")))
             .unwrap_or_default();
-        ids.extend(list.split_whitespace().filter_map(|i| i.parse::<u32>().ok()));
+        ids.extend(
+            list.split_whitespace()
+                .filter_map(|i| i.parse::<u32>().ok()),
+        );
         let sub = fs::read_dir(&d).into_iter().flatten().flatten();
         dirs.extend(
             sub.filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
@@ -658,7 +661,10 @@ mod tests {
         fs::write(&note, "").unwrap();
         let me = std::process::id();
         let proc = Path::new("/proc");
-        assert!(maker_alive(proc, me, &note), "made after this process started");
+        assert!(
+            maker_alive(proc, me, &note),
+            "made after this process started"
+        );
         let long_ago = std::time::UNIX_EPOCH + std::time::Duration::from_secs(1_000_000);
         fs::File::options()
             .write(true)
@@ -666,7 +672,10 @@ mod tests {
             .unwrap()
             .set_modified(long_ago)
             .unwrap();
-        assert!(!maker_alive(proc, me, &note), "made before this process started");
+        assert!(
+            !maker_alive(proc, me, &note),
+            "made before this process started"
+        );
         assert!(!maker_alive(proc, DEAD, &note));
         let (alive, start) = process_status(proc, me);
         assert!(alive && start.is_some_and(|t| t <= std::time::SystemTime::now()));
@@ -783,7 +792,11 @@ mod tests {
     fn a_loop_device_is_detached_over_its_deleted_file_and_not_over_another() {
         let (_d, r) = fake();
         put(&r.state, &format!("loops/{DEAD}-loop90"), "/x/a.img");
-        put(&r.sys, "block/loop90/loop/backing_file", "/x/a.img (deleted)\n");
+        put(
+            &r.sys,
+            "block/loop90/loop/backing_file",
+            "/x/a.img (deleted)\n",
+        );
         let other = put(&r.state, &format!("loops/{DEAD}-loop91"), "/x/b.img");
         put(&r.sys, "block/loop91/loop/backing_file", "/x/c.img\n");
         let gone = put(&r.state, &format!("loops/{DEAD}-loop92"), "/x/d.img");
@@ -816,8 +829,16 @@ mod tests {
         put(&root, "cgroup.controllers", "io");
         put(&root, &format!("bfq-rs-{DEAD}-0/cgroup.procs"), "100\n");
         put(&root, &format!("bfq-rs-{DEAD}-1/cgroup.procs"), "");
-        put(&root, &format!("bfq-rs-{DEAD}-1/g/cgroup.procs"), "101\n200\n");
-        put(&root, &format!("bfq-rs-{DEAD}-2/cgroup.procs"), "300\n301\n");
+        put(
+            &root,
+            &format!("bfq-rs-{DEAD}-1/g/cgroup.procs"),
+            "101\n200\n",
+        );
+        put(
+            &root,
+            &format!("bfq-rs-{DEAD}-2/cgroup.procs"),
+            "300\n301\n",
+        );
         fake_process(&r, 100, 'S', "a\0");
         fake_process(&r, 101, 'R', "b\0");
         fake_process(&r, 200, 'Z', "c\0");
@@ -829,7 +850,10 @@ mod tests {
             out.left.sort();
             let want = [(0, 100), (1, 101)].map(|(n, pid)| {
                 let dir = root.join(format!("bfq-rs-{DEAD}-{n}"));
-                format!("cgroup {}: has 1 process ({pid}), left as it is", dir.display())
+                format!(
+                    "cgroup {}: has 1 process ({pid}), left as it is",
+                    dir.display()
+                )
             });
             assert_eq!(out.left, want, "dry {dry}: {out:?}");
             if dry {
