@@ -22,7 +22,8 @@ pub enum LoopCmd {
     Create {
         /// The backing file (a regular file; created if missing).
         file: PathBuf,
-        /// The device's size, at least 1M (e.g. 1G, 512M, 1.5G).
+        /// The device's size, at least 1M (e.g. 1G, 512M, 1.5G), a
+        /// multiple of --sector-size.
         size: String,
         /// Attach another device even if FILE already has one.
         #[arg(long)]
@@ -73,6 +74,13 @@ pub fn run(a: Args) -> anyhow::Result<()> {
             let size = parse_size(&size)?;
             if size < 1 << 20 {
                 anyhow::bail!("loop create {}: size must be at least 1M", file.display());
+            }
+            if size % u64::from(sector_size) != 0 {
+                anyhow::bail!(
+                    "loop create {}: size {size} bytes is not a multiple of the sector size \
+                     {sector_size} (the device would end in a part block)",
+                    file.display()
+                );
             }
             sys::require_root("bfq loop create")?;
             check_backing(&file, size, again)?;

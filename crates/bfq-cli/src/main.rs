@@ -59,10 +59,11 @@ enum Cmd {
     Suite(suite::Args),
     /// Put back what bfq processes killed by SIGKILL (or a crash) left
     /// behind: the block-device schedulers they set, their `bfq-rs-PID-*`
-    /// cgroups (cgroup v1 blkio or v2), the loop devices, mounts and files
-    /// they made for their own use (`bench-engine`'s, the suite's, `run
-    /// --create`'s unfinished `.NAME.part-PID`), and bfq mounts whose
-    /// server is gone.
+    /// cgroups (cgroup v1 blkio or v2; one holding live processes is left,
+    /// and said), the loop devices (also over a file deleted since),
+    /// mounts and files they made for their own use (`bench-engine`'s,
+    /// the suite's, `run --create`'s unfinished `.NAME.part-PID`), and bfq
+    /// mounts whose server is gone.
     /// What live processes use, what `bfq loop create` made, and what no
     /// bfq process made are left alone. Exits 1 if something could not
     /// be undone.

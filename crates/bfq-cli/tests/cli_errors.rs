@@ -22,6 +22,17 @@ fn bad_values_are_refused_naming_what_is_wrong() {
         &["loop", "create", "/nonexistent/x.img", "16M"],
         "/nonexistent/x.img",
     );
+    refused(
+        &[
+            "loop",
+            "create",
+            "/nonexistent/x.img",
+            "1049088",
+            "--sector-size",
+            "4096",
+        ],
+        "1049088 bytes is not a multiple of the sector size 4096",
+    );
     refuses_bad_sim_values();
     refuses_bad_output_paths_first(t);
 }

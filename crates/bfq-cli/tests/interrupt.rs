@@ -286,6 +286,50 @@ fn cleanup_removes_the_loop_device_and_file_of_a_killed_benchmark() {
     assert_eq!(sys::LoopDevice::over(&backing).unwrap(), [own.path()]);
 }
 
+/// A `bench-engine` killed with SIGKILL, its file deleted since: its
+/// loop device, still over the deleted file (and keeping its space), is
+/// detached by `bfq cleanup`. Needs root and loop devices only.
+#[test]
+fn cleanup_detaches_a_killed_benchmarks_loop_device_over_its_deleted_file() {
+    let _serial = serial();
+    if !sys::is_root() || !Path::new("/dev/loop-control").exists() {
+        eprintln!("skipped: needs root and loop devices");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("bench.img");
+    let mut run = fairness_benchmark_on(&file, Stdio::null());
+    let mut child = run.take();
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let made = sys::LoopDevice::over(&file).unwrap();
+    assert_eq!(made.len(), 1, "SIGKILL leaves the loop device");
+    let _guard = DetachIfOver(made[0].clone(), file.clone());
+    std::fs::remove_file(&file).unwrap();
+    let out = cleanup(&[]);
+    assert!(
+        out.contains(&format!("{} detached", made[0].display())),
+        "{out}"
+    );
+}
+
+/// Detaches loop device `.0` when dropped if it is still over file `.1`,
+/// deleted (a test that failed before `bfq cleanup` did).
+struct DetachIfOver(PathBuf, PathBuf);
+
+impl Drop for DetachIfOver {
+    fn drop(&mut self) {
+        let Ok(name) = sys::dev_name(&self.0) else {
+            return;
+        };
+        let sysfs = format!("/sys/block/{name}/loop/backing_file");
+        let now = std::fs::read_to_string(sysfs).unwrap_or_default();
+        if now.trim_end() == format!("{} (deleted)", self.1.display()) {
+            let _ = sys::detach_loop(&self.0);
+        }
+    }
+}
+
 fn alive(pid: u32) -> bool {
     std::fs::read_to_string(format!("/proc/{pid}/stat"))
         .ok()

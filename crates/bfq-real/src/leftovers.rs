@@ -116,17 +116,38 @@ pub struct Cleaned {
 /// nothing they did not make. `dry`: only says what it would do.
 pub fn cleanup(dry: bool) -> io::Result<Cleaned> {
     require_root("bfq cleanup")?;
+    let r = Roots::system();
     let mut out = Cleaned::default();
-    schedulers(dry, &mut out)?;
-    mounts(dry, &mut out);
-    loops(dry, &mut out);
-    files(dry, &mut out);
+    schedulers(&r, dry, &mut out);
+    mounts(&r, dry, &mut out);
+    loops(&r, dry, &mut out);
+    files(&r, dry, &mut out);
     let mut roots = vec![PathBuf::from(BLKIO_V1)];
     roots.extend(CGROUP_V2_ROOTS.iter().map(PathBuf::from));
     for root in roots.iter().filter(|r| is_cgroup_root(r)) {
-        cgroups(root, dry, &mut out);
+        cgroups(&r, root, dry, &mut out);
     }
     Ok(out)
+}
+
+/// Where [`cleanup`] looks: the notes ([`STATE_DIR`]), sysfs and procfs
+/// (other directories in tests, as fake trees).
+#[derive(Debug)]
+pub(crate) struct Roots {
+    state: PathBuf,
+    sys: PathBuf,
+    proc: PathBuf,
+}
+
+impl Roots {
+    /// This machine's.
+    fn system() -> Roots {
+        Roots {
+            state: STATE_DIR.into(),
+            sys: "/sys".into(),
+            proc: "/proc".into(),
+        }
+    }
 }
 
 /// `past` done, or `would` when dry.
@@ -139,27 +160,42 @@ fn verb<'a>(dry: bool, past: &'a str, would: &'a str) -> &'a str {
 }
 
 /// Whether the process that made `made` (a note, a cgroup) still lives:
-/// process `pid` exists and started before `made` was last modified. One
+/// process `pid` exists, is not a zombie (it has ended, its parent has
+/// not reaped it yet), and started before `made` was last modified. One
 /// that started later only got the pid again, after the maker died.
-fn maker_alive(pid: u32, made: &Path) -> bool {
-    let Some(start) = process_start(pid) else {
-        return Path::new(&format!("/proc/{pid}")).exists();
+fn maker_alive(proc: &Path, pid: u32, made: &Path) -> bool {
+    let (alive, start) = process_status(proc, pid);
+    let Some(start) = start else {
+        return alive;
     };
     let when = fs::metadata(made).and_then(|m| m.modified());
     // The start is known to the second (the boot time's unit).
-    when.map_or(true, |w| start <= w + std::time::Duration::from_secs(2))
+    alive && when.map_or(true, |w| start <= w + std::time::Duration::from_secs(2))
 }
 
-/// When process `pid` started (`/proc/PID/stat`'s start time after boot,
-/// plus `/proc/stat`'s boot time); `None` if it does not exist or this
-/// cannot be read.
-fn process_start(pid: u32) -> Option<std::time::SystemTime> {
-    let stat = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+/// Whether process `pid` lives (`PROC/PID` exists and its state, in
+/// `PROC/PID/stat`, is not zombie or dead) and when it started (the
+/// start time after boot there, plus `PROC/stat`'s boot time; `None` if
+/// this cannot be read).
+fn process_status(proc: &Path, pid: u32) -> (bool, Option<std::time::SystemTime>) {
+    let dir = proc.join(pid.to_string());
+    let Ok(stat) = fs::read_to_string(dir.join("stat")) else {
+        return (dir.exists(), None);
+    };
     // Fields after the command name, which may hold spaces and ')':
     // state is field 3, start time field 22.
-    let rest = &stat[stat.rfind(')')? + 1..];
-    let ticks: u64 = rest.split_whitespace().nth(19)?.parse().ok()?;
-    let boot: u64 = fs::read_to_string("/proc/stat")
+    let mut rest = stat[stat.rfind(')').map_or(0, |i| i + 1)..].split_whitespace();
+    if matches!(rest.next(), Some("Z" | "X" | "x")) {
+        return (false, None);
+    }
+    (true, start_time(proc, rest.nth(18)))
+}
+
+/// A process's start time from `ticks` after boot (`PROC/stat`'s boot
+/// time).
+fn start_time(proc: &Path, ticks: Option<&str>) -> Option<std::time::SystemTime> {
+    let ticks: u64 = ticks?.parse().ok()?;
+    let boot: u64 = fs::read_to_string(proc.join("stat"))
         .ok()?
         .lines()
         .find_map(|l| l.strip_prefix("btime ")?.trim().parse().ok())?;
@@ -207,14 +243,16 @@ fn drop_note(path: &Path) -> io::Result<()> {
 /// A device a live run uses is left (that run puts back what it found;
 /// `bfq cleanup` again after it ends), and so is one whose scheduler is
 /// no longer the one the last dead run set (changed by hand since).
-fn schedulers(dry: bool, out: &mut Cleaned) -> io::Result<()> {
-    let notes = notes_in(Path::new(STATE_DIR));
+/// Their notes go once the device is dealt with; they stay when putting
+/// the scheduler back failed (to try again).
+fn schedulers(r: &Roots, dry: bool, out: &mut Cleaned) {
+    let notes = notes_in(&r.state);
     let mut devs: Vec<&str> = notes.iter().map(|n| n.1.as_str()).collect();
     devs.sort_unstable();
     devs.dedup();
     for dev in devs {
         let mine = notes.iter().filter(|n| n.1 == dev);
-        let (dead, live): (Vec<_>, Vec<_>) = mine.partition(|n| !maker_alive(n.0, &n.2));
+        let (dead, live): (Vec<_>, Vec<_>) = mine.partition(|n| !maker_alive(&r.proc, n.0, &n.2));
         let (Some(first), Some(last)) = (dead.first(), dead.last()) else {
             continue;
         };
@@ -230,26 +268,41 @@ fn schedulers(dry: bool, out: &mut Cleaned) -> io::Result<()> {
         let (first_note, last_note) = (read(&first.2), read(&last.2));
         let previous = first_note.lines().next().unwrap_or("").trim().to_string();
         let set = last_note.lines().nth(1).map(str::trim);
-        restore_scheduler(dev, &previous, set, dry, out);
-        if !dry {
+        let file = r.sys.join(format!("block/{dev}/queue/scheduler"));
+        if restore_scheduler(&file, dev, &previous, set, dry, out) && !dry {
             for n in &dead {
-                drop_note(&n.2)?;
+                drop_or_say(&n.2, out);
             }
         }
     }
-    Ok(())
 }
 
-/// Writes `previous` to `dev`'s scheduler, unless its scheduler is no
-/// longer `set` (what the last dead run set, when noted).
-fn restore_scheduler(dev: &str, previous: &str, set: Option<&str>, dry: bool, out: &mut Cleaned) {
-    let file = format!("/sys/block/{dev}/queue/scheduler");
-    let Ok(now) = fs::read_to_string(&file) else {
+/// Removes note `path`; says in `out.failed` if it cannot.
+fn drop_or_say(path: &Path, out: &mut Cleaned) {
+    if let Err(e) = drop_note(path) {
+        out.failed
+            .push(format!("cannot remove note {}: {e}", path.display()));
+    }
+}
+
+/// Writes `previous` to `dev`'s scheduler (`file`), unless it is no
+/// longer `set` (what the last dead run set, when noted). Whether the
+/// device is dealt with (restored, left on purpose or gone): false only
+/// when the write failed.
+fn restore_scheduler(
+    file: &Path,
+    dev: &str,
+    previous: &str,
+    set: Option<&str>,
+    dry: bool,
+    out: &mut Cleaned,
+) -> bool {
+    let Ok(now) = fs::read_to_string(file) else {
         out.done.push(format!(
             "{dev}: gone (no such block device now); its note {}",
             verb(dry, "removed", "to remove")
         ));
-        return;
+        return true;
     };
     let active = now
         .split_whitespace()
@@ -261,10 +314,10 @@ fn restore_scheduler(dev: &str, previous: &str, set: Option<&str>, dry: bool, ou
              it was {previous} before the run",
             set.unwrap_or("")
         ));
-        return;
+        return true;
     }
     if active == previous {
-        return;
+        return true;
     }
     let line = format!(
         "{dev}: scheduler {previous} {} (was {active})",
@@ -273,21 +326,25 @@ fn restore_scheduler(dev: &str, previous: &str, set: Option<&str>, dry: bool, ou
     match if dry {
         Ok(())
     } else {
-        fs::write(&file, previous)
+        fs::write(file, previous)
     } {
         Ok(()) => out.done.push(line),
-        Err(e) => out
-            .failed
-            .push(format!("{dev}: cannot restore scheduler {previous}: {e}")),
+        Err(e) => {
+            out.failed.push(format!(
+                "{dev}: cannot restore scheduler {previous}: {e} (its notes kept)"
+            ));
+            return false;
+        }
     }
+    true
 }
 
 /// Unmounts the filesystems dead runs mounted for their own use, if
 /// still mounted from the same source on the same mount point (the top
 /// mount there; not lazily: a busy one is said and left).
-fn mounts(dry: bool, out: &mut Cleaned) {
-    for (pid, _, note) in notes_in(&Path::new(STATE_DIR).join("mounts")) {
-        if maker_alive(pid, &note) {
+fn mounts(r: &Roots, dry: bool, out: &mut Cleaned) {
+    for (pid, _, note) in notes_in(&r.state.join("mounts")) {
+        if maker_alive(&r.proc, pid, &note) {
             continue;
         }
         let text = fs::read_to_string(&note).unwrap_or_default();
@@ -295,7 +352,7 @@ fn mounts(dry: bool, out: &mut Cleaned) {
             forget_unless(dry, &note);
             continue;
         };
-        let table = fs::read_to_string("/proc/self/mounts").unwrap_or_default();
+        let table = fs::read_to_string(r.proc.join("self/mounts")).unwrap_or_default();
         let escaped = escape_mount_path(dir);
         let at_dir: Vec<&str> = table
             .lines()
@@ -354,17 +411,28 @@ fn unmount(dir: &str) -> io::Result<()> {
 }
 
 /// Detaches the loop devices dead runs attached for their own use, if
-/// still over the file they attached them to.
-fn loops(dry: bool, out: &mut Cleaned) {
-    for (pid, dev, note) in notes_in(&Path::new(STATE_DIR).join("loops")) {
-        if maker_alive(pid, &note) {
+/// still over the file they attached them to, also when that file was
+/// deleted since (the device keeps it, and its space, until detached).
+/// One over another file now is said and left; one detached since only
+/// loses its note.
+fn loops(r: &Roots, dry: bool, out: &mut Cleaned) {
+    for (pid, dev, note) in notes_in(&r.state.join("loops")) {
+        if maker_alive(&r.proc, pid, &note) {
             continue;
         }
         let backing = fs::read_to_string(&note).unwrap_or_default();
-        let sys = format!("/sys/block/{dev}/loop/backing_file");
-        let now = fs::read_to_string(&sys).unwrap_or_default();
+        let sys = r.sys.join(format!("block/{dev}/loop/backing_file"));
         let path = PathBuf::from("/dev").join(&dev);
-        if now.trim_end_matches('\n') != backing {
+        let Ok(now) = fs::read_to_string(&sys) else {
+            forget_unless(dry, &note);
+            continue;
+        };
+        let now = now.trim_end_matches('\n');
+        if !same_backing(now, &backing) {
+            out.left.push(format!(
+                "{}: over {now} now, not {backing} (a dead run's), left as it is",
+                path.display()
+            ));
             forget_unless(dry, &note);
             continue;
         }
@@ -383,11 +451,17 @@ fn loops(dry: bool, out: &mut Cleaned) {
     }
 }
 
+/// Whether a loop device's `backing_file` in sysfs (`now`) is the file
+/// noted (`noted`): its path, or its path and " (deleted)" once removed.
+fn same_backing(now: &str, noted: &str) -> bool {
+    !noted.is_empty() && (now == noted || now.strip_suffix(" (deleted)") == Some(noted))
+}
+
 /// Removes the files dead runs made for their own use, if the file at
 /// the path is still the one they made.
-fn files(dry: bool, out: &mut Cleaned) {
-    for (pid, _, note) in notes_in(&Path::new(STATE_DIR).join("files")) {
-        if maker_alive(pid, &note) {
+fn files(r: &Roots, dry: bool, out: &mut Cleaned) {
+    for (pid, _, note) in notes_in(&r.state.join("files")) {
+        if maker_alive(&r.proc, pid, &note) {
             continue;
         }
         let text = fs::read_to_string(&note).unwrap_or_default();
@@ -425,7 +499,11 @@ fn is_cgroup_root(root: &Path) -> bool {
 }
 
 /// Removes the `bfq-rs-PID-*` cgroups under `root` whose process is gone.
-pub(crate) fn cgroups(root: &Path, dry: bool, out: &mut Cleaned) {
+/// One that still holds live processes (a dead run's flow processes that
+/// outlived it, or processes moved there since) is said and left: removing
+/// it would move them to the root cgroup. Kernel threads in one (a loop
+/// device's worker) do not count and are moved.
+pub(crate) fn cgroups(r: &Roots, root: &Path, dry: bool, out: &mut Cleaned) {
     let Ok(rd) = fs::read_dir(root) else {
         return;
     };
@@ -438,10 +516,22 @@ pub(crate) fn cgroups(root: &Path, dry: bool, out: &mut Cleaned) {
         else {
             continue;
         };
-        if maker_alive(pid, &e.path()) || !e.file_type().is_ok_and(|t| t.is_dir()) {
+        if maker_alive(&r.proc, pid, &e.path()) || !e.file_type().is_ok_and(|t| t.is_dir()) {
             continue;
         }
         let dir = e.path();
+        let live = live_members(&r.proc, &dir);
+        if !live.is_empty() {
+            let ids: Vec<String> = live.iter().map(u32::to_string).collect();
+            let n = live.len();
+            out.left.push(format!(
+                "cgroup {}: has {n} {} ({}), left as it is",
+                dir.display(),
+                if n == 1 { "process" } else { "processes" },
+                ids.join(" ")
+            ));
+            continue;
+        }
         let line = format!(
             "cgroup {} {}",
             dir.display(),
@@ -457,6 +547,35 @@ pub(crate) fn cgroups(root: &Path, dry: bool, out: &mut Cleaned) {
             Err(err) => out.failed.push(format!("{}: {err}", dir.display())),
         }
     }
+}
+
+/// The live user processes in cgroup `dir` and the ones below it
+/// (`cgroup.procs`, or `tasks` without it): not zombies, not kernel
+/// threads (an empty `PROC/PID/cmdline`).
+fn live_members(proc: &Path, dir: &Path) -> Vec<u32> {
+    let mut ids = Vec::new();
+    let mut dirs = vec![dir.to_path_buf()];
+    while let Some(d) = dirs.pop() {
+        let list = fs::read_to_string(d.join("cgroup.procs"))
+            .or_else(|_| fs::read_to_string(d.join("tasks")))
+            .unwrap_or_default();
+        ids.extend(
+            list.split_whitespace()
+                .filter_map(|i| i.parse::<u32>().ok()),
+        );
+        let sub = fs::read_dir(&d).into_iter().flatten().flatten();
+        dirs.extend(
+            sub.filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
+                .map(|e| e.path()),
+        );
+    }
+    ids.sort_unstable();
+    ids.dedup();
+    ids.retain(|&id| {
+        process_status(proc, id).0
+            && fs::read(proc.join(format!("{id}/cmdline"))).is_ok_and(|c| !c.is_empty())
+    });
+    ids
 }
 
 /// Removes a cgroup directory and the ones below it, moving any thread
@@ -509,12 +628,12 @@ mod tests {
                 fs::create_dir_all(r.join(d)).unwrap();
             }
             let mut out = Cleaned::default();
-            cgroups(r, true, &mut out);
+            cgroups(&Roots::system(), r, true, &mut out);
             assert_eq!(out.done.len(), 2, "{:?}", out.done);
             assert!(out.done.iter().all(|l| l.ends_with("to remove")));
             assert!(r.join(format!("bfq-rs-{DEAD}-0")).exists(), "dry: kept");
             let mut out = Cleaned::default();
-            cgroups(r, false, &mut out);
+            cgroups(&Roots::system(), r, false, &mut out);
             assert_eq!(out.done.len(), 2, "{:?}", out.done);
             assert!(out.failed.is_empty(), "{:?}", out.failed);
             let mut left: Vec<String> = fs::read_dir(r)
@@ -541,7 +660,11 @@ mod tests {
         let note = d.path().join("note");
         fs::write(&note, "").unwrap();
         let me = std::process::id();
-        assert!(maker_alive(me, &note), "made after this process started");
+        let proc = Path::new("/proc");
+        assert!(
+            maker_alive(proc, me, &note),
+            "made after this process started"
+        );
         let long_ago = std::time::UNIX_EPOCH + std::time::Duration::from_secs(1_000_000);
         fs::File::options()
             .write(true)
@@ -549,9 +672,13 @@ mod tests {
             .unwrap()
             .set_modified(long_ago)
             .unwrap();
-        assert!(!maker_alive(me, &note), "made before this process started");
-        assert!(!maker_alive(DEAD, &note));
-        assert!(process_start(me).is_some_and(|t| t <= std::time::SystemTime::now()));
+        assert!(
+            !maker_alive(proc, me, &note),
+            "made before this process started"
+        );
+        assert!(!maker_alive(proc, DEAD, &note));
+        let (alive, start) = process_status(proc, me);
+        assert!(alive && start.is_some_and(|t| t <= std::time::SystemTime::now()));
     }
 
     /// A mount a dead process noted is unmounted; one over it that it did
@@ -584,7 +711,12 @@ mod tests {
             let _ = unmount(&dir.to_string_lossy());
             return;
         }
-        let notes = Path::new(STATE_DIR).join("mounts");
+        let state = tempfile::tempdir().unwrap();
+        let r = Roots {
+            state: state.path().into(),
+            ..Roots::system()
+        };
+        let notes = state.path().join("mounts");
         fs::create_dir_all(&notes).unwrap();
         let note = notes.join(format!("{DEAD}-test{me}"));
         let dir_s = fs::canonicalize(&dir)
@@ -593,20 +725,199 @@ mod tests {
             .into_owned();
         fs::write(&note, format!("{ours}\n{dir_s}")).unwrap();
         let mut out = Cleaned::default();
-        mounts(false, &mut out);
+        mounts(&r, false, &mut out);
         assert!(
             mounted(&theirs) && mounted(&ours),
             "covered by another: left"
         );
         assert!(out.left.iter().any(|l| l.contains("under another mount")));
         unmount(&dir_s).unwrap();
-        mounts(false, &mut out);
+        mounts(&r, false, &mut out);
         let gone = !mounted(&ours);
         if !gone {
             let _ = unmount(&dir_s);
         }
         assert!(gone, "{:?}", out);
         assert!(!note.exists());
+    }
+
+    /// A fake machine: the notes' directory, sysfs and procfs as plain
+    /// directories, booted at 1000 s after the epoch.
+    fn fake() -> (tempfile::TempDir, Roots) {
+        let d = tempfile::tempdir().unwrap();
+        let r = Roots {
+            state: d.path().join("run"),
+            sys: d.path().join("sys"),
+            proc: d.path().join("proc"),
+        };
+        put(&r.proc, "stat", "cpu 1 2 3\nbtime 1000\n");
+        fs::create_dir_all(&r.state).unwrap();
+        (d, r)
+    }
+
+    /// Writes `text` to `root/path`, making its directories.
+    fn put(root: &Path, path: &str, text: &str) -> PathBuf {
+        let p = root.join(path);
+        fs::create_dir_all(p.parent().unwrap()).unwrap();
+        fs::write(&p, text).unwrap();
+        p
+    }
+
+    /// Fake process `pid` in `state` (`R`, `S`, `Z`...), started at boot,
+    /// with `cmdline` (empty: a kernel thread).
+    fn fake_process(r: &Roots, pid: u32, state: char, cmdline: &str) {
+        let fields: Vec<String> = (1..=18).map(|i| i.to_string()).collect();
+        let stat = format!("{pid} (a) b) {state} {} 0 7\n", fields.join(" "));
+        put(&r.proc, &format!("{pid}/stat"), &stat);
+        put(&r.proc, &format!("{pid}/cmdline"), cmdline);
+    }
+
+    #[test]
+    fn zombies_are_dead() {
+        let (_d, r) = fake();
+        let note = put(&r.state, "note", "");
+        fake_process(&r, 10, 'S', "x\0");
+        fake_process(&r, 11, 'Z', "x\0");
+        fake_process(&r, 12, 'X', "x\0");
+        assert!(maker_alive(&r.proc, 10, &note));
+        assert!(!maker_alive(&r.proc, 11, &note));
+        assert!(!maker_alive(&r.proc, 12, &note));
+        assert!(!maker_alive(&r.proc, DEAD, &note));
+    }
+
+    /// A dead run's loop device over its file deleted since is detached;
+    /// one over another file now is said and left; one detached since
+    /// only loses its note.
+    #[test]
+    fn a_loop_device_is_detached_over_its_deleted_file_and_not_over_another() {
+        let (_d, r) = fake();
+        put(&r.state, &format!("loops/{DEAD}-loop90"), "/x/a.img");
+        put(
+            &r.sys,
+            "block/loop90/loop/backing_file",
+            "/x/a.img (deleted)\n",
+        );
+        let other = put(&r.state, &format!("loops/{DEAD}-loop91"), "/x/b.img");
+        put(&r.sys, "block/loop91/loop/backing_file", "/x/c.img\n");
+        let gone = put(&r.state, &format!("loops/{DEAD}-loop92"), "/x/d.img");
+        let mut out = Cleaned::default();
+        loops(&r, true, &mut out);
+        assert_eq!(
+            out.done,
+            ["/dev/loop90 to detach (over /x/a.img)"],
+            "{out:?}"
+        );
+        assert_eq!(out.left.len(), 1, "{out:?}");
+        assert!(out.left[0].starts_with("/dev/loop91: over /x/c.img now"));
+        assert!(other.exists() && gone.exists(), "dry: notes kept");
+        // Not dry (without the one it would really detach).
+        fs::remove_file(r.state.join(format!("loops/{DEAD}-loop90"))).unwrap();
+        let mut out = Cleaned::default();
+        loops(&r, false, &mut out);
+        assert!(out.done.is_empty() && out.failed.is_empty(), "{out:?}");
+        assert_eq!(out.left.len(), 1, "{out:?}");
+        assert!(!other.exists() && !gone.exists());
+    }
+
+    /// A dead run's cgroup still holding live processes (below it too)
+    /// is left, said, also when dry; zombies and kernel threads in one do
+    /// not count.
+    #[test]
+    fn a_dead_runs_cgroup_with_live_processes_is_left() {
+        let (d, r) = fake();
+        let root = d.path().join("cg");
+        put(&root, "cgroup.controllers", "io");
+        put(&root, &format!("bfq-rs-{DEAD}-0/cgroup.procs"), "100\n");
+        put(&root, &format!("bfq-rs-{DEAD}-1/cgroup.procs"), "");
+        put(
+            &root,
+            &format!("bfq-rs-{DEAD}-1/g/cgroup.procs"),
+            "101\n200\n",
+        );
+        put(
+            &root,
+            &format!("bfq-rs-{DEAD}-2/cgroup.procs"),
+            "300\n301\n",
+        );
+        fake_process(&r, 100, 'S', "a\0");
+        fake_process(&r, 101, 'R', "b\0");
+        fake_process(&r, 200, 'Z', "c\0");
+        fake_process(&r, 300, 'S', "");
+        fake_process(&r, 301, 'Z', "d\0");
+        for dry in [true, false] {
+            let mut out = Cleaned::default();
+            cgroups(&r, &root, dry, &mut out);
+            out.left.sort();
+            let want = [(0, 100), (1, 101)].map(|(n, pid)| {
+                let dir = root.join(format!("bfq-rs-{DEAD}-{n}"));
+                format!(
+                    "cgroup {}: has 1 process ({pid}), left as it is",
+                    dir.display()
+                )
+            });
+            assert_eq!(out.left, want, "dry {dry}: {out:?}");
+            if dry {
+                let dir = root.join(format!("bfq-rs-{DEAD}-2"));
+                assert_eq!(out.done, [format!("cgroup {} to remove", dir.display())]);
+            }
+            assert!(root.join(format!("bfq-rs-{DEAD}-1/g")).exists());
+        }
+    }
+
+    /// A dead run's file is removed; a file at its path since (another
+    /// inode) is not.
+    #[test]
+    fn a_file_made_at_a_dead_runs_path_since_is_left() {
+        let (d, r) = fake();
+        let note = |name: &str, path: &Path| {
+            let m = fs::metadata(path).unwrap();
+            let text = format!("{} {} {}", m.dev(), m.ino(), path.display());
+            put(&r.state, &format!("files/{DEAD}-{name}"), &text)
+        };
+        let (mine, since) = (d.path().join("mine"), d.path().join("since"));
+        fs::write(&mine, "").unwrap();
+        fs::write(&since, "").unwrap();
+        let notes = [note("0", &mine), note("1", &since)];
+        // A new file (another inode: made while the first still was) now
+        // at the noted path.
+        let new = d.path().join("new");
+        fs::write(&new, "").unwrap();
+        fs::rename(&new, &since).unwrap();
+        let mut out = Cleaned::default();
+        files(&r, false, &mut out);
+        assert_eq!(out.done, [format!("{} removed", mine.display())]);
+        assert!(!mine.exists() && since.exists(), "{out:?}");
+        assert!(notes.iter().all(|n| !n.exists()));
+    }
+
+    /// A dead run's scheduler is put back; one changed by hand since is
+    /// left; one that cannot be written keeps its note (to try again).
+    #[test]
+    fn schedulers_changed_since_are_left_and_failed_ones_keep_their_notes() {
+        let (_d, r) = fake();
+        let queue = |dev: &str| format!("block/{dev}/queue/scheduler");
+        let back = put(&r.sys, &queue("fake0"), "none mq-deadline [bfq]\n");
+        let hand = put(&r.sys, &queue("fake1"), "none [mq-deadline] bfq\n");
+        let ro = r.sys.join(queue("fake2"));
+        fs::create_dir_all(ro.parent().unwrap()).unwrap();
+        std::os::unix::fs::symlink("/proc/version", &ro).unwrap();
+        let notes = ["fake0", "fake1", "fake2"].map(|dev| {
+            let set = if dev == "fake2" { "" } else { "bfq\n" };
+            put(&r.state, &format!("{DEAD}-{dev}"), &format!("none\n{set}"))
+        });
+        let mut out = Cleaned::default();
+        schedulers(&r, false, &mut out);
+        assert_eq!(out.done, ["fake0: scheduler none restored (was bfq)"]);
+        assert_eq!(fs::read_to_string(&back).unwrap(), "none");
+        assert_eq!(out.left.len(), 1, "{out:?}");
+        assert!(out.left[0].starts_with("fake1: scheduler left at mq-deadline"));
+        assert_eq!(
+            fs::read_to_string(&hand).unwrap(),
+            "none [mq-deadline] bfq\n"
+        );
+        assert_eq!(out.failed.len(), 1, "{out:?}");
+        assert!(out.failed[0].starts_with("fake2: cannot restore scheduler none"));
+        assert_eq!(notes.map(|n| n.exists()), [false, false, true]);
     }
 
     #[test]
