@@ -421,13 +421,15 @@ impl SchedulerGuard {
                 .output();
         }
         let file = PathBuf::from(format!("/sys/block/{devname}/queue/scheduler"));
+        // Noted first: a SIGKILL right after the change still leaves the
+        // note (the note is removed if the change fails).
+        let note = Note::write("", &devname, &format!("{previous}\n{name}\n"));
         fs::write(&file, name).map_err(|e| {
             io::Error::new(
                 e.kind(),
                 format!("cannot set scheduler {name} on {}: {e}", dev.display()),
             )
         })?;
-        let note = Note::write("", &devname, &format!("{previous}\n{name}\n"));
         Ok(SchedulerGuard {
             file,
             previous,
