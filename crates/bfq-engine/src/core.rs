@@ -315,6 +315,14 @@ pub struct EngineStats {
     /// failure, not at every request, and once a ring is made it keeps it
     /// as any other thread. Every failed attempt is counted.
     pub ring_setup_failed: u64,
+    /// Times the service thread took over a ring bound to its thread's
+    /// event loop ([`crate::Engine::thread_ring`]) because its owner had
+    /// left completions or plugged requests waiting for 1-2 ms (or a
+    /// shutdown began): an event loop that does not watch the ring's
+    /// descriptor, or computes long without entering the kernel, shows
+    /// here. Their results then reach the futures through their wakers
+    /// from the service thread.
+    pub bound_takeovers: u64,
     /// The OS error (errno) of the first of those failures, where it had
     /// one ([`EngineStats::ring_setup_error`]).
     pub ring_setup_errno: Option<i32>,

@@ -159,6 +159,8 @@ pub(crate) struct Shared {
     pub wake_latency: [AtomicU64; LATENCY_BUCKETS],
     /// [`crate::EngineStats::ring_setup_failed`].
     pub ring_setup_failed: AtomicU64,
+    /// [`crate::EngineStats::bound_takeovers`].
+    pub bound_takeovers: AtomicU64,
     /// [`crate::EngineStats::ring_setup_errno`] (0: none yet).
     pub ring_setup_errno: AtomicI32,
     /// Closed flows waiting for plugs to be flushed before they leave
@@ -591,6 +593,7 @@ impl Shared {
             core_wait_ns: Default::default(),
             wake_latency: Default::default(),
             ring_setup_failed: AtomicU64::new(0),
+            bound_takeovers: AtomicU64::new(0),
             ring_setup_errno: AtomicI32::new(0),
             closing: Mutex::new(Vec::new()),
             closing_len: AtomicUsize::new(0),

@@ -793,6 +793,7 @@ impl Engine {
             .each_ref()
             .map(|c| c.load(Ordering::Relaxed));
         s.ring_setup_failed = self.shared.ring_setup_failed.load(Ordering::Relaxed);
+        s.bound_takeovers = self.shared.bound_takeovers.load(Ordering::Relaxed);
         s.ring_setup_errno = match self.shared.ring_setup_errno.load(Ordering::Relaxed) {
             0 => None,
             e => Some(e),

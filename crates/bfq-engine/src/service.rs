@@ -238,6 +238,9 @@ fn scan_rings(
             {
                 continue;
             }
+            if x.bound.load(Ordering::Relaxed) {
+                shared.bound_takeovers.fetch_add(1, Ordering::Relaxed);
+            }
             shared.take_over(x, &mut xs);
         }
         shared.reap_for_owner(x, &mut xs, s, ss);

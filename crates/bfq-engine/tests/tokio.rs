@@ -459,5 +459,6 @@ fn a_bound_ring_whose_owner_sleeps_elsewhere_is_taken_over() {
     // The owner sleeps here, not in the engine, until the result is in.
     let (res, buf) = within(move || waiter.join().unwrap());
     assert_eq!((res.unwrap(), &buf[..]), (4, &b"away"[..]));
+    assert!(engine.stats().unwrap().bound_takeovers >= 1);
     drop(ring);
 }
