@@ -28,6 +28,18 @@ fn serial() -> std::sync::MutexGuard<'static, ()> {
     SERIAL.lock().unwrap_or_else(|e| e.into_inner())
 }
 
+/// The serial lock and a started server over a fresh fixture; `None`
+/// (skipped, said) without root or /dev/fuse.
+fn serial_started() -> Option<(std::sync::MutexGuard<'static, ()>, Fixture)> {
+    if !can_mount() {
+        return None;
+    }
+    let serial = serial();
+    let mut fx = Fixture::new();
+    fx.start();
+    Some((serial, fx))
+}
+
 fn bfq() -> Command {
     Command::new(env!("CARGO_BIN_EXE_bfq"))
 }
@@ -218,12 +230,9 @@ fn refuses_a_non_empty_mountpoint_without_nonempty() {
 
 #[test]
 fn cleanup_removes_the_mount_of_a_killed_server() {
-    if !can_mount() {
+    let Some((_serial, mut fx)) = serial_started() else {
         return;
-    }
-    let _serial = serial();
-    let mut fx = Fixture::new();
-    fx.start();
+    };
     fx.signal(libc::SIGKILL);
     fx.wait();
     assert!(
@@ -236,12 +245,9 @@ fn cleanup_removes_the_mount_of_a_killed_server() {
 
 #[test]
 fn stacked_mounts_each_server_unmounts_only_its_own() {
-    if !can_mount() {
+    let Some((_serial, mut fx)) = serial_started() else {
         return;
-    }
-    let _serial = serial();
-    let mut fx = Fixture::new();
-    fx.start();
+    };
     std::fs::write(fx.mnt().join("note"), b"kept").unwrap();
     fx.start_upper();
     fx.signal_upper(libc::SIGTERM);
@@ -267,12 +273,9 @@ fn stacked_mounts_each_server_unmounts_only_its_own() {
 
 #[test]
 fn refuses_to_mount_over_a_bfq_mount_without_nonempty() {
-    if !can_mount() {
+    let Some((_serial, mut fx)) = serial_started() else {
         return;
-    }
-    let _serial = serial();
-    let mut fx = Fixture::new();
-    fx.start();
+    };
     // Refused although the mount point (the first mount's root) is empty.
     let mut c = bfq()
         .arg("mount")
@@ -299,12 +302,9 @@ fn refuses_to_mount_over_a_bfq_mount_without_nonempty() {
 
 #[test]
 fn cleanup_leaves_the_mount_of_a_running_server() {
-    if !can_mount() {
+    let Some((_serial, mut fx)) = serial_started() else {
         return;
-    }
-    let _serial = serial();
-    let mut fx = Fixture::new();
-    fx.start();
+    };
     std::fs::write(fx.mnt().join("note"), b"kept").unwrap();
     let out = cleanup(None);
     succeeded(&out);
