@@ -258,6 +258,18 @@ fn fairness_benchmark_on(file: &std::path::Path, stderr: Stdio) -> Run {
     run
 }
 
+/// Starts `bench-engine fairness` on `file`, kills it with SIGKILL once
+/// its loop device exists, and returns that device (left behind).
+fn killed_fairness_benchmark_on(file: &std::path::Path) -> PathBuf {
+    let mut run = fairness_benchmark_on(file, Stdio::null());
+    let mut child = run.take();
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let made = sys::LoopDevice::over(file).unwrap();
+    assert_eq!(made.len(), 1, "SIGKILL leaves the loop device");
+    made[0].clone()
+}
+
 /// A `bench-engine` killed with SIGKILL leaves the loop device and the
 /// file it made for itself; `bfq cleanup` detaches and removes them, and
 /// leaves a loop device it did not make over a file of the same
@@ -269,15 +281,10 @@ fn cleanup_removes_the_loop_device_and_file_of_a_killed_benchmark() {
         return;
     };
     let file = dir.path().join("bench.img");
-    let mut run = fairness_benchmark_on(&file, Stdio::null());
-    let mut child = run.take();
-    child.kill().unwrap();
-    child.wait().unwrap();
-    let made = sys::LoopDevice::over(&file).unwrap();
-    assert_eq!(made.len(), 1, "SIGKILL leaves the loop device");
+    let made = killed_fairness_benchmark_on(&file);
     let out = cleanup(&[]);
     assert!(
-        out.contains(&format!("{} detached", made[0].display())),
+        out.contains(&format!("{} detached", made.display())),
         "{out}"
     );
     assert!(sys::LoopDevice::over(&file).unwrap().is_empty());
@@ -298,17 +305,12 @@ fn cleanup_detaches_a_killed_benchmarks_loop_device_over_its_deleted_file() {
     }
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("bench.img");
-    let mut run = fairness_benchmark_on(&file, Stdio::null());
-    let mut child = run.take();
-    child.kill().unwrap();
-    child.wait().unwrap();
-    let made = sys::LoopDevice::over(&file).unwrap();
-    assert_eq!(made.len(), 1, "SIGKILL leaves the loop device");
-    let _guard = DetachIfOver(made[0].clone(), file.clone());
+    let made = killed_fairness_benchmark_on(&file);
+    let _guard = DetachIfOver(made.clone(), file.clone());
     std::fs::remove_file(&file).unwrap();
     let out = cleanup(&[]);
     assert!(
-        out.contains(&format!("{} detached", made[0].display())),
+        out.contains(&format!("{} detached", made.display())),
         "{out}"
     );
 }
