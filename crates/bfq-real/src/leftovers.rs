@@ -9,7 +9,8 @@
 //!   it set.
 //! - `loops/PID-loopN`: a loop device it attached for its own use
 //!   ([`crate::sys::LoopDevice`] not kept, e.g. `bench-engine`'s): the
-//!   backing file.
+//!   backing file. Written before the device is attached, so a note of
+//!   a device that is not over that file is dropped.
 //! - `mounts/PID-N`: a filesystem it mounted for its own use (the suite's
 //!   ext4 image on its loop device): the source and the mount point.
 //! - `files/PID-N`: a file it made for its own use (`--create`'s

@@ -2,6 +2,7 @@
 //! cgroups, I/O priorities, mount checks. Every resource is a guard that
 //! undoes itself on drop (also when a test or a run fails).
 
+use std::ffi::OsStr;
 use std::fs;
 use std::io;
 use std::path::{Path, PathBuf};
@@ -109,27 +110,12 @@ impl LoopDevice {
             f.set_len(size).map_err(named)?;
         }
         drop(f);
-        let out = Command::new("losetup")
-            .arg("-f")
-            .arg("--show")
-            .arg(format!(
-                "--direct-io={}",
-                if direct_io { "on" } else { "off" }
-            ))
-            .arg(format!("--sizelimit={size}"))
-            .arg(format!("--sector-size={sector_size}"))
-            .arg(file)
-            .output()
-            .map_err(|e| io::Error::new(e.kind(), format!("cannot run losetup: {e}")))?;
-        if !out.status.success() {
-            return Err(io::Error::other(format!(
-                "losetup {} failed: {}",
-                file.display(),
-                String::from_utf8_lossy(&out.stderr).trim()
-            )));
-        }
-        let path = PathBuf::from(String::from_utf8_lossy(&out.stdout).trim());
-        let note = dev_name(&path).map_or_else(|_| Note::none(), |n| Note::loop_device(&n, file));
+        let opts = [
+            format!("--direct-io={}", if direct_io { "on" } else { "off" }),
+            format!("--sizelimit={size}"),
+            format!("--sector-size={sector_size}"),
+        ];
+        let (path, note) = attach_free(file, &opts)?;
         Ok(LoopDevice {
             path,
             keep: false,
@@ -139,19 +125,8 @@ impl LoopDevice {
 
     /// The loop devices attached over `file` (`losetup -j`), by path.
     pub fn over(file: &Path) -> io::Result<Vec<PathBuf>> {
-        let out = Command::new("losetup")
-            .arg("-j")
-            .arg(file)
-            .output()
-            .map_err(|e| io::Error::new(e.kind(), format!("cannot run losetup: {e}")))?;
-        if !out.status.success() {
-            return Err(io::Error::other(format!(
-                "losetup -j {} failed: {}",
-                file.display(),
-                String::from_utf8_lossy(&out.stderr).trim()
-            )));
-        }
-        Ok(parse_losetup_j(&String::from_utf8_lossy(&out.stdout)))
+        let out = losetup(&["-j".as_ref(), file.as_os_str()])?;
+        Ok(parse_losetup_j(&out))
     }
 
     /// Adopts an existing device (detached on drop unless kept).
@@ -190,6 +165,66 @@ impl Drop for LoopDevice {
     }
 }
 
+/// Free loop devices tried by [`attach_free`] before it gives up: each
+/// one another process attached between our finding it free and
+/// attaching it costs a try.
+const ATTACH_TRIES: usize = 8;
+
+/// Attaches `file` to a free loop device with losetup's `opts`, and
+/// returns the device with its note for `bfq cleanup`. The note is
+/// written before the device is attached, so that a process killed in
+/// between leaves it noted (cleanup drops the note of a device that is
+/// not over the noted file); a device another process took first is
+/// passed over for the next free one.
+fn attach_free(file: &Path, opts: &[String]) -> io::Result<(PathBuf, Note)> {
+    let find = || Ok(PathBuf::from(losetup(&["-f".as_ref()])?.trim()));
+    let attach = |dev: &Path| {
+        let mut args: Vec<&OsStr> = opts.iter().map(OsStr::new).collect();
+        args.extend([dev.as_os_str(), file.as_os_str()]);
+        losetup(&args).map(drop)
+    };
+    attach_noted(file, find, attach)
+        .map_err(|e| io::Error::new(e.kind(), format!("attaching {}: {e}", file.display())))
+}
+
+/// [`attach_free`]'s steps: `find` a free device, note it, `attach` it;
+/// a device found busy by then is passed over, its note dropped.
+fn attach_noted(
+    file: &Path,
+    mut find: impl FnMut() -> io::Result<PathBuf>,
+    mut attach: impl FnMut(&Path) -> io::Result<()>,
+) -> io::Result<(PathBuf, Note)> {
+    let mut busy = None;
+    for _ in 0..ATTACH_TRIES {
+        let dev = find()?;
+        let note = Note::loop_device(&dev_name(&dev)?, file);
+        match attach(&dev) {
+            Ok(()) => return Ok((dev, note)),
+            Err(e) if e.to_string().contains("busy") => busy = Some(e),
+            Err(e) => return Err(e),
+        }
+    }
+    Err(busy.unwrap_or_else(|| io::Error::other("no free loop device")))
+}
+
+/// Runs `losetup` with `args` and returns its output, or an error with
+/// its message.
+fn losetup(args: &[&OsStr]) -> io::Result<String> {
+    let out = Command::new("losetup")
+        .args(args)
+        .output()
+        .map_err(|e| io::Error::new(e.kind(), format!("cannot run losetup: {e}")))?;
+    if !out.status.success() {
+        let shown: Vec<_> = args.iter().map(|a| a.to_string_lossy()).collect();
+        return Err(io::Error::other(format!(
+            "losetup {} failed: {}",
+            shown.join(" "),
+            String::from_utf8_lossy(&out.stderr).trim()
+        )));
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
 /// The devices of `losetup -j`'s lines (`/dev/loop3: [0027]:301
 /// (/path/file)`).
 fn parse_losetup_j(out: &str) -> Vec<PathBuf> {
@@ -210,14 +245,7 @@ pub fn detach_loop(dev: &Path) -> io::Result<()> {
         ));
     }
     check_not_mounted(dev)?;
-    let out = Command::new("losetup").arg("-d").arg(dev).output()?;
-    if !out.status.success() {
-        return Err(io::Error::other(format!(
-            "losetup -d {} failed: {}",
-            dev.display(),
-            String::from_utf8_lossy(&out.stderr).trim()
-        )));
-    }
+    losetup(&["-d".as_ref(), dev.as_os_str()])?;
     // A device still open (udev probing it) is detached on its last close:
     // wait a little for that.
     let sys = PathBuf::from(format!("/sys/block/{name}/loop"));
@@ -737,6 +765,53 @@ pub const STATE_DIR: &str = "/run/bfq-rs";
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The note of a loop device exists while losetup attaches it (a
+    /// process killed then leaves it noted); a device another process
+    /// took first is passed over and loses its note; a failure other than
+    /// a busy device is returned at once, its note dropped.
+    #[test]
+    fn a_loop_device_is_noted_before_it_is_attached() {
+        if !is_root() {
+            eprintln!("SKIPPED a_loop_device_is_noted_before_it_is_attached: needs root");
+            return;
+        }
+        let d = tempfile::tempdir().unwrap();
+        let file = d.path().join("backing.img");
+        let devs: Vec<PathBuf> = (0..3).map(|i| d.path().join(format!("loop9{i}"))).collect();
+        for p in devs.iter().chain([&file]) {
+            fs::write(p, "").unwrap();
+        }
+        let note = |n: &str| {
+            Path::new(STATE_DIR)
+                .join("loops")
+                .join(format!("{}-{n}", std::process::id()))
+        };
+        let backing = fs::canonicalize(&file).unwrap();
+        let mut found = devs.clone().into_iter();
+        let attach = |dev: &Path| {
+            let name = dev_name(dev).unwrap();
+            let noted = fs::read_to_string(note(&name)).expect("noted before attaching");
+            assert_eq!(Path::new(&noted), backing);
+            match name.as_str() {
+                "loop90" => Err(io::Error::other("loop90: Device or resource busy")),
+                "loop91" => Ok(()),
+                _ => Err(io::Error::other("loop92: no such file")),
+            }
+        };
+        let (dev, kept) = attach_noted(&file, || Ok(found.next().unwrap()), attach).unwrap();
+        assert_eq!(dev, devs[1]);
+        assert!(
+            !note("loop90").exists(),
+            "the busy device's note is dropped"
+        );
+        assert!(note("loop91").exists());
+        drop(kept);
+        assert!(!note("loop91").exists());
+        let e = attach_noted(&file, || Ok(devs[2].clone()), attach).unwrap_err();
+        assert!(e.to_string().contains("no such file"), "{e}");
+        assert!(!note("loop92").exists());
+    }
 
     #[test]
     fn losetup_j_lines_give_the_devices() {
