@@ -323,7 +323,7 @@ fn command_line_error(e: ScenarioError) -> String {
     let why = e
         .why
         .replace("the run (duration = ", "the run (--seconds ")
-        .replace("the scenario needs a target", "the flows need a target");
+        .replace("the scenario needs a device", "the flows need a target");
     format!("{field}: {why}")
 }
 

@@ -1415,7 +1415,7 @@ fn resolve_region(given: Option<&RegionDef>, cap: u64) -> (u64, u64) {
 /// a device of `cap` sectors and requests of `block` sectors, or `None`
 /// where it fits. Its two causes have their own words: a region given
 /// past the device's end, and a region shorter than one block; either
-/// names the smallest target that would hold it, where one would.
+/// names the smallest device that would hold it, where one would.
 fn region_misfit(given: Option<&RegionDef>, cap: u64, block: u32) -> Option<String> {
     let block = u64::from(block);
     let fits = |c: u64| {
@@ -1443,7 +1443,7 @@ fn region_misfit(given: Option<&RegionDef>, cap: u64, block: u32) -> Option<Stri
     };
     if let Some(need) = smallest_fit(cap, fits) {
         why += &format!(
-            ": the scenario needs a target of at least {} bytes",
+            ": the scenario needs a device of at least {} bytes",
             bytes(need.into())
         );
     }
@@ -1645,12 +1645,12 @@ mod tests {
     }
 
     #[test]
-    fn a_region_past_the_end_names_the_end_and_the_target_it_needs() {
+    fn a_region_past_the_end_names_the_end_and_the_device_it_needs() {
         let e = misfit(Some("{ start = \"32M\", size = \"64M\" }"), 64 << 20);
         assert!(
             e.contains(
                 "flow[0] 'a'.region: [33554432 .. 100663296) bytes ends at 100663296 bytes, \
-                 past the device's end at 67108864 bytes: the scenario needs a target of at \
+                 past the device's end at 67108864 bytes: the scenario needs a device of at \
                  least 100663296 bytes"
             ),
             "{e}"
@@ -1660,7 +1660,7 @@ mod tests {
         assert!(
             e.contains(
                 "'a'.region: starts at 134217728 bytes, not before the device's end at \
-                 67108864 bytes: the scenario needs a target of at least 134221824 bytes"
+                 67108864 bytes: the scenario needs a device of at least 134221824 bytes"
             ),
             "{e}"
         );
@@ -1670,7 +1670,7 @@ mod tests {
         assert!(
             e.contains(
                 "[1037950464 .. 1172168192) bytes ends at 1172168192 bytes, past the device's \
-                 end at 1073741824 bytes: the scenario needs a target of at least 4026556928 \
+                 end at 1073741824 bytes: the scenario needs a device of at least 4026556928 \
                  bytes"
             ),
             "{e}"
@@ -1678,7 +1678,7 @@ mod tests {
         // Percentages that add up past 100%: no target would do.
         let e = misfit(Some("{ start = \"50%\", size = \"60%\" }"), 64 << 20);
         assert!(e.contains("past the device's end at 67108864 bytes"), "{e}");
-        assert!(!e.contains("needs a target"), "{e}");
+        assert!(!e.contains("needs a device"), "{e}");
         // Sizes that hold the regions are accepted.
         let text =
             "name = \"x\"\n[[flow]]\nname = \"a\"\nregion = { start = \"32M\", size = \"64M\" }\n";
@@ -1696,13 +1696,13 @@ mod tests {
             ),
             "{e}"
         );
-        assert!(!e.contains("needs a target"), "{e}");
+        assert!(!e.contains("needs a device"), "{e}");
         // To the device's end, 2 KiB after the start: a bigger target helps.
         let e = misfit(Some("{ start = 67106816 }"), 64 << 20);
         assert!(
             e.contains(
                 "[67106816 .. 67108864) bytes is shorter than one 4096-byte block (the \
-                 device has 67108864 bytes): the scenario needs a target of at least \
+                 device has 67108864 bytes): the scenario needs a device of at least \
                  67110912 bytes"
             ),
             "{e}"
@@ -1712,7 +1712,7 @@ mod tests {
         assert!(
             e.contains(
                 "[0 .. 2048) bytes is shorter than one 4096-byte block (the device has \
-                 2048 bytes): the scenario needs a target of at least 4096 bytes"
+                 2048 bytes): the scenario needs a device of at least 4096 bytes"
             ),
             "{e}"
         );
