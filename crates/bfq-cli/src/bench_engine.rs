@@ -1281,7 +1281,9 @@ mod tests {
     fn a_tpc_column_runs_its_scheduler_from_runtimes_where_runs_take_it() {
         let cfg = column_config("/dev/null".as_ref(), "bfq@tpc", Default::default(), 1.0);
         assert_eq!(cfg.client, EngineClient::ThreadPerCore);
-        assert!(matches!(&cfg.backend, bfq_real::Backend::Engine { scheduler, .. } if scheduler == "bfq"));
+        assert!(
+            matches!(&cfg.backend, bfq_real::Backend::Engine { scheduler, .. } if scheduler == "bfq")
+        );
         let plain = column_config("/dev/null".as_ref(), "bfq@coop", Default::default(), 1.0);
         assert_eq!(plain.client, EngineClient::Threads);
         let cols = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();

@@ -49,8 +49,8 @@ pub mod sys;
 pub mod warmup;
 
 pub use desc::{
-    prio, Backend, Dir, EngineClient, FlowDesc, GroupDesc, KernelClient, KernelGroups, OnOff, Pattern, Periodic,
-    RunConfig,
+    prio, Backend, Dir, EngineClient, FlowDesc, GroupDesc, KernelClient, KernelGroups, OnOff,
+    Pattern, Periodic, RunConfig,
 };
 pub use report::{ring_setup_warning, FlowReport, RunReport};
 pub use run::{

@@ -237,6 +237,7 @@ fn task(run: &Run, p: Part, start: Instant) -> Task {
         stop: run.stop.clone(),
         start,
         end: start + run.duration,
+        left: u64::MAX,
         interval: run.interval,
     }
 }
@@ -254,12 +255,15 @@ struct Task {
     stop: Arc<AtomicBool>,
     start: Instant,
     end: Instant,
+    /// Requests it may still issue (no bound in a run's tasks).
+    left: u64,
     interval: Duration,
 }
 
 impl Task {
     /// Issues a request, waits for it and records it, until the run's
-    /// end or stop: its flow, account and first request's time.
+    /// end or stop (or `left` requests): its flow, account and first
+    /// request's time.
     async fn run(self) -> Done {
         let Task {
             i,
@@ -271,11 +275,13 @@ impl Task {
             stop,
             start,
             end,
+            mut left,
             interval,
         } = self;
         let mut acc = Acc::since(interval, start);
         let first = start.elapsed().as_secs_f64();
-        while !stop.load(Ordering::Relaxed) && Instant::now() < end {
+        while left > 0 && !stop.load(Ordering::Relaxed) && Instant::now() < end {
+            left -= 1;
             let (off, len) = cur.next();
             room(&mut buf, len, fill);
             let b = ReqBuf {
@@ -321,6 +327,70 @@ mod tests {
                 (f.len(), parts.len())
             })
             .collect()
+    }
+
+    /// The heap allocations of the calling thread running one task of
+    /// `n` random reads through `engine` on a current-thread runtime with
+    /// the thread's ring bound to it (as a run's runtimes do).
+    fn allocs_of_a_task(engine: &Engine, n: u64) -> u64 {
+        let d = &flows(&[1], Pattern::Rand)[0];
+        let flow = Arc::new(engine.flow(bfq_engine::FlowOptions::weight(100)).unwrap());
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_io()
+            .build()
+            .unwrap();
+        let ring = {
+            let _in = rt.enter();
+            register(engine.thread_ring().unwrap()).unwrap()
+        };
+        let start = Instant::now();
+        let task = Task {
+            i: 0,
+            dir: Dir::Read,
+            flow,
+            cur: cursor_part(d, (0, 1 << 20), 0, 0, 1),
+            buf: AlignedBuf::new(4096),
+            fill: 1,
+            stop: Arc::new(AtomicBool::new(false)),
+            start,
+            end: start + Duration::from_secs(3600),
+            left: n,
+            interval: Duration::from_secs(3600),
+        };
+        let ((_, acc, _), allocs) = crate::alloc_count::during(|| {
+            rt.block_on(async {
+                let mut t = tokio::spawn(task.run());
+                loop {
+                    tokio::select! {
+                        r = &mut t => return r.unwrap(),
+                        r = reap_when_ready(&ring) => r.unwrap(),
+                    }
+                }
+            })
+        });
+        let r = acc.report(d, (None, &[]));
+        assert_eq!((r.ios, r.errors), (n, 0));
+        allocs
+    }
+
+    #[test]
+    fn a_tasks_requests_allocate_nothing_each() {
+        let (_dir, path, _) = crate::alloc_count::file_and_patterns();
+        let engine = Engine::builder(&path)
+            .direct(false)
+            .scheduler("bfq")
+            .open()
+            .unwrap();
+        // The runtime, the task and the thread's ring take what they
+        // take once; then 16 requests, then 1024.
+        allocs_of_a_task(&engine, 16);
+        let few = allocs_of_a_task(&engine, 16);
+        let many = allocs_of_a_task(&engine, 1024);
+        assert!(
+            many <= few + 8,
+            "{few} allocations for 16 reads, {many} for 1024"
+        );
+        engine.shutdown(bfq_engine::ShutdownMode::Drain).unwrap();
     }
 
     #[test]

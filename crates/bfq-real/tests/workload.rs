@@ -28,12 +28,13 @@ fn flows() -> Vec<FlowDesc> {
 
 /// A `fifo` run of `secs` on a 16 MiB file in `dir`, made by the run.
 fn fifo_on_file(dir: &tempfile::TempDir, secs: u64) -> (std::path::PathBuf, RunConfig) {
+    on_file(dir, "fifo", Duration::from_secs(secs))
+}
+
+/// A run of `sched` for `d` on a 16 MiB file in `dir`, made by the run.
+fn on_file(dir: &tempfile::TempDir, sched: &str, d: Duration) -> (std::path::PathBuf, RunConfig) {
     let target = dir.path().join("target.img");
-    let mut cfg = RunConfig::new(
-        &target,
-        Backend::parse("fifo", Settings::new()),
-        Duration::from_secs(secs),
-    );
+    let mut cfg = RunConfig::new(&target, Backend::parse(sched, Settings::new()), d);
     cfg.create_size = Some(16 << 20);
     (target, cfg)
 }
@@ -632,13 +633,7 @@ fn a_file_on_a_4096_byte_device_has_a_4096_byte_direct_io_unit() {
 #[test]
 fn the_thread_per_core_client_serves_every_flow_from_its_runtimes() {
     let dir = tempfile::tempdir().unwrap();
-    let target = dir.path().join("t.img");
-    let mut cfg = RunConfig::new(
-        &target,
-        Backend::parse("bfq", Settings::new()),
-        Duration::from_secs(1),
-    );
-    cfg.create_size = Some(16 << 20);
+    let (_, mut cfg) = on_file(&dir, "bfq", Duration::from_secs(1));
     cfg.client = bfq_real::EngineClient::ThreadPerCore;
     let flows: Vec<FlowDesc> = [(100, 3), (200, 2), (300, 1)]
         .iter()
@@ -652,7 +647,12 @@ fn the_thread_per_core_client_serves_every_flow_from_its_runtimes() {
     let r = bfq_real::run(&cfg, &flows).unwrap();
     for f in &r.flows {
         assert!(f.ios > 0 && f.errors == 0, "{}: {} reads", f.name, f.ios);
-        assert_eq!((f.bytes, f.lat.count()), (f.ios * 4096, f.ios), "{}", f.name);
+        assert_eq!(
+            (f.bytes, f.lat.count()),
+            (f.ios * 4096, f.ios),
+            "{}",
+            f.name
+        );
     }
     let e = r.engine.unwrap();
     let ios: u64 = r.flows.iter().map(|f| f.ios).sum();
