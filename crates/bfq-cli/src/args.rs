@@ -49,6 +49,11 @@ pub fn coop_taskrun(s: &str) -> Result<bfq_engine::CoopTaskrun, String> {
     }
 }
 
+/// `--client threads|tpc`.
+pub fn engine_client(s: &str) -> Result<bfq_real::EngineClient, String> {
+    bfq_real::EngineClient::parse(s).ok_or_else(|| format!("'{s}' is not threads or tpc"))
+}
+
 /// `--kernel-client uring|pread`.
 pub fn kernel_client(s: &str) -> Result<bfq_real::KernelClient, String> {
     bfq_real::KernelClient::parse(s).ok_or_else(|| format!("'{s}' is not uring or pread"))

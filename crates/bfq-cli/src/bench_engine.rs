@@ -14,7 +14,7 @@ use bfq_engine::{
 use bfq_real::cpu_busy::{self, BusySampler};
 use bfq_real::cpu_probe::{cache_round_trip_ns, PROBE_TRIPS};
 use bfq_real::sys::{self, LoopDevice};
-use bfq_real::{Backend, FlowDesc, Pattern, RunConfig, RunReport};
+use bfq_real::{Backend, EngineClient, FlowDesc, Pattern, RunConfig, RunReport};
 use clap::{Args as ClapArgs, Subcommand};
 use serde_json::{json, Value};
 use std::path::PathBuf;
@@ -50,7 +50,12 @@ pub enum BenchCmd {
         /// (`EngineBuilder::coop_taskrun(CoopTaskrun::On)`), with
         /// `@nocoop` without it (`CoopTaskrun::Off`); otherwise each
         /// thread's ring has it while the thread waits for a CPU
-        /// (`CoopTaskrun::Auto`, the engine's default).
+        /// (`CoopTaskrun::Auto`, the engine's default). With `@tpc` (e.g.
+        /// `bfq@tpc`) the same flows are served as a thread-per-core
+        /// server on an async runtime serves them: one current-thread
+        /// tokio runtime per CPU (`--cpus`, else every CPU), pinned, its
+        /// ring bound to it (`Engine::thread_ring`), each flow's requests
+        /// tasks of one read each spread over the runtimes.
         #[arg(long, value_delimiter = ',')]
         schedulers: Vec<String>,
         /// Seconds per measurement (above 0, at most 604800: a week).
@@ -141,7 +146,8 @@ pub enum BenchCmd {
     /// Greedy sequential readers with weights, engine vs kernel:bfq.
     Fairness {
         /// Engine scheduler(s) (default: bfq if registered, else fifo);
-        /// `NAME@dispatcher` submits through one dispatcher thread.
+        /// `NAME@dispatcher` submits through one dispatcher thread,
+        /// `NAME@tpc` serves the readers from one tokio runtime per CPU.
         #[arg(long, value_delimiter = ',')]
         schedulers: Vec<String>,
         /// Seconds per run. BFQ serves a flow in turns of up to B_max
@@ -213,16 +219,43 @@ fn weight_cases(s: &str) -> Result<WeightCases, String> {
         .map(WeightCases)
 }
 
-/// `NAME@dispatcher` -> (NAME, dispatcher mode); `NAME@shared` -> (NAME,
-/// local submission without private rings); `NAME@coop` and
-/// `NAME@nocoop` -> (NAME, local submission on rings with and without
-/// `COOP_TASKRUN`); `NAME@local` or `NAME` -> (NAME, local submission with
-/// private rings, `COOP_TASKRUN` chosen per thread: the engine's default).
-/// The pair: private rings, `COOP_TASKRUN`.
-fn split_mode(s: &str) -> (&str, SubmitMode, (bool, CoopTaskrun)) {
-    let local = |name, private, coop| (name, SubmitMode::Local, (private, coop));
+/// An engine column (`NAME[@mode]`): its scheduler and how it runs.
+struct Column<'a> {
+    name: &'a str,
+    submit: SubmitMode,
+    /// Local mode: private rings for a thread's lone blocking wait.
+    private_rings: bool,
+    coop: CoopTaskrun,
+    /// Who drives the flows (`bfq_real::run`'s columns only).
+    client: EngineClient,
+}
+
+/// `NAME@dispatcher`: dispatcher mode; `NAME@shared`: local submission
+/// without private rings; `NAME@coop` and `NAME@nocoop`: local
+/// submission on rings with and without `COOP_TASKRUN`; `NAME@tpc`: the
+/// flows served by one tokio runtime per CPU, each runtime's ring bound
+/// to it (`EngineClient::ThreadPerCore`); `NAME@local` or `NAME`: local
+/// submission with private rings, `COOP_TASKRUN` chosen per thread (the
+/// engine's default), one thread per flow.
+fn split_mode(s: &str) -> Column<'_> {
+    let local = |name, private_rings, coop| Column {
+        name,
+        submit: SubmitMode::Local,
+        private_rings,
+        coop,
+        client: EngineClient::Threads,
+    };
     if let Some(name) = s.strip_suffix("@dispatcher") {
-        return (name, SubmitMode::Dispatcher, (true, CoopTaskrun::Auto));
+        return Column {
+            submit: SubmitMode::Dispatcher,
+            ..local(name, true, CoopTaskrun::Auto)
+        };
+    }
+    if let Some(name) = s.strip_suffix("@tpc") {
+        return Column {
+            client: EngineClient::ThreadPerCore,
+            ..local(name, true, CoopTaskrun::Auto)
+        };
     }
     if let Some(name) = s.strip_suffix("@shared") {
         return local(name, false, CoopTaskrun::Auto);
@@ -238,6 +271,22 @@ fn split_mode(s: &str) -> (&str, SubmitMode, (bool, CoopTaskrun)) {
         true,
         CoopTaskrun::Auto,
     )
+}
+
+/// The run of column `s` (`NAME[@mode]`, [`split_mode`]) on `dev` for
+/// `seconds`, its scheduler with `settings`.
+fn column_config(dev: &std::path::Path, s: &str, settings: Settings, seconds: f64) -> RunConfig {
+    let c = split_mode(s);
+    let mut cfg = RunConfig::new(
+        dev,
+        Backend::parse(c.name, settings),
+        Duration::from_secs_f64(seconds),
+    );
+    cfg.submit_mode = c.submit;
+    cfg.private_rings = c.private_rings;
+    cfg.coop_taskrun = c.coop;
+    cfg.client = c.client;
+    cfg
 }
 
 fn registered(name: &str) -> bool {
@@ -288,6 +337,7 @@ fn engine_stats_json(e: &EngineStats) -> Value {
         "service_completions": e.service_completions, "cross_wakes": e.cross_wakes,
         "coop_switches": e.coop_switches,
         "ring_setup_failed": e.ring_setup_failed, "ring_setup_errno": e.ring_setup_errno,
+        "bound_takeovers": e.bound_takeovers,
         "core_waits": e.core_waits, "core_wait_ns": e.core_wait_ns,
         "latency_bucket_us": "bucket 0 < 1 us, bucket i in [2^(i-1), 2^i) us (1024 ns units)",
         "own_latency": e.own_latency, "foreign_latency": e.foreign_latency,
@@ -450,11 +500,20 @@ pub fn run(a: Args) -> anyhow::Result<()> {
 }
 
 /// Refuses a column whose scheduler is unknown (`NAME[@mode]`, see
-/// [`split_mode`]; `kernel:NAME` where `kernel`), naming the known ones,
-/// before anything runs.
+/// [`split_mode`]; `kernel:NAME` where `kernel`, for the benchmarks
+/// whose columns are `bfq_real` runs), naming the known ones, and
+/// `@tpc` but on a project's scheduler in such a benchmark, before
+/// anything runs.
 fn check_columns(scheds: &[String], kernel: bool) -> anyhow::Result<()> {
     for s in scheds {
-        crate::args::check_backend(split_mode(s).0, kernel)?;
+        let c = split_mode(s);
+        crate::args::check_backend(c.name, kernel)?;
+        if c.client == EngineClient::ThreadPerCore && (!kernel || c.name.starts_with("kernel:")) {
+            anyhow::bail!(
+                "{s}: @tpc serves a run's flows from runtimes on the engine; \
+                 not for nop's threads or kernel:*"
+            );
+        }
     }
     Ok(())
 }
@@ -692,15 +751,7 @@ impl Randread {
             let secs = Duration::from_secs_f64(self.seconds);
             return crate::fio_ref::randread(dev, ks, (n, per), self.size, secs);
         }
-        let (name, mode, (private_rings, coop_taskrun)) = split_mode(s);
-        let mut cfg = RunConfig::new(
-            dev,
-            Backend::parse(name, Settings::new()),
-            Duration::from_secs_f64(self.seconds),
-        );
-        cfg.submit_mode = mode;
-        cfg.private_rings = private_rings;
-        cfg.coop_taskrun = coop_taskrun;
+        let mut cfg = column_config(dev, s, Settings::new(), self.seconds);
         cfg.queue_depth = self.depth;
         (cfg.dispatcher_nice, cfg.async_submit, cfg.sqpoll_idle_ms) = self.engine;
         (cfg.kernel_groups, cfg.kernel_client) = self.kernel;
@@ -911,12 +962,12 @@ fn nop_measure(
     window: u32,
     seconds: f64,
 ) -> anyhow::Result<(f64, f64, EngineStats)> {
-    let (name, mode, (private_rings, coop)) = split_mode(s);
+    let c = split_mode(s);
     let engine = Engine::nop()
-        .scheduler(name)
-        .submit_mode(mode)
-        .private_rings(private_rings)
-        .coop_taskrun(coop)
+        .scheduler(c.name)
+        .submit_mode(c.submit)
+        .private_rings(c.private_rings)
+        .coop_taskrun(c.coop)
         .queue_depth(depth)
         .max_requests(
             flows
@@ -1141,19 +1192,12 @@ fn fairness_config(
     seconds: f64,
     (depth, set, kernel_client): (u32, &[String], bfq_real::KernelClient),
 ) -> anyhow::Result<RunConfig> {
-    let (name, mode, (private_rings, coop_taskrun)) = split_mode(s);
+    let name = split_mode(s).name;
     let mut settings = Settings::new();
     if name != "fifo" && !name.starts_with("kernel:") {
         crate::args::apply_sets(&mut settings, set)?;
     }
-    let mut cfg = RunConfig::new(
-        dev,
-        Backend::parse(name, settings),
-        Duration::from_secs_f64(seconds),
-    );
-    cfg.submit_mode = mode;
-    cfg.private_rings = private_rings;
-    cfg.coop_taskrun = coop_taskrun;
+    let mut cfg = column_config(dev, s, settings, seconds);
     cfg.queue_depth = depth;
     cfg.kernel_client = kernel_client;
     Ok(cfg)
@@ -1230,7 +1274,25 @@ fn print_fairness(
 
 #[cfg(test)]
 mod tests {
-    use super::{randread_table, read_region, RunReport};
+    use super::{check_columns, column_config, randread_table, read_region, RunReport};
+    use bfq_real::EngineClient;
+
+    #[test]
+    fn a_tpc_column_runs_its_scheduler_from_runtimes_where_runs_take_it() {
+        let cfg = column_config("/dev/null".as_ref(), "bfq@tpc", Default::default(), 1.0);
+        assert_eq!(cfg.client, EngineClient::ThreadPerCore);
+        assert!(
+            matches!(&cfg.backend, bfq_real::Backend::Engine { scheduler, .. } if scheduler == "bfq")
+        );
+        let plain = column_config("/dev/null".as_ref(), "bfq@coop", Default::default(), 1.0);
+        assert_eq!(plain.client, EngineClient::Threads);
+        let cols = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        assert!(check_columns(&cols(&["fifo@tpc", "bfq"]), true).is_ok());
+        for (c, kernel) in [("bfq@tpc", false), ("kernel:bfq@tpc", true)] {
+            let e = check_columns(&cols(&[c]), kernel).unwrap_err();
+            assert!(e.to_string().contains("@tpc serves"), "{e}");
+        }
+    }
 
     /// A report of `ios` requests in one second.
     fn report(ios: u64) -> RunReport {

@@ -111,6 +111,16 @@ pub struct Args {
     /// completion reaches its thread"
     #[arg(long, value_parser = crate::args::coop_taskrun)]
     pub coop_taskrun: Option<bfq_engine::CoopTaskrun>,
+    /// Who issues the flows' requests through the engine: `threads`
+    /// (default: one thread per flow keeping its depth out) or `tpc` (one
+    /// current-thread tokio runtime per CPU the run may use, each pinned
+    /// there with its ring bound to it, and each flow's requests tasks of
+    /// one request each spread over the runtimes, as a thread-per-core
+    /// server issues them; greedy flows only: no bytes, think, on/off,
+    /// periodic, start, stop, duration or after). The project's
+    /// schedulers only. docs/engine.md, "Thread-per-core servers".
+    #[arg(long, value_parser = crate::args::engine_client)]
+    pub client: Option<bfq_real::EngineClient>,
     /// Before the flows, one sequential 128 KiB reader reads alone for
     /// this many seconds (more than 0, at most 60) through the same
     /// scheduler, so that a bfq learning the device's peak rate (auto
@@ -168,6 +178,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     cfg.submit_mode = a.submit.unwrap_or_default();
     cfg.kernel_client = a.kernel_client.unwrap_or_default();
     cfg.coop_taskrun = a.coop_taskrun.unwrap_or_default();
+    cfg.client = a.client.unwrap_or_default();
     if let Some(w) = a.warm_up {
         if !(w.is_finite() && w > 0.0 && w <= 60.0) {
             anyhow::bail!("--warm-up {w}: must be more than 0 and at most 60 seconds");
@@ -302,9 +313,10 @@ fn backend(a: &Args, sc_sched: Option<(String, Settings)>) -> anyhow::Result<Bac
             }
         }
         Backend::Kernel { .. } => {
-            if a.submit.is_some() || a.coop_taskrun.is_some() {
+            if a.submit.is_some() || a.coop_taskrun.is_some() || a.client.is_some() {
                 anyhow::bail!(
-                    "--submit and --coop-taskrun apply to the project's schedulers, not {name}"
+                    "--submit, --coop-taskrun and --client apply to the project's schedulers, \
+                     not {name}"
                 );
             }
         }

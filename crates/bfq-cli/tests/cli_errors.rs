@@ -217,13 +217,19 @@ fn refuses_bad_modes(t: &str) {
             "kernel:none",
             "--submit",
             "local",
-            "--submit and --coop-taskrun apply",
+            "--submit, --coop-taskrun and --client apply",
         ),
         (
             "kernel:none",
             "--coop-taskrun",
             "on",
-            "--submit and --coop-taskrun apply",
+            "--submit, --coop-taskrun and --client apply",
+        ),
+        (
+            "kernel:none",
+            "--client",
+            "tpc",
+            "--submit, --coop-taskrun and --client apply",
         ),
     ] {
         refused_first(

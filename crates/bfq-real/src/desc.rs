@@ -307,6 +307,43 @@ impl KernelClient {
     }
 }
 
+/// Who drives an engine run's flows.
+/// [`EngineClient::Threads`] gives each flow a blocking thread of its
+/// own, which keeps the flow's `depth` requests out; with
+/// [`EngineClient::ThreadPerCore`] one current-thread tokio runtime per
+/// CPU the run may use (its thread pinned there, its ring bound to the
+/// runtime with `Engine::thread_ring`) serves every flow, each flow's
+/// `depth` requests being tasks of one read each spread over the
+/// runtimes in turn, as a thread-per-core server on an async runtime
+/// would issue them (docs/engine.md, "Thread-per-core servers").
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum EngineClient {
+    /// One blocking thread per flow (default).
+    #[default]
+    Threads,
+    /// One tokio runtime per CPU, a task per request kept out.
+    ThreadPerCore,
+}
+
+impl EngineClient {
+    /// Parses `threads` or `tpc`.
+    pub fn parse(s: &str) -> Option<EngineClient> {
+        match s {
+            "threads" => Some(EngineClient::Threads),
+            "tpc" => Some(EngineClient::ThreadPerCore),
+            _ => None,
+        }
+    }
+
+    /// `threads` or `tpc`.
+    pub fn name(self) -> &'static str {
+        match self {
+            EngineClient::Threads => "threads",
+            EngineClient::ThreadPerCore => "tpc",
+        }
+    }
+}
+
 /// A run of a workload.
 #[derive(Clone, Debug)]
 pub struct RunConfig {
@@ -343,6 +380,9 @@ pub struct RunConfig {
     /// Local mode: whether rings are set up with `COOP_TASKRUN`
     /// (`EngineBuilder::coop_taskrun`; default `Auto`).
     pub coop_taskrun: bfq_engine::CoopTaskrun,
+    /// Who drives the flows of an engine run (default
+    /// [`EngineClient::Threads`]).
+    pub client: EngineClient,
     /// Engine reads and writes go through io_uring's workers (IOSQE_ASYNC).
     pub async_submit: bool,
     /// Engine submissions through an SQPOLL kernel thread (idle ms; 0 = off).
@@ -378,6 +418,7 @@ impl RunConfig {
             submit_mode: bfq_engine::SubmitMode::default(),
             private_rings: true,
             coop_taskrun: bfq_engine::CoopTaskrun::Auto,
+            client: EngineClient::Threads,
             async_submit: false,
             sqpoll_idle_ms: 0,
             series_interval: Duration::from_secs(1),

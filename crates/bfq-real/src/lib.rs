@@ -13,7 +13,10 @@
 //!   --flow`, `--group`), planned by the scenario model's checks.
 //! - [`scenario`]: a planned scenario (the format of `bfq sim`) as flows
 //!   and groups, and a run's results in the simulator's JSON format.
-//! - [`run()`]: the driver, and the engine side of a run.
+//! - [`run()`]: the driver, and the engine side of a run (one thread per
+//!   flow).
+//! - `runtime_client`: an engine run's flows served by one tokio
+//!   runtime per CPU instead ([`EngineClient::ThreadPerCore`]).
 //! - [`kernel`]: the kernel side of a run; where threads are put into
 //!   cgroups and given their I/O priorities.
 //! - [`flowproc`]: `kernel:*` flows as processes of their own (cgroup v2).
@@ -40,13 +43,14 @@ pub mod leftovers;
 mod pace;
 pub mod report;
 mod run;
+mod runtime_client;
 pub mod scenario;
 pub mod sys;
 pub mod warmup;
 
 pub use desc::{
-    prio, Backend, Dir, FlowDesc, GroupDesc, KernelClient, KernelGroups, OnOff, Pattern, Periodic,
-    RunConfig,
+    prio, Backend, Dir, EngineClient, FlowDesc, GroupDesc, KernelClient, KernelGroups, OnOff,
+    Pattern, Periodic, RunConfig,
 };
 pub use report::{ring_setup_warning, FlowReport, RunReport};
 pub use run::{

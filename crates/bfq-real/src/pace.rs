@@ -131,6 +131,9 @@ pub(crate) struct Cursor {
     len: u64,
     block: u64,
     pos: u64,
+    /// How far `pos` moves per request: 1, or a part's count of parts
+    /// ([`cursor_part`]).
+    step: u64,
     rng: Rng,
 }
 
@@ -140,7 +143,7 @@ impl Cursor {
         match &self.pattern {
             Pattern::Seq => {
                 let off = self.base + (self.pos % blocks) * self.block;
-                self.pos += 1;
+                self.pos += self.step;
                 (off, self.block as u32)
             }
             Pattern::Rand => (
@@ -152,7 +155,7 @@ impl Cursor {
                     return (self.base, self.block as u32);
                 }
                 let (o, l) = v[(self.pos as usize) % v.len()];
-                self.pos += 1;
+                self.pos += self.step;
                 (self.base + o, l)
             }
         }
@@ -366,6 +369,11 @@ pub(crate) struct Acc {
 
 impl Acc {
     pub(crate) fn new(interval: Duration) -> Acc {
+        Acc::since(interval, Instant::now())
+    }
+
+    /// An empty account whose series counts from `start`.
+    pub(crate) fn since(interval: Duration, start: Instant) -> Acc {
         Acc {
             ios: 0,
             bytes: 0,
@@ -374,7 +382,7 @@ impl Acc {
             lat: Hist::default(),
             series: Vec::new(),
             interval_ns: (interval.as_nanos() as u64).max(1),
-            start: Instant::now(),
+            start,
         }
     }
 
@@ -402,6 +410,24 @@ impl Acc {
                     self.first_error = Some(e.to_string());
                 }
             }
+        }
+    }
+
+    /// Adds what `other` recorded (another task of the same flow, with
+    /// the same series interval and start) to this one.
+    pub(crate) fn merge(&mut self, other: Acc) {
+        self.ios += other.ios;
+        self.bytes += other.bytes;
+        self.errors += other.errors;
+        if self.first_error.is_none() {
+            self.first_error = other.first_error;
+        }
+        self.lat.merge(&other.lat);
+        if self.series.len() < other.series.len() {
+            self.series.resize(other.series.len(), 0);
+        }
+        for (a, b) in self.series.iter_mut().zip(other.series) {
+            *a += b;
         }
     }
 
@@ -440,8 +466,21 @@ pub(crate) fn cursor(d: &FlowDesc, region: (u64, u64), seed: u64) -> Cursor {
         len: region.1,
         block: u64::from(d.block),
         pos: 0,
+        step: 1,
         rng: Rng(0x9E37_79B9_7F4A_7C15 ^ (seed + 1).wrapping_mul(0x1234_5678_9ABC_DEF1)),
     }
+}
+
+/// Part `k` of `n` of flow `seed`'s requests, for a flow whose requests
+/// are issued by `n` tasks: a sequential or replayed flow's requests
+/// `k`, `k + n`, `k + 2n`... (the parts together visit what [`cursor`]
+/// visits), a random flow's own generator per part (part 0's is
+/// [`cursor`]'s).
+pub(crate) fn cursor_part(d: &FlowDesc, region: (u64, u64), seed: u64, k: u32, n: u32) -> Cursor {
+    let mut c = cursor(d, region, seed + (u64::from(k) << 32));
+    c.pos = k.into();
+    c.step = n.max(1).into();
+    c
 }
 
 #[cfg(test)]

@@ -1,9 +1,10 @@
 //! The real-run driver: checks a run, lays the flows out on the target,
 //! and runs them through the engine ([`run_engine`]: one thread per flow
-//! submitting through [`bfq_engine::Flow`]) or, for `kernel:*` backends,
-//! hands them to [`crate::kernel`].
+//! submitting through [`bfq_engine::Flow`], or one tokio runtime per CPU
+//! with [`EngineClient::ThreadPerCore`], `crate::runtime_client`) or, for
+//! `kernel:*` backends, hands them to [`crate::kernel`].
 
-use crate::desc::{parents_first, Backend, Dir, FlowDesc, Pattern, RunConfig};
+use crate::desc::{parents_first, Backend, Dir, EngineClient, FlowDesc, Pattern, RunConfig};
 use crate::kernel::run_kernel;
 use crate::pace::{cursor, gates, room, Acc, Cursor, Gate, Pacer};
 use crate::report::{FlowReport, RunReport};
@@ -260,6 +261,9 @@ pub fn target_size(path: &Path, create: Option<u64>) -> io::Result<u64> {
 /// before the target is created.
 pub fn run(cfg: &RunConfig, flows: &[FlowDesc]) -> io::Result<RunReport> {
     check_flows(cfg, flows)?;
+    if cfg.client == EngineClient::ThreadPerCore {
+        crate::runtime_client::check(cfg, flows)?;
+    }
     let is_dev = sys::is_block_device(&cfg.target);
     if let Backend::Kernel { scheduler } = &cfg.backend {
         check_kernel(cfg, scheduler, is_dev)?;
@@ -465,8 +469,9 @@ type TraceOut = Arc<Mutex<io::BufWriter<Box<dyn Write + Send>>>>;
 /// Flow names by engine flow id, for the trace.
 type Names = Arc<Mutex<HashMap<u32, String>>>;
 
-/// Runs the flows through the engine: one thread per flow, started
-/// together, the flows closed when every thread is done.
+/// Runs the flows through the engine: one thread per flow (or the
+/// runtimes of [`EngineClient::ThreadPerCore`]), started together, the
+/// flows closed when every thread is done.
 fn run_engine(
     cfg: &RunConfig,
     scheduler: &str,
@@ -487,7 +492,12 @@ fn run_engine(
         warmup::through_engine(&flow, region, d)?;
     }
     let handles = open_flows(cfg, &engine, flows, &names)?;
-    let (seconds, reports) = run_threads(cfg, flows, regions, &handles)?;
+    let (seconds, reports) = match cfg.client {
+        EngineClient::Threads => run_threads(cfg, flows, regions, &handles),
+        EngineClient::ThreadPerCore => {
+            crate::runtime_client::run_runtimes(cfg, &engine, flows, regions, &handles)
+        }
+    }?;
     drop(handles);
     let internals = engine.scheduler_internals().ok();
     let stats = engine.shutdown(ShutdownMode::Cancel)?;
@@ -686,13 +696,20 @@ fn run_threads(
         reports.push(r);
     }
     drop(watch);
-    if let Some(sig) = sys::interrupted() {
-        return Err(io::Error::new(
+    interrupted_error()?;
+    Ok((t0.elapsed().as_secs_f64(), reports))
+}
+
+/// A run's error once SIGINT or SIGTERM stopped its flows
+/// ([`sys::watch_interrupts`]).
+pub(crate) fn interrupted_error() -> io::Result<()> {
+    match sys::interrupted() {
+        Some(sig) => Err(io::Error::new(
             io::ErrorKind::Interrupted,
             format!("interrupted by signal {sig}"),
-        ));
+        )),
+        None => Ok(()),
     }
-    Ok((t0.elapsed().as_secs_f64(), reports))
 }
 
 /// What one flow's thread needs: the flow (number `i`), its region and
@@ -758,9 +775,9 @@ impl FlowThread {
 
 /// A request's bytes: the first `len` of a flow's buffer (see
 /// [`room`]), so that requests of mixed sizes reuse the flow's buffers.
-struct ReqBuf {
-    buf: AlignedBuf,
-    len: usize,
+pub(crate) struct ReqBuf {
+    pub(crate) buf: AlignedBuf,
+    pub(crate) len: usize,
 }
 
 // SAFETY: the first `len` bytes of an AlignedBuf (`len` <= its length),

@@ -51,6 +51,18 @@ impl Hist {
         self.sum += u128::from(v);
         self.max = self.max.max(v);
     }
+    /// Records every value of `other` (as if each had been added here).
+    pub fn merge(&mut self, other: &Hist) {
+        if self.buckets.len() < other.buckets.len() {
+            self.buckets.resize(other.buckets.len(), 0);
+        }
+        for (a, b) in self.buckets.iter_mut().zip(&other.buckets) {
+            *a += b;
+        }
+        self.count += other.count;
+        self.sum += other.sum;
+        self.max = self.max.max(other.max);
+    }
     /// Number of values.
     pub fn count(&self) -> u64 {
         self.count
@@ -257,6 +269,14 @@ pub fn secs(t: Time) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn merged_histograms_hold_both_sets_of_values() {
+        let (a, b) = ([5u64, 300, 70_000], [1u64, 9_000_000]);
+        let mut m: Hist = a.iter().copied().collect();
+        m.merge(&b.iter().copied().collect());
+        assert_eq!(m, a.iter().chain(&b).copied().collect::<Hist>());
+    }
 
     #[test]
     fn quantiles() {
