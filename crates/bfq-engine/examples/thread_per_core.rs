@@ -3,7 +3,9 @@
 //! tenants (weights 100, 200 and 400) share the device through one
 //! engine. Each core binds its ring to its runtime (`Engine::thread_ring`
 //! registered with tokio's reactor): completions wake the core that
-//! submitted them, which reaps them itself.
+//! submitted them, which reaps them itself; the requests its tasks issue
+//! in one pass go to the kernel together when the runtime parks
+//! (`ThreadRing::defer_submits`, `bfq_engine::submit_plugged`).
 //!
 //! ```text
 //! cargo run --release -p bfq-engine --example thread_per_core -- \
@@ -95,8 +97,11 @@ fn serve_core(
     blocks: u64,
     until: Instant,
 ) -> io::Result<Vec<u64>> {
+    // Bound, the futures' requests wait in the core's plug until the
+    // runtime is about to park, and go to the kernel together.
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_io()
+        .on_thread_park(bfq_engine::submit_plugged)
         .build()?;
     rt.block_on(async {
         let mut set = tokio::task::JoinSet::new();
@@ -107,7 +112,9 @@ fn serve_core(
             }
         }
         let ring = if bound {
-            Some(register(engine.thread_ring()?)?)
+            let ring = engine.thread_ring()?;
+            ring.defer_submits(true);
+            Some(register(ring)?)
         } else {
             None
         };

@@ -238,6 +238,10 @@ pub(crate) struct Ring {
     /// from an owner that leaves completions waiting (see
     /// [`Shared::bind_ring`]). Written by the owner under the ring's lock.
     pub bound: AtomicBool,
+    /// The owner's futures, polled, leave their requests plugged for the
+    /// event loop to submit together ([`crate::ThreadRing::defer_submits`]);
+    /// only while bound. Written by the owner only.
+    pub defer: AtomicBool,
 }
 
 impl Ring {
@@ -477,6 +481,31 @@ struct LocalRings(Vec<LocalRing>, Vec<LocalRing>, Vec<NoRing>);
 
 /// (engine id, engine, ring).
 type LocalRing = (u64, Weak<Shared>, Arc<Ring>);
+
+/// [`crate::submit_plugged`]: each of the calling thread's rings whose
+/// futures defer their submissions is looked at as its owner's `reap`
+/// does (one at a time, the thread's table not borrowed meanwhile: a look
+/// may use it).
+pub(crate) fn submit_plugged() {
+    for i in 0.. {
+        let next = LOCAL.with(|l| {
+            let l = l.borrow();
+            let (_, shared, ring) = l.0.get(i)?;
+            Some(
+                ring.defer
+                    .load(Ordering::Relaxed)
+                    .then(|| (shared.upgrade(), ring.clone())),
+            )
+        });
+        match next {
+            None => return,
+            Some(Some((Some(shared), ring))) => {
+                shared.look(&ring, true);
+            }
+            Some(_) => {}
+        }
+    }
+}
 
 /// (engine id, engine, the engine's time from which to try again).
 type NoRing = (u64, Weak<Shared>, Time);
@@ -719,6 +748,7 @@ impl Shared {
             delivering: AtomicBool::new(false),
             renew: AtomicBool::new(false),
             bound: AtomicBool::new(false),
+            defer: AtomicBool::new(false),
         }))
     }
 
@@ -1396,6 +1426,7 @@ impl Shared {
     pub(crate) fn unbind_ring(&self, ring: &Ring) {
         let mut st = self.enter_own(ring);
         ring.bound.store(false, Ordering::Relaxed);
+        ring.defer.store(false, Ordering::Relaxed);
         self.linger_or_leave(ring, &mut st, false);
     }
 
@@ -2121,7 +2152,12 @@ impl Driver for Shared {
 
     fn poll_work(&self, linger: bool) {
         if let Some(ring) = self.local_ring(false) {
-            self.look(ring, linger);
+            // A future polled on a ring whose event loop submits the plug
+            // itself (`defer`) leaves it: its result comes through the
+            // loop's `reap`, which wakes the future's waker.
+            if linger || !ring.defer.load(Ordering::Relaxed) {
+                self.look(ring, linger);
+            }
         }
     }
 
@@ -3025,6 +3061,42 @@ mod tests {
             s.local_ring(false).unwrap().id != ring.id
         });
         assert!(renewed, "set up again once unbound");
+    }
+
+    /// A bound ring that defers its futures' submissions keeps a polled
+    /// future's request in the plug (the poll does not flush it) until
+    /// [`crate::submit_plugged`]; unbound, it no longer defers. A flush
+    /// by the service thread meanwhile could only be a take-over
+    /// (counted), which the assertions allow.
+    #[test]
+    fn a_deferring_ring_submits_a_polled_request_only_when_told() {
+        let (_engine, s, flow) = nop_engine();
+        let (target, mut w) = pipe();
+        let (ring, _fd) = s.bind_ring().unwrap();
+        ring.defer.store(true, Ordering::Relaxed);
+        let taken = || s.bound_takeovers.load(Ordering::SeqCst);
+        let (flushes, takeovers) = (ring.flushes.load(Ordering::SeqCst), taken());
+        let mut read = flow.read_file_async(&target, 0, vec![0u8; 1]);
+        assert!(!poll_once(&mut read));
+        let now = ring.flushes.load(Ordering::SeqCst);
+        assert!(
+            now == flushes || taken() > takeovers,
+            "the poll flushed the plug"
+        );
+        crate::submit_plugged();
+        assert!(
+            ring.flushes.load(Ordering::SeqCst) > flushes,
+            "submitted when told"
+        );
+        std::io::Write::write_all(&mut w, b"x").unwrap();
+        while !read.is_done() {
+            s.look(&ring, true);
+        }
+        s.unbind_ring(&ring);
+        assert!(
+            !ring.defer.load(Ordering::Relaxed),
+            "unbound: no longer defers"
+        );
     }
 
     /// The service thread takes a bound ring over only once work has

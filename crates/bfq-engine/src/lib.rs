@@ -57,4 +57,4 @@ pub use engine::{
     direct_io_block, Engine, EngineBuilder, Flow, FlowOptions, MAX_QUEUE_DEPTH, MAX_SQPOLL_IDLE_MS,
 };
 pub use taskrun::CoopTaskrun;
-pub use thread_ring::ThreadRing;
+pub use thread_ring::{submit_plugged, ThreadRing};

@@ -14,6 +14,7 @@ use crate::engine::Engine;
 use std::io;
 use std::marker::PhantomData;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, RawFd};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 /// This thread's io_uring ring for one engine, bound to the thread's
@@ -84,6 +85,32 @@ impl ThreadRing {
     pub fn reap(&self) -> bool {
         self.shared.look(&self.ring, true)
     }
+
+    /// With `on`, a future of the engine polled on this thread leaves its
+    /// request in the thread's plug instead of submitting it at once, so
+    /// that the requests an event loop's tasks issue in one pass over
+    /// them reach the kernel in one `io_uring_enter`, as a blocking
+    /// thread's batch does, instead of one each. The plug is submitted by
+    /// [`ThreadRing::reap`], by [`submit_plugged`] (which the event loop
+    /// calls just before it parks: tokio's
+    /// `runtime::Builder::on_thread_park(bfq_engine::submit_plugged)`),
+    /// when it holds 32 requests,
+    /// or when the thread blocks on the engine; a plug left waiting is
+    /// submitted by the service thread after 1-2 ms. Default off.
+    pub fn defer_submits(&self, on: bool) {
+        self.ring.defer.store(on, Ordering::Relaxed);
+    }
+}
+
+/// Submits what the calling thread's futures left in its plug on each of
+/// its rings that defers their submissions
+/// ([`ThreadRing::defer_submits`]), and reaps those rings, without
+/// blocking, as [`ThreadRing::reap`] does; nothing on a thread without
+/// such a ring. An event loop calls it just before it parks (tokio:
+/// `runtime::Builder::on_thread_park(bfq_engine::submit_plugged)`, whose
+/// closure cannot hold the thread's `ThreadRing`).
+pub fn submit_plugged() {
+    crate::driver::submit_plugged();
 }
 
 impl AsRawFd for ThreadRing {

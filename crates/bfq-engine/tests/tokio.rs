@@ -233,6 +233,27 @@ fn a_cancel_shutdown_wakes_waiting_tasks() {
 /// (`Engine::thread_ring` in tokio's reactor): every read gets its block.
 #[test]
 fn bound_rings_on_current_thread_runtimes_read_their_blocks() {
+    bound_rings_read_their_blocks(Defer::No);
+}
+
+/// As above, with the futures' submissions deferred to the runtime's
+/// park (`ThreadRing::defer_submits`, `submit_plugged` before each park);
+/// and deferred without that hook, where the plug still goes out (at the
+/// next reap, a full plug, or the service thread's take-over).
+#[test]
+fn deferred_submissions_on_current_thread_runtimes_read_their_blocks() {
+    bound_rings_read_their_blocks(Defer::UntilPark);
+    bound_rings_read_their_blocks(Defer::WithoutHook);
+}
+
+#[derive(Clone, Copy, PartialEq)]
+enum Defer {
+    No,
+    UntilPark,
+    WithoutHook,
+}
+
+fn bound_rings_read_their_blocks(defer: Defer) {
     let f = numbered_file();
     let (engine, flows) = bfq_engine_on(&f);
     let engine = Arc::new(engine);
@@ -240,12 +261,14 @@ fn bound_rings_on_current_thread_runtimes_read_their_blocks() {
         .map(|c| {
             let (engine, flows) = (engine.clone(), flows.clone());
             std::thread::spawn(move || {
-                let rt = tokio::runtime::Builder::new_current_thread()
-                    .enable_io()
-                    .build()
-                    .unwrap();
+                let mut rt = tokio::runtime::Builder::new_current_thread();
+                if defer == Defer::UntilPark {
+                    rt.on_thread_park(bfq_engine::submit_plugged);
+                }
+                let rt = rt.enable_io().build().unwrap();
                 rt.block_on(async move {
                     let ring = engine.thread_ring().unwrap();
+                    ring.defer_submits(defer != Defer::No);
                     // SAFETY: the descriptor stays open while `ring` lives.
                     let ring = unsafe { AsyncFd::register_with_interest(ring, Interest::READABLE) }
                         .map_err(|e| e.into_parts().1)

@@ -173,11 +173,13 @@ fn serve_core(run: &Run, cpu: usize, parts: &[Part]) -> io::Result<Vec<Done>> {
         sys::pin_current_thread(&[cpu])?;
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_io()
+            .on_thread_park(bfq_engine::submit_plugged)
             .build()?;
         let ring = {
             let _in = rt.enter();
             register(run.engine.thread_ring()?)?
         };
+        ring.get_ref().defer_submits(true);
         Ok::<_, io::Error>((rt, ring))
     })();
     run.barrier.wait();
