@@ -312,7 +312,8 @@ impl KernelClient {
 /// own, which keeps the flow's `depth` requests out; with
 /// [`EngineClient::ThreadPerCore`] one current-thread tokio runtime per
 /// CPU the run may use (its thread pinned there, its ring bound to the
-/// runtime with `Engine::thread_ring`) serves every flow, each flow's
+/// runtime with `Engine::thread_ring`, its tasks' submissions deferred
+/// to the runtime's park) serves every flow, each flow's
 /// `depth` requests being tasks of one read each spread over the
 /// runtimes in turn, as a thread-per-core server on an async runtime
 /// would issue them (docs/engine.md, "Thread-per-core servers").

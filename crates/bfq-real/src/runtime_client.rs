@@ -4,7 +4,10 @@
 //! thread pinned to its CPU, with that thread's ring bound to the
 //! runtime (`Engine::thread_ring`, its descriptor watched by tokio's
 //! reactor through `AsyncFd`, `reap()` on readiness), so that each
-//! runtime reaps its own completions; and each flow's `depth` requests
+//! runtime reaps its own completions, and the requests its tasks issue
+//! in a pass wait in its plug until it parks
+//! (`ThreadRing::defer_submits`, `bfq_engine::submit_plugged` as tokio's
+//! `on_thread_park`), so they go to the kernel together; and each flow's `depth` requests
 //! as that many tasks of one request each, spread over the runtimes in
 //! turn (docs/engine.md, "Thread-per-core servers"). The flows are the
 //! threads client's engine flows, with its requests, buffers and
