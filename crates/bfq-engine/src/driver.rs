@@ -499,8 +499,11 @@ pub(crate) fn submit_plugged() {
         });
         match next {
             None => return,
+            // Waits for the ring's lock (another thread's look is short):
+            // a plug left now would wait for the service thread.
             Some(Some((Some(shared), ring))) => {
-                shared.look(&ring, true);
+                let mut st = ring.st.lock().unwrap_or_else(|p| p.into_inner());
+                shared.look_locked(&ring, &mut st, true);
             }
             Some(_) => {}
         }
@@ -1301,34 +1304,38 @@ impl Shared {
     /// ring's lock was busy (someone else works on it) or completions
     /// still wait on it.
     pub(crate) fn look(&self, ring: &Ring, linger: bool) -> bool {
-        let mut st = match ring.st.try_lock() {
-            Ok(st) => st,
-            Err(TryLockError::Poisoned(p)) => p.into_inner(),
-            Err(TryLockError::WouldBlock) => return false,
-        };
-        enter_for_retired_coop(&mut st);
+        match ring.st.try_lock() {
+            Ok(mut st) => self.look_locked(ring, &mut st, linger),
+            Err(TryLockError::Poisoned(p)) => self.look_locked(ring, &mut p.into_inner(), linger),
+            Err(TryLockError::WouldBlock) => false,
+        }
+    }
+
+    /// [`Shared::look`] under the ring's lock, held.
+    fn look_locked(&self, ring: &Ring, st: &mut RingState, linger: bool) -> bool {
+        enter_for_retired_coop(st);
         if ring.in_flight.load(Ordering::Relaxed) == 0
             && st.uring.completion().is_empty()
             && st.plug.is_empty()
         {
             return true;
         }
-        enter_again(ring, &mut st);
+        enter_again(ring, st);
         self.unlinger(ring);
         // A look that has requests to submit enters the kernel for them;
         // that call also runs the ring's task work on its way back (a
         // `COOP_TASKRUN` ring's completions wait for the thread's next
         // entry into the kernel), so the look costs one `io_uring_enter`,
         // not two.
-        self.flush_plug(ring, &mut st);
+        self.flush_plug(ring, st);
         if st.uring.submission().is_empty() {
-            run_task_work(ring, &mut st, true);
+            run_task_work(ring, st, true);
         } else {
-            submit_pending(&mut st);
+            submit_pending(st);
         }
-        self.work(ring, &mut st);
+        self.work(ring, st);
         let all = st.uring.completion().is_empty();
-        self.linger_or_leave(ring, &mut st, linger);
+        self.linger_or_leave(ring, st, linger);
         all
     }
 
