@@ -671,7 +671,7 @@ impl Core {
         }
         self.timer_at = Some(until);
         self.stats.timers_armed += 1;
-        crate::driver::arm_timerfd(self.cfg.timerfd, self.cfg.origin_mono.saturating_add(until));
+        crate::clock::arm_timerfd(self.cfg.timerfd, self.cfg.origin_mono.saturating_add(until));
     }
 
     /// The idle timer fired.

@@ -2,10 +2,11 @@
 
 use crate::admit::{Admission, DEFAULT_MAX_REQUESTS, MAX_REQUESTS_LIMIT};
 use crate::buf::{IoBuf, IoBufMut};
+use crate::clock::{monotonic_ns, monotonic_timerfd};
 use crate::completion::{IoResult, Pending};
 use crate::core::{engine_gone, Core, CoreConfig, Op, OpKind, TraceSink};
 pub use crate::core::{EngineStats, FileTarget, ShutdownMode, TraceEvent};
-use crate::driver::{monotonic_ns, FlowDriver, Shared, SubmitMode};
+use crate::driver::{FlowDriver, Shared, SubmitMode};
 use crate::taskrun::CoopTaskrun;
 use bfq_core::{
     DeviceInfo, FlowId, FlowSpec, GroupId, Internals, IoClass, IoPrio, SchedError, Scheduler,
@@ -13,7 +14,7 @@ use bfq_core::{
 };
 use std::fs::{File, OpenOptions};
 use std::io;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::AsRawFd;
 use std::os::unix::fs::{FileTypeExt, MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
@@ -441,23 +442,6 @@ fn target_file(
             (Some(f), len, bs, rot)
         }
     })
-}
-
-/// A non-blocking, close-on-exec timerfd on `CLOCK_MONOTONIC`: the
-/// idle timer that wakes the engine's service thread (`Core::set_timer`).
-fn monotonic_timerfd() -> io::Result<OwnedFd> {
-    // SAFETY: plain syscall, result checked.
-    let tfd = unsafe {
-        libc::timerfd_create(
-            libc::CLOCK_MONOTONIC,
-            libc::TFD_CLOEXEC | libc::TFD_NONBLOCK,
-        )
-    };
-    if tfd < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: a fresh descriptor we own.
-    Ok(unsafe { OwnedFd::from_raw_fd(tfd) })
 }
 
 /// Opens the target. With `O_NOATIME` where the caller may (its owner, or
@@ -1055,6 +1039,7 @@ impl Drop for Flow {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::os::fd::FromRawFd;
     use std::sync::atomic::AtomicU8;
     use std::sync::TryLockError;
 

@@ -35,13 +35,14 @@
 
 mod admit;
 pub mod buf;
+mod clock;
+pub mod sys;
 pub mod completion;
 mod core;
 mod driver;
 mod engine;
 mod service;
 mod slot;
-pub mod sys;
 mod taskrun;
 mod thread_ring;
 
