@@ -36,7 +36,6 @@
 mod admit;
 pub mod buf;
 mod clock;
-pub mod sys;
 pub mod completion;
 mod core;
 mod driver;
