@@ -42,6 +42,7 @@ mod driver;
 mod engine;
 mod service;
 mod slot;
+mod target_check;
 mod taskrun;
 mod thread_ring;
 

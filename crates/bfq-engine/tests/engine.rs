@@ -101,11 +101,12 @@ fn errors_fail_only_their_request() {
     // Reading entirely past EOF is a short (empty) read too.
     let (r, _) = flow.read(1 << 30, AlignedBuf::new(4096));
     assert_eq!(r.unwrap_err().kind(), io::ErrorKind::UnexpectedEof);
-    // Misaligned O_DIRECT offset: EINVAL from the kernel.
+    // Misaligned O_DIRECT offset: refused up front where the block is
+    // known, else the kernel's EINVAL (or, on tmpfs, served).
     if direct {
         let (r, buf) = flow.read(100, AlignedBuf::new(4096));
         if let Err(e) = r {
-            assert_eq!(e.raw_os_error(), Some(libc::EINVAL), "{e}");
+            assert_eq!(e.kind(), io::ErrorKind::InvalidInput, "{e}");
         }
         assert_eq!(buf.len(), 4096, "buffer returned");
     }
@@ -113,11 +114,14 @@ fn errors_fail_only_their_request() {
     let (r, _) = flow.write(0, AlignedBuf::from_slice(&[1u8; 4096]));
     assert_eq!(r.unwrap(), 4096);
 
-    // Writes to a read-only engine: EBADF.
+    // Writes to a read-only engine: refused, naming the option.
     let ro = Engine::builder(f.path()).direct(false).open().unwrap();
     let rf = ro.flow(FlowOptions::default()).unwrap();
-    let (r, _) = rf.write(0, vec![0u8; 512]);
-    assert_eq!(r.unwrap_err().raw_os_error(), Some(libc::EBADF));
+    let (r, buf) = rf.write(0, vec![0u8; 512]);
+    let e = r.unwrap_err();
+    assert_eq!(e.kind(), io::ErrorKind::InvalidInput, "{e}");
+    assert!(e.to_string().contains("writable(true)"), "{e}");
+    assert_eq!(buf.len(), 512, "buffer returned");
     let (r, buf) = rf.read(0, vec![0u8; 4096]);
     assert_eq!(r.unwrap(), 4096);
     assert_eq!(buf[0], 1);
@@ -1302,4 +1306,80 @@ fn threads_that_keep_lingering_do_not_wake_the_service_thread_each_time() {
     let s = engine.shutdown(ShutdownMode::Drain).unwrap();
     assert_eq!(s.completed, N);
     assert!(s.linger_wakes < N / 4, "{s:?}");
+}
+
+/// Whether the filesystem of `f` reports its direct-I/O alignment
+/// (`statx`'s `STATX_DIOALIGN`; tmpfs does not, and takes any).
+fn reports_dio_align(f: &std::fs::File) -> bool {
+    use std::os::fd::AsRawFd;
+    // SAFETY: statx of the descriptor itself into a zeroed struct.
+    let mut st: libc::statx = unsafe { std::mem::zeroed() };
+    let r = unsafe {
+        libc::statx(
+            f.as_raw_fd(),
+            c"".as_ptr(),
+            libc::AT_EMPTY_PATH,
+            libc::STATX_DIOALIGN,
+            &mut st,
+        )
+    };
+    r == 0 && st.stx_mask & libc::STATX_DIOALIGN != 0 && st.stx_dio_offset_align > 0
+}
+
+#[test]
+fn misaligned_direct_requests_are_refused_naming_the_block() {
+    let f = tmpfile(64 << 10);
+    if !reports_dio_align(f.as_file()) {
+        eprintln!("skipped: the filesystem reports no direct-I/O alignment");
+        return;
+    }
+    let Ok(engine) = Engine::builder(f.path()).writable(true).open() else {
+        eprintln!("skipped: no O_DIRECT here");
+        return;
+    };
+    let bs = engine.block_size() as u64;
+    let flow = engine.flow(FlowOptions::default()).unwrap();
+    let block = format!("direct-I/O block, {bs} bytes");
+    let (r, _) = flow.read(100, AlignedBuf::new(bs as usize));
+    let e = r.unwrap_err();
+    assert_eq!(e.kind(), io::ErrorKind::InvalidInput, "{e}");
+    let s = e.to_string();
+    assert!(s.contains(&block) && s.contains("offset 100 is not"), "{s}");
+    let (r, buf) = block_on(flow.write_async(0, AlignedBuf::new(bs as usize - 12)));
+    let s = r.unwrap_err().to_string();
+    assert!(s.contains(&block) && s.contains("is not"), "{s}");
+    assert_eq!(buf.len(), bs as usize - 12, "buffer returned");
+    // Whole blocks are served, with the same buffer type.
+    let (r, _) = flow.write(bs, AlignedBuf::new(bs as usize));
+    assert_eq!(r.unwrap(), bs as usize);
+    drop((buf, flow));
+    let stats = engine.shutdown(ShutdownMode::Drain).unwrap();
+    assert_eq!((stats.refused_invalid, stats.completed), (2, 1));
+}
+
+#[test]
+fn a_write_to_a_file_given_read_only_is_refused_naming_the_option() {
+    let f = tmpfile(64 << 10);
+    let ro = std::fs::File::open(f.path()).unwrap();
+    let engine = Engine::builder_for_file(ro).open().unwrap();
+    let flow = engine.flow(FlowOptions::default()).unwrap();
+    let (r, _) = flow.write(0, vec![1u8; 4096]);
+    let e = r.unwrap_err();
+    assert_eq!(e.kind(), io::ErrorKind::InvalidInput, "{e}");
+    assert!(
+        e.to_string().contains("EngineBuilder::writable(true)"),
+        "{e}"
+    );
+    let (r, _) = flow.read(0, vec![1u8; 4096]);
+    assert_eq!(r.unwrap(), 4096);
+    // A file given open for writing takes writes, without `writable`.
+    let rw = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(f.path())
+        .unwrap();
+    let engine = Engine::builder_for_file(rw).open().unwrap();
+    let flow = engine.flow(FlowOptions::default()).unwrap();
+    let (r, _) = flow.write(0, vec![1u8; 100]);
+    assert_eq!(r.unwrap(), 100);
 }
