@@ -970,7 +970,24 @@ impl Flow {
     }
 
     /// Starts reading `buf.len()` bytes at `offset`; await or
-    /// [`wait`](Pending::wait) the result.
+    /// [`wait`](Pending::wait) the result, which is as
+    /// [`read`](Flow::read)'s (see its "Errors"). Never blocks: a request
+    /// beyond [`EngineBuilder::max_requests`] resolves at once with
+    /// `WouldBlock`.
+    ///
+    /// # When it is submitted
+    ///
+    /// In local mode (the default) the request first goes into the
+    /// calling thread's plug, and is submitted at the thread's next wait,
+    /// `poll` or [`is_done`](Pending::is_done) on any of this engine's
+    /// requests, or when the plug holds 32. A future that is not polled
+    /// (nor anything else done on the engine on that thread) leaves it
+    /// there until the engine's service thread takes the thread's ring
+    /// over: it looks every 1 ms and takes a ring whose owner has not been
+    /// back since its previous look, so the request reaches the device
+    /// typically a few ms late. Poll or await it soon after issuing it.
+    /// In [`SubmitMode::Dispatcher`] the service thread submits it at
+    /// once.
     pub fn read_async<B: IoBufMut>(&self, offset: u64, buf: B) -> Pending<B> {
         self.read_inner(None, offset, buf, false)
     }
@@ -1009,7 +1026,11 @@ impl Flow {
         self.submit(r, buf, then_wait)
     }
 
-    /// Starts writing `buf` at `offset`.
+    /// Starts writing `buf` at `offset`; await or
+    /// [`wait`](Pending::wait) the result, which is as
+    /// [`write`](Flow::write)'s (see [`read`](Flow::read)'s "Errors").
+    /// Submitted as [`read_async`](Flow::read_async)'s request is: poll
+    /// or await it soon after issuing it.
     pub fn write_async<B: IoBuf>(&self, offset: u64, buf: B) -> Pending<B> {
         self.write_inner(None, offset, buf, false)
     }
@@ -1030,12 +1051,37 @@ impl Flow {
         self.write_inner(Some(file), offset, buf, false)
     }
 
-    /// Reads `buf.len()` bytes at `offset`, blocking.
+    /// Reads `buf.len()` bytes at `offset`, blocking. The buffer always
+    /// comes back, with the byte count or the error.
+    ///
+    /// # Errors
+    ///
+    /// `Ok(n)`: `n` bytes moved, always the whole buffer unless
+    /// [`EngineBuilder::allow_short`] (an [`Engine::nop`] engine reports
+    /// the whole length and moves nothing). Otherwise, by
+    /// [`io::ErrorKind`] (each counted in [`EngineStats`] by how the
+    /// request ended):
+    ///
+    /// | error | meaning |
+    /// |---|---|
+    /// | `UnexpectedEof` (read), `WriteZero` (write) | a short transfer (end of file, a device shrunk), the byte count in the message; `Ok(n)` with `allow_short(true)` |
+    /// | `WouldBlock` | refused at the bound: the engine already held [`EngineBuilder::max_requests`] requests (the message names the bound); nothing was submitted, submit again once earlier requests are done |
+    /// | `InvalidInput` | a bad request, refused before it was queued: longer than 4 GiB - 1, not ending below 2^64 bytes, a write to a target open read-only (the message names [`EngineBuilder::writable`]), on an `O_DIRECT` target an offset or length not a multiple of [`Engine::block_size`] where the kernel reports it (the message names it), or refused by the scheduler (the flow is unknown or closed); the engine and every other flow are unaffected |
+    /// | `BrokenPipe` | a broken scheduler (it panicked: every request queued then fails so, and every later one), or the engine has stopped |
+    /// | `ECANCELED` ([`raw_os_error`](io::Error::raw_os_error)) | shutdown: a `Cancel` shutdown or a `DrainFor` deadline cancelled it, or it was submitted after a shutdown began |
+    /// | any other OS error ([`raw_os_error`](io::Error::raw_os_error)) | the device's, from the kernel as it is (`EIO`, `ENOSPC`, `ENXIO` for a removed device, `EINVAL`, ...): only this request fails, the engine serves on; an `EINVAL` for an `O_DIRECT` buffer not aligned to what the kernel reports is told as such (`InvalidInput`) |
     pub fn read<B: IoBufMut>(&self, offset: u64, buf: B) -> IoResult<B> {
         self.read_inner(None, offset, buf, true).wait()
     }
 
-    /// Writes `buf` at `offset`, blocking.
+    /// Writes `buf` at `offset`, blocking. The buffer always comes back,
+    /// with the byte count or the error.
+    ///
+    /// # Errors
+    ///
+    /// As [`read`](Flow::read)'s ("Errors"), with `WriteZero` for a short
+    /// write and `InvalidInput` for a write to a target open read-only
+    /// (open it with [`EngineBuilder::writable`]`(true)`).
     pub fn write<B: IoBuf>(&self, offset: u64, buf: B) -> IoResult<B> {
         self.write_inner(None, offset, buf, true).wait()
     }
