@@ -299,9 +299,12 @@ pub struct EngineStats {
     pub service_completions: u64,
     /// Waiters woken by the thread that reaped their request's
     /// completion (an eventfd write, an unpark or a `Waker`; a `Waker` is
-    /// counted even when it wakes a task of the reaping thread itself).
-    /// Local mode only: the dispatcher's wake relay and requests that
-    /// fail at once are not counted.
+    /// counted even when it wakes a task of the reaping thread itself, so
+    /// on a ring bound with [`crate::Engine::thread_ring`] nearly every
+    /// completion counts; a thread waiting in the ring it reaps itself is
+    /// not). Not only wake-ups across threads, then. Local mode only: the
+    /// dispatcher's wake relay and requests that fail at once are not
+    /// counted.
     pub cross_wakes: u64,
     /// Threads' rings set up again with `COOP_TASKRUN`, and set up again
     /// without it, as their threads' waits for a CPU rose and fell

@@ -146,7 +146,8 @@ pub(crate) struct Shared {
     pub linger_wakes: AtomicU64,
     /// Requests the service thread submitted.
     pub service_submits: AtomicU64,
-    /// Waiters woken by another thread ([`crate::EngineStats::cross_wakes`]).
+    /// Waiters woken by the thread that reaped their completion
+    /// ([`crate::EngineStats::cross_wakes`]).
     pub cross_wakes: AtomicU64,
     /// [`crate::EngineStats::coop_switches`].
     pub coop_switches: [AtomicU64; 2],
