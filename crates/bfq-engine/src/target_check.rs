@@ -153,7 +153,7 @@ impl TargetRules {
 /// `InvalidInput`. `None` for any other error, which stays the OS's.
 #[cold]
 pub(crate) fn misaligned_buffer(errno: i32, ptr: *const u8, mem_align: u32) -> Option<io::Error> {
-    let misaligned = mem_align > 1 && (ptr as usize) % mem_align as usize != 0;
+    let misaligned = mem_align > 1 && !(ptr as usize).is_multiple_of(mem_align as usize);
     (errno == libc::EINVAL && misaligned).then(|| {
         io::Error::new(
             io::ErrorKind::InvalidInput,
