@@ -169,6 +169,7 @@ pub(crate) fn misaligned_buffer(errno: i32, ptr: *const u8, mem_align: u32) -> O
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::{block_on, AlignedBuf, Engine, FlowOptions, ShutdownMode};
 
     fn rules(block: u64, writable: bool) -> TargetRules {
         TargetRules {
@@ -215,5 +216,37 @@ mod tests {
         assert!(misaligned_buffer(libc::EINVAL, 0x1200 as *const u8, 512).is_none());
         assert!(misaligned_buffer(libc::EINVAL, p, 0).is_none());
         assert!(misaligned_buffer(libc::EIO, p, 512).is_none());
+    }
+
+    #[test]
+    fn misaligned_direct_requests_are_refused_naming_the_block() {
+        let f = tempfile::NamedTempFile::new_in(std::env::temp_dir()).unwrap();
+        f.as_file().set_len(64 << 10).unwrap();
+        if dio_align(f.as_file()).unwrap().offset.is_none() {
+            eprintln!("skipped: the filesystem reports no direct-I/O alignment");
+            return;
+        }
+        let Ok(engine) = Engine::builder(f.path()).writable(true).open() else {
+            eprintln!("skipped: no O_DIRECT here");
+            return;
+        };
+        let bs = engine.block_size() as u64;
+        let flow = engine.flow(FlowOptions::default()).unwrap();
+        let block = format!("direct-I/O block, {bs} bytes");
+        let (r, _) = flow.read(100, AlignedBuf::new(bs as usize));
+        let e = r.unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::InvalidInput, "{e}");
+        let s = e.to_string();
+        assert!(s.contains(&block) && s.contains("offset 100 is not"), "{s}");
+        let (r, buf) = block_on(flow.write_async(0, AlignedBuf::new(bs as usize - 12)));
+        let s = r.unwrap_err().to_string();
+        assert!(s.contains(&block) && s.contains("is not"), "{s}");
+        assert_eq!(buf.len(), bs as usize - 12, "buffer returned");
+        // Whole blocks are served, with the same buffer type.
+        let (r, _) = flow.write(bs, AlignedBuf::new(bs as usize));
+        assert_eq!(r.unwrap(), bs as usize);
+        drop((buf, flow));
+        let stats = engine.shutdown(ShutdownMode::Drain).unwrap();
+        assert_eq!((stats.refused_invalid, stats.completed), (2, 1));
     }
 }

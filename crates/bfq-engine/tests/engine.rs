@@ -1308,55 +1308,6 @@ fn threads_that_keep_lingering_do_not_wake_the_service_thread_each_time() {
     assert!(s.linger_wakes < N / 4, "{s:?}");
 }
 
-/// Whether the filesystem of `f` reports its direct-I/O alignment
-/// (`statx`'s `STATX_DIOALIGN`; tmpfs does not, and takes any).
-fn reports_dio_align(f: &std::fs::File) -> bool {
-    use std::os::fd::AsRawFd;
-    // SAFETY: statx of the descriptor itself into a zeroed struct.
-    let mut st: libc::statx = unsafe { std::mem::zeroed() };
-    let r = unsafe {
-        libc::statx(
-            f.as_raw_fd(),
-            c"".as_ptr(),
-            libc::AT_EMPTY_PATH,
-            libc::STATX_DIOALIGN,
-            &mut st,
-        )
-    };
-    r == 0 && st.stx_mask & libc::STATX_DIOALIGN != 0 && st.stx_dio_offset_align > 0
-}
-
-#[test]
-fn misaligned_direct_requests_are_refused_naming_the_block() {
-    let f = tmpfile(64 << 10);
-    if !reports_dio_align(f.as_file()) {
-        eprintln!("skipped: the filesystem reports no direct-I/O alignment");
-        return;
-    }
-    let Ok(engine) = Engine::builder(f.path()).writable(true).open() else {
-        eprintln!("skipped: no O_DIRECT here");
-        return;
-    };
-    let bs = engine.block_size() as u64;
-    let flow = engine.flow(FlowOptions::default()).unwrap();
-    let block = format!("direct-I/O block, {bs} bytes");
-    let (r, _) = flow.read(100, AlignedBuf::new(bs as usize));
-    let e = r.unwrap_err();
-    assert_eq!(e.kind(), io::ErrorKind::InvalidInput, "{e}");
-    let s = e.to_string();
-    assert!(s.contains(&block) && s.contains("offset 100 is not"), "{s}");
-    let (r, buf) = block_on(flow.write_async(0, AlignedBuf::new(bs as usize - 12)));
-    let s = r.unwrap_err().to_string();
-    assert!(s.contains(&block) && s.contains("is not"), "{s}");
-    assert_eq!(buf.len(), bs as usize - 12, "buffer returned");
-    // Whole blocks are served, with the same buffer type.
-    let (r, _) = flow.write(bs, AlignedBuf::new(bs as usize));
-    assert_eq!(r.unwrap(), bs as usize);
-    drop((buf, flow));
-    let stats = engine.shutdown(ShutdownMode::Drain).unwrap();
-    assert_eq!((stats.refused_invalid, stats.completed), (2, 1));
-}
-
 #[test]
 fn a_write_to_a_file_given_read_only_is_refused_naming_the_option() {
     let f = tmpfile(64 << 10);
