@@ -986,6 +986,9 @@ impl Flow {
     /// over: it looks every 1 ms and takes a ring whose owner has not been
     /// back since its previous look, so the request reaches the device
     /// typically a few ms late. Poll or await it soon after issuing it.
+    /// (On a ring whose event loop defers submissions,
+    /// [`ThreadRing::defer_submits`](crate::ThreadRing::defer_submits),
+    /// a poll leaves it in the plug too, until the loop submits the plug.)
     /// In [`SubmitMode::Dispatcher`] the service thread submits it at
     /// once.
     pub fn read_async<B: IoBufMut>(&self, offset: u64, buf: B) -> Pending<B> {

@@ -85,7 +85,11 @@
 //! thread was working on the ring meanwhile: keep the readiness then and
 //! reap again. A core that leaves completions unreaped for 1-2 ms has its
 //! ring taken over by the service thread (their results then come
-//! through the futures' wakers).
+//! through the futures' wakers). With [`ThreadRing::defer_submits`]`(true)`
+//! and the runtime calling [`submit_plugged`] before it parks (tokio:
+//! `runtime::Builder::on_thread_park(bfq_engine::submit_plugged)`), the
+//! requests the core's tasks issue in one pass reach the kernel in one
+//! `io_uring_enter`.
 //!
 //! [`AsyncFd`]: https://docs.rs/tokio/latest/tokio/io/unix/struct.AsyncFd.html
 //!
