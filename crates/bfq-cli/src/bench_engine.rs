@@ -75,7 +75,10 @@ pub enum BenchCmd {
         /// engine's columns run with the device on the kernel's `none`.
         #[arg(long)]
         device: Option<PathBuf>,
-        /// Nice value of the engine's dispatcher thread (-20..=19).
+        /// Nice value of the engine's service thread (-20..=19): in local
+        /// mode (the default) it serves idle timers and the rings flow
+        /// threads left; with `NAME@dispatcher` it submits and reaps
+        /// every request.
         #[arg(long, default_value_t = 0, allow_hyphen_values = true, value_parser = clap::value_parser!(i32).range(-20..=19))]
         nice: i32,
         /// Engine reads go through io_uring's worker threads (IOSQE_ASYNC).
@@ -92,8 +95,9 @@ pub enum BenchCmd {
         /// machine's CPUs may sit close together or apart, and move).
         #[arg(long, default_value_t = 1)]
         repeat: u32,
-        /// Pin the benchmark's threads (the engine's dispatcher and flow
-        /// threads, or the kernel:* flow threads) to these CPUs
+        /// Pin the benchmark's threads (the engine's flow threads and its
+        /// service thread, which with `NAME@dispatcher` submits every
+        /// request, or the kernel:* flow threads) to these CPUs
         /// (comma-separated); the device's own workers stay unpinned.
         /// Default: not pinned.
         #[arg(long, value_delimiter = ',')]

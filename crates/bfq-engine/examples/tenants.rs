@@ -7,7 +7,7 @@
 //! cargo run -p bfq-engine --example tenants -- [FILE] [SCHEDULER]
 //! ```
 //! FILE defaults to a temporary file (created, 64 MiB, removed at the end);
-//! SCHEDULER to `bfq` when registered, else `fifo`.
+//! SCHEDULER to `bfq`.
 
 use bfq_engine::{block_on, AlignedBuf, Engine, FlowOptions, IoClass, ShutdownMode};
 use std::path::{Path, PathBuf};
@@ -48,8 +48,8 @@ fn main() -> std::io::Result<()> {
     Ok(())
 }
 
-/// FILE (or a temporary file, then true) and SCHEDULER (`bfq` when
-/// registered, else `fifo`) from the command line.
+/// FILE (or a temporary file, then true) and SCHEDULER (default `bfq`)
+/// from the command line.
 fn args() -> (PathBuf, bool, String) {
     let mut args = std::env::args().skip(1);
     let (path, temp) = match args.next() {
@@ -59,13 +59,7 @@ fn args() -> (PathBuf, bool, String) {
             true,
         ),
     };
-    let sched = args.next().unwrap_or_else(|| {
-        if bfq_schedulers::build("bfq", &Default::default()).is_ok() {
-            "bfq".into()
-        } else {
-            "fifo".into()
-        }
-    });
+    let sched = args.next().unwrap_or_else(|| "bfq".into());
     (path, temp, sched)
 }
 

@@ -54,7 +54,7 @@ impl EventFd {
     pub(crate) fn signal_waiter(&self) {
         let _ = self.1.compare_exchange(
             0,
-            crate::driver::monotonic_ns(),
+            crate::clock::monotonic_ns(),
             Ordering::Relaxed,
             Ordering::Relaxed,
         );

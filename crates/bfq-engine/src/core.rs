@@ -8,6 +8,7 @@
 
 use crate::admit::Admission;
 use crate::slot::{Completer, Finished};
+use crate::target_check::misaligned_buffer;
 use bfq_core::{
     Dispatch, FlowId, FlowSpec, GroupId, Internals, Op as SOp, Request, SchedError, Scheduler,
     Time, SECTOR_BYTES,
@@ -246,8 +247,9 @@ pub struct EngineStats {
     /// deadline passed), or submitted after a shutdown began.
     pub cancelled: u64,
     /// Requests refused at once with `InvalidInput`, never queued: by the
-    /// engine (longer than 4 GiB - 1, or not ending below 2^64 bytes) or by
-    /// the scheduler (an unknown or closed flow).
+    /// engine (longer than 4 GiB - 1, not ending below 2^64 bytes, a write
+    /// to a target open read-only, an `O_DIRECT` request not in whole
+    /// direct-I/O blocks) or by the scheduler (an unknown or closed flow).
     pub refused_invalid: u64,
     /// Requests failed with `BrokenPipe` before reaching the device:
     /// queued in the scheduler when it panicked (and the request it
@@ -297,9 +299,12 @@ pub struct EngineStats {
     pub service_completions: u64,
     /// Waiters woken by the thread that reaped their request's
     /// completion (an eventfd write, an unpark or a `Waker`; a `Waker` is
-    /// counted even when it wakes a task of the reaping thread itself).
-    /// Local mode only: the dispatcher's wake relay and requests that
-    /// fail at once are not counted.
+    /// counted even when it wakes a task of the reaping thread itself, so
+    /// on a ring bound with [`crate::Engine::thread_ring`] nearly every
+    /// completion counts; a thread waiting in the ring it reaps itself is
+    /// not). Not only wake-ups across threads, then. Local mode only: the
+    /// dispatcher's wake relay and requests that fail at once are not
+    /// counted.
     pub cross_wakes: u64,
     /// Threads' rings set up again with `COOP_TASKRUN`, and set up again
     /// without it, as their threads' waits for a CPU rose and fell
@@ -391,6 +396,9 @@ pub(crate) struct CoreConfig {
     pub allow_short: bool,
     pub async_submit: bool,
     pub target: Option<RawFd>,
+    /// The buffer alignment the kernel reports for direct I/O on the
+    /// target (0: none, or not `O_DIRECT`): explains its `EINVAL`.
+    pub dio_mem_align: u32,
     pub timerfd: RawFd,
     /// CLOCK_MONOTONIC at the engine's time 0, in ns.
     pub origin_mono: u64,
@@ -671,7 +679,7 @@ impl Core {
         }
         self.timer_at = Some(until);
         self.stats.timers_armed += 1;
-        crate::driver::arm_timerfd(self.cfg.timerfd, self.cfg.origin_mono.saturating_add(until));
+        crate::clock::arm_timerfd(self.cfg.timerfd, self.cfg.origin_mono.saturating_add(until));
     }
 
     /// The idle timer fired.
@@ -780,7 +788,10 @@ impl Core {
     /// a NOP engine stands for a device that serves every request whole.
     fn result_of(&self, op: &Op, res: i32) -> io::Result<usize> {
         if res < 0 {
-            return Err(io::Error::from_raw_os_error(-res));
+            let own = op.file.is_none();
+            let align = if own { self.cfg.dio_mem_align } else { 0 };
+            return Err(misaligned_buffer(-res, op.ptr, align)
+                .unwrap_or_else(|| io::Error::from_raw_os_error(-res)));
         }
         let (n, want) = (res as usize, op.len as usize);
         if self.is_nop(op) {
@@ -925,6 +936,7 @@ mod tests {
                 allow_short: false,
                 async_submit: false,
                 target: None,
+                dio_mem_align: 0,
                 timerfd,
                 origin_mono,
                 trace: None,

@@ -25,6 +25,7 @@
 //! ring's own state by its owner (the service thread only `try_lock`s
 //! busy rings).
 
+use crate::clock::monotonic_ns;
 use crate::completion::{
     Driver, EventFd, Hold, Outstanding, Register, Waiter, WakeRelay, RELAY_FANOUT,
 };
@@ -145,7 +146,8 @@ pub(crate) struct Shared {
     pub linger_wakes: AtomicU64,
     /// Requests the service thread submitted.
     pub service_submits: AtomicU64,
-    /// Waiters woken by another thread ([`crate::EngineStats::cross_wakes`]).
+    /// Waiters woken by the thread that reaped their completion
+    /// ([`crate::EngineStats::cross_wakes`]).
     pub cross_wakes: AtomicU64,
     /// [`crate::EngineStats::coop_switches`].
     pub coop_switches: [AtomicU64; 2],
@@ -553,40 +555,6 @@ impl Drop for LocalRings {
 }
 
 static ENGINE_IDS: AtomicU64 = AtomicU64::new(1);
-
-/// CLOCK_MONOTONIC now, in ns (the clock `Instant` reads).
-pub(crate) fn monotonic_ns() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: writes into a valid timespec.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
-}
-
-/// Arms `timerfd` to fire at `at` ns of CLOCK_MONOTONIC.
-pub(crate) fn arm_timerfd(timerfd: RawFd, at: u64) {
-    let spec = libc::itimerspec {
-        it_interval: libc::timespec {
-            tv_sec: 0,
-            tv_nsec: 0,
-        },
-        it_value: libc::timespec {
-            tv_sec: (at / 1_000_000_000) as libc::time_t,
-            tv_nsec: (at % 1_000_000_000) as libc::c_long,
-        },
-    };
-    // SAFETY: valid timerfd and itimerspec.
-    unsafe {
-        libc::timerfd_settime(
-            timerfd,
-            libc::TFD_TIMER_ABSTIME,
-            &spec,
-            std::ptr::null_mut(),
-        )
-    };
-}
 
 impl Shared {
     pub(crate) fn new(

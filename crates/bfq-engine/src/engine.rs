@@ -2,10 +2,12 @@
 
 use crate::admit::{Admission, DEFAULT_MAX_REQUESTS, MAX_REQUESTS_LIMIT};
 use crate::buf::{IoBuf, IoBufMut};
+use crate::clock::{monotonic_ns, monotonic_timerfd};
 use crate::completion::{IoResult, Pending};
 use crate::core::{engine_gone, Core, CoreConfig, Op, OpKind, TraceSink};
 pub use crate::core::{EngineStats, FileTarget, ShutdownMode, TraceEvent};
-use crate::driver::{monotonic_ns, FlowDriver, Shared, SubmitMode};
+use crate::driver::{FlowDriver, Shared, SubmitMode};
+use crate::target_check::{dio_align, DioAlign, TargetRules};
 use crate::taskrun::CoopTaskrun;
 use bfq_core::{
     DeviceInfo, FlowId, FlowSpec, GroupId, Internals, IoClass, IoPrio, SchedError, Scheduler,
@@ -13,7 +15,7 @@ use bfq_core::{
 };
 use std::fs::{File, OpenOptions};
 use std::io;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::AsRawFd;
 use std::os::unix::fs::{FileTypeExt, MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
@@ -161,9 +163,12 @@ impl EngineBuilder {
         self
     }
 
-    /// `O_DIRECT` (default true). Direct requests need buffer addresses,
-    /// lengths and offsets aligned to the logical block size
-    /// ([`AlignedBuf`](crate::AlignedBuf)).
+    /// `O_DIRECT` (default true). Direct requests need offsets and
+    /// lengths in whole blocks of the target ([`Engine::block_size`]:
+    /// others are refused, `InvalidInput`) and buffer addresses aligned
+    /// as the kernel wants ([`AlignedBuf`](crate::AlignedBuf) is
+    /// 4096-aligned; the kernel's `EINVAL` for a buffer not aligned to
+    /// what it reports is told as such, `InvalidInput`).
     pub fn direct(mut self, direct: bool) -> Self {
         self.direct = direct;
         self
@@ -171,7 +176,10 @@ impl EngineBuilder {
 
     /// Open the target for writing too (default read-only; a
     /// [`create`](EngineBuilder::create) opens it for writing whatever
-    /// this says, before or after).
+    /// this says, before or after). A write to a target open read-only
+    /// is refused before it is submitted (`InvalidInput`, naming this
+    /// option); with [`Engine::builder_for_file`] the file's own access
+    /// mode counts.
     pub fn writable(mut self, writable: bool) -> Self {
         self.writable = writable;
         self
@@ -364,12 +372,11 @@ impl EngineBuilder {
             None => bfq_schedulers::build(&self.scheduler, &self.settings)
                 .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?,
         };
-        let (file, len, block_size, rotational) =
-            target_file(self.target, self.writable, self.direct, self.create_size)?;
+        let target = target_file(self.target, self.writable, self.direct, self.create_size)?;
         let device = self.device.unwrap_or(DeviceInfo {
             queue_depth: depth,
             queues_internally: depth > 1,
-            rotational,
+            rotational: target.rotational,
         });
         sched.set_device(device);
         let timerfd = monotonic_timerfd()?;
@@ -381,7 +388,8 @@ impl EngineBuilder {
                 depth,
                 allow_short: self.allow_short,
                 async_submit: self.async_submit,
-                target: file.as_ref().map(|f| f.as_raw_fd()),
+                target: target.file.as_ref().map(|f| f.as_raw_fd()),
+                dio_mem_align: target.mem_align,
                 timerfd: timerfd.as_raw_fd(),
                 origin_mono,
                 trace: self.trace,
@@ -405,59 +413,67 @@ impl EngineBuilder {
             shared,
             admission,
             thread: Some(thread),
-            _file: file.map(Arc::new),
-            len,
-            block_size,
+            _file: target.file.map(Arc::new),
+            len: target.len,
+            block_size: target.block_size,
+            rules: target.rules,
             device,
         })
     }
 }
 
 /// The open target of an [`EngineBuilder`]'s [`TargetSpec`] (opened here
-/// if given by path) with its length in bytes, logical block size and
-/// whether it is rotational; a NOP engine has no file, an unbounded
-/// length, 512-byte blocks and is not rotational.
+/// if given by path).
+struct Opened {
+    file: Option<File>,
+    /// Length in bytes; unbounded for a NOP engine.
+    len: u64,
+    /// [`direct_io_block`]; 512 for a NOP engine.
+    block_size: u32,
+    rotational: bool,
+    /// What each request for the target is checked against.
+    rules: TargetRules,
+    /// The buffer alignment the kernel reports for direct I/O (0: none).
+    mem_align: u32,
+}
+
 fn target_file(
     target: TargetSpec,
     writable: bool,
     direct: bool,
     create: Option<u64>,
-) -> io::Result<(Option<File>, u64, u32, bool)> {
+) -> io::Result<Opened> {
     if create.is_some() && !matches!(target, TargetSpec::Path(_)) {
         return Err(io::Error::new(
             io::ErrorKind::InvalidInput,
             "create(size) needs a target given by path (Engine::builder)",
         ));
     }
-    Ok(match target {
-        TargetSpec::Nop => (None, u64::MAX, 512, false),
-        TargetSpec::File(f) => {
-            let (len, bs, rot) = describe(&f)?;
-            (Some(f), len, bs, rot)
+    let f = match target {
+        TargetSpec::Nop => {
+            return Ok(Opened {
+                file: None,
+                len: u64::MAX,
+                block_size: 512,
+                rotational: false,
+                rules: TargetRules::NONE,
+                mem_align: 0,
+            })
         }
-        TargetSpec::Path(p) => {
-            let f = open_target(&p, writable, direct, create)?;
-            let (len, bs, rot) = describe(&f)?;
-            (Some(f), len, bs, rot)
-        }
-    })
-}
-
-/// A non-blocking, close-on-exec timerfd on `CLOCK_MONOTONIC`: the
-/// idle timer that wakes the engine's service thread (`Core::set_timer`).
-fn monotonic_timerfd() -> io::Result<OwnedFd> {
-    // SAFETY: plain syscall, result checked.
-    let tfd = unsafe {
-        libc::timerfd_create(
-            libc::CLOCK_MONOTONIC,
-            libc::TFD_CLOEXEC | libc::TFD_NONBLOCK,
-        )
+        TargetSpec::File(f) => f,
+        TargetSpec::Path(p) => open_target(&p, writable, direct, create)?,
     };
-    if tfd < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: a fresh descriptor we own.
-    Ok(unsafe { OwnedFd::from_raw_fd(tfd) })
+    let (len, rotational) = describe(&f)?;
+    let align = dio_align(&f)?;
+    let rules = TargetRules::of(&f, align);
+    Ok(Opened {
+        len,
+        block_size: block_of(align),
+        rotational,
+        rules,
+        mem_align: align.mem.filter(|_| rules.direct()).unwrap_or(0),
+        file: Some(f),
+    })
 }
 
 /// Opens the target. With `O_NOATIME` where the caller may (its owner, or
@@ -512,14 +528,12 @@ fn open_target(p: &Path, writable: bool, direct: bool, create: Option<u64>) -> i
     Ok(f)
 }
 
-/// Size in bytes, logical block size, rotational; `EISDIR` for a
-/// directory.
-fn describe(f: &File) -> io::Result<(u64, u32, bool)> {
+/// Size in bytes and whether rotational; `EISDIR` for a directory.
+fn describe(f: &File) -> io::Result<(u64, bool)> {
     let m = f.metadata()?;
     if m.is_dir() {
         return Err(io::Error::from_raw_os_error(libc::EISDIR));
     }
-    let bs = direct_io_block(f)?;
     if m.file_type().is_block_device() {
         let mut size: u64 = 0;
         // SAFETY: an ioctl writing into a properly sized local.
@@ -528,11 +542,11 @@ fn describe(f: &File) -> io::Result<(u64, u32, bool)> {
         }
         let rdev = m.rdev();
         let rot = sysfs_rotational(libc::major(rdev), libc::minor(rdev));
-        Ok((size, bs, rot))
+        Ok((size, rot))
     } else {
         let dev = m.dev();
         let rot = sysfs_rotational(libc::major(dev), libc::minor(dev));
-        Ok((m.len(), bs, rot))
+        Ok((m.len(), rot))
     }
 }
 
@@ -544,37 +558,18 @@ fn describe(f: &File) -> io::Result<(u64, u32, bool)> {
 /// below on ext4 and XFS), or 512 where neither is known. A request
 /// through `O_DIRECT` whose offset or length is not a multiple of it
 /// fails with `EINVAL`; [`Engine::block_size`] is this for the engine's
-/// target.
+/// target, and where the kernel reports it an engine refuses such a
+/// request for its target before submitting it (`InvalidInput`, naming
+/// the block size).
 pub fn direct_io_block(f: &File) -> io::Result<u32> {
-    let m = f.metadata()?;
-    if m.file_type().is_block_device() {
-        let mut bs: libc::c_int = 512;
-        // SAFETY: an ioctl writing into a properly sized local (left at
-        // 512 if it fails).
-        unsafe { libc::ioctl(f.as_raw_fd(), BLKSSZGET, &mut bs) };
-        return Ok(bs.max(512) as u32);
-    }
-    // SAFETY: statx of the descriptor itself (empty path) into a zeroed
-    // struct; the result checked.
-    let mut st: libc::statx = unsafe { std::mem::zeroed() };
-    let r = unsafe {
-        libc::statx(
-            f.as_raw_fd(),
-            c"".as_ptr(),
-            libc::AT_EMPTY_PATH,
-            libc::STATX_DIOALIGN,
-            &mut st,
-        )
-    };
-    let known = r == 0 && st.stx_mask & libc::STATX_DIOALIGN != 0;
-    Ok(match known {
-        true => st.stx_dio_offset_align.max(512),
-        false => 512,
-    })
+    Ok(block_of(dio_align(f)?))
+}
+
+fn block_of(align: DioAlign) -> u32 {
+    align.offset.unwrap_or(512).max(512)
 }
 
 const BLKGETSIZE64: libc::c_ulong = 0x8008_1272;
-const BLKSSZGET: libc::c_ulong = 0x1268;
 
 fn sysfs_rotational(major: u32, minor: u32) -> bool {
     let base = format!("/sys/dev/block/{major}:{minor}");
@@ -603,6 +598,8 @@ pub struct Engine {
     _file: Option<Arc<File>>,
     len: u64,
     block_size: u32,
+    /// What each request for the target is checked against.
+    rules: TargetRules,
     device: DeviceInfo,
 }
 
@@ -650,6 +647,11 @@ impl FlowOptions {
     }
 }
 
+#[cold]
+fn invalid(why: &'static str) -> io::Error {
+    io::Error::new(io::ErrorKind::InvalidInput, why)
+}
+
 fn sched_err(e: SchedError) -> io::Error {
     io::Error::new(io::ErrorKind::InvalidInput, e)
 }
@@ -689,11 +691,15 @@ impl Engine {
 
     /// The target's logical block size at open time, the unit of
     /// `O_DIRECT` offsets and lengths ([`direct_io_block`]; 512 for NOP).
-    /// The engine does not check requests against it: on a target opened
-    /// with `O_DIRECT`, one not in whole blocks fails with the OS's
-    /// `EINVAL`, so a caller whose offsets or sizes come from its users
-    /// checks them against this first (`bfq run` refuses such flows
-    /// before it starts).
+    /// On a target open with `O_DIRECT` whose block the kernel reports (a
+    /// block device; a regular file where `statx` gives its direct-I/O
+    /// alignment, as on ext4 and XFS), a read or write not in whole blocks
+    /// is refused before it is submitted: `InvalidInput`, naming the
+    /// block size (counted in [`EngineStats::refused_invalid`]). Where
+    /// the kernel reports none (tmpfs takes any alignment) it is the
+    /// kernel's to refuse. A caller whose offsets or sizes come from its
+    /// users can check them against this first (`bfq run` refuses such
+    /// flows before it starts).
     pub fn block_size(&self) -> u32 {
         self.block_size
     }
@@ -714,6 +720,7 @@ impl Engine {
             driver: Arc::new(FlowDriver(self.shared.clone())),
             id,
             sync: opts.sync,
+            rules: self.rules,
         })
     }
 
@@ -886,6 +893,8 @@ pub struct Flow {
     driver: Arc<FlowDriver>,
     id: FlowId,
     sync: bool,
+    /// The engine's checks of a request for its target.
+    rules: TargetRules,
 }
 
 impl std::fmt::Debug for Flow {
@@ -932,19 +941,22 @@ impl Flow {
             sink: Some(sink),
             before_stop: false,
         };
-        let why = match u32::try_from(len) {
-            Err(_) => Some("a request is at most 4 GiB - 1"),
-            Ok(_) if offset.checked_add(len as u64).is_none() => {
-                Some("a request must end below 2^64 bytes (offset + length < 2^64)")
+        let refusal = match u32::try_from(len) {
+            Err(_) => Some(invalid("a request is at most 4 GiB - 1")),
+            Ok(_) if offset.checked_add(len as u64).is_none() => Some(invalid(
+                "a request must end below 2^64 bytes (offset + length < 2^64)",
+            )),
+            Ok(l) if file.is_none() && self.rules.refuses(kind, offset, l) => {
+                Some(self.rules.refusal(kind, offset, l))
             }
             Ok(l) => {
                 op.len = l;
                 None
             }
         };
-        if let Some(why) = why {
+        if let Some(e) = refusal {
             self.admission.refuse_invalid();
-            op.finish(Err(io::Error::new(io::ErrorKind::InvalidInput, why)));
+            op.finish(Err(e));
             return pending;
         }
         // Counted in here; counted off by the core where it gives the
@@ -958,7 +970,27 @@ impl Flow {
     }
 
     /// Starts reading `buf.len()` bytes at `offset`; await or
-    /// [`wait`](Pending::wait) the result.
+    /// [`wait`](Pending::wait) the result, which is as
+    /// [`read`](Flow::read)'s (see its "Errors"). Never blocks: a request
+    /// beyond [`EngineBuilder::max_requests`] resolves at once with
+    /// `WouldBlock`.
+    ///
+    /// # When it is submitted
+    ///
+    /// In local mode (the default) the request first goes into the
+    /// calling thread's plug, and is submitted at the thread's next wait,
+    /// `poll` or [`is_done`](Pending::is_done) on any of this engine's
+    /// requests, or when the plug holds 32. A future that is not polled
+    /// (nor anything else done on the engine on that thread) leaves it
+    /// there until the engine's service thread takes the thread's ring
+    /// over: it looks every 1 ms and takes a ring whose owner has not been
+    /// back since its previous look, so the request reaches the device
+    /// typically a few ms late. Poll or await it soon after issuing it.
+    /// (On a ring whose event loop defers submissions,
+    /// [`ThreadRing::defer_submits`](crate::ThreadRing::defer_submits),
+    /// a poll leaves it in the plug too, until the loop submits the plug.)
+    /// In [`SubmitMode::Dispatcher`] the service thread submits it at
+    /// once.
     pub fn read_async<B: IoBufMut>(&self, offset: u64, buf: B) -> Pending<B> {
         self.read_inner(None, offset, buf, false)
     }
@@ -997,7 +1029,11 @@ impl Flow {
         self.submit(r, buf, then_wait)
     }
 
-    /// Starts writing `buf` at `offset`.
+    /// Starts writing `buf` at `offset`; await or
+    /// [`wait`](Pending::wait) the result, which is as
+    /// [`write`](Flow::write)'s (see [`read`](Flow::read)'s "Errors").
+    /// Submitted as [`read_async`](Flow::read_async)'s request is: poll
+    /// or await it soon after issuing it.
     pub fn write_async<B: IoBuf>(&self, offset: u64, buf: B) -> Pending<B> {
         self.write_inner(None, offset, buf, false)
     }
@@ -1018,12 +1054,37 @@ impl Flow {
         self.write_inner(Some(file), offset, buf, false)
     }
 
-    /// Reads `buf.len()` bytes at `offset`, blocking.
+    /// Reads `buf.len()` bytes at `offset`, blocking. The buffer always
+    /// comes back, with the byte count or the error.
+    ///
+    /// # Errors
+    ///
+    /// `Ok(n)`: `n` bytes moved, always the whole buffer unless
+    /// [`EngineBuilder::allow_short`] (an [`Engine::nop`] engine reports
+    /// the whole length and moves nothing). Otherwise, by
+    /// [`io::ErrorKind`] (each counted in [`EngineStats`] by how the
+    /// request ended):
+    ///
+    /// | error | meaning |
+    /// |---|---|
+    /// | `UnexpectedEof` (read), `WriteZero` (write) | a short transfer (end of file, a device shrunk), the byte count in the message; `Ok(n)` with `allow_short(true)` |
+    /// | `WouldBlock` | refused at the bound: the engine already held [`EngineBuilder::max_requests`] requests (the message names the bound); nothing was submitted, submit again once earlier requests are done |
+    /// | `InvalidInput` | a bad request, refused before it was queued: longer than 4 GiB - 1, not ending below 2^64 bytes, a write to a target open read-only (the message names [`EngineBuilder::writable`]), on an `O_DIRECT` target an offset or length not a multiple of [`Engine::block_size`] where the kernel reports it (the message names it), or refused by the scheduler (the flow is unknown or closed); the engine and every other flow are unaffected |
+    /// | `BrokenPipe` | a broken scheduler (it panicked: every request queued then fails so, and every later one), or the engine has stopped |
+    /// | `ECANCELED` ([`raw_os_error`](io::Error::raw_os_error)) | shutdown: a `Cancel` shutdown or a `DrainFor` deadline cancelled it, or it was submitted after a shutdown began |
+    /// | any other OS error ([`raw_os_error`](io::Error::raw_os_error)) | the device's, from the kernel as it is (`EIO`, `ENOSPC`, `ENXIO` for a removed device, `EINVAL`, ...): only this request fails, the engine serves on; an `EINVAL` for an `O_DIRECT` buffer not aligned to what the kernel reports is told as such (`InvalidInput`) |
     pub fn read<B: IoBufMut>(&self, offset: u64, buf: B) -> IoResult<B> {
         self.read_inner(None, offset, buf, true).wait()
     }
 
-    /// Writes `buf` at `offset`, blocking.
+    /// Writes `buf` at `offset`, blocking. The buffer always comes back,
+    /// with the byte count or the error.
+    ///
+    /// # Errors
+    ///
+    /// As [`read`](Flow::read)'s ("Errors"), with `WriteZero` for a short
+    /// write and `InvalidInput` for a write to a target open read-only
+    /// (open it with [`EngineBuilder::writable`]`(true)`).
     pub fn write<B: IoBuf>(&self, offset: u64, buf: B) -> IoResult<B> {
         self.write_inner(None, offset, buf, true).wait()
     }
@@ -1055,6 +1116,7 @@ impl Drop for Flow {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::os::fd::FromRawFd;
     use std::sync::atomic::AtomicU8;
     use std::sync::TryLockError;
 

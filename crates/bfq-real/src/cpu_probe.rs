@@ -54,8 +54,7 @@ pub fn cache_round_trip_ns(a: usize, b: usize, trips: u64) -> io::Result<f64> {
 
 /// Pins the calling thread to `cpu`, or flags the probe failed.
 fn pin_or_flag(cpu: usize, failed: &AtomicBool) -> io::Result<()> {
-    bfq_engine::sys::pin_current_thread(&[cpu])
-        .inspect_err(|_| failed.store(true, Ordering::Release))
+    crate::sys::pin_current_thread(&[cpu]).inspect_err(|_| failed.store(true, Ordering::Release))
 }
 
 /// Spins until the line holds `v` (true) or the other thread failed.

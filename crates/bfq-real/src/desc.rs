@@ -370,10 +370,13 @@ pub struct RunConfig {
     /// How `kernel:*` flows of depth 1 issue requests (default
     /// [`KernelClient::Uring`], as the engine's flows).
     pub kernel_client: KernelClient,
-    /// Nice value of the engine's dispatcher thread.
+    /// Nice value of the engine's service thread
+    /// (`EngineBuilder::service_nice`): in local mode it serves idle
+    /// timers and the rings flow threads left; in dispatcher mode it
+    /// submits and reaps every request.
     pub dispatcher_nice: i32,
-    /// Who submits (each flow's thread on its own ring, or one
-    /// dispatcher thread).
+    /// Who submits (each flow's thread on its own ring, or, in dispatcher
+    /// mode, the engine's service thread for all).
     pub submit_mode: bfq_engine::SubmitMode,
     /// Local mode: a lone blocking wait may use the thread's private ring
     /// (`EngineBuilder::private_rings`; default on).
