@@ -34,7 +34,7 @@ use crate::slot::{Completer, Finished, Release, SlotId};
 use crate::taskrun::{CoopTaskrun, CpuWait};
 use bfq_core::{FlowId, Time};
 use io_uring::{opcode, squeue, types, IoUring};
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::io;
 use std::mem::ManuallyDrop;
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
@@ -299,8 +299,11 @@ pub(crate) struct RingState {
     /// The wake-up read completed (the service thread: look around).
     pub woken: bool,
     /// A bound ring's owner's visits when the service thread last saw
-    /// work waiting on it (see [`Shared::owner_unresponsive`]).
+    /// completions waiting on it (see [`Shared::owner_unresponsive`]).
     waiting_seen: Option<u64>,
+    /// The ring's flushes when the service thread last saw requests in
+    /// a bound ring's plug (see [`Shared::owner_unresponsive`]).
+    plug_seen: Option<u64>,
     /// The service ring's read of the idle timer.
     pub timer_armed: bool,
     pub timer_fired: bool,
@@ -489,8 +492,15 @@ type LocalRing = (u64, Weak<Shared>, Arc<Ring>);
 /// does (one at a time, the thread's table not borrowed meanwhile: a look
 /// may use it).
 pub(crate) fn submit_plugged() {
+    // From a waker or a drop under one of this thread's rings' locks:
+    // the look in progress, or the next, submits the plug.
+    if CALLING_OUT.try_with(Cell::get).unwrap_or(true) {
+        return;
+    }
     for i in 0.. {
-        let next = LOCAL.with(|l| {
+        // The thread's table is gone (a thread-local's destructor at
+        // the thread's exit): its rings were left to the service thread.
+        let next = LOCAL.try_with(|l| {
             let l = l.borrow();
             let (_, shared, ring) = l.0.get(i)?;
             Some(
@@ -499,7 +509,7 @@ pub(crate) fn submit_plugged() {
                     .then(|| (shared.upgrade(), ring.clone())),
             )
         });
-        match next {
+        match next.ok().flatten() {
             None => return,
             // Waits for the ring's lock (another thread's look is short):
             // a plug left now would wait for the service thread.
@@ -699,6 +709,7 @@ impl Shared {
                 private: PrivateRing::Untried,
                 woken: false,
                 waiting_seen: None,
+                plug_seen: None,
                 timer_armed: false,
                 timer_fired: false,
                 timer_buf: Box::new(0),
@@ -1309,20 +1320,25 @@ impl Shared {
 
     /// Whether the service thread takes over bound `ring`, lingering,
     /// whose owner has not been back since the last look (under the
-    /// ring's lock): once a shutdown has begun, or once work (completions
-    /// to reap, plugged requests) has waited on it since the look before
-    /// with no visit of the owner in between; not while the owner's
+    /// ring's lock): once a shutdown has begun; once completions have
+    /// waited on it since the look before with no visit of the owner in
+    /// between; or once requests have waited in its plug since the look
+    /// before with no flush in between (an owner that keeps plugging
+    /// visits the ring at every request, so its visits would put a
+    /// take-over off for as long as it plugs). Not while the owner's
     /// runtime waits on the descriptor for a completion still to come.
     pub(crate) fn owner_unresponsive(&self, ring: &Ring, st: &mut RingState) -> bool {
         if self.stop_begun.load(Ordering::SeqCst) {
             return true;
         }
         let visits = ring.visits.load(Ordering::SeqCst);
-        let waiting = !st.plug.is_empty()
-            || !st.uring.completion().is_empty()
-            || st.uring.submission().taskrun();
-        let unresponsive = waiting && st.waiting_seen == Some(visits);
+        let flushes = ring.flushes.load(Ordering::SeqCst);
+        let waiting = !st.uring.completion().is_empty() || st.uring.submission().taskrun();
+        let plugged = !st.plug.is_empty();
+        let unresponsive = (waiting && st.waiting_seen == Some(visits))
+            || (plugged && st.plug_seen == Some(flushes));
         st.waiting_seen = waiting.then_some(visits);
+        st.plug_seen = plugged.then_some(flushes);
         unresponsive
     }
 
@@ -1538,6 +1554,7 @@ impl Shared {
                 self.relay.wake_or_publish(&mut st.wakes);
             }
         }
+        let _out = CallingOut::new();
         st.released.clear();
     }
 
@@ -2098,10 +2115,35 @@ fn wake_all(shared: &Shared, st: &mut RingState) {
         let n = st.wakes.len() as u64;
         shared.cross_wakes.fetch_add(n, Ordering::Relaxed);
     }
+    let _out = CallingOut::new();
     for w in st.wakes.drain(..) {
         w.wake();
     }
     st.released.clear();
+}
+
+thread_local! {
+    /// This thread runs others' code (wakers, what a finished request
+    /// lets go of) while it holds one of its rings' locks.
+    static CALLING_OUT: Cell<bool> = const { Cell::new(false) };
+}
+
+/// Marks this thread as running others' code under a ring's lock until
+/// dropped (also when that code panics), so that
+/// [`crate::submit_plugged`], called from it, does not wait for the lock
+/// its own thread holds.
+struct CallingOut(bool);
+
+impl CallingOut {
+    fn new() -> CallingOut {
+        CallingOut(CALLING_OUT.with(|c| c.replace(true)))
+    }
+}
+
+impl Drop for CallingOut {
+    fn drop(&mut self) {
+        CALLING_OUT.with(|c| c.set(self.0));
+    }
 }
 
 impl Driver for Shared {
@@ -3072,6 +3114,124 @@ mod tests {
             !ring.defer.load(Ordering::Relaxed),
             "unbound: no longer defers"
         );
+    }
+
+    /// Runs `f` on a thread of its own and fails if it has not returned
+    /// within a minute (a hang, not a slow machine).
+    fn no_hang(f: impl FnOnce() + Send + 'static) {
+        let (tx, rx) = std::sync::mpsc::channel();
+        let t = std::thread::spawn(move || {
+            f();
+            let _ = tx.send(());
+        });
+        match rx.recv_timeout(std::time::Duration::from_secs(60)) {
+            Ok(()) => t.join().unwrap(),
+            Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => t.join().unwrap(),
+            Err(e) => panic!("hung: {e}"),
+        }
+    }
+
+    /// A waker that submits the thread's plug when woken (as an event
+    /// loop's code run from a waker might).
+    struct SubmitsWhenWoken;
+
+    impl std::task::Wake for SubmitsWhenWoken {
+        fn wake(self: Arc<Self>) {
+            crate::submit_plugged();
+        }
+    }
+
+    /// `submit_plugged` from a waker, which the owner runs under its
+    /// ring's lock, returns instead of waiting for that lock.
+    #[test]
+    fn submit_plugged_from_a_waker_returns() {
+        no_hang(|| {
+            use std::future::Future;
+            let (_engine, s, flow) = nop_engine();
+            let (target, mut w) = pipe();
+            let (ring, _fd) = s.bind_ring().unwrap();
+            ring.defer.store(true, Ordering::Relaxed);
+            let mut read = flow.read_file_async(&target, 0, vec![0u8; 1]);
+            let waker = std::task::Waker::from(Arc::new(SubmitsWhenWoken));
+            let mut cx = std::task::Context::from_waker(&waker);
+            assert!(std::pin::Pin::new(&mut read).poll(&mut cx).is_pending());
+            crate::submit_plugged();
+            std::io::Write::write_all(&mut w, b"x").unwrap();
+            while !read.is_done() {
+                s.look(&ring, true);
+            }
+        });
+    }
+
+    /// `submit_plugged` waits for the ring's lock held by another thread
+    /// (the service thread's look) rather than leaving the plug to the
+    /// take-over. The other thread lets go after 20 ms; a `submit_plugged`
+    /// that gave up at once would find the lock still held.
+    #[test]
+    fn submit_plugged_waits_for_a_ring_held_elsewhere() {
+        let (_engine, s, flow) = nop_engine();
+        let (target, mut w) = pipe();
+        let (ring, _fd) = s.bind_ring().unwrap();
+        ring.defer.store(true, Ordering::Relaxed);
+        let mut read = flow.read_file_async(&target, 0, vec![0u8; 1]);
+        assert!(!poll_once(&mut read));
+        let (held_tx, held_rx) = std::sync::mpsc::channel();
+        let other = ring.clone();
+        let holder = std::thread::spawn(move || {
+            let st = other.st.lock().unwrap();
+            let plugged = !st.plug.is_empty();
+            held_tx
+                .send((other.flushes.load(Ordering::SeqCst), plugged))
+                .unwrap();
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        });
+        let (flushes, plugged) = held_rx.recv().unwrap();
+        crate::submit_plugged();
+        if plugged {
+            assert!(
+                ring.flushes.load(Ordering::SeqCst) > flushes,
+                "submitted after the wait"
+            );
+        } else {
+            eprintln!("skipped: the service thread took the plug over first");
+        }
+        holder.join().unwrap();
+        std::io::Write::write_all(&mut w, b"x").unwrap();
+        while !read.is_done() {
+            s.look(&ring, true);
+        }
+    }
+
+    /// Requests left in a bound ring's plug are taken over once they have
+    /// waited across two looks with no flush, however often the owner
+    /// visited the ring meanwhile (an owner that keeps plugging).
+    #[test]
+    fn a_plug_left_waiting_is_taken_over_though_the_owner_visits() {
+        let (_engine, s, flow) = nop_engine();
+        let (target, mut w) = pipe();
+        let (ring, _fd) = s.bind_ring().unwrap();
+        ring.defer.store(true, Ordering::Relaxed);
+        let mut read = flow.read_file_async(&target, 0, vec![0u8; 1]);
+        assert!(!poll_once(&mut read));
+        // Judged under the ring's lock, asserted once the read is done
+        // (a failed assertion with the read still out would wait for it).
+        let seen = {
+            let mut st = ring.st.lock().unwrap();
+            (!st.plug.is_empty()).then(|| {
+                let once = s.owner_unresponsive(&ring, &mut st);
+                visit(&ring);
+                (once, s.owner_unresponsive(&ring, &mut st))
+            })
+        };
+        crate::submit_plugged();
+        std::io::Write::write_all(&mut w, b"x").unwrap();
+        while !read.is_done() {
+            s.look(&ring, true);
+        }
+        match seen {
+            None => eprintln!("skipped: the service thread took the plug over first"),
+            Some(seen) => assert_eq!(seen, (false, true), "taken over once seen twice"),
+        }
     }
 
     /// The service thread takes a bound ring over only once work has

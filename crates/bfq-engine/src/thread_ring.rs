@@ -24,7 +24,8 @@ use std::sync::Arc;
 /// (a future's `poll` returned `Pending`) the ring stays the thread's:
 /// its descriptor ([`AsRawFd`], [`AsFd`]) turns readable when a
 /// completion arrives, and the event loop then calls [`ThreadRing::reap`]
-/// (or polls any future of the engine on this thread), which reports the
+/// (or polls any future of the engine on this thread, unless the ring
+/// defers its futures' submissions), which reports the
 /// completions to the scheduler, submits what that dispatches and wakes
 /// the futures' wakers, on this thread. The descriptor is an io_uring
 /// instance: watch it for readability only (edge- or level-triggered),
@@ -94,9 +95,15 @@ impl ThreadRing {
     /// [`ThreadRing::reap`], by [`submit_plugged`] (which the event loop
     /// calls just before it parks: tokio's
     /// `runtime::Builder::on_thread_park(bfq_engine::submit_plugged)`),
-    /// when it holds 32 requests,
-    /// or when the thread blocks on the engine; a plug left waiting is
-    /// submitted by the service thread after 1-2 ms. Default off.
+    /// when it holds 32 requests, or when the thread blocks on the
+    /// engine; requests left in it across two of the service thread's
+    /// looks (1-2 ms) are submitted by the service thread. A loop that
+    /// stays busy never parks (tokio's current-thread runtime then polls
+    /// its reactor without calling `on_thread_park`), so its deferred
+    /// requests wait that long unless it calls [`submit_plugged`] where
+    /// it yields. For one runtime per core: on a multi-thread runtime a
+    /// task moved to another worker leaves its request in this thread's
+    /// plug. Default off.
     pub fn defer_submits(&self, on: bool) {
         self.ring.defer.store(on, Ordering::Relaxed);
     }
@@ -104,11 +111,15 @@ impl ThreadRing {
 
 /// Submits what the calling thread's futures left in its plug on each of
 /// its rings that defers their submissions
-/// ([`ThreadRing::defer_submits`]), and reaps those rings, without
-/// blocking, as [`ThreadRing::reap`] does; nothing on a thread without
-/// such a ring. An event loop calls it just before it parks (tokio:
-/// `runtime::Builder::on_thread_park(bfq_engine::submit_plugged)`, whose
-/// closure cannot hold the thread's `ThreadRing`).
+/// ([`ThreadRing::defer_submits`]), and reaps those rings as
+/// [`ThreadRing::reap`] does, waiting for a ring's lock while another
+/// thread (the service thread) holds it briefly; nothing on a thread
+/// without such a ring, and nothing when called from code the engine runs
+/// under the ring's lock (a waker, a buffer it lets go): that look
+/// submits the plug itself. An event loop calls it just before it parks
+/// (tokio: `runtime::Builder::on_thread_park(bfq_engine::submit_plugged)`,
+/// whose closure cannot hold the thread's `ThreadRing`), and where it
+/// yields if it stays busy.
 pub fn submit_plugged() {
     crate::driver::submit_plugged();
 }
