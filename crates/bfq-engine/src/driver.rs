@@ -3087,33 +3087,21 @@ mod tests {
     /// (counted), which the assertions allow.
     #[test]
     fn a_deferring_ring_submits_a_polled_request_only_when_told() {
-        let (_engine, s, flow) = nop_engine();
-        let (target, mut w) = pipe();
-        let (ring, _fd) = s.bind_ring().unwrap();
-        ring.defer.store(true, Ordering::Relaxed);
+        let mut d = Deferred::new();
+        let (s, ring) = (d.s.clone(), d.ring.clone());
         let taken = || s.bound_takeovers.load(Ordering::SeqCst);
         let (flushes, takeovers) = (ring.flushes.load(Ordering::SeqCst), taken());
-        let mut read = flow.read_file_async(&target, 0, vec![0u8; 1]);
-        assert!(!poll_once(&mut read));
-        let now = ring.flushes.load(Ordering::SeqCst);
-        assert!(
-            now == flushes || taken() > takeovers,
-            "the poll flushed the plug"
-        );
+        assert!(!poll_once(&mut d.read));
+        let polled = ring.flushes.load(Ordering::SeqCst);
+        let untaken = taken() == takeovers;
         crate::submit_plugged();
-        assert!(
-            ring.flushes.load(Ordering::SeqCst) > flushes,
-            "submitted when told"
-        );
-        std::io::Write::write_all(&mut w, b"x").unwrap();
-        while !read.is_done() {
-            s.look(&ring, true);
-        }
+        let told = ring.flushes.load(Ordering::SeqCst);
         s.unbind_ring(&ring);
-        assert!(
-            !ring.defer.load(Ordering::Relaxed),
-            "unbound: no longer defers"
-        );
+        let defers = ring.defer.load(Ordering::Relaxed);
+        d.finish();
+        assert!(polled == flushes || !untaken, "the poll flushed the plug");
+        assert!(told > flushes, "submitted when told");
+        assert!(!defers, "unbound: no longer defers");
     }
 
     /// Runs `f` on a thread of its own and fails if it has not returned
@@ -3141,25 +3129,58 @@ mod tests {
         }
     }
 
+    /// What the deferral tests start from: a NOP engine whose thread's
+    /// ring is bound and defers its futures' submissions, and a read of
+    /// a pipe issued on it (plugged, not polled).
+    struct Deferred {
+        s: Arc<Shared>,
+        ring: Arc<Ring>,
+        w: std::fs::File,
+        read: crate::Pending<Vec<u8>>,
+        _target: crate::FileTarget,
+        _flow: crate::Flow,
+        _engine: crate::Engine,
+    }
+
+    impl Deferred {
+        fn new() -> Deferred {
+            let (engine, s, flow) = nop_engine();
+            let (target, w) = pipe();
+            let (ring, _fd) = s.bind_ring().unwrap();
+            ring.defer.store(true, Ordering::Relaxed);
+            let read = flow.read_file_async(&target, 0, vec![0u8; 1]);
+            Deferred {
+                s,
+                ring,
+                w,
+                read,
+                _target: target,
+                _flow: flow,
+                _engine: engine,
+            }
+        }
+
+        /// Submits the plug, completes the read and reaps it.
+        fn finish(mut self) {
+            crate::submit_plugged();
+            std::io::Write::write_all(&mut self.w, b"x").unwrap();
+            while !self.read.is_done() {
+                self.s.look(&self.ring, true);
+            }
+        }
+    }
+
     /// `submit_plugged` from a waker, which the owner runs under its
     /// ring's lock, returns instead of waiting for that lock.
     #[test]
     fn submit_plugged_from_a_waker_returns() {
         no_hang(|| {
             use std::future::Future;
-            let (_engine, s, flow) = nop_engine();
-            let (target, mut w) = pipe();
-            let (ring, _fd) = s.bind_ring().unwrap();
-            ring.defer.store(true, Ordering::Relaxed);
-            let mut read = flow.read_file_async(&target, 0, vec![0u8; 1]);
+            let mut d = Deferred::new();
             let waker = std::task::Waker::from(Arc::new(SubmitsWhenWoken));
             let mut cx = std::task::Context::from_waker(&waker);
-            assert!(std::pin::Pin::new(&mut read).poll(&mut cx).is_pending());
-            crate::submit_plugged();
-            std::io::Write::write_all(&mut w, b"x").unwrap();
-            while !read.is_done() {
-                s.look(&ring, true);
-            }
+            assert!(std::pin::Pin::new(&mut d.read).poll(&mut cx).is_pending());
+            d.finish();
         });
     }
 
@@ -3169,14 +3190,10 @@ mod tests {
     /// that gave up at once would find the lock still held.
     #[test]
     fn submit_plugged_waits_for_a_ring_held_elsewhere() {
-        let (_engine, s, flow) = nop_engine();
-        let (target, mut w) = pipe();
-        let (ring, _fd) = s.bind_ring().unwrap();
-        ring.defer.store(true, Ordering::Relaxed);
-        let mut read = flow.read_file_async(&target, 0, vec![0u8; 1]);
-        assert!(!poll_once(&mut read));
+        let mut d = Deferred::new();
+        assert!(!poll_once(&mut d.read));
         let (held_tx, held_rx) = std::sync::mpsc::channel();
-        let other = ring.clone();
+        let other = d.ring.clone();
         let holder = std::thread::spawn(move || {
             let st = other.st.lock().unwrap();
             let plugged = !st.plug.is_empty();
@@ -3187,18 +3204,13 @@ mod tests {
         });
         let (flushes, plugged) = held_rx.recv().unwrap();
         crate::submit_plugged();
+        let now = d.ring.flushes.load(Ordering::SeqCst);
+        holder.join().unwrap();
+        d.finish();
         if plugged {
-            assert!(
-                ring.flushes.load(Ordering::SeqCst) > flushes,
-                "submitted after the wait"
-            );
+            assert!(now > flushes, "submitted after the wait");
         } else {
             eprintln!("skipped: the service thread took the plug over first");
-        }
-        holder.join().unwrap();
-        std::io::Write::write_all(&mut w, b"x").unwrap();
-        while !read.is_done() {
-            s.look(&ring, true);
         }
     }
 
@@ -3207,27 +3219,20 @@ mod tests {
     /// visited the ring meanwhile (an owner that keeps plugging).
     #[test]
     fn a_plug_left_waiting_is_taken_over_though_the_owner_visits() {
-        let (_engine, s, flow) = nop_engine();
-        let (target, mut w) = pipe();
-        let (ring, _fd) = s.bind_ring().unwrap();
-        ring.defer.store(true, Ordering::Relaxed);
-        let mut read = flow.read_file_async(&target, 0, vec![0u8; 1]);
-        assert!(!poll_once(&mut read));
+        let mut d = Deferred::new();
+        assert!(!poll_once(&mut d.read));
         // Judged under the ring's lock, asserted once the read is done
         // (a failed assertion with the read still out would wait for it).
         let seen = {
+            let (s, ring) = (&d.s, &d.ring);
             let mut st = ring.st.lock().unwrap();
             (!st.plug.is_empty()).then(|| {
-                let once = s.owner_unresponsive(&ring, &mut st);
-                visit(&ring);
-                (once, s.owner_unresponsive(&ring, &mut st))
+                let once = s.owner_unresponsive(ring, &mut st);
+                visit(ring);
+                (once, s.owner_unresponsive(ring, &mut st))
             })
         };
-        crate::submit_plugged();
-        std::io::Write::write_all(&mut w, b"x").unwrap();
-        while !read.is_done() {
-            s.look(&ring, true);
-        }
+        d.finish();
         match seen {
             None => eprintln!("skipped: the service thread took the plug over first"),
             Some(seen) => assert_eq!(seen, (false, true), "taken over once seen twice"),
