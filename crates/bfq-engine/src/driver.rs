@@ -2111,6 +2111,9 @@ fn push_finished(ws: &mut Vec<Waiter>, released: &mut Vec<Release>, f: Finished,
 /// Wakes every waiter and lets go of the finished requests' slots
 /// (keeping the vectors' memory for the next ones).
 fn wake_all(shared: &Shared, st: &mut RingState) {
+    if st.wakes.is_empty() && st.released.is_empty() {
+        return;
+    }
     if !st.wakes.is_empty() {
         let n = st.wakes.len() as u64;
         shared.cross_wakes.fetch_add(n, Ordering::Relaxed);
