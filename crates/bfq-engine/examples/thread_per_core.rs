@@ -4,8 +4,8 @@
 //! engine. Each core binds its ring to its runtime (`Engine::thread_ring`
 //! registered with tokio's reactor): completions wake the core that
 //! submitted them, which reaps them itself; the requests its tasks issue
-//! in one pass go to the kernel together when the runtime parks
-//! (`ThreadRing::defer_submits`, `bfq_engine::submit_plugged`).
+//! in one pass go to the kernel together (`ThreadRing::defer_submits`,
+//! `ThreadRing::plugged`, `bfq_engine::submit_plugged`).
 //!
 //! ```text
 //! cargo run --release -p bfq-engine --example thread_per_core -- \
@@ -98,7 +98,8 @@ fn serve_core(
     until: Instant,
 ) -> io::Result<Vec<u64>> {
     // Bound, the futures' requests wait in the core's plug until the
-    // runtime is about to park, and go to the kernel together.
+    // loop's turn comes after them (`plugged`) or the runtime is about to
+    // park, and go to the kernel together.
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_io()
         .on_thread_park(bfq_engine::submit_plugged)
@@ -129,6 +130,7 @@ fn serve_core(
                     None => return Ok(bytes),
                 },
                 r = reap_when_ready(ring.as_ref()) => r?,
+                () = submit_when_plugged(ring.as_ref()) => {}
             }
         }
     })
@@ -156,6 +158,17 @@ async fn reap_when_ready(ring: Option<&AsyncFd<ThreadRing>>) -> io::Result<()> {
         ready.clear_ready();
     }
     Ok(())
+}
+
+/// Waits until the core's tasks have left requests in its plug, then
+/// submits them: this task's turn comes after the tasks that were
+/// runnable, so one call carries what a pass over them plugged.
+async fn submit_when_plugged(ring: Option<&AsyncFd<ThreadRing>>) {
+    let Some(ring) = ring else {
+        return std::future::pending().await;
+    };
+    ring.get_ref().plugged().await;
+    bfq_engine::submit_plugged();
 }
 
 /// Random `BLOCK` reads through `flow` until `until`: (tenant, bytes).

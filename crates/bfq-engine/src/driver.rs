@@ -42,6 +42,7 @@ use std::sync::atomic::{
     fence, AtomicBool, AtomicI32, AtomicU32, AtomicU64, AtomicUsize, Ordering,
 };
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, TryLockError, Weak};
+use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
 /// User data of the read of a ring's wake eventfd.
@@ -269,6 +270,9 @@ pub(crate) struct RingState {
     /// The plug: requests submitted by the owner, not yet handed to the
     /// scheduler (see [`Shared::flush_plug`]).
     plug: Vec<Op>,
+    /// Woken when a request enters the empty plug of a ring that defers
+    /// its futures' submissions ([`crate::ThreadRing::poll_plugged`]).
+    plug_waker: Option<Waker>,
     /// Dispatched SQEs waiting to be pushed.
     pub sqes: Vec<squeue::Entry>,
     /// Completions reaped and not yet reported.
@@ -710,6 +714,7 @@ impl Shared {
                 woken: false,
                 waiting_seen: None,
                 plug_seen: None,
+                plug_waker: None,
                 timer_armed: false,
                 timer_fired: false,
                 timer_buf: Box::new(0),
@@ -935,6 +940,12 @@ impl Shared {
         let stay = self.enter_to_plug(ring, &mut st, then_wait);
         let bit = flow_bit(op.flow);
         st.plug.push(op);
+        if ring.defer.load(Ordering::Relaxed) {
+            if let Some(w) = st.plug_waker.take() {
+                let _out = CallingOut::new();
+                w.wake();
+            }
+        }
         ring.plugged.store(st.plug.len() as u32, Ordering::Release);
         let flows = ring.plug_flows.load(Ordering::Relaxed);
         if flows & bit == 0 {
@@ -1411,6 +1422,24 @@ impl Shared {
         ring
     }
 
+    /// [`crate::ThreadRing::poll_plugged`]: ready while requests wait in
+    /// `ring`'s plug; else the waker is kept for the next request plugged
+    /// (only the owner, the caller, plugs requests on its ring).
+    pub(crate) fn poll_plugged(&self, ring: &Ring, cx: &mut Context<'_>) -> Poll<()> {
+        if ring.plugged.load(Ordering::Acquire) > 0 {
+            return Poll::Ready(());
+        }
+        let mut st = ring.st.lock().unwrap_or_else(|p| p.into_inner());
+        if !st.plug.is_empty() {
+            return Poll::Ready(());
+        }
+        match &mut st.plug_waker {
+            Some(w) => w.clone_from(cx.waker()),
+            none => *none = Some(cx.waker().clone()),
+        }
+        Poll::Pending
+    }
+
     /// Unbinds `ring` (this thread's, bound by [`Shared::bind_ring`]): the
     /// owner leaves it as any thread does, so that from now on the
     /// service thread reaps what the owner leaves on it.
@@ -1418,6 +1447,7 @@ impl Shared {
         let mut st = self.enter_own(ring);
         ring.bound.store(false, Ordering::Relaxed);
         ring.defer.store(false, Ordering::Relaxed);
+        st.plug_waker = None;
         self.linger_or_leave(ring, &mut st, false);
     }
 
@@ -3105,6 +3135,45 @@ mod tests {
         assert!(polled == flushes || !untaken, "the poll flushed the plug");
         assert!(told > flushes, "submitted when told");
         assert!(!defers, "unbound: no longer defers");
+    }
+
+    /// Counts its wake-ups.
+    #[derive(Default)]
+    struct CountsWakes(AtomicU64);
+
+    impl std::task::Wake for CountsWakes {
+        fn wake(self: Arc<Self>) {
+            self.0.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+
+    /// `ThreadRing::poll_plugged`: pending with the plug empty, its waker
+    /// woken when a request enters the plug of a deferring ring, ready
+    /// while requests wait there, pending again once they are submitted.
+    #[test]
+    fn a_deferring_ring_wakes_its_loop_when_a_request_is_plugged() {
+        let (_engine, s, flow) = nop_engine();
+        let (target, mut w) = pipe();
+        let (ring, _fd) = s.bind_ring().unwrap();
+        ring.defer.store(true, Ordering::Relaxed);
+        let count = Arc::new(CountsWakes::default());
+        let waker = std::task::Waker::from(count.clone());
+        let mut cx = std::task::Context::from_waker(&waker);
+        let empty = s.poll_plugged(&ring, &mut cx).is_pending();
+        let mut read = flow.read_file_async(&target, 0, vec![0u8; 1]);
+        let woken = count.0.load(Ordering::SeqCst);
+        let ready = s.poll_plugged(&ring, &mut cx).is_ready();
+        assert!(!poll_once(&mut read));
+        crate::submit_plugged();
+        let after = s.poll_plugged(&ring, &mut cx).is_pending();
+        std::io::Write::write_all(&mut w, b"x").unwrap();
+        while !read.is_done() {
+            s.look(&ring, true);
+        }
+        assert!(empty, "pending with nothing plugged");
+        assert_eq!(woken, 1, "woken by the request plugged");
+        assert!(ready, "ready while it waits in the plug");
+        assert!(after, "pending once submitted");
     }
 
     /// Runs `f` on a thread of its own and fails if it has not returned

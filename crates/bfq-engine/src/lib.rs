@@ -86,7 +86,8 @@
 //! reap again. A core that leaves completions unreaped for 1-2 ms has its
 //! ring taken over by the service thread (their results then come
 //! through the futures' wakers). With [`ThreadRing::defer_submits`]`(true)`
-//! and the runtime calling [`submit_plugged`] before it parks (tokio:
+//! and the loop calling [`submit_plugged`] when [`ThreadRing::plugged`]
+//! is ready and before the runtime parks (tokio:
 //! `runtime::Builder::on_thread_park(bfq_engine::submit_plugged)`), the
 //! requests the core's tasks issue in one pass reach the kernel in one
 //! `io_uring_enter`.
@@ -100,14 +101,22 @@
 //! /// Runs on the core's own current-thread runtime, beside its tasks.
 //! async fn reap_forever(engine: &Engine) -> std::io::Result<()> {
 //!     let ring: ThreadRing = engine.thread_ring()?;
+//!     // The tasks' requests wait in the core's plug and go out together
+//!     // (the runtime built with `.on_thread_park(bfq_engine::submit_plugged)`).
+//!     ring.defer_submits(true);
 //!     // SAFETY: a ThreadRing's descriptor stays open, and the same,
 //!     // while the ThreadRing lives (here, inside the AsyncFd).
 //!     let ring = unsafe { AsyncFd::register_with_interest(ring, Interest::READABLE) }
 //!         .map_err(|e| e.into_parts().1)?;
 //!     loop {
-//!         let mut ready = ring.readable().await?;
-//!         if ready.get_inner().reap() {
-//!             ready.clear_ready();
+//!         tokio::select! {
+//!             ready = ring.readable() => {
+//!                 let mut ready = ready?;
+//!                 if ready.get_inner().reap() {
+//!                     ready.clear_ready();
+//!                 }
+//!             }
+//!             () = ring.get_ref().plugged() => bfq_engine::submit_plugged(),
 //!         }
 //!     }
 //! }

@@ -16,6 +16,7 @@ use std::marker::PhantomData;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, RawFd};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
+use std::task::{Context, Poll};
 
 /// This thread's io_uring ring for one engine, bound to the thread's
 /// event loop ([`Engine::thread_ring`]).
@@ -99,13 +100,32 @@ impl ThreadRing {
     /// engine; requests left in it across two of the service thread's
     /// looks (1-2 ms) are submitted by the service thread. A loop that
     /// stays busy never parks (tokio's current-thread runtime then polls
-    /// its reactor without calling `on_thread_park`), so its deferred
-    /// requests wait that long unless it calls [`submit_plugged`] where
-    /// it yields. For one runtime per core: on a multi-thread runtime a
+    /// its reactor without calling `on_thread_park`): it also awaits
+    /// [`ThreadRing::plugged`] and calls [`submit_plugged`] when that is
+    /// ready. For one runtime per core: on a multi-thread runtime a
     /// task moved to another worker leaves its request in this thread's
     /// plug. Default off.
     pub fn defer_submits(&self, on: bool) {
         self.ring.defer.store(on, Ordering::Relaxed);
+    }
+
+    /// Ready while this thread's futures have left requests in its plug
+    /// ([`ThreadRing::defer_submits`]); otherwise `cx`'s waker is woken
+    /// when the next one is left there. An event loop awaits it beside
+    /// the descriptor's readiness and calls [`ThreadRing::reap`] (which
+    /// submits the plug) when it is ready: the wake puts the loop's task
+    /// behind the tasks already runnable, so it submits what a whole pass
+    /// over them plugged, in one `io_uring_enter`, whether or not the
+    /// runtime parks after the pass (tokio does not call `on_thread_park`
+    /// while it has runnable tasks). The waker is woken on this thread,
+    /// while the request is plugged.
+    pub fn poll_plugged(&self, cx: &mut Context<'_>) -> Poll<()> {
+        self.shared.poll_plugged(&self.ring, cx)
+    }
+
+    /// [`ThreadRing::poll_plugged`] as a future.
+    pub async fn plugged(&self) {
+        std::future::poll_fn(|cx| self.poll_plugged(cx)).await
     }
 }
 

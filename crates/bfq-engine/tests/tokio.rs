@@ -243,13 +243,17 @@ fn bound_rings_on_current_thread_runtimes_read_their_blocks() {
 #[test]
 fn deferred_submissions_on_current_thread_runtimes_read_their_blocks() {
     bound_rings_read_their_blocks(Defer::UntilPark);
+    bound_rings_read_their_blocks(Defer::UntilPlugged);
     bound_rings_read_their_blocks(Defer::WithoutHook);
 }
 
 #[derive(Clone, Copy, PartialEq)]
 enum Defer {
     No,
+    /// `submit_plugged` as the runtime's `on_thread_park`.
     UntilPark,
+    /// The loop awaits `ThreadRing::plugged` and submits (no park hook).
+    UntilPlugged,
     WithoutHook,
 }
 
@@ -291,6 +295,7 @@ fn bound_rings_read_their_blocks(defer: Defer) {
                                     ready.clear_ready();
                                 }
                             }
+                            () = plugged(&ring, defer) => bfq_engine::submit_plugged(),
                         }
                     }
                 })
@@ -303,6 +308,15 @@ fn bound_rings_read_their_blocks(defer: Defer) {
     let s = engine.shutdown(ShutdownMode::Drain).unwrap();
     assert_eq!(s.completed as usize, total);
     assert_eq!((s.errors, s.held), (0, 0));
+}
+
+/// Ready when requests wait in the ring's plug, with `Defer::UntilPlugged`;
+/// never otherwise.
+async fn plugged(ring: &AsyncFd<bfq_engine::ThreadRing>, defer: Defer) {
+    match defer {
+        Defer::UntilPlugged => ring.get_ref().plugged().await,
+        _ => std::future::pending().await,
+    }
 }
 
 /// Polls `p` once (submitting it) with a waker that does nothing.

@@ -5,9 +5,10 @@
 //! runtime (`Engine::thread_ring`, its descriptor watched by tokio's
 //! reactor through `AsyncFd`, `reap()` on readiness), so that each
 //! runtime reaps its own completions, and the requests its tasks issue
-//! in a pass wait in its plug until it parks
-//! (`ThreadRing::defer_submits`, `bfq_engine::submit_plugged` as tokio's
-//! `on_thread_park`), so they go to the kernel together; and each flow's `depth` requests
+//! in a pass wait in its plug until its loop's turn comes after them
+//! (`ThreadRing::defer_submits`, `ThreadRing::plugged`), or it parks
+//! (`bfq_engine::submit_plugged` as tokio's `on_thread_park`), so they go
+//! to the kernel together; and each flow's `depth` requests
 //! as that many tasks of one request each, spread over the runtimes in
 //! turn (docs/engine.md, "Thread-per-core servers"). The flows are the
 //! threads client's engine flows, with its requests, buffers and
@@ -201,6 +202,7 @@ fn serve_core(run: &Run, cpu: usize, parts: &[Part]) -> io::Result<Vec<Done>> {
                     None => return Ok(done),
                 },
                 r = reap_when_ready(&ring) => r?,
+                () = ring.get_ref().plugged() => bfq_engine::submit_plugged(),
             }
         }
     })
