@@ -663,7 +663,11 @@ impl Engine {
     }
 
     /// An engine on a file the caller already opened (its flags, e.g.
-    /// `O_DIRECT`, are the caller's).
+    /// `O_DIRECT`, are the caller's). The engine reads them once, when it
+    /// opens, to check requests before they are submitted (a write to a
+    /// file open read-only, an `O_DIRECT` request not in whole direct-I/O
+    /// blocks): flags changed later (`fcntl(F_SETFL)` on a descriptor
+    /// sharing the open file) are not seen.
     pub fn builder_for_file(file: File) -> EngineBuilder {
         EngineBuilder::new(TargetSpec::File(file))
     }

@@ -17,7 +17,9 @@ use std::os::unix::fs::FileTypeExt;
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub(crate) struct DioAlign {
     /// The unit of offsets and lengths: a block device's logical block
-    /// size (`BLKSSZGET`), a regular file's `stx_dio_offset_align`.
+    /// size (`BLKSSZGET`), a regular file's `stx_dio_offset_align`, or its
+    /// `stx_dio_read_offset_align` where that is smaller (see
+    /// [`offset_unit`]).
     pub offset: Option<u32>,
     /// What the kernel reports as enough for buffer addresses
     /// (`stx_dio_mem_align`). Enough, not needed: a kernel may take less
@@ -39,12 +41,15 @@ pub(crate) fn dio_align(f: &File) -> io::Result<DioAlign> {
             f.as_raw_fd(),
             c"".as_ptr(),
             libc::AT_EMPTY_PATH,
-            libc::STATX_DIOALIGN,
+            libc::STATX_DIOALIGN | libc::STATX_DIO_READ_ALIGN,
             &mut st,
         )
     };
     let reported = r == 0 && st.stx_mask & libc::STATX_DIOALIGN != 0;
     let known = |v: u32| (reported && v > 0).then_some(v);
+    let read_reported = r == 0 && st.stx_mask & libc::STATX_DIO_READ_ALIGN != 0;
+    let read =
+        (read_reported && st.stx_dio_read_offset_align > 0).then_some(st.stx_dio_read_offset_align);
     let mem = known(st.stx_dio_mem_align);
     if m.file_type().is_block_device() {
         let mut bs: libc::c_int = 0;
@@ -54,9 +59,23 @@ pub(crate) fn dio_align(f: &File) -> io::Result<DioAlign> {
         return Ok(DioAlign { offset, mem });
     }
     Ok(DioAlign {
-        offset: known(st.stx_dio_offset_align),
+        offset: offset_unit(known(st.stx_dio_offset_align), read),
         mem,
     })
+}
+
+/// The unit the engine holds a regular file's direct-I/O offsets and
+/// lengths to: the smaller of the alignment the kernel reports for
+/// direct I/O (`offset`) and the one it reports for direct reads
+/// (`read`, `STATX_DIO_READ_ALIGN`, Linux 6.14). XFS reports its block
+/// as `offset` for a file with shared (reflinked) blocks, whose writes
+/// may need it, and 512 for its reads; the engine refuses only what no
+/// request may do, and leaves a write between the two to the kernel.
+fn offset_unit(offset: Option<u32>, read: Option<u32>) -> Option<u32> {
+    match (offset, read) {
+        (Some(o), Some(r)) => Some(o.min(r)),
+        (o, r) => o.or(r),
+    }
 }
 
 /// The checks a flow makes on each request for the engine's target
@@ -170,6 +189,18 @@ pub(crate) fn misaligned_buffer(errno: i32, ptr: *const u8, mem_align: u32) -> O
 mod tests {
     use super::*;
     use crate::{block_on, AlignedBuf, Engine, FlowOptions, ShutdownMode};
+
+    /// A reflinked XFS file reports its 4096-byte block for direct I/O
+    /// and 512 for direct reads: requests in 512-byte units are not
+    /// refused (the kernel serves reads, and writes it takes).
+    #[test]
+    fn the_smaller_of_the_reported_alignments_is_the_unit() {
+        assert_eq!(offset_unit(Some(4096), Some(512)), Some(512));
+        assert_eq!(offset_unit(Some(512), Some(4096)), Some(512));
+        assert_eq!(offset_unit(Some(4096), None), Some(4096));
+        assert_eq!(offset_unit(None, Some(512)), Some(512));
+        assert_eq!(offset_unit(None, None), None);
+    }
 
     fn rules(block: u64, writable: bool) -> TargetRules {
         TargetRules {

@@ -187,7 +187,11 @@ fn serve_core(run: &Run, cpu: usize, parts: &[Part]) -> io::Result<Vec<Done>> {
         Ok::<_, io::Error>((rt, ring))
     })();
     run.barrier.wait();
-    let (rt, ring) = set_up.map_err(|e| io::Error::new(e.kind(), format!("CPU {cpu}: {e}")))?;
+    let (rt, ring) = set_up.map_err(|e| {
+        // The other runtimes end their tasks now instead of at the run's end.
+        run.stop.store(true, Ordering::Release);
+        io::Error::new(e.kind(), format!("CPU {cpu}: {e}"))
+    })?;
     let start = *run.start.get_or_init(Instant::now);
     rt.block_on(async {
         let mut set = tokio::task::JoinSet::new();
