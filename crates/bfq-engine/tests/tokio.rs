@@ -319,6 +319,37 @@ async fn plugged(ring: &AsyncFd<bfq_engine::ThreadRing>, defer: Defer) {
     }
 }
 
+/// A NOP engine with bfq and one flow, this thread's ring bound, and a
+/// read of `len` bytes of a pipe polled once (on the bound ring, out
+/// until the pipe's write end `w` is written to).
+struct BoundRead {
+    engine: Engine,
+    _flow: Flow,
+    _target: bfq_engine::FileTarget,
+    w: std::fs::File,
+    ring: bfq_engine::ThreadRing,
+    read: Pending<Vec<u8>>,
+}
+
+impl BoundRead {
+    fn polled(len: usize) -> BoundRead {
+        let engine = Engine::nop().scheduler("bfq").open().unwrap();
+        let flow = engine.flow(FlowOptions::default()).unwrap();
+        let (target, w) = pipe();
+        let ring = engine.thread_ring().unwrap();
+        let mut read = flow.read_file_async(&target, 0, vec![0u8; len]);
+        assert!(!poll_once(&mut read));
+        BoundRead {
+            engine,
+            _flow: flow,
+            _target: target,
+            w,
+            ring,
+            read,
+        }
+    }
+}
+
 /// Polls `p` once (submitting it) with a waker that does nothing.
 fn poll_once<B: Send + 'static>(p: &mut Pending<B>) -> bool {
     let mut cx = Context::from_waker(Waker::noop());
@@ -353,12 +384,14 @@ fn readable(fd: i32, ms: i32) -> bool {
 /// woken); `reap` delivers the result.
 #[test]
 fn a_bound_rings_descriptor_turns_readable_when_a_request_completes() {
-    let engine = Engine::nop().scheduler("bfq").open().unwrap();
-    let flow = engine.flow(FlowOptions::default()).unwrap();
-    let (target, mut w) = pipe();
-    let ring = engine.thread_ring().unwrap();
-    let mut read = flow.read_file_async(&target, 0, vec![0u8; 5]);
-    assert!(!poll_once(&mut read));
+    let BoundRead {
+        engine,
+        _flow,
+        _target,
+        mut w,
+        ring,
+        read,
+    } = BoundRead::polled(5);
     assert!(!readable(ring.as_raw_fd(), 0));
     let writer = std::thread::spawn(move || w.write_all(b"hello").unwrap());
     assert!(readable(ring.as_raw_fd(), HANG.as_millis() as i32));
@@ -433,12 +466,14 @@ fn a_cancel_shutdown_ends_while_a_bound_ring_waits() {
 /// waiter on another thread while the owner sleeps elsewhere.
 #[test]
 fn a_dropped_thread_ring_leaves_its_requests_to_the_service_thread() {
-    let engine = Engine::nop().scheduler("bfq").open().unwrap();
-    let flow = engine.flow(FlowOptions::default()).unwrap();
-    let (target, mut w) = pipe();
-    let ring = engine.thread_ring().unwrap();
-    let mut read = flow.read_file_async(&target, 0, vec![0u8; 3]);
-    assert!(!poll_once(&mut read));
+    let BoundRead {
+        engine: _engine,
+        _flow,
+        _target,
+        mut w,
+        ring,
+        read,
+    } = BoundRead::polled(3);
     drop(ring);
     let waiter = std::thread::spawn(move || read.wait());
     w.write_all(b"abc").unwrap();
@@ -452,12 +487,14 @@ fn a_dropped_thread_ring_leaves_its_requests_to_the_service_thread() {
 #[test]
 fn a_bound_ring_is_watched_from_another_io_uring() {
     use io_uring::{opcode, types, IoUring};
-    let engine = Engine::nop().scheduler("bfq").open().unwrap();
-    let flow = engine.flow(FlowOptions::default()).unwrap();
-    let (target, mut w) = pipe();
-    let ring = engine.thread_ring().unwrap();
-    let mut read = flow.read_file_async(&target, 0, vec![0u8; 2]);
-    assert!(!poll_once(&mut read));
+    let BoundRead {
+        engine: _engine,
+        _flow,
+        _target,
+        mut w,
+        ring,
+        read,
+    } = BoundRead::polled(2);
     let mut runtime = IoUring::new(8).unwrap();
     let poll = opcode::PollAdd::new(types::Fd(ring.as_raw_fd()), libc::POLLIN as u32);
     // SAFETY: the entry refers to no memory.
@@ -485,12 +522,14 @@ fn a_bound_ring_is_watched_from_another_io_uring() {
 /// unresponsive owner and the other thread gets the result.
 #[test]
 fn a_bound_ring_whose_owner_sleeps_elsewhere_is_taken_over() {
-    let engine = Engine::nop().scheduler("bfq").open().unwrap();
-    let flow = engine.flow(FlowOptions::default()).unwrap();
-    let (target, mut w) = pipe();
-    let ring = engine.thread_ring().unwrap();
-    let mut read = flow.read_file_async(&target, 0, vec![0u8; 4]);
-    assert!(!poll_once(&mut read));
+    let BoundRead {
+        engine,
+        _flow,
+        _target,
+        mut w,
+        ring,
+        read,
+    } = BoundRead::polled(4);
     let waiter = std::thread::spawn(move || read.wait());
     w.write_all(b"away").unwrap();
     // The owner sleeps here, not in the engine, until the result is in.

@@ -501,6 +501,26 @@ fn a_file_too_large_for_its_filesystem_is_not_created() {
     assert_eq!(names, ["a"]);
 }
 
+/// A loop device of 4096-byte logical blocks (direct I/O) over a filled
+/// image of `size` bytes in a temporary directory (returned with it, to
+/// keep), or `None` after saying why (`skip`) where it cannot be made.
+fn loop_4k(skip: &str, size: u64) -> Option<(tempfile::TempDir, LoopDevice)> {
+    if !sys::is_root() || !Path::new("/dev/loop-control").exists() {
+        eprintln!("{skip}: needs root and loop devices");
+        return None;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let img = dir.path().join("4k.img");
+    bfq_real::create_filled(&img, size).unwrap();
+    match LoopDevice::create_with(&img, size, true, 4096) {
+        Ok(d) => Some((dir, d)),
+        Err(e) => {
+            eprintln!("{skip}: {e}");
+            None
+        }
+    }
+}
+
 /// On a device of 4096-byte logical blocks (a loop device made with
 /// `--sector-size 4096`, as a 4Kn disk), direct I/O in 512-byte units
 /// fails with `EINVAL`: such flows are refused before the run starts,
@@ -509,19 +529,8 @@ fn a_file_too_large_for_its_filesystem_is_not_created() {
 #[test]
 fn flows_not_in_whole_blocks_of_a_4096_byte_device_are_refused() {
     let skip = "SKIPPED flows_not_in_whole_blocks_of_a_4096_byte_device_are_refused";
-    if !sys::is_root() || !Path::new("/dev/loop-control").exists() {
-        eprintln!("{skip}: needs root and loop devices");
+    let Some((_dir, dev)) = loop_4k(skip, 8 << 20) else {
         return;
-    }
-    let dir = tempfile::tempdir().unwrap();
-    let img = dir.path().join("4k.img");
-    bfq_real::create_filled(&img, 8 << 20).unwrap();
-    let dev = match LoopDevice::create_with(&img, 8 << 20, true, 4096) {
-        Ok(d) => d,
-        Err(e) => {
-            eprintln!("{skip}: {e}");
-            return;
-        }
     };
     let f = std::fs::File::open(dev.path()).unwrap();
     assert_eq!(bfq_engine::direct_io_block(&f).unwrap(), 4096);
@@ -579,16 +588,8 @@ fn flows_not_in_whole_blocks_of_a_4096_byte_device_are_refused() {
 #[test]
 fn a_file_on_a_4096_byte_device_has_a_4096_byte_direct_io_unit() {
     let skip = "SKIPPED a_file_on_a_4096_byte_device_has_a_4096_byte_direct_io_unit";
-    if !sys::is_root() || !Path::new("/dev/loop-control").exists() {
-        eprintln!("{skip}: needs root and loop devices");
+    let Some((dir, dev)) = loop_4k(skip, 16 << 20) else {
         return;
-    }
-    let dir = tempfile::tempdir().unwrap();
-    let img = dir.path().join("fs.img");
-    bfq_real::create_filled(&img, 16 << 20).unwrap();
-    let dev = match LoopDevice::create_with(&img, 16 << 20, true, 4096) {
-        Ok(d) => d,
-        Err(e) => return eprintln!("{skip}: {e}"),
     };
     let mkfs = std::process::Command::new("mkfs.ext4")
         .args(["-q", "-F", "-b", "4096"])
