@@ -92,7 +92,9 @@ pub enum BenchCmd {
         /// keep the run with the median IOPS (damps a busy machine's
         /// noise); every round is listed with the cache-line round trip
         /// between the first two CPUs, timed before it (a virtual
-        /// machine's CPUs may sit close together or apart, and move).
+        /// machine's CPUs may sit close together or apart, and move),
+        /// then each column's paired per-round ratios to the kernel and
+        /// fio columns and to the engine's fifo on the same client.
         #[arg(long, default_value_t = 1)]
         repeat: u32,
         /// Pin the benchmark's threads (the engine's flow threads and its
@@ -573,6 +575,7 @@ fn randread(
     b.print_table(&rows, &cpus);
     if repeat > 1 {
         print_rounds(&rows, &rounds);
+        print!("{}", paired_table(&b.scheds, &rows, &rounds));
     }
     Ok(())
 }
@@ -934,6 +937,75 @@ fn print_rounds(rows: &[RandreadRow], rounds: &[Rounds]) {
     }
 }
 
+/// The columns a column is compared with round by round: every kernel
+/// or fio column (the references), and for an engine column `NAME[@MODE]`
+/// other than fifo, the engine's `fifo[@MODE]` where it runs (so bfq's
+/// cost over fifo's shows on the same client).
+fn paired_refs<'a>(col: &str, scheds: &'a [String]) -> Vec<&'a str> {
+    let is_ref = |s: &str| s.starts_with("kernel:") || s.starts_with(crate::fio_ref::PREFIX);
+    if is_ref(col) {
+        return Vec::new();
+    }
+    let fifo = match col.split_once('@') {
+        Some((_, mode)) => format!("fifo@{mode}"),
+        None => "fifo".to_string(),
+    };
+    scheds
+        .iter()
+        .map(String::as_str)
+        .filter(|s| is_ref(s) || (*s == fifo && col != fifo))
+        .collect()
+}
+
+/// Paired per-round ratios of `a`'s IOPS to `b`'s: round `i` of each
+/// column ran in the same rotation of the columns, so the machine's
+/// state drifts less between the two than between medians taken over
+/// the whole row. The median, the least and the most; `None` without
+/// rounds.
+fn paired_ratio(a: &[Round], b: &[Round]) -> Option<(f64, f64, f64)> {
+    let mut r: Vec<f64> = a
+        .iter()
+        .zip(b)
+        .map(|(x, y)| x.iops / y.iops.max(1e-9))
+        .collect();
+    r.sort_by(f64::total_cmp);
+    let median = match r.len() {
+        0 => return None,
+        n if n % 2 == 1 => r[n / 2],
+        n => (r[n / 2 - 1] + r[n / 2]) / 2.0,
+    };
+    Some((median, r[0], r[r.len() - 1]))
+}
+
+/// Each column's paired per-round ratios ([`paired_ratio`]) to the
+/// columns it is compared with ([`paired_refs`]), a line per row; empty
+/// where no column has one.
+fn paired_table(scheds: &[String], rows: &[RandreadRow], rounds: &[Rounds]) -> String {
+    use std::fmt::Write as _;
+    let mut lines = String::new();
+    for ((n, per, _), r) in rows.iter().zip(rounds) {
+        let mut line = String::new();
+        for (i, col) in scheds.iter().enumerate() {
+            for reference in paired_refs(col, scheds) {
+                let j = scheds.iter().position(|s| s == reference).unwrap_or(i);
+                if let Some((m, lo, hi)) = paired_ratio(&r[i], &r[j]) {
+                    let _ = write!(line, "  {col}/{reference} {m:.2} [{lo:.2}-{hi:.2}]");
+                }
+            }
+        }
+        if !line.is_empty() {
+            let _ = writeln!(lines, "{n:>6} {per:>6}{line}");
+        }
+    }
+    if lines.is_empty() {
+        return lines;
+    }
+    "Paired ratios (the median [least-most] over the rounds of each round's IOPS \
+     over those of the column run beside it in the same rotation):\n"
+        .to_string()
+        + &lines
+}
+
 fn nop(
     schedulers: Vec<String>,
     flows: u32,
@@ -1278,7 +1350,10 @@ fn print_fairness(
 
 #[cfg(test)]
 mod tests {
-    use super::{check_columns, column_config, randread_table, read_region, RunReport};
+    use super::{
+        check_columns, column_config, paired_ratio, paired_refs, paired_table, randread_table,
+        read_region, Round, RunReport,
+    };
     use bfq_real::EngineClient;
 
     #[test]
@@ -1328,6 +1403,47 @@ mod tests {
             assert!(!t.contains("x "), "{t}");
             assert!(!t.lines().any(|l| l.trim_end().ends_with(':')), "{t}");
         }
+    }
+
+    #[test]
+    fn paired_ratios_compare_round_by_round_with_references_and_fifo() {
+        let names = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        let scheds = names(&["fifo", "bfq", "bfq@tpc", "fifo@tpc", "fio:none"]);
+        assert_eq!(paired_refs("bfq", &scheds), ["fifo", "fio:none"]);
+        assert_eq!(paired_refs("bfq@tpc", &scheds), ["fifo@tpc", "fio:none"]);
+        assert_eq!(paired_refs("fifo", &scheds), ["fio:none"]);
+        assert!(paired_refs("fio:none", &scheds).is_empty());
+        let rounds = |v: &[f64]| {
+            v.iter()
+                .map(|&iops| Round {
+                    iops,
+                    trip: None,
+                    busy: None,
+                })
+                .collect::<Vec<_>>()
+        };
+        // The medians of the rounds are equal (200 both), the rounds not:
+        // the pairs' ratios are 2, 0.5, 1 and 1.
+        let (a, b) = (
+            rounds(&[200.0, 100.0, 300.0, 400.0]),
+            rounds(&[100.0, 200.0, 300.0, 400.0]),
+        );
+        assert_eq!(paired_ratio(&a, &b), Some((1.0, 0.5, 2.0)));
+        assert_eq!(paired_ratio(&a[..3], &b[..3]), Some((1.0, 0.5, 2.0)));
+        assert_eq!(paired_ratio(&[], &[]), None);
+        let row = (1, 64, Vec::new());
+        let cols = names(&["fifo", "bfq"]);
+        let t = paired_table(&cols, &[row], &[vec![b, a]]);
+        assert!(
+            t.ends_with("     1     64  bfq/fifo 1.00 [0.50-2.00]\n"),
+            "{t}"
+        );
+        let alone = paired_table(
+            &names(&["bfq"]),
+            &[(1, 64, Vec::new())],
+            &[vec![rounds(&[1.0])]],
+        );
+        assert!(alone.is_empty(), "{alone}");
     }
 
     #[test]
