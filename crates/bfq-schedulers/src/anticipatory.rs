@@ -16,7 +16,8 @@
 //! while the band has requests in that direction and tokens left, a lower
 //! priority request waits while the scheduler anticipates a higher priority
 //! one, a higher-priority arrival breaks the anticipation (and ends the
-//! batch), FIFO expiry only interrupts batches of its own band, merges only
+//! batch while its band has tokens left: a band out of tokens waits for
+//! the lower bands' batches, so that they do not starve), FIFO expiry only interrupts batches of its own band, merges only
 //! within a band.
 //!
 //! Choices where the sources are vague (see docs/schedulers.md):
