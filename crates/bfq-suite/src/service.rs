@@ -1,9 +1,10 @@
 //! How a scheduler served the flows, measured from the simulator's
 //! request trace (`t_ns,event,flow,req,sector,sectors,op`, docs/sim.md):
 //! dispatch runs (maximal sequences of consecutive dispatches to one
-//! flow, the service a flow gets before the device turns to another) and
-//! the device's queue depth. The findings' causes cite these numbers
-//! instead of asserting how a scheduler behaves.
+//! flow, the service a flow gets before the device turns to another),
+//! each flow's waits in the scheduler (from a request's arrival to its
+//! dispatch) and the device's queue depth. The findings' causes cite these
+//! numbers instead of asserting how a scheduler behaves.
 
 use std::collections::HashMap;
 use std::io::{self, Write};
@@ -16,11 +17,31 @@ struct FlowRuns {
     runs: u64,
     longest: u64,
     time_ns: u64,
+    /// Requests dispatched.
+    reqs: u64,
+    /// Requests whose arrival and dispatch were both seen, and their
+    /// summed waits.
+    waited: u64,
+    wait_ns: u64,
+    /// The longest wait and the dispatches of other flows' requests during
+    /// it.
+    worst_wait_ns: u64,
+    worst_wait_others: u64,
+}
+
+/// A queued request: its flow's wait starts at `t`, when `dispatches`
+/// requests had been dispatched.
+#[derive(Clone, Debug)]
+struct Queued {
+    t: u64,
+    dispatches: u64,
+    /// Dispatches of its own flow's requests up to `t`.
+    own: u64,
 }
 
 /// Service pattern of one run, fed line by line by the simulator's trace
 /// writer (it implements [`Write`]). Memory is bounded by the number of
-/// flows and one partial line.
+/// flows, the requests queued at a time and one partial line.
 #[derive(Debug, Default)]
 pub struct Service {
     partial: Vec<u8>,
@@ -35,6 +56,9 @@ pub struct Service {
     run_start: u64,
     /// Events before this time (ns) are not counted.
     from_ns: u64,
+    /// Requests queued and not yet dispatched, by trace id.
+    queued: HashMap<u64, Queued>,
+    dispatches: u64,
 }
 
 impl Service {
@@ -61,7 +85,11 @@ impl Service {
         if t < self.from_ns {
             return;
         }
-        let sectors: u64 = it.nth(2).and_then(|s| s.parse().ok()).unwrap_or(0);
+        let req: Option<u64> = it.next().and_then(|s| s.parse().ok());
+        let sectors: u64 = it.nth(1).and_then(|s| s.parse().ok()).unwrap_or(0);
+        if let Some(req) = req {
+            self.wait(t, ev, flow, req);
+        }
         if ev == "D" || ev == "C" {
             self.t0.get_or_insert(t);
             self.depth_ns += self.depth as f64 * t.saturating_sub(self.t_last) as f64;
@@ -84,6 +112,40 @@ impl Service {
             }
             "C" => self.depth = self.depth.saturating_sub(1),
             _ => {}
+        }
+    }
+
+    /// A request's wait in the scheduler: it starts at its arrival (`Q`)
+    /// and ends at its dispatch (`D`).
+    fn wait(&mut self, t: u64, ev: &str, flow: &str, req: u64) {
+        if ev == "Q" {
+            let own = self.flows.get(flow).map_or(0, |f| f.reqs);
+            let q = Queued {
+                t,
+                dispatches: self.dispatches,
+                own,
+            };
+            self.queued.insert(req, q);
+            return;
+        }
+        if ev != "D" {
+            return;
+        }
+        self.dispatches += 1;
+        let f = self.flows.entry(flow.to_string()).or_default();
+        f.reqs += 1;
+        let Some(q) = self.queued.remove(&req) else {
+            return;
+        };
+        let w = t.saturating_sub(q.t);
+        f.waited += 1;
+        f.wait_ns += w;
+        if w > f.worst_wait_ns {
+            f.worst_wait_ns = w;
+            // Dispatches since its arrival, less its own flow's (itself
+            // and any queued before it).
+            let own = f.reqs - q.own;
+            f.worst_wait_others = (self.dispatches - q.dispatches).saturating_sub(own);
         }
     }
 
@@ -159,6 +221,46 @@ impl Service {
         l.map(|(_, f)| f.longest)
             .max()
             .map_or(f64::NAN, |x| x as f64)
+    }
+
+    /// Dispatch runs of the flows matching `pred`.
+    pub fn runs(&self, pred: impl Fn(&str) -> bool) -> u64 {
+        self.flows
+            .iter()
+            .filter(|(n, _)| pred(n))
+            .map(|(_, f)| f.runs)
+            .sum()
+    }
+
+    /// Mean requests per dispatch run of the flows matching `pred` (NaN
+    /// when none was dispatched).
+    pub fn mean_run_reqs(&self, pred: impl Fn(&str) -> bool) -> f64 {
+        let r = self.runs(&pred);
+        let n: u64 = self
+            .flows
+            .iter()
+            .filter(|(n, _)| pred(n))
+            .map(|(_, f)| f.reqs)
+            .sum();
+        n as f64 / r as f64
+    }
+
+    /// Mean wait (ms) of flow `flow`'s requests from their arrival to
+    /// their dispatch (NaN when none was seen both arriving and
+    /// dispatched).
+    pub fn mean_wait_ms(&self, flow: &str) -> f64 {
+        self.flows
+            .get(flow)
+            .map_or(f64::NAN, |f| f.wait_ns as f64 / f.waited as f64 / 1e6)
+    }
+
+    /// Flow `flow`'s longest wait (ms) from a request's arrival to its
+    /// dispatch, and the requests of other flows dispatched during it
+    /// (NaN, 0 for a flow never dispatched).
+    pub fn worst_wait(&self, flow: &str) -> (f64, u64) {
+        self.flows.get(flow).map_or((f64::NAN, 0), |f| {
+            (f.worst_wait_ns as f64 / 1e6, f.worst_wait_others)
+        })
     }
 
     /// Dispatch runs per second (how often the device turns from one
@@ -244,6 +346,23 @@ mod tests {
         assert!((s.mean_run_ms(|f| f == "a") - 0.0015).abs() < 1e-12);
         assert!((s.mean_run_ms(|f| f == "b") - 0.001).abs() < 1e-12);
         assert!(s.mean_run_ms(|f| f == "c").is_nan());
+    }
+
+    /// Waits from arrival to dispatch: b's request waits behind two of a's.
+    #[test]
+    fn waits_from_arrival_to_dispatch() {
+        let t = "0,Q,a,1,0,8,R\n0,Q,b,2,99,8,R\n0,Q,a,3,8,8,R\n\
+                 0,D,a,1,0,8,R\n1000,C,a,1,0,8,R\n1000,D,a,3,8,8,R\n\
+                 2000,C,a,3,8,8,R\n2000,D,b,2,99,8,R\n3000,C,b,2,99,8,R\n";
+        let mut s = Service::new();
+        s.write_all(t.as_bytes()).unwrap();
+        let s = s.finish();
+        assert_eq!(s.worst_wait("b"), (0.002, 2));
+        assert_eq!(s.worst_wait("a"), (0.001, 0));
+        assert!((s.mean_wait_ms("a") - 0.0005).abs() < 1e-12);
+        assert_eq!(s.runs(|f| f == "a"), 1);
+        assert_eq!(s.mean_run_reqs(|f| f == "a"), 2.0);
+        assert!(s.worst_wait("c").0.is_nan());
     }
 
     /// A pattern counted from a time on ignores what came before.
