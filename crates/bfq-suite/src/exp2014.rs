@@ -438,7 +438,7 @@ pub fn startup() -> Experiment {
         title: "Application start-up times under the four workloads, without NCQ",
         source: "2014 report, Section 7.3.1, Figs. 5 and 6",
         device: SYS3,
-        what: "bash-, xterm- and konsole-sized start-ups (replays of the simulator's start-up traces: 48, 718 and 1900 requests) started 10 times with cold cache, one second apart (plus up to 0.5 s, so that runs meet the workload at different phases), from 10 s on (after the workload's weight raising, 6 s in BFQ+, has ended), on an idle disk and under each workload; mean start-up time and the device's aggregate throughput from the first start-up on (every flow's I/O, the start-ups' reads included, as the benchmark's `iostat` on the device reports it). Runs last at most 67 s (27 s with --quick): a start-up still in progress at the end counts with the time it surely ran (the mean is then a lower bound, noted).",
+        what: "bash-, xterm- and konsole-sized start-ups (replays of the simulator's start-up traces: 48, 718 and 1900 requests) started 10 times with cold cache, one second apart (plus up to 0.5 s, so that runs meet the workload at different phases), from 10 s on (after the workload's weight raising, 6 s in BFQ+, has ended), on an idle disk and under each workload; mean start-up time and the device's aggregate throughput from the first start-up on (every flow's I/O, the start-ups' reads included, as the benchmark's `iostat` on the device reports it). Runs last at most 67 s (27 s with --quick): a start-up still in progress at the end counts with the time it surely ran (the mean is then a lower bound, noted). Bash's runs under BFQ, BFQ+ and CFQ also measure each scheduler's turns and the writes' share of the device time from the request trace, from the first start-up on.",
         metrics: {
             let mut m = vec![
                 metric("startup_s", "Start-up time", "s", true),
@@ -1110,7 +1110,7 @@ pub fn video() -> Experiment {
         title: "Video playback frame drops while bash starts every 3 s",
         source: "2014 report, Section 7.4, Fig. 7",
         device: SYS1,
-        what: "A 27 fps player (a periodic flow reading 48 kB every 37 ms through Linux read-ahead, as a player reads its file; a frame is dropped if its data arrives more than 110 ms after its release) plays for 30 s while bash starts with cold cache every 3 s from 10 s on and a workload runs; frame-drop rate (dropped frames per second of playback).",
+        what: "A 27 fps player (a periodic flow reading 48 kB every 37 ms through Linux read-ahead, as a player reads its file; a frame is dropped if its data arrives more than 110 ms after its release) plays for 30 s while bash starts with cold cache every 3 s from 10 s on and a workload runs; frame-drop rate (dropped frames per second of playback); each scheduler's turns and the writes' share of the device time from 10 s on, measured from the request trace.",
         metrics: {
             let mut m = vec![
                 metric("drops", "Frame-drop rate", "frames/s", true),
