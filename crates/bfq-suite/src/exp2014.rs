@@ -3,9 +3,11 @@
 //! video playback (Fig. 7) and code-development tasks (Figs. 8-9).
 
 use crate::check::{max, min, n, near, need, val, Val};
+use crate::exp2014_writes::{self, WHY};
 use crate::model::*;
 use crate::scen::{self, header, region};
 use crate::settings as st;
+use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
 const SYS1: &str = "maxtor-6l080l0";
@@ -81,8 +83,12 @@ pub fn throughput() -> Experiment {
         title: "Aggregate throughput under the four workloads, without NCQ",
         source: "2014 report, Section 7.2.1, Fig. 3",
         device: SYS3,
-        what: "Ten greedy readers/writers of private 5 GB files in one partition: 10r-seq, 10r-rand, 5r5w-seq, 5r5w-rand (writers buffered, through the flusher). Long: 120 s, throughput after the first 20 s (30 s and 10 s with --quick); short: the first 15 s.",
-        metrics: vec![metric("agg", "Aggregate throughput", "MB/s", true)],
+        what: "Ten greedy readers/writers of private 5 GB files in one partition: 10r-seq, 10r-rand, 5r5w-seq, 5r5w-rand (writers buffered, through the flusher). Long: 120 s, throughput after the first 20 s (30 s and 10 s with --quick); short: the first 15 s. The sequential workloads' long runs also measure each scheduler's turns from the request trace over the same steady part.",
+        metrics: {
+            let mut m = vec![metric("agg", "Aggregate throughput", "MB/s", true)];
+            m.extend(exp2014_writes::metrics());
+            m
+        },
         variants,
         configs: cfgs(),
         reps: 5,
@@ -134,8 +140,18 @@ fn throughput_on(dev: &str, v: &Variant, c: &Config, ctx: &Ctx) -> anyhow::Resul
         c,
     );
     s.push_str(&workload(w));
-    let r = scen::run(&s, &format!("2014/{dev}/{}--{}", v.id, c.label), ctx)?;
+    let origin = format!("2014/{dev}/{}--{}", v.id, c.label);
     let mut out = RunOut::default();
+    // The turns of the sequential workloads' long runs without NCQ (the
+    // causes of the findings on BFQ's gain over CFQ), measured from the
+    // trace over the steady part.
+    let r = if dev == SYS3 && long && w.ends_with("seq") {
+        let (r, svc) = scen::run_traced_from(&s, &origin, ctx, (skip * 1e9) as u64)?;
+        exp2014_writes::measure(&svc, &mut out.metrics);
+        r
+    } else {
+        scen::run(&s, &origin, ctx)?
+    };
     let agg = if long {
         scen::steady_rate(&r, skip, is_bg)
     } else {
@@ -164,6 +180,43 @@ fn cell(e: &ExpResult, v: &str, c: &str, k: &str) -> String {
     )
 }
 
+/// Why BFQ's gain over CFQ in variant `v` differs from the report's
+/// +24%: what each scheduler's turns were (each turn starts with a seek
+/// to another file), and under 5r5w-seq the writes' share of the device
+/// time ([`exp2014_writes`]).
+fn throughput_turns_cause(e: &ExpResult, v: &str) -> Cause {
+    let cfgs = [("BFQ+", BFQP), ("BFQ", BFQ), ("CFQ", "cfq")];
+    let per = |k: &str, unit: &str| {
+        let one = |(l, c): &(&str, &str)| e.mean(v, c, k).map(|x| format!("{l} {}{unit}", n(x)));
+        cfgs.iter().filter_map(one).collect::<Vec<_>>().join(", ")
+    };
+    let mut parts = vec![format!(
+        "the readers' mean turn: {}",
+        per(exp2014_writes::READER_TURN_MS, " ms")
+    )];
+    let writes = per(exp2014_writes::WRITES_PCT, "%");
+    if !writes.is_empty() {
+        parts.push(format!("the writes' share of the device time: {writes}"));
+    }
+    // CFQ's slices share a 300 ms target latency among the busy sync
+    // queues: 5 under 5r5w-seq, 10 under 10r-seq.
+    if v == "5r5w-seq-long" {
+        if let Some(t) = e.mean("10r-seq-long", "cfq", exp2014_writes::READER_TURN_MS) {
+            parts.push(format!("CFQ's readers' turn under 10r-seq, with twice the sync queues sharing its 300 ms target latency: {} ms", n(t)));
+        }
+    }
+    Cause::new(
+        CauseKind::Scheduler,
+        format!(
+            "the turns' lengths set these ratios (every turn begins with a seek to another file); measured over the steady part: {}; ours: {}, {}, {} MB/s",
+            parts.join("; "),
+            cell(e, v, BFQP, "agg"),
+            cell(e, v, BFQ, "agg"),
+            cell(e, v, "cfq", "agg")
+        ),
+    )
+}
+
 fn find_throughput(e: &ExpResult) -> Vec<Finding> {
     let mut out = vec![];
     let has = |v: &str| e.variants.iter().any(|x| x.id == v);
@@ -186,17 +239,7 @@ fn find_throughput(e: &ExpResult) -> Vec<Finding> {
                 },
             )
             .cite(F3)
-            .cause_unless_holds(|| {
-                Cause::new(
-                    CauseKind::Scheduler,
-                    format!(
-                        "the budgets' and CFQ's slices' lengths set these ratios; ours: {}, {}, {} MB/s",
-                        cell(e, &v, BFQP, "agg"),
-                        cell(e, &v, BFQ, "agg"),
-                        cell(e, &v, "cfq", "agg")
-                    ),
-                )
-            }),
+            .cause_unless_holds(|| throughput_turns_cause(e, &v)),
         );
     }
     if has("5r5w-seq-long") {
@@ -395,11 +438,15 @@ pub fn startup() -> Experiment {
         title: "Application start-up times under the four workloads, without NCQ",
         source: "2014 report, Section 7.3.1, Figs. 5 and 6",
         device: SYS3,
-        what: "bash-, xterm- and konsole-sized start-ups (replays of the simulator's start-up traces: 48, 718 and 1900 requests) started 10 times with cold cache, one second apart (plus up to 0.5 s, so that runs meet the workload at different phases), from 10 s on (after the workload's weight raising, 6 s in BFQ+, has ended), on an idle disk and under each workload; mean start-up time and the device's aggregate throughput from the first start-up on (every flow's I/O, the start-ups' reads included, as the benchmark's `iostat` on the device reports it). Runs last at most 67 s (27 s with --quick): a start-up still in progress at the end counts with the time it surely ran (the mean is then a lower bound, noted).",
-        metrics: vec![
-            metric("startup_s", "Start-up time", "s", true),
-            metric("agg", "Aggregate throughput of the device (start-ups included)", "MB/s", true),
-        ],
+        what: "bash-, xterm- and konsole-sized start-ups (replays of the simulator's start-up traces: 48, 718 and 1900 requests) started 10 times with cold cache, one second apart (plus up to 0.5 s, so that runs meet the workload at different phases), from 10 s on (after the workload's weight raising, 6 s in BFQ+, has ended), on an idle disk and under each workload; mean start-up time and the device's aggregate throughput from the first start-up on (every flow's I/O, the start-ups' reads included, as the benchmark's `iostat` on the device reports it). Runs last at most 67 s (27 s with --quick): a start-up still in progress at the end counts with the time it surely ran (the mean is then a lower bound, noted). Bash's runs under BFQ, BFQ+ and CFQ also measure each scheduler's turns and the writes' share of the device time from the request trace, from the first start-up on.",
+        metrics: {
+            let mut m = vec![
+                metric("startup_s", "Start-up time", "s", true),
+                metric("agg", "Aggregate throughput of the device (start-ups included)", "MB/s", true),
+            ];
+            m.extend(exp2014_writes::metrics());
+            m
+        },
         variants,
         configs: {
             let mut c = cfgs();
@@ -499,15 +546,24 @@ fn startup_mean(
 
 fn startup_on(dev: &str, v: &Variant, c: &Config, ctx: &Ctx) -> anyhow::Result<RunOut> {
     let w = v.id.split_once('/').map_or("idle", |x| x.1);
-    let (st, agg, note) = startup_run(dev, v, c, ctx, "")?;
+    // What the writers cost BFQ, BFQ+ and CFQ while bash starts (the
+    // causes of the findings on BFQ under 5r5w), and the rounds under
+    // 10r for comparison, measured from the trace.
+    let mut writes = BTreeMap::new();
+    let traced = dev == SYS3
+        && v.id.starts_with("bash/")
+        && w != "idle"
+        && [BFQ, BFQP, "cfq"].contains(&c.label.as_str());
+    let (st, agg, note) = startup_run(dev, v, c, ctx, "", traced.then_some(&mut writes))?;
     let mut out = RunOut::default();
+    out.metrics.extend(writes);
     out.notes.extend(note);
     out.metrics.insert("startup_s".into(), st);
     out.metrics.insert("agg".into(), agg);
     // The cause of `bfq`'s start-up under writers: the same run with the
     // drive's write cache off shows what its destaging costs.
     if c.label == BEST && w.starts_with("5r5w") && dev == SYS3 {
-        let (st, _, _) = startup_run(dev, v, c, ctx, "write_cache = false\n")?;
+        let (st, _, _) = startup_run(dev, v, c, ctx, "write_cache = false\n", None)?;
         out.metrics.insert(NO_CACHE.into(), st);
     }
     // What `bfq`'s bash start-up with low_latency off owes to its
@@ -521,7 +577,7 @@ fn startup_on(dev: &str, v: &Variant, c: &Config, ctx: &Ctx) -> anyhow::Result<R
             let mut c = c.clone();
             c.label.push_str(&format!(" {k}=0"));
             c.settings.push((k.into(), "0".into()));
-            let (st, _, _) = startup_run(dev, v, &c, ctx, "")?;
+            let (st, _, _) = startup_run(dev, v, &c, ctx, "", None)?;
             out.metrics.insert(metric.into(), st);
         }
     }
@@ -537,13 +593,16 @@ const KERNEL_CHARGING: &str = "startup_kernel_charging_s";
 const KERNEL_IN_TIME: &str = "startup_kernel_in_time_s";
 
 /// One start-up run: mean start-up time, the workload's aggregate
-/// throughput and a note when a start-up did not finish.
+/// throughput and a note when a start-up did not finish; with `writes`,
+/// the run is traced and what the writers cost from the first start-up
+/// on goes there ([`exp2014_writes::measure`]).
 fn startup_run(
     dev: &str,
     v: &Variant,
     c: &Config,
     ctx: &Ctx,
     device_extra: &str,
+    writes: Option<&mut BTreeMap<String, f64>>,
 ) -> anyhow::Result<(f64, f64, Option<String>)> {
     let (app, w) = v.id.split_once('/').unwrap_or((&v.id, "idle"));
     // after the workload's weight raising (BFQ+: T_rais = 6 s) has ended
@@ -569,7 +628,16 @@ fn startup_run(
     } else {
         "-nocache"
     };
-    let r = scen::run(&s, &format!("2014/{dev}/{}--{}{tag}", v.id, c.label), ctx)?;
+    let origin = format!("2014/{dev}/{}--{}{tag}", v.id, c.label);
+    let r = match writes {
+        Some(m) => {
+            let from = (start * 1e9) as u64;
+            let (r, svc) = scen::run_traced_from(&s, &origin, ctx, from)?;
+            exp2014_writes::measure(&svc, m);
+            r
+        }
+        None => scen::run(&s, &origin, ctx)?,
+    };
     let a = r.flows.iter().find(|f| f.name == "app");
     let times: &[f64] = a.map(|f| f.run_times_s.as_slice()).unwrap_or_default();
     let last_end = a.and_then(|f| f.completions_s.last().copied());
@@ -630,6 +698,31 @@ fn startup_cause(e: &ExpResult, app: &str, cs: &[&str]) -> Cause {
                 .map(|c| format!("{c}: {}", times_txt(e, app, c)))
                 .collect::<Vec<_>>()
                 .join("; ")
+        ),
+    )
+}
+
+/// Why our BFQ (2010) starts bash faster under the writers' workloads
+/// than under 10r, where the report's was slowed by them (Sec. 7.3.1): a
+/// new flow gets B_max and waits for about a round of the others' turns,
+/// and the writers shorten the round ([`exp2014_writes`]). `lead`: what
+/// the finding's own figures add, first.
+fn bash_writers_cause(e: &ExpResult, lead: &str) -> Cause {
+    let cfgs = [("BFQ", BFQ), ("BFQ+", BFQP), ("CFQ", "cfq")];
+    let measured = exp2014_writes::evidence(
+        e,
+        |w| format!("bash/{w}"),
+        &["5r5w-seq", "5r5w-rand"],
+        "10r-seq",
+        &cfgs,
+    );
+    Cause::new(
+        CauseKind::DeviceModel,
+        format!(
+            "{lead}BFQ starts bash faster under the writers' workloads than under the readers' ({}): bash joins B-WF2Q+ with a full budget (B_max, report Sec. 4.3) and waits for about a round of the other flows' turns, then runs in its idle time; {WHY}; measured from the first start-up on: {measured}; BFQ+ {}; CFQ {}",
+            times_txt(e, "bash", BFQ),
+            times_txt(e, "bash", BFQP),
+            times_txt(e, "bash", "cfq"),
         ),
     )
 }
@@ -799,7 +892,10 @@ fn startup_lowest(e: &ExpResult, app: &str, factor: f64, src: &str) -> Vec<Findi
             },
         )
         .cite(src)
-        .cause_unless_holds(|| startup_cause(e, app, &[BFQP, BFQ, "cfq"])),
+        .cause_unless_holds(|| match app {
+            "bash" => bash_writers_cause(e, "the report's BFQ was slowest under the writers' workloads (worse than CFQ there, Sec. 7.3.1), ours is fastest there; "),
+            _ => startup_cause(e, app, &[BFQP, BFQ, "cfq"]),
+        }),
     );
     let mut vals = times(e, app, BFQP);
     vals.push(m(e, &format!("{app}/idle"), BFQP, "startup_s"));
@@ -844,7 +940,7 @@ fn startup_bash(e: &ExpResult) -> Vec<Finding> {
             },
         )
         .cite(F5)
-        .cause_unless_holds(|| startup_cause(e, "bash", &[BFQ, "cfq"])),
+        .cause_unless_holds(|| bash_writers_cause(e, "")),
     );
     let agg = |c: &str| {
         WORKLOADS
@@ -1014,11 +1110,15 @@ pub fn video() -> Experiment {
         title: "Video playback frame drops while bash starts every 3 s",
         source: "2014 report, Section 7.4, Fig. 7",
         device: SYS1,
-        what: "A 27 fps player (a periodic flow reading 48 kB every 37 ms through Linux read-ahead, as a player reads its file; a frame is dropped if its data arrives more than 110 ms after its release) plays for 30 s while bash starts with cold cache every 3 s from 10 s on and a workload runs; frame-drop rate (dropped frames per second of playback).",
-        metrics: vec![
-            metric("drops", "Frame-drop rate", "frames/s", true),
-            metric("agg", "Aggregate throughput of the device (start-ups included)", "MB/s", false),
-        ],
+        what: "A 27 fps player (a periodic flow reading 48 kB every 37 ms through Linux read-ahead, as a player reads its file; a frame is dropped if its data arrives more than 110 ms after its release) plays for 30 s while bash starts with cold cache every 3 s from 10 s on and a workload runs; frame-drop rate (dropped frames per second of playback); each scheduler's turns and the writes' share of the device time from 10 s on, measured from the request trace.",
+        metrics: {
+            let mut m = vec![
+                metric("drops", "Frame-drop rate", "frames/s", true),
+                metric("agg", "Aggregate throughput of the device (start-ups included)", "MB/s", false),
+            ];
+            m.extend(exp2014_writes::metrics());
+            m
+        },
         variants: WORKLOADS.iter().map(|w| var(w, w)).collect(),
         configs: cfgs(),
         reps: 5,
@@ -1046,8 +1146,12 @@ fn run_video(v: &Variant, c: &Config, ctx: &Ctx) -> anyhow::Result<RunOut> {
         region(55 << 30, 1 << 30)
     );
     s.push_str(&app_flow("bash", 10.0, "3s", None));
-    let r = scen::run(&s, &format!("2014/{SYS1}/video-{}--{}", v.id, c.label), ctx)?;
+    // What the writers cost each scheduler from the first start-up of
+    // bash on (the causes of the finding on BFQ under 5r5w).
+    let origin = format!("2014/{SYS1}/video-{}--{}", v.id, c.label);
+    let (r, svc) = scen::run_traced_from(&s, &origin, ctx, 10_000_000_000)?;
     let mut out = RunOut::default();
+    exp2014_writes::measure(&svc, &mut out.metrics);
     let p = r.flows.iter().find(|f| f.name == "player");
     let drops = p.map(|f| f.deadline_misses as f64).unwrap_or(0.0) / r.sim_time_s.max(1e-9);
     out.metrics.insert("drops".into(), drops);
@@ -1104,9 +1208,34 @@ fn find_video(e: &ExpResult) -> Vec<Finding> {
             |x| (x[0] > x[1].max(x[2]) && x[3] > x[4].max(x[5]), format!("ours (frames/s): BFQ {}", txt(BFQ))),
         )
         .cite(f7)
-        .cause_unless_holds(|| Cause::new(CauseKind::Scheduler, format!("ours (frames/s): BFQ {}; BFQ+ {}; CFQ {}", txt(BFQ), txt(BFQP), txt("cfq")))),
+        .cause_unless_holds(|| video_writers_cause(e, &txt)),
     );
     out
+}
+
+/// Why our BFQ (2010) drops no more frames under the writers' workloads
+/// than under 10r, where the report's dropped the most (Sec. 7.4): the
+/// player waits for at most the turn in service, and the writers' turns
+/// are no longer than the readers' ([`exp2014_writes`]). `txt(config)`:
+/// its drop rates.
+fn video_writers_cause(e: &ExpResult, txt: &dyn Fn(&str) -> String) -> Cause {
+    let cfgs = [("BFQ", BFQ), ("BFQ+", BFQP), ("CFQ", "cfq")];
+    let measured = exp2014_writes::evidence(
+        e,
+        str::to_string,
+        &["5r5w-seq", "5r5w-rand"],
+        "10r-seq",
+        &cfgs,
+    );
+    Cause::new(
+        CauseKind::DeviceModel,
+        format!(
+            "BFQ serves the player's reads after the turn in service whatever flow holds it (B-WF2Q+ picks its small budgets first), so what the writers could cost it is longer turns; {WHY}; measured from 10 s on: {measured}; frames/s: BFQ {}; BFQ+ {}; CFQ {}",
+            txt(BFQ),
+            txt(BFQP),
+            txt("cfq"),
+        ),
+    )
 }
 
 // ------------------------------------------------------------- Figs. 8-9

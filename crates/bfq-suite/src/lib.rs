@@ -16,6 +16,7 @@ pub mod charts;
 pub mod check;
 pub mod exp2010;
 pub mod exp2014;
+pub mod exp2014_writes;
 pub mod exp2018;
 pub mod exp_asprio;
 pub mod exp_real;

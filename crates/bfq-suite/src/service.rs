@@ -200,6 +200,27 @@ impl Service {
         }
     }
 
+    /// Mean time (ms) between the starts of two turns of one flow
+    /// matching `pred`: the span from the first dispatch to the last event
+    /// over each such flow's dispatch runs, averaged over the flows that
+    /// were dispatched. With every flow backlogged this is a round of
+    /// B-WF2Q+ or of CFQ's service (each flow served once), what a flow
+    /// that joins with a full budget waits for at most. NaN when none was
+    /// dispatched.
+    pub fn round_ms(&self, pred: impl Fn(&str) -> bool) -> f64 {
+        let span = self.t_last.saturating_sub(self.t0.unwrap_or(0)) as f64 / 1e6;
+        let (n, runs) = self
+            .flows
+            .iter()
+            .filter(|(name, f)| pred(name) && f.runs > 0)
+            .fold((0u64, 0u64), |(n, r), (_, f)| (n + 1, r + f.runs));
+        if runs == 0 {
+            f64::NAN
+        } else {
+            span * n as f64 / runs as f64
+        }
+    }
+
     /// Mean sectors per dispatch run of the flows whose name matches
     /// `pred` (NaN when none was dispatched).
     pub fn mean_run_sectors(&self, pred: impl Fn(&str) -> bool) -> f64 {
@@ -346,6 +367,12 @@ mod tests {
         assert!((s.mean_run_ms(|f| f == "a") - 0.0015).abs() < 1e-12);
         assert!((s.mean_run_ms(|f| f == "b") - 0.001).abs() < 1e-12);
         assert!(s.mean_run_ms(|f| f == "c").is_nan());
+        // Rounds over the 4 us span: a had 2 runs, b 1; together 2 flows
+        // in 3 runs.
+        assert!((s.round_ms(|f| f == "a") - 0.002).abs() < 1e-12);
+        assert!((s.round_ms(|f| f == "b") - 0.004).abs() < 1e-12);
+        assert!((s.round_ms(|_| true) - 0.008 / 3.0).abs() < 1e-12);
+        assert!(s.round_ms(|f| f == "c").is_nan());
     }
 
     /// Waits from arrival to dispatch: b's request waits behind two of a's.
