@@ -717,7 +717,7 @@ fn bash_writers_cause(e: &ExpResult, lead: &str) -> Cause {
         &cfgs,
     );
     Cause::new(
-        CauseKind::DeviceModel,
+        CauseKind::WorkloadModel,
         format!(
             "{lead}BFQ starts bash faster under the writers' workloads than under the readers' ({}): bash joins B-WF2Q+ with a full budget (B_max, report Sec. 4.3) and waits for about a round of the other flows' turns, then runs in its idle time; {WHY}; measured from the first start-up on: {measured}; BFQ+ {}; CFQ {}",
             times_txt(e, "bash", BFQ),
@@ -1228,7 +1228,7 @@ fn video_writers_cause(e: &ExpResult, txt: &dyn Fn(&str) -> String) -> Cause {
         &cfgs,
     );
     Cause::new(
-        CauseKind::DeviceModel,
+        CauseKind::WorkloadModel,
         format!(
             "BFQ serves the player's reads after the turn in service whatever flow holds it (B-WF2Q+ picks its small budgets first), so what the writers could cost it is longer turns; {WHY}; measured from 10 s on: {measured}; frames/s: BFQ {}; BFQ+ {}; CFQ {}",
             txt(BFQ),
