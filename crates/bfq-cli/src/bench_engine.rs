@@ -94,7 +94,8 @@ pub enum BenchCmd {
         /// between the first two CPUs, timed before it (a virtual
         /// machine's CPUs may sit close together or apart, and move),
         /// then each column's paired per-round ratios to the kernel and
-        /// fio columns and to the engine's fifo on the same client.
+        /// fio columns, to the engine's fifo on the same client and, for
+        /// NAME@MODE, to the plain NAME (`paired_ratios` in --json).
         #[arg(long, default_value_t = 1)]
         repeat: u32,
         /// Pin the benchmark's threads (the engine's flow threads and its
@@ -789,7 +790,7 @@ impl Randread {
     ) -> anyhow::Result<()> {
         let (dev, size, depth, seconds) = (&self.dev, self.size, self.depth, self.seconds);
         let (kernel_groups, kernel_client) = self.kernel;
-        let v: Vec<Value> = rows
+        let mut v: Vec<Value> = rows
             .iter()
             .zip(rounds)
             .map(|((n, per, row), rounds)| {
@@ -804,6 +805,16 @@ impl Randread {
                 json!({"flows": n, "depth_per_flow": per, "results": results.collect::<Vec<_>>()})
             })
             .collect();
+        for (row, col, reference, (m, lo, hi)) in paired_ratios(&self.scheds, rounds) {
+            let p = json!({"column": col, "reference": reference, "median": m, "least": lo, "most": hi});
+            match v[row]
+                .get_mut("paired_ratios")
+                .and_then(Value::as_array_mut)
+            {
+                Some(a) => a.push(p),
+                None => v[row]["paired_ratios"] = json!([p]),
+            }
+        }
         println!(
             "{}",
             serde_json::to_string_pretty(&json!({
@@ -938,23 +949,44 @@ fn print_rounds(rows: &[RandreadRow], rounds: &[Rounds]) {
 }
 
 /// The columns a column is compared with round by round: every kernel
-/// or fio column (the references), and for an engine column `NAME[@MODE]`
+/// or fio column (the references); for an engine column `NAME[@MODE]`
 /// other than fifo, the engine's `fifo[@MODE]` where it runs (so bfq's
-/// cost over fifo's shows on the same client).
+/// cost over fifo's shows on the same client); and for `NAME@MODE`, the
+/// plain `NAME` column where it runs (the mode against the default).
 fn paired_refs<'a>(col: &str, scheds: &'a [String]) -> Vec<&'a str> {
     let is_ref = |s: &str| s.starts_with("kernel:") || s.starts_with(crate::fio_ref::PREFIX);
     if is_ref(col) {
         return Vec::new();
     }
-    let fifo = match col.split_once('@') {
-        Some((_, mode)) => format!("fifo@{mode}"),
-        None => "fifo".to_string(),
+    let (name, fifo) = match col.split_once('@') {
+        Some((name, mode)) => (Some(name), format!("fifo@{mode}")),
+        None => (None, "fifo".to_string()),
     };
     scheds
         .iter()
         .map(String::as_str)
-        .filter(|s| is_ref(s) || (*s == fifo && col != fifo))
+        .filter(|&s| s != col && (is_ref(s) || s == fifo || Some(s) == name))
         .collect()
+}
+
+/// Each row's paired ratios ([`paired_ratio`]) of every column to the
+/// columns it is compared with ([`paired_refs`]): (row index, column,
+/// reference, (median, least, most)).
+fn paired_ratios<'a>(
+    scheds: &'a [String],
+    rounds: &'a [Rounds],
+) -> impl Iterator<Item = (usize, &'a str, &'a str, (f64, f64, f64))> + 'a {
+    rounds.iter().enumerate().flat_map(move |(row, r)| {
+        scheds.iter().enumerate().flat_map(move |(i, col)| {
+            paired_refs(col, scheds)
+                .into_iter()
+                .filter_map(move |reference| {
+                    let j = scheds.iter().position(|s| s == reference)?;
+                    let m = paired_ratio(&r[i], &r[j])?;
+                    Some((row, col.as_str(), reference, m))
+                })
+        })
+    })
 }
 
 /// Paired per-round ratios of `a`'s IOPS to `b`'s: round `i` of each
@@ -982,17 +1014,12 @@ fn paired_ratio(a: &[Round], b: &[Round]) -> Option<(f64, f64, f64)> {
 /// where no column has one.
 fn paired_table(scheds: &[String], rows: &[RandreadRow], rounds: &[Rounds]) -> String {
     use std::fmt::Write as _;
+    let mut cells = vec![String::new(); rows.len()];
+    for (row, col, reference, (m, lo, hi)) in paired_ratios(scheds, rounds) {
+        let _ = write!(cells[row], "  {col}/{reference} {m:.2} [{lo:.2}-{hi:.2}]");
+    }
     let mut lines = String::new();
-    for ((n, per, _), r) in rows.iter().zip(rounds) {
-        let mut line = String::new();
-        for (i, col) in scheds.iter().enumerate() {
-            for reference in paired_refs(col, scheds) {
-                let j = scheds.iter().position(|s| s == reference).unwrap_or(i);
-                if let Some((m, lo, hi)) = paired_ratio(&r[i], &r[j]) {
-                    let _ = write!(line, "  {col}/{reference} {m:.2} [{lo:.2}-{hi:.2}]");
-                }
-            }
-        }
+    for ((n, per, _), line) in rows.iter().zip(&cells) {
         if !line.is_empty() {
             let _ = writeln!(lines, "{n:>6} {per:>6}{line}");
         }
@@ -1408,9 +1435,21 @@ mod tests {
     #[test]
     fn paired_ratios_compare_round_by_round_with_references_and_fifo() {
         let names = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
-        let scheds = names(&["fifo", "bfq", "bfq@tpc", "fifo@tpc", "fio:none"]);
+        let scheds = names(&[
+            "fifo",
+            "bfq",
+            "bfq@tpc",
+            "fifo@tpc",
+            "bfq@dispatcher",
+            "fio:none",
+        ]);
         assert_eq!(paired_refs("bfq", &scheds), ["fifo", "fio:none"]);
-        assert_eq!(paired_refs("bfq@tpc", &scheds), ["fifo@tpc", "fio:none"]);
+        assert_eq!(
+            paired_refs("bfq@tpc", &scheds),
+            ["bfq", "fifo@tpc", "fio:none"]
+        );
+        assert_eq!(paired_refs("fifo@tpc", &scheds), ["fifo", "fio:none"]);
+        assert_eq!(paired_refs("bfq@dispatcher", &scheds), ["bfq", "fio:none"]);
         assert_eq!(paired_refs("fifo", &scheds), ["fio:none"]);
         assert!(paired_refs("fio:none", &scheds).is_empty());
         let rounds = |v: &[f64]| {
@@ -1422,20 +1461,20 @@ mod tests {
                 })
                 .collect::<Vec<_>>()
         };
-        // The medians of the rounds are equal (200 both), the rounds not:
-        // the pairs' ratios are 2, 0.5, 1 and 1.
+        // The rounds' medians give 300 / 250 = 1.2; the pairs' ratios are
+        // 2, 0.5, 1.5 and 1, whose median is 1.25.
         let (a, b) = (
-            rounds(&[200.0, 100.0, 300.0, 400.0]),
+            rounds(&[200.0, 100.0, 450.0, 400.0]),
             rounds(&[100.0, 200.0, 300.0, 400.0]),
         );
-        assert_eq!(paired_ratio(&a, &b), Some((1.0, 0.5, 2.0)));
-        assert_eq!(paired_ratio(&a[..3], &b[..3]), Some((1.0, 0.5, 2.0)));
+        assert_eq!(paired_ratio(&a, &b), Some((1.25, 0.5, 2.0)));
+        assert_eq!(paired_ratio(&a[..3], &b[..3]), Some((1.5, 0.5, 2.0)));
         assert_eq!(paired_ratio(&[], &[]), None);
         let row = (1, 64, Vec::new());
         let cols = names(&["fifo", "bfq"]);
         let t = paired_table(&cols, &[row], &[vec![b, a]]);
         assert!(
-            t.ends_with("     1     64  bfq/fifo 1.00 [0.50-2.00]\n"),
+            t.ends_with("     1     64  bfq/fifo 1.25 [0.50-2.00]\n"),
             "{t}"
         );
         let alone = paired_table(
