@@ -666,7 +666,8 @@ mod tests {
     /// Three reads queued at 0, all expired by 200 ms: the first decision
     /// checks the FIFO and serves its head; the next ones, within the same
     /// `read_expire` period, follow the elevator (6000 before 9000) instead
-    /// of the FIFO (9000 before 6000), as Linux's rate-limited check does.
+    /// of the FIFO (9000 before 6000), as Linux's rate-limited check does;
+    /// once the period has passed the FIFO is checked again.
     #[test]
     fn the_fifo_is_checked_once_per_expire_period() {
         for prio in [false, true] {
@@ -683,6 +684,18 @@ mod tests {
                 a.complete(now, r.id).unwrap();
             }
             assert_eq!(order, vec![1, 3, 2], "prio {prio}");
+            // A period later the FIFO is checked again: the expired 1000
+            // goes before the elevator's next, 9500.
+            for (id, sector) in [(4, 1000), (5, 9500)] {
+                a.add_request(now, read(id, f, sector)).unwrap();
+            }
+            let later = now + 140 * MS;
+            let mut order = vec![];
+            while let Dispatch::Request(r) = a.dispatch(later) {
+                order.push(r.id);
+                a.complete(later, r.id).unwrap();
+            }
+            assert_eq!(order, vec![4, 5], "prio {prio}");
         }
     }
 }

@@ -104,12 +104,12 @@ fn one(e: &ExpResult, v: &str, c: &str, k: &str) -> String {
 /// `variant(w)`), the writes' share of the device time for each `(label,
 /// config)` of `cfgs`, then for the first config the flusher's and the
 /// readers' turns, the flusher's rate within its turns and the round;
-/// and that round under `readers_only`, a workload without writers.
+/// and that round under each of `readers_only`, workloads without writers.
 pub fn evidence(
     e: &ExpResult,
     variant: impl Fn(&str) -> String,
     writers: &[&str],
-    readers_only: &str,
+    readers_only: &[&str],
     cfgs: &[(&str, &str)],
 ) -> String {
     let (label, c) = cfgs[0];
@@ -128,11 +128,13 @@ pub fn evidence(
             one(e, &v, c, ROUND_MS),
         ));
     }
-    let v = variant(readers_only);
-    parts.push(format!(
-        "{readers_only}: {label}'s round {} ms",
-        one(e, &v, c, ROUND_MS)
-    ));
+    for r in readers_only {
+        let v = variant(r);
+        parts.push(format!(
+            "{r}: {label}'s round {} ms",
+            one(e, &v, c, ROUND_MS)
+        ));
+    }
     parts.join("; ")
 }
 

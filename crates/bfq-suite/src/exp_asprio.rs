@@ -342,7 +342,7 @@ fn fig4_same(e: &ExpResult) -> Finding {
 /// antagonists comes from: its longest wait and what passed it.
 fn fig4_worst_waits(e: &ExpResult) -> String {
     format!(
-        "The main job's longest wait in the scheduler is {} ms, with {} antagonist requests dispatched before it: with few antagonists the one-way elevator passes its request over (the sweep serves the antagonists' requests ahead of the head first) for less than read_expire (125 ms); with more the FIFO expiry rescues it, and, checked once per read_expire as in Linux, bounds the wait below twice read_expire, so the worst latency grows by less than 2x a step",
+        "The main job's longest wait in the scheduler is {} ms, with {} antagonist requests dispatched before it: with few antagonists the one-way elevator passes its request over (the sweep serves the antagonists' requests ahead of the head first) for up to about read_expire (125 ms); with more the FIFO expiry rescues it, checked once per read_expire as in Linux, so the wait reaches up to about twice read_expire plus the request in service, and the worst latency grows by less than 2x a step",
         scaling_txt(e, "f4", "same", "worst_wait_ms"),
         scaling(e, "f4", "same", "worst_wait_others")
             .iter()
@@ -409,7 +409,7 @@ fn fig6_rate(e: &ExpResult) -> Finding {
 /// background goes: its wait in the scheduler and its own time on the disk.
 fn fig6_low_service(e: &ExpResult) -> String {
     format!(
-        "Beside the greedy lower-priority background the reader's request waits {} ms on average in the scheduler (the background's request on the disk: the reader thinks {FG_EVERY_MS} ms between reads, longer than antic_expire = 6 ms, so as-prio does not keep the disk for it, Sec. 3's think-time rule) and then holds the disk {} ms (a seek from the background's file and a rotation), where beside the 100 kB/s background its whole latency is {} ms (mostly the drive's read-ahead buffer); the paper's drive served its reads beside a ~66 MB/s background without the foreground's latency rising",
+        "Beside the greedy lower-priority background the reader's request waits {} ms on average in the scheduler (the background's request on the disk: the reader's think time, from a completion to its next read, is longer than antic_expire = 6 ms, so as-prio does not keep the disk for it, Sec. 3's think-time rule) and then holds the disk {} ms (a seek from the background's file, a rotation and the transfer), where beside the 100 kB/s background its whole latency is {} ms (mostly the drive's read-ahead buffer); the paper's drive served its reads beside a ~66 MB/s background without the foreground's latency rising",
         x(e, "f6/low-max", "main_wait_ms"),
         x(e, "f6/low-max", "main_run_ms"),
         x(e, "f6/low-100k", "mean_ms"),

@@ -1,5 +1,5 @@
 //! How a scheduler served the flows, measured from the simulator's
-//! request trace (`t_ns,event,flow,req,sector,sectors,op`, docs/sim.md):
+//! request trace (`t_ns,event,flow,req,sector,sectors,op`, docs/scenarios.md):
 //! dispatch runs (maximal sequences of consecutive dispatches to one
 //! flow, the service a flow gets before the device turns to another),
 //! each flow's waits in the scheduler (from a request's arrival to its
@@ -132,7 +132,12 @@ impl Service {
             return;
         }
         self.dispatches += 1;
-        let f = self.flows.entry(flow.to_string()).or_default();
+        if !self.flows.contains_key(flow) {
+            self.flows.insert(flow.to_string(), FlowRuns::default());
+        }
+        let Some(f) = self.flows.get_mut(flow) else {
+            return;
+        };
         f.reqs += 1;
         let Some(q) = self.queued.remove(&req) else {
             return;
@@ -268,7 +273,9 @@ impl Service {
 
     /// Mean wait (ms) of flow `flow`'s requests from their arrival to
     /// their dispatch (NaN when none was seen both arriving and
-    /// dispatched).
+    /// dispatched). Requests that arrived before the counting window
+    /// ([`Service::from`]) are left out, so a window that opens with a
+    /// queue counts its waits short.
     pub fn mean_wait_ms(&self, flow: &str) -> f64 {
         self.flows
             .get(flow)
