@@ -15,7 +15,10 @@ const SYS2_NCQ: &str = "maxtor-7l250s0";
 const SYS3: &str = "maxtor-stm332061";
 
 const BFQP: &str = "bfq-plus-2014";
-const BFQ: &str = "bfq-2010";
+/// The report's BFQ: the 2010 algorithm with the automatic B_max (T_max x
+/// R_est, T_max 125 ms) and the original peak-rate estimator that keeps
+/// the highest rate of a turn of at least 20 ms (report Secs. 3.3, 4.2).
+pub(crate) const BFQ: &str = "bfq-2010 max_budget=0 peak_rate_estimator=bfq-2010";
 /// BFQ+ without weight raising (H-low-latency off).
 const BFQP_NOLL: &str = "bfq-plus-2014 low_latency=0";
 /// This project's profile (today's kernel plus its rules) and the same
@@ -26,8 +29,25 @@ const BEST_NOLL: &str = "bfq low_latency=0";
 
 const WORKLOADS: [&str; 4] = ["10r-seq", "10r-rand", "5r5w-seq", "5r5w-rand"];
 
+/// B_max at the end of a run ([`exp2014_writes::BMAX`]): where the
+/// automatic B_max of the report's BFQ (the highest rate seen, so the end
+/// is the highest B_max) and of BFQ+ got to; BFQ's profiles only.
+use exp2014_writes::BMAX;
+
+fn bmax_metric() -> Metric {
+    metric(BMAX, "B_max at the end of the run (BFQ)", "sectors", false)
+}
+
+/// Records B_max at the end of run `r` (schedulers with budgets).
+fn put_bmax(r: &bfq_sim::SimResult, m: &mut BTreeMap<String, f64>) {
+    if let Some(b) = r.internals.max_budget {
+        m.insert(BMAX.into(), b as f64);
+    }
+}
+
 fn cfgs() -> Vec<Config> {
-    vec![st::plain(BFQP), st::plain(BFQ), st::cfq(100)]
+    let bfq = [("max_budget", "0"), ("peak_rate_estimator", "bfq-2010")];
+    vec![st::plain(BFQP), cfg(BFQ, "bfq-2010", &bfq), st::cfq(100)]
 }
 
 /// The flows of a background workload: ten 5 GB files side by side in one
@@ -85,7 +105,7 @@ pub fn throughput() -> Experiment {
         device: SYS3,
         what: "Ten greedy readers/writers of private 5 GB files in one partition: 10r-seq, 10r-rand, 5r5w-seq, 5r5w-rand (writers buffered, through the flusher). Long: 120 s, throughput after the first 20 s (30 s and 10 s with --quick); short: the first 15 s. The sequential workloads' long runs also measure each scheduler's turns from the request trace over the same steady part.",
         metrics: {
-            let mut m = vec![metric("agg", "Aggregate throughput", "MB/s", true)];
+            let mut m = vec![metric("agg", "Aggregate throughput", "MB/s", true), bmax_metric()];
             m.extend(exp2014_writes::metrics());
             m
         },
@@ -109,7 +129,7 @@ pub fn throughput_ncq() -> Experiment {
         source: "2014 report, Section 7.2.2, Fig. 4",
         device: SYS2_NCQ,
         what: "The long benchmark of 2014-throughput on the NCQ-capable MAXTOR 7L250S0 (queue depth 32), adding NOOP (FIFO).",
-        metrics: vec![metric("agg", "Aggregate throughput", "MB/s", true)],
+        metrics: vec![metric("agg", "Aggregate throughput", "MB/s", true), bmax_metric()],
         variants: WORKLOADS
             .iter()
             .map(|w| var(&format!("{w}-long"), &format!("{w} long")))
@@ -158,6 +178,7 @@ fn throughput_on(dev: &str, v: &Variant, c: &Config, ctx: &Ctx) -> anyhow::Resul
         scen::rate_where(&r, is_bg)
     };
     out.metrics.insert("agg".into(), agg);
+    put_bmax(&r, &mut out.metrics);
     Ok(out)
 }
 
@@ -443,6 +464,7 @@ pub fn startup() -> Experiment {
             let mut m = vec![
                 metric("startup_s", "Start-up time", "s", true),
                 metric("agg", "Aggregate throughput of the device (start-ups included)", "MB/s", true),
+                bmax_metric(),
             ];
             m.extend(exp2014_writes::metrics());
             m
@@ -488,6 +510,7 @@ pub fn startup_ncq() -> Experiment {
         metrics: vec![
             metric("startup_s", "Start-up time", "s", true),
             metric("agg", "Aggregate throughput of the device (start-ups included)", "MB/s", false),
+            bmax_metric(),
         ],
         variants,
         configs: c,
@@ -554,16 +577,17 @@ fn startup_on(dev: &str, v: &Variant, c: &Config, ctx: &Ctx) -> anyhow::Result<R
         && v.id.starts_with("bash/")
         && w != "idle"
         && [BFQ, BFQP, "cfq"].contains(&c.label.as_str());
-    let (st, agg, note) = startup_run(dev, v, c, ctx, "", traced.then_some(&mut writes))?;
+    let (st, agg, note, bmax) = startup_run(dev, v, c, ctx, "", traced.then_some(&mut writes))?;
     let mut out = RunOut::default();
     out.metrics.extend(writes);
     out.notes.extend(note);
     out.metrics.insert("startup_s".into(), st);
     out.metrics.insert("agg".into(), agg);
+    out.metrics.extend(bmax.map(|b| (BMAX.into(), b)));
     // The cause of `bfq`'s start-up under writers: the same run with the
     // drive's write cache off shows what its destaging costs.
     if c.label == BEST && w.starts_with("5r5w") && dev == SYS3 {
-        let (st, _, _) = startup_run(dev, v, c, ctx, "write_cache = false\n", None)?;
+        let (st, ..) = startup_run(dev, v, c, ctx, "write_cache = false\n", None)?;
         out.metrics.insert(NO_CACHE.into(), st);
     }
     // What `bfq`'s bash start-up with low_latency off owes to its
@@ -577,7 +601,7 @@ fn startup_on(dev: &str, v: &Variant, c: &Config, ctx: &Ctx) -> anyhow::Result<R
             let mut c = c.clone();
             c.label.push_str(&format!(" {k}=0"));
             c.settings.push((k.into(), "0".into()));
-            let (st, _, _) = startup_run(dev, v, &c, ctx, "", None)?;
+            let (st, ..) = startup_run(dev, v, &c, ctx, "", None)?;
             out.metrics.insert(metric.into(), st);
         }
     }
@@ -603,7 +627,7 @@ fn startup_run(
     ctx: &Ctx,
     device_extra: &str,
     writes: Option<&mut BTreeMap<String, f64>>,
-) -> anyhow::Result<(f64, f64, Option<String>)> {
+) -> anyhow::Result<(f64, f64, Option<String>, Option<f64>)> {
     let (app, w) = v.id.split_once('/').unwrap_or((&v.id, "idle"));
     // after the workload's weight raising (BFQ+: T_rais = 6 s) has ended
     let start = 10.0;
@@ -642,7 +666,8 @@ fn startup_run(
     let times: &[f64] = a.map(|f| f.run_times_s.as_slice()).unwrap_or_default();
     let last_end = a.and_then(|f| f.completions_s.last().copied());
     let (st, note) = startup_mean(app, times, last_end, start, r.sim_time_s);
-    Ok((st, device_rate(&r, start), note))
+    let bmax = r.internals.max_budget.map(|b| b as f64);
+    Ok((st, device_rate(&r, start), note, bmax))
 }
 
 /// The device's aggregate throughput from `from_s` on, every flow's I/O
@@ -1115,6 +1140,7 @@ pub fn video() -> Experiment {
             let mut m = vec![
                 metric("drops", "Frame-drop rate", "frames/s", true),
                 metric("agg", "Aggregate throughput of the device (start-ups included)", "MB/s", false),
+                bmax_metric(),
             ];
             m.extend(exp2014_writes::metrics());
             m
@@ -1155,6 +1181,7 @@ fn run_video(v: &Variant, c: &Config, ctx: &Ctx) -> anyhow::Result<RunOut> {
     let p = r.flows.iter().find(|f| f.name == "player");
     let drops = p.map(|f| f.deadline_misses as f64).unwrap_or(0.0) / r.sim_time_s.max(1e-9);
     out.metrics.insert("drops".into(), drops);
+    put_bmax(&r, &mut out.metrics);
     out.metrics
         .insert("agg".into(), scen::rate_where(&r, is_bg));
     Ok(out)
@@ -1257,6 +1284,7 @@ pub fn devel() -> Experiment {
         metrics: vec![
             metric("progress", "Task progress (data read)", "MB", true),
             metric("agg", "Aggregate throughput of the device (start-ups included)", "MB/s", false),
+            bmax_metric(),
         ],
         variants,
         configs: cfgs(),
@@ -1328,6 +1356,7 @@ fn run_devel(v: &Variant, c: &Config, ctx: &Ctx) -> anyhow::Result<RunOut> {
         "progress".into(),
         t.map(|f| f.bytes as f64 / scen::MB).unwrap_or(0.0),
     );
+    put_bmax(&r, &mut out.metrics);
     out.metrics
         .insert("agg".into(), scen::rate_where(&r, is_bg));
     Ok(out)

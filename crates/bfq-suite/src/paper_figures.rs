@@ -192,7 +192,7 @@ pub static FIGURES: &[PaperFigure] = &[
     approx(pf("2014-startup", "bash/10r-seq", "bfq-plus-2014", "startup_s", 0.20, 0.0, "s", "2014 report, Section 7.3.1 (text on Fig. 5(b), 10r-seq; bash's disk time under BFQ+, read as its start-up time)", "the percentage of disk time devoted to bash is very low during the benchmark, about 0.20 seconds against a one-second pause between invocations"), "~"),
     approx(pf("2014-startup", "bash/10r-seq", "bfq-plus-2014 low_latency=0", "startup_s", 0.55, 0.0, "s", "2014 report, Section 7.3.1 (text)", "the bash start-up time under BFQ+ with low_latency disabled was already below 0.55 seconds with any of the workloads"), "<"),
     approx(pf("2014-startup-ncq", "bash/10r-seq", "bfq-plus-2014", "startup_s", 0.32, 0.0, "s", "2014 report, Table 2", "BFQ+ bash start-up range 0.27 - 0.32 s, konsole 10.7 - 196 s (over the four workloads)"), "<"),
-    approx(pf("2014-startup-ncq", "bash/10r-seq", "bfq-2010", "startup_s", 0.74, 0.0, "s", "2014 report, Table 2", "BFQ bash 0.51 - 0.74 s, konsole 30.9 - 188 s"), "<"),
+    approx(pf("2014-startup-ncq", "bash/10r-seq", crate::exp2014::BFQ, "startup_s", 0.74, 0.0, "s", "2014 report, Table 2", "BFQ bash 0.51 - 0.74 s, konsole 30.9 - 188 s"), "<"),
     approx(pf("2014-startup-ncq", "bash/10r-seq", "cfq", "startup_s", 7.44, 0.0, "s", "2014 report, Table 2", "CFQ bash 1.05 - 7.44 s, konsole 14.7 - 2940 s"), "<"),
     approx(pf("2014-startup-ncq", "bash/10r-seq", "noop", "startup_s", 10.8, 0.0, "s", "2014 report, Table 2", "NOOP bash 6.19 - 10.8 s, konsole 1.55 - 408 s"), "<"),
     // ---- 2018 article (figures without printed numbers; text estimates)

@@ -1036,14 +1036,15 @@ impl Bfq {
         }
     }
 
-    /// Heuristic 1, report estimator (or turn samples on top of the
-    /// kernel's windows): the ending turn is a peak-rate sample. Turn
+    /// Heuristic 1, report or original estimator (or turn samples on top
+    /// of the kernel's windows): the ending turn is a peak-rate sample
+    /// (the original's and the report's include writers' turns). Turn
     /// samples come from turns of reads only: a write completes once the
     /// device has buffered it, so a writer's turn measures the buffer, not
     /// the media.
     fn sample_turn_rate(&mut self, reason: ExpireReason, turn: &Turn, elapsed: Time, seeky: bool) {
         let pr = &self.cfg.peak_rate;
-        let sample_turn = pr.estimator == Estimator::Plus2014
+        let sample_turn = pr.estimator != Estimator::Kernel
             || (pr.turn_samples
                 && !self.device.rotational
                 && !seeky

@@ -5,7 +5,7 @@
 //! Enabled when `max_budget = 0` (auto, the default of `bfq` and
 //! `bfq-plus-2014`); until the first accepted sample B_max is 16384 sectors.
 //!
-//! Two estimators (`peak_rate_estimator`):
+//! Three estimators (`peak_rate_estimator`):
 //!
 //! - `kernel` (default; Linux's `bfq_update_peak_rate` and
 //!   `bfq_update_rate_reset`): the device's completed sectors are sampled over windows
@@ -21,6 +21,10 @@
 //!   at least 20 ms, R_meas = served / turn length; if R_est < R_meas, or the
 //!   flow is not random and hit the budget timeout (B_max is probably too
 //!   large), R_est = 7/8 R_est + 1/8 R_meas.
+//! - `bfq-2010` (the original BFQ's, report Sec. 4.2): at the end of each
+//!   turn that lasted at least 20 ms, R_meas = served / turn length; if
+//!   R_est < R_meas, R_est = R_meas. R_est is the highest rate observed: the
+//!   first sample sets it (no rate observed before it, B_max 16384).
 //!
 //! All rates are in sectors per second. No allocation; O(1) per event.
 
@@ -41,6 +45,8 @@ pub enum Estimator {
     Kernel,
     /// BFQ+ report Sec. 4.2 (H-peak-rate): the rate of each budget-exhausting sequential turn, low-pass filtered.
     Plus2014,
+    /// The original BFQ's, report Sec. 4.2: the highest rate of a turn of at least 20 ms.
+    Original,
 }
 
 impl Estimator {
@@ -51,6 +57,8 @@ impl Estimator {
         ("report", Estimator::Plus2014),
         ("plus", Estimator::Plus2014),
         ("2014", Estimator::Plus2014),
+        ("bfq-2010", Estimator::Original),
+        ("original", Estimator::Original),
     ];
 }
 
@@ -59,7 +67,7 @@ impl Estimator {
 pub struct PeakRateConfig {
     /// Tune B_max from the estimate (`max_budget = 0`).
     pub auto: bool,
-    /// Which estimator runs (`peak_rate_estimator`: `kernel` or `bfq-plus-2014`).
+    /// Which estimator runs (`peak_rate_estimator`: `kernel`, `bfq-plus-2014` or `bfq-2010`).
     pub estimator: Estimator,
     /// Shortest sampling window (kernel estimator).
     pub min_window: Time,
@@ -255,8 +263,8 @@ impl PeakRate {
         true
     }
 
-    /// End of a turn (report estimator). Returns true when the estimate
-    /// changed.
+    /// End of a turn (report and original estimators). Returns true when
+    /// the estimate changed.
     pub fn on_turn_end(
         &mut self,
         cfg: &PeakRateConfig,
@@ -269,12 +277,30 @@ impl PeakRate {
             return false;
         }
         let meas = (u128::from(served) * u128::from(SEC) / u128::from(elapsed)) as u64;
+        if cfg.estimator == Estimator::Original {
+            return self.keep_highest(meas);
+        }
         if self.rate < meas || (timeout_hit && !seeky) {
             self.rate = (7 * self.rate + meas) / 8;
             self.accepted += 1;
             return true;
         }
         false
+    }
+
+    /// The original BFQ's estimator (2014 report Sec. 4.2, "If R_est <
+    /// R_meas, then R_est <- R_meas"): R_est is the highest turn rate
+    /// observed; before the first sample none was observed, so the first
+    /// sets it. No filter: a turn whose writes the drive acknowledged from
+    /// its cache, at bus rate, raises R_est, and B_max with it, for good
+    /// (Sec. 4.2; a too high B_max degrades service, Sec. 3.1, 3.5).
+    fn keep_highest(&mut self, meas: u64) -> bool {
+        if self.accepted > 0 && meas <= self.rate {
+            return false;
+        }
+        self.rate = meas;
+        self.accepted += 1;
+        true
     }
 }
 
@@ -359,5 +385,28 @@ mod tests {
         let mut ssd_small = PeakRate::new(false, 0);
         feed(&mut ssd_small, true, 20_000, 8, 256 * US, at);
         assert_eq!(ssd_small.accepted, 0);
+    }
+
+    #[test]
+    fn the_original_estimator_keeps_the_highest_turn_rate() {
+        let cfg = PeakRateConfig {
+            estimator: Estimator::Original,
+            ..PeakRateConfig::default()
+        };
+        let mut p = PeakRate::new(true, 0);
+        assert_eq!(p.max_budget(125 * MS), None);
+        // The first turn of >= 20 ms sets R_est, even below the initial
+        // 2/3 of the reference rate: 1500 sectors in 25 ms, 60 000/s.
+        assert!(p.on_turn_end(&cfg, 25 * MS, 1500, false, false));
+        assert_eq!(p.rate, 60_000);
+        assert_eq!(p.max_budget(125 * MS), Some(7500));
+        // A higher rate replaces it exactly (no filter): 180 000/s.
+        assert!(p.on_turn_end(&cfg, 20 * MS, 3600, false, false));
+        assert_eq!(p.rate, 180_000);
+        // A lower rate, a budget timeout or a shorter turn leaves it.
+        assert!(!p.on_turn_end(&cfg, 125 * MS, 5000, true, false));
+        assert!(!p.on_turn_end(&cfg, 19 * MS, 19_000, false, false));
+        assert_eq!(p.rate, 180_000);
+        assert_eq!(p.max_budget(125 * MS), Some(22_500));
     }
 }
