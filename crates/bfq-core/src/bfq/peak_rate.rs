@@ -23,8 +23,9 @@
 //!   large), R_est = 7/8 R_est + 1/8 R_meas.
 //! - `bfq-2010` (the original BFQ's, report Sec. 4.2): at the end of each
 //!   turn that lasted at least 20 ms, R_meas = served / turn length; if
-//!   R_est < R_meas, R_est = R_meas. R_est is the highest rate observed: the
-//!   first sample sets it (no rate observed before it, B_max 16384).
+//!   R_est < R_meas, R_est = R_meas. R_est starts where the other
+//!   estimators start (2/3 of the reference rate, B_max 16384 until a turn
+//!   beats it) and is the highest rate observed since.
 //!
 //! All rates are in sectors per second. No allocation; O(1) per event.
 
@@ -289,13 +290,13 @@ impl PeakRate {
     }
 
     /// The original BFQ's estimator (2014 report Sec. 4.2, "If R_est <
-    /// R_meas, then R_est <- R_meas"): R_est is the highest turn rate
-    /// observed; before the first sample none was observed, so the first
-    /// sets it. No filter: a turn whose writes the drive acknowledged from
-    /// its cache, at bus rate, raises R_est, and B_max with it, for good
-    /// (Sec. 4.2; a too high B_max degrades service, Sec. 3.1, 3.5).
+    /// R_meas, then R_est <- R_meas"): R_est only rises, from the initial
+    /// estimate the other estimators start from (the report gives none of
+    /// its own). No filter: a turn whose writes the drive acknowledged
+    /// from its cache, at bus rate, raises R_est, and B_max with it, for
+    /// good (Sec. 4.2; a too high B_max degrades service, Sec. 3.1, 3.5).
     fn keep_highest(&mut self, meas: u64) -> bool {
-        if self.accepted > 0 && meas <= self.rate {
+        if meas <= self.rate {
             return false;
         }
         self.rate = meas;
@@ -395,11 +396,11 @@ mod tests {
         };
         let mut p = PeakRate::new(true, 0);
         assert_eq!(p.max_budget(125 * MS), None);
-        // The first turn of >= 20 ms sets R_est, even below the initial
-        // 2/3 of the reference rate: 1500 sectors in 25 ms, 60 000/s.
-        assert!(p.on_turn_end(&cfg, 25 * MS, 1500, false, false));
-        assert_eq!(p.rate, 60_000);
-        assert_eq!(p.max_budget(125 * MS), Some(7500));
+        // A turn below the initial estimate (2/3 of the reference rate)
+        // leaves it, and B_max at 16384: 1500 sectors in 25 ms, 60 000/s.
+        assert!(!p.on_turn_end(&cfg, 25 * MS, 1500, false, false));
+        assert_eq!(p.rate, REF_RATE_ROTATIONAL * 2 / 3);
+        assert_eq!(p.max_budget(125 * MS), None);
         // A higher rate replaces it exactly (no filter): 180 000/s.
         assert!(p.on_turn_end(&cfg, 20 * MS, 3600, false, false));
         assert_eq!(p.rate, 180_000);
