@@ -249,6 +249,34 @@ fn h1_peak_rate_estimate_converges_to_the_device_rate() {
     assert_eq!(s.max_budget(), 4096);
 }
 
+/// The original estimator (`peak_rate_estimator=bfq-2010`, 2014 report
+/// Sec. 4.2) samples a sync flow's turns only, as the original BFQ did:
+/// an async flow's turns (a flusher's, whose writes a drive acknowledges
+/// from its cache) leave B_max where it was; a sync reader's raise it.
+#[test]
+fn h1_the_original_estimator_samples_sync_flows_only() {
+    // 256-sector requests: 256 / 562 us = 455 516 sectors/s, above the
+    // initial estimate; a 16384-sector budget lasts 36 ms (>= 20 ms).
+    let dev = Dev {
+        per_req: 50 * US,
+        per_sector: 2 * US,
+        ..Dev::default()
+    };
+    let b_max = |kind| {
+        let set = [("max_budget", "0"), ("peak_rate_estimator", "bfq-2010")];
+        let mut s = profile("bfq-2010", &set);
+        let mut d = FlowDef::new(100, kind);
+        d.size = 256;
+        run(&mut s, dev, &[d], 5 * SEC, 1);
+        s.max_budget()
+    };
+    let writer = b_max(Kind::Async { depth: 4 });
+    let reader = b_max(Kind::Sync { think: 0 });
+    eprintln!("B_max: async flow {writer}, sync flow {reader}");
+    assert_eq!(writer, 16384);
+    assert!(reader > 50_000, "{reader}");
+}
+
 #[test]
 fn h2_ten_readers_started_at_once_reach_bmax_within_a_few_budgets() {
     let defs: Vec<FlowDef> = (0..10)

@@ -17,7 +17,8 @@ const SYS3: &str = "maxtor-stm332061";
 const BFQP: &str = "bfq-plus-2014";
 /// The report's BFQ: the 2010 algorithm with the automatic B_max (T_max x
 /// R_est, T_max 125 ms) and the original peak-rate estimator that keeps
-/// the highest rate of a turn of at least 20 ms (report Secs. 3.3, 4.2).
+/// the highest rate of a sync flow's turn of at least 20 ms (report Secs.
+/// 3.3, 4.2).
 pub(crate) const BFQ: &str = "bfq-2010 max_budget=0 peak_rate_estimator=bfq-2010";
 /// BFQ+ without weight raising (H-low-latency off).
 const BFQP_NOLL: &str = "bfq-plus-2014 low_latency=0";

@@ -922,13 +922,13 @@ impl Bfq {
         };
         let elapsed = end.saturating_sub(turn.started);
         let fs = self.flow_state(turn.flow);
-        let (seeky, raised) = (fs.seek.is_seeky(), fs.raise.on());
+        let (seeky, raised, sync) = (fs.seek.is_seeky(), fs.raise.on(), fs.sync);
         let own_charge = self.turn_charge(reason, &turn, elapsed, seeky);
         // Charged its time (more than the sectors it was served), not its
         // service.
         let time_charged = own_charge > turn.served;
         let charge = own_charge + turn.debt;
-        self.sample_turn_rate(reason, &turn, elapsed, seeky);
+        self.sample_turn_rate(reason, &turn, elapsed, (seeky, sync));
         let shift = preemption::may_back_shift(&self.cfg.preempt, reason, time_charged);
         let (next, busy) = self.next_budget(reason, &turn, raised, shift);
         if seeky {
@@ -1037,23 +1037,37 @@ impl Bfq {
     }
 
     /// Heuristic 1, report or original estimator (or turn samples on top
-    /// of the kernel's windows): the ending turn is a peak-rate sample
-    /// (the original's and the report's include writers' turns). Turn
+    /// of the kernel's windows): the ending turn is a peak-rate sample.
+    /// The report's estimator samples every flow's turns; the original
+    /// only a sync flow's (the original BFQ's `bfq_update_peak_rate`
+    /// returns at once for an async queue, so the flusher's turns, whose
+    /// writes a drive acknowledges from its cache, never count). Turn
     /// samples come from turns of reads only: a write completes once the
     /// device has buffered it, so a writer's turn measures the buffer, not
     /// the media.
-    fn sample_turn_rate(&mut self, reason: ExpireReason, turn: &Turn, elapsed: Time, seeky: bool) {
+    fn sample_turn_rate(
+        &mut self,
+        reason: ExpireReason,
+        turn: &Turn,
+        elapsed: Time,
+        (seeky, sync): (bool, bool),
+    ) {
         let pr = &self.cfg.peak_rate;
-        let sample_turn = pr.estimator != Estimator::Kernel
-            || (pr.turn_samples
-                && !self.device.rotational
-                && !seeky
-                && turn.written == 0
-                && 8 * turn.injected <= turn.real
-                && matches!(
-                    reason,
-                    ExpireReason::BudgetExhausted | ExpireReason::Timeout
-                ));
+        let sample_turn = match pr.estimator {
+            Estimator::Plus2014 => true,
+            Estimator::Original => sync,
+            Estimator::Kernel => {
+                pr.turn_samples
+                    && !self.device.rotational
+                    && !seeky
+                    && turn.written == 0
+                    && 8 * turn.injected <= turn.real
+                    && matches!(
+                        reason,
+                        ExpireReason::BudgetExhausted | ExpireReason::Timeout
+                    )
+            }
+        };
         if pr.auto
             && sample_turn
             && self.peak.on_turn_end(
