@@ -1038,10 +1038,10 @@ impl Bfq {
 
     /// Heuristic 1, report or original estimator (or turn samples on top
     /// of the kernel's windows): the ending turn is a peak-rate sample.
-    /// The report's estimator samples every flow's turns; the original
-    /// only a sync flow's (the original BFQ's `bfq_update_peak_rate`
-    /// returns at once for an async queue, so the flusher's turns, whose
-    /// writes a drive acknowledges from its cache, never count). Turn
+    /// The report's and the original estimators sample a sync flow's turns
+    /// only (the original BFQ's and BFQ+'s `bfq_update_peak_rate` return
+    /// at once for an async queue, so the flusher's turns, whose writes a
+    /// drive acknowledges from its cache, never count). Turn
     /// samples come from turns of reads only: a write completes once the
     /// device has buffered it, so a writer's turn measures the buffer, not
     /// the media.
@@ -1054,8 +1054,7 @@ impl Bfq {
     ) {
         let pr = &self.cfg.peak_rate;
         let sample_turn = match pr.estimator {
-            Estimator::Plus2014 => true,
-            Estimator::Original => sync,
+            Estimator::Plus2014 | Estimator::Original => sync,
             Estimator::Kernel => {
                 pr.turn_samples
                     && !self.device.rotational

@@ -27,6 +27,9 @@
 //!   estimators start (2/3 of the reference rate, B_max 16384 until a turn
 //!   beats it) and is the highest rate observed since.
 //!
+//! Both turn estimators sample a sync flow's turns only, as the original
+//! BFQ and BFQ+ did (the caller, `Bfq::sample_turn_rate`, decides).
+//!
 //! All rates are in sectors per second. No allocation; O(1) per event.
 
 use super::idling::NONROT_SEQ_SECTORS;
