@@ -39,6 +39,14 @@ fn bmax_metric() -> Metric {
     metric(BMAX, "B_max at the end of the run (BFQ)", "sectors", false)
 }
 
+/// An experiment's own metrics `m`, then B_max at the end and what its
+/// traced runs measure of the writers ([`exp2014_writes::metrics`]).
+fn traced_metrics(mut m: Vec<Metric>) -> Vec<Metric> {
+    m.push(bmax_metric());
+    m.extend(exp2014_writes::metrics());
+    m
+}
+
 /// Records B_max at the end of run `r` (schedulers with budgets).
 fn put_bmax(r: &bfq_sim::SimResult, m: &mut BTreeMap<String, f64>) {
     if let Some(b) = r.internals.max_budget {
@@ -105,11 +113,7 @@ pub fn throughput() -> Experiment {
         source: "2014 report, Section 7.2.1, Fig. 3",
         device: SYS3,
         what: "Ten greedy readers/writers of private 5 GB files in one partition: 10r-seq, 10r-rand, 5r5w-seq, 5r5w-rand (writers buffered, through the flusher). Long: 120 s, throughput after the first 20 s (30 s and 10 s with --quick); short: the first 15 s. The sequential workloads' long runs also measure each scheduler's turns from the request trace over the same steady part.",
-        metrics: {
-            let mut m = vec![metric("agg", "Aggregate throughput", "MB/s", true), bmax_metric()];
-            m.extend(exp2014_writes::metrics());
-            m
-        },
+        metrics: traced_metrics(vec![metric("agg", "Aggregate throughput", "MB/s", true)]),
         variants,
         configs: cfgs(),
         reps: 5,
@@ -461,15 +465,10 @@ pub fn startup() -> Experiment {
         source: "2014 report, Section 7.3.1, Figs. 5 and 6",
         device: SYS3,
         what: "bash-, xterm- and konsole-sized start-ups (replays of the simulator's start-up traces: 48, 718 and 1900 requests) started 10 times with cold cache, one second apart (plus up to 0.5 s, so that runs meet the workload at different phases), from 10 s on (after the workload's weight raising, 6 s in BFQ+, has ended), on an idle disk and under each workload; mean start-up time and the device's aggregate throughput from the first start-up on (every flow's I/O, the start-ups' reads included, as the benchmark's `iostat` on the device reports it). Runs last at most 67 s (27 s with --quick): a start-up still in progress at the end counts with the time it surely ran (the mean is then a lower bound, noted). Bash's runs under BFQ, BFQ+ and CFQ also measure each scheduler's turns and the writes' share of the device time from the request trace, from the first start-up on.",
-        metrics: {
-            let mut m = vec![
-                metric("startup_s", "Start-up time", "s", true),
-                metric("agg", "Aggregate throughput of the device (start-ups included)", "MB/s", true),
-                bmax_metric(),
-            ];
-            m.extend(exp2014_writes::metrics());
-            m
-        },
+        metrics: traced_metrics(vec![
+            metric("startup_s", "Start-up time", "s", true),
+            metric("agg", "Aggregate throughput of the device (start-ups included)", "MB/s", true),
+        ]),
         variants,
         configs: {
             let mut c = cfgs();
@@ -1137,15 +1136,10 @@ pub fn video() -> Experiment {
         source: "2014 report, Section 7.4, Fig. 7",
         device: SYS1,
         what: "A 27 fps player (a periodic flow reading 48 kB every 37 ms through Linux read-ahead, as a player reads its file; a frame is dropped if its data arrives more than 110 ms after its release) plays for 30 s while bash starts with cold cache every 3 s from 10 s on and a workload runs; frame-drop rate (dropped frames per second of playback); each scheduler's turns and the writes' share of the device time from 10 s on, measured from the request trace.",
-        metrics: {
-            let mut m = vec![
-                metric("drops", "Frame-drop rate", "frames/s", true),
-                metric("agg", "Aggregate throughput of the device (start-ups included)", "MB/s", false),
-                bmax_metric(),
-            ];
-            m.extend(exp2014_writes::metrics());
-            m
-        },
+        metrics: traced_metrics(vec![
+            metric("drops", "Frame-drop rate", "frames/s", true),
+            metric("agg", "Aggregate throughput of the device (start-ups included)", "MB/s", false),
+        ]),
         variants: WORKLOADS.iter().map(|w| var(w, w)).collect(),
         configs: cfgs(),
         reps: 5,
