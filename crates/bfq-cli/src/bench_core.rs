@@ -34,9 +34,10 @@ pub struct Args {
     /// (the engine asks for one after each completion), so its queue
     /// empties and, unless BFQ idles for it, every request is a turn of
     /// its own. The device is told it is non-rotational with a queue of
-    /// 64 (`bfq bench-engine nop`'s default). `--queued` and
-    /// `--random` do not apply.
-    #[arg(long, conflicts_with_all = ["queued", "random"])]
+    /// 64 (`bfq bench-engine nop`'s default). `--queued` does not apply;
+    /// with `--random` each flow reads random sectors (seeky, as the
+    /// engine's `randread` flows) instead of a sequential stream.
+    #[arg(long, conflicts_with = "queued")]
     pub blocking: bool,
     /// With `--blocking`: the reads are asynchronous (as `bfq bench-engine
     /// nop`'s flows), never idled for; default synchronous (as a thread's
@@ -60,7 +61,8 @@ pub struct Args {
     #[arg(long, default_value_t = 2, requires = "threads")]
     pub batch: u64,
     /// Random sectors instead of sequential streams (deep random queues
-    /// exercise the per-flow sorted order).
+    /// exercise the per-flow sorted order; with `--blocking`, seeky flows:
+    /// the same sectors in every run, drawn from the request counter).
     #[arg(long)]
     pub random: bool,
     /// Each new request takes the id of the request that just completed,
@@ -169,8 +171,9 @@ const BLOCKING_DEVICE: DeviceInfo = DeviceInfo {
 /// requests in dispatch order, completed oldest first.
 struct Blocking {
     sync: bool,
-    /// A flow's next request takes the id of the one that completed.
-    reuse_ids: bool,
+    /// Where a flow's next request goes, and whether it takes the id of
+    /// the one that completed.
+    place: Placement,
     device: VecDeque<Request>,
 }
 
@@ -224,8 +227,13 @@ impl Blocking {
         let done = self.device.pop_front().expect("a request on the device");
         s.complete(*now, done.id).expect("complete");
         self.drain(s, *now);
-        let id = if self.reuse_ids { done.id } else { *next_id };
-        let req = self.next(id, done.flow, done.end());
+        let id = if self.place.reuse_ids {
+            done.id
+        } else {
+            *next_id
+        };
+        let sector = self.place.sector(*next_id, done.end());
+        let req = self.next(id, done.flow, sector);
         *next_id += 1;
         s.add_request(*now, req).expect("add");
         let mut idle = self.drain(s, *now);
@@ -252,7 +260,10 @@ fn start_blocking(
     s.set_device(BLOCKING_DEVICE);
     let mut b = Blocking {
         sync,
-        reuse_ids: false,
+        place: Placement {
+            random: false,
+            reuse_ids: false,
+        },
         device: VecDeque::with_capacity(nflows as usize),
     };
     for i in 0..nflows {
@@ -270,11 +281,11 @@ fn measure_blocking(
     name: &str,
     settings: &Settings,
     nflows: u32,
-    (sync, reuse_ids): (bool, bool),
+    (sync, place): (bool, Placement),
     requests: u64,
 ) -> anyhow::Result<Row> {
     let (mut s, mut b) = start_blocking(name, settings, nflows, sync)?;
-    b.reuse_ids = reuse_ids;
+    b.place = place;
     let (mut next_id, mut now) = (u64::from(nflows), 0);
     let warm = (requests / 4).max(u64::from(nflows) * 8);
     b.cycles(s.as_mut(), &mut next_id, &mut now, warm);
@@ -421,12 +432,12 @@ fn measure_threads(
     name: &str,
     settings: &Settings,
     nflows: u32,
-    (sync, reuse_ids): (bool, bool),
+    (sync, place): (bool, Placement),
     requests: u64,
     (threads, batch): (u32, u64),
 ) -> anyhow::Result<Row> {
     let (s, mut b) = start_blocking(name, settings, nflows, sync)?;
-    b.reuse_ids = reuse_ids;
+    b.place = place;
     let shared = Shared::new(s, b, u64::from(nflows));
     let warm = (requests / 4).max(u64::from(nflows) * 8);
     take_turns(&shared, threads, batch, warm.div_ceil(batch));
@@ -541,10 +552,10 @@ fn measure_all(
                 settings
             };
             let row = if let Some(threads) = a.threads {
-                let mode = (!a.async_reads, a.reuse_ids);
+                let mode = (!a.async_reads, place);
                 measure_threads(name, set, n, mode, a.requests, (threads, a.batch))?
             } else if a.blocking {
-                measure_blocking(name, set, n, (!a.async_reads, a.reuse_ids), a.requests)?
+                measure_blocking(name, set, n, (!a.async_reads, place), a.requests)?
             } else {
                 measure(name, set, n, a.queued, place, a.requests)?
             };
@@ -651,5 +662,39 @@ mod tests {
         assert_eq!(turns(4, true, 500), 500);
         assert_eq!(turns(64, true, 500), 500);
         assert!(turns(1, true, 500) < 10);
+    }
+
+    /// The sectors `--blocking` flows read over `n` cycles.
+    fn blocking_sectors(random: bool, n: u64) -> Vec<u64> {
+        let (mut s, mut b) = start_blocking("fifo", &Settings::new(), 4, true).unwrap();
+        b.place = Placement {
+            random,
+            reuse_ids: true,
+        };
+        let (mut next_id, mut now) = (4, 0);
+        (0..n)
+            .map(|_| {
+                b.cycle(s.as_mut(), &mut next_id, &mut now);
+                b.device.back().expect("a request on the device").sector
+            })
+            .collect()
+    }
+
+    /// `--blocking --random`: each flow's next read lands at a random
+    /// sector (not after its last one), the same sectors in every run;
+    /// without it, each flow reads on from where its last read ended.
+    #[test]
+    fn blocking_random_draws_the_same_random_sectors_every_run() {
+        let random = blocking_sectors(true, 200);
+        assert_eq!(random, blocking_sectors(true, 200));
+        let mut distinct = random.clone();
+        distinct.sort_unstable();
+        distinct.dedup();
+        assert!(distinct.len() > 190, "{} distinct sectors", distinct.len());
+        // Four flows take turns on the device: a flow's reads are four
+        // apart in the list.
+        let follows = |v: &[u64]| v.windows(5).filter(|w| w[4] == w[0] + 8).count();
+        assert!(follows(&random) < 5);
+        assert_eq!(follows(&blocking_sectors(false, 200)), 196);
     }
 }
