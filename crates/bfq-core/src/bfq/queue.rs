@@ -9,7 +9,10 @@
 //! queue is shallow, sorted chunks of up to 128 keys beyond 1024 requests
 //! (where the kernel keeps an rbtree). The FIFO is a `VecDeque` of (slot,
 //! generation) with lazy deletion of entries already dispatched in sorted
-//! order.
+//! order. A request that arrives in an empty queue is kept apart from
+//! both until a second one arrives: it is the FIFO's head and C-LOOK's
+//! choice at once, and a flow that waits for each of its requests (a
+//! thread's blocking reads) never queues more than one.
 
 use super::sorted::{Key, Sorted};
 use crate::error::SchedError;
@@ -34,6 +37,12 @@ pub struct QueueConfig {
 /// One flow's queued requests.
 #[derive(Clone, Debug, Default)]
 pub struct FlowQueue {
+    /// Requests queued.
+    len: u32,
+    /// The only request while the queue holds one that arrived in it
+    /// empty (then `sorted` and `fifo` are empty); filed in both when a
+    /// second arrives.
+    lone: Option<SlotIdx>,
     sorted: Sorted,
     fifo: VecDeque<(SlotIdx, u32)>,
     /// Queued sync requests.
@@ -44,23 +53,36 @@ impl FlowQueue {
     /// Number of queued requests.
     #[inline]
     pub fn len(&self) -> usize {
-        self.sorted.len()
+        self.len as usize
     }
 
     /// Whether nothing is queued.
     #[inline]
     pub fn is_empty(&self) -> bool {
-        self.sorted.len() == 0
+        self.len == 0
     }
 
     /// Adds a request (already stored in `table` at `slot`).
     pub fn push<X: Copy + Default>(&mut self, table: &RequestTable<X>, slot: SlotIdx) {
+        if table.slot(slot).req.sync {
+            self.sync_queued += 1;
+        }
+        if self.len == 0 {
+            self.lone = Some(slot);
+        } else {
+            if let Some(lone) = self.lone.take() {
+                self.file(table, lone);
+            }
+            self.file(table, slot);
+        }
+        self.len += 1;
+    }
+
+    /// Files a queued request in the sorted order and the FIFO.
+    fn file<X: Copy + Default>(&mut self, table: &RequestTable<X>, slot: SlotIdx) {
         let s = table.slot(slot);
         self.sorted.insert((s.req.sector, slot));
         self.fifo.push_back((slot, s.gen));
-        if s.req.sync {
-            self.sync_queued += 1;
-        }
     }
 
     /// The slot of the next request to serve, without removing it. `head`
@@ -72,11 +94,11 @@ impl FlowQueue {
         now: Time,
         cfg: &QueueConfig,
     ) -> Option<SlotIdx> {
-        match self.sorted.len() {
+        match self.len {
             0 => return None,
             // The only request is both the FIFO's head and C-LOOK's
             // choice.
-            1 => return self.sorted.first().map(|k| k.1),
+            1 => return self.lone.or_else(|| self.sorted.first().map(|k| k.1)),
             _ => {}
         }
         // Drop FIFO entries already dispatched in sorted order.
@@ -121,10 +143,15 @@ impl FlowQueue {
     /// Removes the request at `slot` (returned by `peek`).
     pub fn remove<X: Copy + Default>(&mut self, table: &RequestTable<X>, slot: SlotIdx) {
         let s = table.slot(slot);
-        self.sorted.remove((s.req.sector, slot));
         if s.req.sync {
             self.sync_queued -= 1;
         }
+        self.len -= 1;
+        if self.lone == Some(slot) {
+            self.lone = None;
+            return;
+        }
+        self.sorted.remove((s.req.sector, slot));
         if self.fifo.front().is_some_and(|&(f, _)| f == slot) {
             self.fifo.pop_front();
         }
