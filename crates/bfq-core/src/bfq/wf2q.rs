@@ -687,19 +687,7 @@ impl Wf2q {
                 sd.last_idle_service = now;
             }
             let t = &mut sd.trees[class as usize];
-            if t.elig.is_empty() {
-                // Nothing eligible: push V up to the least S (Fig. 4 l. 22).
-                t.v = t.v.max(t.inelig[0].0);
-            }
-            while let Some(&(s, id)) = t.inelig.first() {
-                if s > t.v {
-                    break;
-                }
-                Self::heap_remove_at(&mut t.inelig, pos, 0);
-                let f = self.entities[id as usize].finish;
-                Self::heap_push(&mut t.elig, pos, (f, id));
-            }
-            let (_, id) = Self::heap_remove_at(&mut t.elig, pos, 0);
+            let id = Self::take_next(t, pos, &self.entities);
             sd.in_service = Some(id);
             let e = &mut self.entities[id as usize];
             e.state = EState::InService;
@@ -709,6 +697,31 @@ impl Wf2q {
                 Kind::Group(child) => g = child,
             }
         }
+    }
+
+    /// Takes the next entity to serve out of tree `t` (not empty): the
+    /// eligible one with the least F, once V has been pushed up to the
+    /// least S if nothing is eligible (Fig. 4 lines 19-22) and the entities
+    /// V reached have moved to the eligible heap. A lone ineligible entity
+    /// is taken at once, as the eligible heap would give it back.
+    #[inline]
+    fn take_next(t: &mut Tree, pos: &mut [u32], entities: &[Entity]) -> EntityId {
+        if t.elig.is_empty() {
+            // Nothing eligible: push V up to the least S (Fig. 4 l. 22).
+            t.v = t.v.max(t.inelig[0].0);
+            if t.inelig.len() == 1 {
+                return Self::heap_remove_at(&mut t.inelig, pos, 0).1;
+            }
+        }
+        while let Some(&(s, id)) = t.inelig.first() {
+            if s > t.v {
+                break;
+            }
+            Self::heap_remove_at(&mut t.inelig, pos, 0);
+            let f = entities[id as usize].finish;
+            Self::heap_push(&mut t.elig, pos, (f, id));
+        }
+        Self::heap_remove_at(&mut t.elig, pos, 0).1
     }
 
     /// Checks internal invariants (debug builds and tests).
