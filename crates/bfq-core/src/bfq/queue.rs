@@ -53,6 +53,10 @@ impl FlowQueue {
     /// Number of queued requests.
     #[inline]
     pub fn len(&self) -> usize {
+        debug_assert_eq!(
+            self.len as usize,
+            self.sorted.len() + usize::from(self.lone.is_some())
+        );
         self.len as usize
     }
 
