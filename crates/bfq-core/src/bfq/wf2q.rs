@@ -311,9 +311,15 @@ impl Wf2q {
         pos: &mut [u32],
         i: usize,
     ) -> (u64, EntityId) {
-        let last = heap.len() - 1;
-        heap.swap(i, last);
-        let item = heap.pop().expect("non-empty heap");
+        // (Not a swap with itself when `i` is the last: the element would
+        // be stored and at once loaded back, a stall where the heap holds
+        // one entity, as a tree does while its flows each wait for one
+        // request.)
+        let item = if i + 1 == heap.len() {
+            heap.pop().expect("non-empty heap")
+        } else {
+            heap.swap_remove(i)
+        };
         pos[item.1 as usize] = u32::MAX;
         if i < heap.len() {
             pos[heap[i].1 as usize] = i as u32;
@@ -325,12 +331,10 @@ impl Wf2q {
 
     // ---- tree operations ----
 
-    /// Puts a queued entity in its tree's eligible or ineligible heap.
+    /// Puts queued entity `id` (`e`) in its tree `t`'s eligible or
+    /// ineligible heap.
     #[inline]
-    fn enqueue(&mut self, id: EntityId) {
-        let e = self.entities[id as usize];
-        let (groups, pos) = (&mut self.groups, &mut self.pos);
-        let t = &mut groups[e.parent.index()].as_mut().expect("live group").trees[e.class as usize];
+    fn enqueue(t: &mut Tree, pos: &mut [u32], id: EntityId, e: &Entity) {
         if e.start <= t.v {
             Self::heap_push(&mut t.elig, pos, (e.finish, id));
         } else {
@@ -367,22 +371,20 @@ impl Wf2q {
         let mut budget = budget;
         let mut start = start;
         loop {
-            let e = self.entities[id as usize];
+            let (groups, pos) = (&mut self.groups, &mut self.pos);
+            let e = &mut self.entities[id as usize];
             debug_assert_eq!(e.state, EState::Idle);
-            let t = self.tree_mut(e.parent, e.class);
-            let v = t.v;
+            let sd = groups[e.parent.index()].as_mut().expect("live group");
+            let t = &mut sd.trees[e.class as usize];
             t.wsum += u64::from(e.weight);
-            let ent = &mut self.entities[id as usize];
-            ent.start = start.take().unwrap_or(v.max(e.finish));
-            ent.budget = budget;
-            ent.finish = ent.start + vdelta(budget, u64::from(e.weight));
-            ent.service = 0;
-            ent.state = EState::Queued;
-            self.enqueue(id);
-            let sd = self.sd_mut(e.parent);
+            e.start = start.take().unwrap_or(t.v.max(e.finish));
+            e.budget = budget;
+            e.finish = e.start + vdelta(budget, u64::from(e.weight));
+            e.service = 0;
+            e.state = EState::Queued;
+            Self::enqueue(t, pos, id, e);
             sd.busy += 1;
-            let pe = sd.entity;
-            match pe {
+            match sd.entity {
                 Some(pe) if self.entities[pe as usize].state == EState::Idle => {
                     // A group's budget is its next child's budget.
                     id = pe;
@@ -425,12 +427,14 @@ impl Wf2q {
                 e.service += service;
             }
             let (parent, class) = (e.parent, e.class);
-            let t = self.tree_mut(parent, class);
+            let sd = self.groups[parent.index()].as_mut().expect("live group");
+            let t = &mut sd.trees[class as usize];
             t.v += vdelta(service, t.wsum.max(1));
+            let up = sd.entity;
             if t.v > REBASE_AT {
                 self.rebase(parent, class);
             }
-            match self.sd(parent).entity {
+            match up {
                 Some(pe) => id = pe,
                 None => break,
             }
@@ -504,26 +508,27 @@ impl Wf2q {
         let mut budget = next_budget;
         loop {
             let busy = self.still_busy(id, flow_busy);
+            let (groups, pos) = (&mut self.groups, &mut self.pos);
             let e = &mut self.entities[id as usize];
             debug_assert_eq!(e.state, EState::InService);
             e.service += extra;
             e.finish = e.start + vdelta(e.service, u64::from(e.weight));
-            let (parent, weight) = (e.parent, e.weight);
+            let parent = e.parent;
+            let sd = groups[parent.index()].as_mut().expect("live group");
+            let t = &mut sd.trees[e.class as usize];
             if busy {
                 e.start = e.finish;
                 e.budget = budget;
-                e.finish = e.start + vdelta(budget, u64::from(weight));
+                e.finish = e.start + vdelta(budget, u64::from(e.weight));
                 e.service = 0;
                 e.state = EState::Queued;
-                self.enqueue(id);
+                Self::enqueue(t, pos, id, e);
             } else {
                 e.state = EState::Idle;
                 e.service = 0;
-                let class = e.class;
-                self.tree_mut(parent, class).wsum -= u64::from(weight);
-                self.sd_mut(parent).busy -= 1;
+                t.wsum -= u64::from(e.weight);
+                sd.busy -= 1;
             }
-            let sd = self.sd_mut(parent);
             sd.in_service = None;
             match sd.entity {
                 Some(pe) => {
