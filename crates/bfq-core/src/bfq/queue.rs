@@ -233,6 +233,150 @@ mod tests {
         out
     }
 
+    /// The queue as it was before a lone request was kept apart: every
+    /// request filed in the sorted order and the FIFO (the reference the
+    /// model test below compares with).
+    #[derive(Default)]
+    struct Filed {
+        sorted: Sorted,
+        fifo: VecDeque<(SlotIdx, u32)>,
+        sync_queued: u32,
+    }
+
+    impl Filed {
+        fn push(&mut self, t: &RequestTable<()>, slot: SlotIdx) {
+            let s = t.slot(slot);
+            self.sorted.insert((s.req.sector, slot));
+            self.fifo.push_back((slot, s.gen));
+            self.sync_queued += u32::from(s.req.sync);
+        }
+
+        fn peek(
+            &mut self,
+            t: &RequestTable<()>,
+            head: u64,
+            now: Time,
+            c: &QueueConfig,
+        ) -> Option<SlotIdx> {
+            match self.sorted.len() {
+                0 => return None,
+                1 => return self.sorted.first().map(|k| k.1),
+                _ => {}
+            }
+            while let Some(&(slot, gen)) = self.fifo.front() {
+                if t.is_queued(slot, gen) {
+                    break;
+                }
+                self.fifo.pop_front();
+            }
+            if let Some(&(slot, _)) = self.fifo.front() {
+                let s = t.slot(slot);
+                let e = if s.req.sync {
+                    c.fifo_expire_sync
+                } else {
+                    c.fifo_expire_async
+                };
+                if s.arrival + e <= now {
+                    return Some(slot);
+                }
+            }
+            let (ahead, behind) = self.sorted.around(head);
+            let behind = behind.filter(|&(sec, _)| head - sec <= c.back_seek_max);
+            match (ahead, behind) {
+                (Some(f), Some(b))
+                    if (head - b.0).saturating_mul(c.back_seek_penalty) < f.0 - head =>
+                {
+                    Some(b)
+                }
+                (Some(f), _) => Some(f),
+                (None, Some(b)) => Some(b),
+                (None, None) => self.sorted.first(),
+            }
+            .map(|k| k.1)
+        }
+
+        fn remove(&mut self, t: &RequestTable<()>, slot: SlotIdx) {
+            let s = t.slot(slot);
+            self.sorted.remove((s.req.sector, slot));
+            self.sync_queued -= u32::from(s.req.sync);
+            if self.fifo.front().is_some_and(|&(f, _)| f == slot) {
+                self.fifo.pop_front();
+            }
+            if self.sorted.len() == 0 {
+                self.fifo.clear();
+            }
+        }
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(2000))]
+        /// In every order of arrivals, dispatches (the chosen request or
+        /// any other), completions (slots reused) and peeks, the queue
+        /// makes the same choices and counts as one that files every
+        /// request.
+        #[test]
+        fn a_lone_request_changes_no_choice(
+            ops in proptest::collection::vec((0u8..5, 0u64..64, proptest::prelude::any::<bool>(), 0u64..40), 1..120),
+            expire in 0u64..3,
+        ) {
+            let c = QueueConfig {
+                fifo_expire_sync: [0, 5 * MS, 125 * MS][expire as usize],
+                fifo_expire_async: [MS, 10 * MS, 250 * MS][expire as usize],
+                back_seek_max: 64,
+                back_seek_penalty: 2,
+            };
+            let mut t = RequestTable::<()>::new();
+            let (mut q, mut r) = (FlowQueue::default(), Filed::default());
+            let (mut queued, mut done) = (Vec::new(), Vec::new());
+            let (mut now, mut head, mut id) = (0, 0, 0);
+            for (op, x, sync, dt) in ops {
+                now += dt * MS / 4;
+                match op {
+                    // Arrival (sectors close together: ties, seeks back).
+                    0 | 1 => {
+                        let req = Request { id, flow: FlowId(0), sector: x * 16, sectors: 8, op: Op::Read, sync };
+                        id += 1;
+                        let s = t.insert(now, req, ()).unwrap();
+                        q.push(&t, s);
+                        r.push(&t, s);
+                        queued.push(s);
+                    }
+                    // The chosen request is dispatched (or only peeked).
+                    2 => {
+                        let h = if sync { head } else { x * 16 };
+                        let got = q.peek(&t, h, now, &c);
+                        proptest::prop_assert_eq!(got, r.peek(&t, h, now, &c));
+                        if let (Some(s), true) = (got, dt % 4 != 0) {
+                            q.remove(&t, s);
+                            r.remove(&t, s);
+                            queued.retain(|&k| k != s);
+                            let d = t.dispatch(now, s);
+                            head = d.end();
+                            done.push(d.id);
+                        }
+                    }
+                    // Any queued request leaves (not the chosen one).
+                    3 if !queued.is_empty() => {
+                        let s = queued.remove(x as usize % queued.len());
+                        q.remove(&t, s);
+                        r.remove(&t, s);
+                        done.push(t.dispatch(now, s).id);
+                    }
+                    // A completion frees its slot for reuse.
+                    _ if !done.is_empty() => {
+                        let rid = done.remove(x as usize % done.len());
+                        t.complete(rid).unwrap();
+                    }
+                    _ => {}
+                }
+                proptest::prop_assert_eq!(q.len(), r.sorted.len());
+                proptest::prop_assert_eq!(q.is_empty(), r.sorted.len() == 0);
+                proptest::prop_assert_eq!(q.sync_queued, r.sync_queued);
+                proptest::prop_assert_eq!(q.len(), queued.len());
+            }
+        }
+    }
+
     /// A queue once thousands deep keeps little room once drained: the
     /// FIFO's down to [`FIFO_KEEP`] entries.
     #[test]

@@ -766,6 +766,84 @@ impl Wf2q {
 mod tests {
     use super::*;
 
+    /// The heap removal and selection as they were before the lone
+    /// entity's shortcut and the pop of a last element.
+    fn old_remove_at(
+        heap: &mut Vec<(u64, EntityId)>,
+        pos: &mut [u32],
+        i: usize,
+    ) -> (u64, EntityId) {
+        let last = heap.len() - 1;
+        heap.swap(i, last);
+        let item = heap.pop().expect("non-empty heap");
+        pos[item.1 as usize] = u32::MAX;
+        if i < heap.len() {
+            pos[heap[i].1 as usize] = i as u32;
+            Wf2q::sift_down(heap, pos, i);
+            Wf2q::sift_up(heap, pos, i);
+        }
+        item
+    }
+
+    fn old_take_next(t: &mut Tree, pos: &mut [u32], entities: &[Entity]) -> EntityId {
+        if t.elig.is_empty() {
+            t.v = t.v.max(t.inelig[0].0);
+        }
+        while let Some(&(s, id)) = t.inelig.first() {
+            if s > t.v {
+                break;
+            }
+            old_remove_at(&mut t.inelig, pos, 0);
+            let f = entities[id as usize].finish;
+            Wf2q::heap_push(&mut t.elig, pos, (f, id));
+        }
+        old_remove_at(&mut t.elig, pos, 0).1
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(5000))]
+        /// `take_next` and `heap_remove_at` leave the tree (V, both heaps,
+        /// positions) and choose as the loop before them did, a lone
+        /// ineligible entity included.
+        #[test]
+        fn take_next_matches_the_loop(
+            ents in proptest::collection::vec((0u64..40, 0u64..20), 1..9),
+            v in 0u64..40,
+            removals in proptest::collection::vec(0usize..9, 0..4),
+        ) {
+            let entities: Vec<Entity> = ents.iter().map(|&(s, d)| Entity {
+                kind: Kind::Flow(0), weight: 1, class: IoClass::Be, parent: GroupId::ROOT,
+                start: s, finish: s + d, budget: 0, service: 0, state: EState::Queued,
+            }).collect();
+            let mut t = Tree { v, ..Default::default() };
+            let mut pos = vec![u32::MAX; entities.len()];
+            for (id, e) in entities.iter().enumerate() {
+                Wf2q::enqueue(&mut t, &mut pos, id as EntityId, e);
+            }
+            let (mut t2, mut pos2) = (t.clone(), pos.clone());
+            // Removals anywhere in a heap (dequeue of a queued entity).
+            for &i in &removals {
+                let which = i % 2 == 0;
+                let (h, h2) = if which { (&mut t.elig, &mut t2.elig) } else { (&mut t.inelig, &mut t2.inelig) };
+                if h.is_empty() { continue; }
+                let k = i % h.len();
+                proptest::prop_assert_eq!(Wf2q::heap_remove_at(h, &mut pos, k), old_remove_at(h2, &mut pos2, k));
+                proptest::prop_assert_eq!(&t.elig, &t2.elig);
+                proptest::prop_assert_eq!(&t.inelig, &t2.inelig);
+                proptest::prop_assert_eq!(&pos, &pos2);
+            }
+            while !t.elig.is_empty() || !t.inelig.is_empty() {
+                let a = Wf2q::take_next(&mut t, &mut pos, &entities);
+                let b = old_take_next(&mut t2, &mut pos2, &entities);
+                proptest::prop_assert_eq!(a, b);
+                proptest::prop_assert_eq!(t.v, t2.v);
+                proptest::prop_assert_eq!(&t.elig, &t2.elig);
+                proptest::prop_assert_eq!(&t.inelig, &t2.inelig);
+                proptest::prop_assert_eq!(&pos, &pos2);
+            }
+        }
+    }
+
     /// A turn charged more than it was served (time charging) advances V
     /// by the whole charge, as dispatched service does: V moves by
     /// charge / wsum, whatever part of it was dispatched.
