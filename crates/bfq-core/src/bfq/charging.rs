@@ -218,7 +218,8 @@ pub fn turn_charge(rule: ChargeRule, t: &TurnInfo) -> u64 {
                     t.elapsed
                 }
                 .min(t.timeout);
-                let by_time = mul_div(t.max_budget, tt, t.timeout.max(1));
+                // At most max_budget: tt is at most the timeout.
+                let by_time = mul_div(t.max_budget, tt, t.timeout.max(1)).unwrap_or(0);
                 by_time.max(t.served)
             } else {
                 t.served
@@ -227,15 +228,18 @@ pub fn turn_charge(rule: ChargeRule, t: &TurnInfo) -> u64 {
     }
 }
 
-/// `a * b / c` (`c` > 0, the quotient within 64 bits), divided in 64 bits
-/// when the product fits: the same quotient as in 128 bits, without the
-/// 128-bit division's library call (a seeky flow is charged its time at
-/// every turn, and a random reader's turn is one request).
+/// `a * b / c` without overflow, saturated at `u64::MAX`; `None` when
+/// `c` is 0. Divided in 64 bits when the product fits: the same quotient
+/// as in 128 bits, without the 128-bit division's library call (a seeky
+/// flow is charged its time at every turn, and a random reader's turn is
+/// one request).
 #[inline]
-fn mul_div(a: u64, b: u64, c: u64) -> u64 {
+pub(super) fn mul_div(a: u64, b: u64, c: u64) -> Option<u64> {
     match a.checked_mul(b) {
-        Some(p) => p / c,
-        None => (u128::from(a) * u128::from(b) / u128::from(c)) as u64,
+        Some(p) => p.checked_div(c),
+        None => (u128::from(a) * u128::from(b))
+            .checked_div(u128::from(c))
+            .map(|q| q.min(u128::from(u64::MAX)) as u64),
     }
 }
 
@@ -367,21 +371,27 @@ mod tests {
     use super::*;
 
     /// `mul_div` gives the 128-bit quotient whether or not the product
-    /// fits in 64 bits.
+    /// fits in 64 bits, saturated at `u64::MAX`, and `None` for `c` = 0.
     #[test]
     fn mul_div_matches_the_128_bit_quotient() {
-        let wide = |a: u64, b: u64, c: u64| (u128::from(a) * u128::from(b) / u128::from(c)) as u64;
+        let wide = |a: u64, b: u64, c: u64| {
+            let q = u128::from(a) * u128::from(b) / u128::from(c);
+            Some(q.min(u128::from(u64::MAX)) as u64)
+        };
         let cases = [
             (16384, 125 * MS, 125 * MS),
             (16384, 3 * MS + 7, 125 * MS),
             (u64::MAX / 3, 2, 3),
             (1 << 40, 1 << 40, 1 << 30),
             (u64::MAX, u64::MAX, u64::MAX),
+            (u64::MAX, u64::MAX, 1),
             (0, u64::MAX, 1),
         ];
         for (a, b, c) in cases {
             assert_eq!(mul_div(a, b, c), wide(a, b, c), "{a} * {b} / {c}");
         }
+        assert_eq!(mul_div(u64::MAX, 2, 0), None);
+        assert_eq!(mul_div(3, 2, 0), None);
     }
 
     fn turn(reason: ExpireReason, served: u64, elapsed: Time) -> TurnInfo {

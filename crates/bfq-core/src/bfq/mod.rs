@@ -764,17 +764,10 @@ impl Bfq {
             fs.service_since_busy = 0;
         } else {
             fs.idle_since = now;
-            // In u128 only when needed: a flow busy for long may have been
-            // served more than u64::MAX / SEC sectors (9 TB).
-            let d = match fs.service_since_busy.checked_mul(SEC) {
-                Some(n) => n.checked_div(max_rt).map(u128::from),
-                None => (u128::from(fs.service_since_busy) * u128::from(SEC))
-                    .checked_div(u128::from(max_rt)),
-            };
-            if let Some(d) = d {
-                let by_rate = fs
-                    .busy_since
-                    .saturating_add(d.min(u128::from(u64::MAX)) as u64);
+            // A flow busy for long may have been served more than
+            // u64::MAX / SEC sectors (9 TB): `mul_div` does not overflow.
+            if let Some(d) = charging::mul_div(fs.service_since_busy, SEC, max_rt) {
+                let by_rate = fs.busy_since.saturating_add(d);
                 fs.soft_rt_next_start = fs
                     .soft_rt_next_start
                     .max(by_rate)

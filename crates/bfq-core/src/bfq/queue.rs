@@ -53,11 +53,18 @@ impl FlowQueue {
     /// Number of queued requests.
     #[inline]
     pub fn len(&self) -> usize {
+        self.len as usize
+    }
+
+    /// Debug builds: the count agrees with the requests filed and the lone
+    /// one (which is there only while nothing is filed).
+    #[inline]
+    fn check_len(&self) {
         debug_assert_eq!(
             self.len as usize,
             self.sorted.len() + usize::from(self.lone.is_some())
         );
-        self.len as usize
+        debug_assert!(self.lone.is_none() || self.sorted.len() == 0);
     }
 
     /// Whether nothing is queued.
@@ -80,6 +87,7 @@ impl FlowQueue {
             self.file(table, slot);
         }
         self.len += 1;
+        self.check_len();
     }
 
     /// Files a queued request in the sorted order and the FIFO.
@@ -153,6 +161,7 @@ impl FlowQueue {
         self.len -= 1;
         if self.lone == Some(slot) {
             self.lone = None;
+            self.check_len();
             return;
         }
         self.sorted.remove((s.req.sector, slot));
@@ -165,6 +174,7 @@ impl FlowQueue {
                 self.fifo.shrink_to(FIFO_KEEP);
             }
         }
+        self.check_len();
     }
 }
 

@@ -123,6 +123,14 @@ impl SchedData {
     }
 }
 
+/// Group `g`'s scheduling level in `groups` (a live group: one whose
+/// level was removed is never looked up). A free function, so that a
+/// caller can hold it beside `Wf2q`'s other fields (`pos`, `entities`).
+#[inline]
+fn live(groups: &mut [Option<SchedData>], g: GroupId) -> &mut SchedData {
+    groups[g.index()].as_mut().expect("live group")
+}
+
 /// The hierarchical B-WF2Q+ scheduler.
 #[derive(Clone, Debug)]
 pub struct Wf2q {
@@ -221,7 +229,7 @@ impl Wf2q {
 
     #[inline]
     fn sd_mut(&mut self, g: GroupId) -> &mut SchedData {
-        self.groups[g.index()].as_mut().expect("live group")
+        live(&mut self.groups, g)
     }
 
     #[inline]
@@ -347,7 +355,7 @@ impl Wf2q {
         let e = self.entities[id as usize];
         let i = self.pos[id as usize] as usize;
         let (groups, pos) = (&mut self.groups, &mut self.pos);
-        let t = &mut groups[e.parent.index()].as_mut().expect("live group").trees[e.class as usize];
+        let t = &mut live(groups, e.parent).trees[e.class as usize];
         // The entity is in the heap whose slot i holds it.
         if t.elig.get(i).is_some_and(|x| x.1 == id) {
             Self::heap_remove_at(&mut t.elig, pos, i);
@@ -374,7 +382,7 @@ impl Wf2q {
             let (groups, pos) = (&mut self.groups, &mut self.pos);
             let e = &mut self.entities[id as usize];
             debug_assert_eq!(e.state, EState::Idle);
-            let sd = groups[e.parent.index()].as_mut().expect("live group");
+            let sd = live(groups, e.parent);
             let t = &mut sd.trees[e.class as usize];
             t.wsum += u64::from(e.weight);
             e.start = start.take().unwrap_or(t.v.max(e.finish));
@@ -427,7 +435,7 @@ impl Wf2q {
                 e.service += service;
             }
             let (parent, class) = (e.parent, e.class);
-            let sd = self.groups[parent.index()].as_mut().expect("live group");
+            let sd = live(&mut self.groups, parent);
             let t = &mut sd.trees[class as usize];
             t.v += vdelta(service, t.wsum.max(1));
             let up = sd.entity;
@@ -468,7 +476,7 @@ impl Wf2q {
                 e.finish = e.finish.saturating_sub(offset);
             }
         }
-        let t = &mut self.groups[g.index()].as_mut().expect("live group").trees[class as usize];
+        let t = &mut live(&mut self.groups, g).trees[class as usize];
         t.v -= offset;
         for item in t.elig.iter_mut().chain(t.inelig.iter_mut()) {
             item.0 -= offset;
@@ -514,7 +522,7 @@ impl Wf2q {
             e.service += extra;
             e.finish = e.start + vdelta(e.service, u64::from(e.weight));
             let parent = e.parent;
-            let sd = groups[parent.index()].as_mut().expect("live group");
+            let sd = live(groups, parent);
             let t = &mut sd.trees[e.class as usize];
             if busy {
                 e.start = e.finish;
@@ -681,7 +689,7 @@ impl Wf2q {
             debug_assert!(self.sd(g).in_service.is_none());
             let class = self.pick_class(g, now)?;
             let (groups, pos) = (&mut self.groups, &mut self.pos);
-            let sd = groups[g.index()].as_mut().expect("live group");
+            let sd = live(groups, g);
             // Kernel: once the starvation timeout has elapsed, the clock
             // restarts at this selection whether or not an idle-class
             // entity was waiting, so that a sparse idle-class flow cannot
