@@ -1197,15 +1197,25 @@ fn fairness(
     for weights in cases {
         let descs = fairness_readers(weights, block);
         for s in &scheds {
+            let load = load_average();
             let r = bfq_real::run(&column(s, &dev)?, &descs).map_err(|e| run_error(s, e))?;
             warn_ring_setup(s, r.engine.as_ref());
             crate::run::check_errors(&r).map_err(|e| anyhow::anyhow!("{s}: {e}"))?;
-            results.push((weights.to_vec(), s.clone(), r));
+            results.push((weights.to_vec(), s.clone(), r, load));
         }
     }
     let direct = sys::loop_direct_io(&dev).unwrap_or(true);
     drop(tmp);
     print_fairness(&results, (block, seconds, depth, &set), (direct, json_out))
+}
+
+/// The 1-minute load average (`/proc/loadavg`), where readable: the
+/// engine's scheduler runs in the readers' threads, so CPU time taken by
+/// other programs delays its turns and charges (docs/engine-measurements.md,
+/// "Fairness in local mode").
+fn load_average() -> Option<f64> {
+    let s = std::fs::read_to_string("/proc/loadavg").ok()?;
+    s.split_whitespace().next()?.parse().ok()
 }
 
 /// The error of `fairness`'s column `s`; after Ctrl-C or SIGTERM, with
@@ -1333,10 +1343,39 @@ fn fairness_header(block: u32, seconds: f64, direct: bool) -> String {
     h
 }
 
+/// The least and the most worst share error of the bytes the readers
+/// completed up to each whole second of the run's second half (their
+/// per-second series; `None` for a run under 2 s). BFQ serves the
+/// readers in turns of up to B_max sectors, so the split at one instant
+/// depends on where the last turns fell: the range is how much of a
+/// run's figure is where the run was cut, and the same for every column.
+fn cut_error_range(r: &RunReport) -> Option<(f64, f64)> {
+    let secs = r.flows.iter().map(|f| f.series_bytes.len()).max()?;
+    let due: Vec<f64> = r.shares().iter().map(|&(_, due)| due).collect();
+    let upto = |f: &bfq_real::FlowReport, k: usize| -> u64 { f.series_bytes.iter().take(k).sum() };
+    // Whole seconds only: the last point of a series holds the requests
+    // that completed after the run's end.
+    let cuts = (secs.div_ceil(2)..secs).filter(|&k| k >= 1);
+    let errs = cuts.filter_map(|k| {
+        let got: Vec<u64> = r.flows.iter().map(|f| upto(f, k)).collect();
+        let total = got.iter().sum::<u64>();
+        (total > 0).then(|| {
+            got.iter()
+                .zip(&due)
+                .map(|(&g, &d)| ((g as f64 / total as f64 - d) / d).abs())
+                .fold(0.0, f64::max)
+        })
+    });
+    errs.fold(None, |acc, e| match acc {
+        None => Some((e, e)),
+        Some((lo, hi)) => Some((f64::min(lo, e), f64::max(hi, e))),
+    })
+}
+
 /// Prints `fairness`'s runs (weights, column, report) as JSON or as one
 /// line each: throughput, each reader's share got and due, worst error.
 fn print_fairness(
-    results: &[(Vec<u32>, String, RunReport)],
+    results: &[(Vec<u32>, String, RunReport, Option<f64>)],
     (block, seconds, depth, set): (u32, f64, u32, &[String]),
     (direct, json_out): (bool, bool),
 ) -> anyhow::Result<()> {
@@ -1347,8 +1386,10 @@ fn print_fairness(
             serde_json::to_string_pretty(&json!({
                 "bench": "fairness", "block": block, "seconds": seconds, "engine_depth": depth, "engine_settings": set,
                 "tolerance": FAIRNESS_TOLERANCE, "loop_direct_io": direct,
-                "results": results.iter().map(|(w, _, r)| json!({
-                    "weights": w, "worst_share_error": r.worst_share_error(),
+                "results": results.iter().map(|(w, _, r, load)| json!({
+                    "weights": w, "load_average_before": load, "worst_share_error": r.worst_share_error(),
+                    "worst_share_error_cut_range": cut_error_range(r).map(|(lo, hi)| [lo, hi]),
+                    "bytes_per_second": r.flows.iter().map(|f| &f.series_bytes).collect::<Vec<_>>(),
                     "within_tolerance": within(r), "run": report_json(r)
                 })).collect::<Vec<_>>()
             }))?
@@ -1356,7 +1397,7 @@ fn print_fairness(
         return Ok(());
     }
     print!("{}", fairness_header(block, seconds, direct));
-    for (w, s, r) in results {
+    for (w, s, r, load) in results {
         let shares: Vec<String> = r
             .shares()
             .iter()
@@ -1371,6 +1412,20 @@ fn print_fairness(
             r.worst_share_error() * 100.0,
             if within(r) { "within" } else { "above" }
         );
+        let cut = cut_error_range(r).map(|(lo, hi)| {
+            format!(
+                "; cut at each whole second of the second half: {:.1}%..{:.1}%",
+                lo * 100.0,
+                hi * 100.0
+            )
+        });
+        let load = load.map(|l| format!("load average {l:.2} before"));
+        println!(
+            "{:>31}  {}{}",
+            "",
+            load.as_deref().unwrap_or("load average unknown"),
+            cut.as_deref().unwrap_or("")
+        );
     }
     Ok(())
 }
@@ -1378,8 +1433,8 @@ fn print_fairness(
 #[cfg(test)]
 mod tests {
     use super::{
-        check_columns, column_config, paired_ratio, paired_refs, paired_table, randread_table,
-        read_region, Round, RunReport,
+        check_columns, column_config, cut_error_range, paired_ratio, paired_refs, paired_table,
+        randread_table, read_region, Round, RunReport,
     };
     use bfq_real::EngineClient;
 
@@ -1398,6 +1453,28 @@ mod tests {
             let e = check_columns(&cols(&[c]), kernel).unwrap_err();
             assert!(e.to_string().contains("@tpc serves"), "{e}");
         }
+    }
+
+    #[test]
+    fn the_cut_range_spans_the_errors_at_the_second_halfs_whole_seconds() {
+        // Weights 1:3; per second the light reader got 1 and 3 bytes, the
+        // heavy one 3 and 5; the last point (after the run's end) is left
+        // out. Cuts after seconds 2 and 3 of 4: 4/12 and 5/16 of 1/4.
+        let flow = |due_share: f64, series_bytes: Vec<u64>| bfq_real::FlowReport {
+            bytes: series_bytes.iter().sum(),
+            due_share,
+            series_bytes,
+            ..Default::default()
+        };
+        let r = RunReport {
+            seconds: 4.0,
+            flows: vec![flow(0.25, vec![1, 3, 1, 9]), flow(0.75, vec![3, 5, 3, 0])],
+            ..Default::default()
+        };
+        let (lo, hi) = cut_error_range(&r).unwrap();
+        assert!((lo - 0.25).abs() < 1e-12, "{lo}");
+        assert!((hi - 1.0 / 3.0).abs() < 1e-12, "{hi}");
+        assert_eq!(cut_error_range(&report(1)), None);
     }
 
     /// A report of `ios` requests in one second.
