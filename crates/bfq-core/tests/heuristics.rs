@@ -1894,6 +1894,7 @@ fn bfq_kernel_is_the_kernel_without_this_projects_rules() {
     assert!(!k.inject.when_idling_boosts && b.inject.when_idling_boosts);
     assert!(k.inject.kernel_sampling && !b.inject.kernel_sampling);
     assert!(b.preempt.after_timeout && !k.preempt.after_timeout);
+    assert!(k.preempt.push_up && !b.preempt.push_up);
     assert_eq!((b.rotational_probe, k.rotational_probe), (MS, 0));
     let back = BfqConfig::from_settings_on(
         b,
@@ -1916,6 +1917,7 @@ fn bfq_kernel_is_the_kernel_without_this_projects_rules() {
             ("inject_when_idling_boosts", "0"),
             ("inject_kernel_sampling", "1"),
             ("in_time_after_timeout", "0"),
+            ("backshift_push_up", "1"),
             ("rotational_probe", "0"),
         ]),
     )

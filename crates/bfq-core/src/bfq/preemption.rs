@@ -21,6 +21,16 @@
 //!   unserved part of its budget, ten random readers kept F below a
 //!   waking bash's and its start-up under 10r-rand took 0.67-1.0 s
 //!   (low_latency off) instead of 0.29-0.36 s.
+//! - **Push-up of back-shifted timestamps** (`backshift_push_up`): a
+//!   back-shifted flow (in-time wake-up, or a return after leaving with
+//!   requests in flight) whose new F = S + budget / w is still below V has
+//!   S and F moved up together until F = V (the shift divided by its
+//!   raising coefficient when raised), as the kernel's
+//!   `bfq_update_fin_time_enqueue` does. Without it, flows that idle for
+//!   short moments keep timestamps ever further below V while V advances
+//!   over the others' service: at 100:300 on a loop device both readers
+//!   fell millions of sectors' worth behind V, and a reader that came back
+//!   late (S = max(V, F)) forfeited that much service.
 //! - **Preemption**: a waking flow preempts the in-service one when
 //!   B-WF2Q+ would pick it next — among the queued flows, and, in the same
 //!   tree and class, before the in-service flow itself (a smaller F, the
@@ -63,6 +73,9 @@ pub struct PreemptConfig {
     /// its budget for an in-time wake-up (`in_time_after_timeout`; `bfq`
     /// only).
     pub after_timeout: bool,
+    /// A back-shifted flow whose new F is still below V is pushed up to
+    /// F = V (`backshift_push_up`; kernel `bfq_update_fin_time_enqueue`).
+    pub push_up: bool,
 }
 
 /// The weight a flow is compared with when it wakes while a flow of
@@ -159,6 +172,7 @@ impl PreemptConfig {
             in_time: s.duration("preempt_in_time", 3 * slice_idle)?,
             group_weight: s.bool("preempt_group_weight", d.group_weight)?,
             after_timeout: s.bool("in_time_after_timeout", d.after_timeout)?,
+            push_up: s.bool("backshift_push_up", d.push_up)?,
         })
     }
 }

@@ -369,15 +369,31 @@ impl Wf2q {
     /// activating its ancestors as needed. `budget` is the budget to
     /// timestamp with.
     pub fn activate(&mut self, id: EntityId, budget: u64) {
-        self.activate_at(id, budget, None)
+        self.activate_at(id, budget, None, None)
     }
 
-    /// As [`Wf2q::activate`], but with `start` given for the flow entity
-    /// (in-time wake-up: S = its old F, back-shifted, even if below V).
-    pub fn activate_at(&mut self, id: EntityId, budget: u64, start: Option<u64>) {
+    /// As [`Wf2q::activate`], but back-shifted: S = `start` (the flow's
+    /// old F) for the flow entity even if below V (an in-time wake-up).
+    /// With `push_up` (the flow's raising coefficient, 1 when not raised),
+    /// a new F still below V moves up with S by (V - F) / `push_up`, so
+    /// that flows which idle for short moments do not fall ever further
+    /// behind V (kernel `bfq_update_fin_time_enqueue`).
+    pub fn activate_back_shifted(
+        &mut self,
+        id: EntityId,
+        budget: u64,
+        start: u64,
+        push_up: Option<u64>,
+    ) {
+        self.activate_at(id, budget, Some(start), push_up);
+    }
+
+    /// [`Wf2q::activate`] with the flow entity's S given (`start`) and
+    /// pushed up (`push_up`) as [`Wf2q::activate_back_shifted`] says.
+    fn activate_at(&mut self, id: EntityId, budget: u64, start: Option<u64>, push_up: Option<u64>) {
         let mut id = id;
         let mut budget = budget;
-        let mut start = start;
+        let (mut start, mut push_up) = (start, push_up);
         loop {
             let (groups, pos) = (&mut self.groups, &mut self.pos);
             let e = &mut self.entities[id as usize];
@@ -388,6 +404,11 @@ impl Wf2q {
             e.start = start.take().unwrap_or(t.v.max(e.finish));
             e.budget = budget;
             e.finish = e.start + vdelta(budget, u64::from(e.weight));
+            if let Some(div) = push_up.take().filter(|_| t.v > e.finish) {
+                let delta = (t.v - e.finish) / div.max(1);
+                e.start += delta;
+                e.finish += delta;
+            }
             e.service = 0;
             e.state = EState::Queued;
             Self::enqueue(t, pos, id, e);
@@ -870,5 +891,43 @@ mod tests {
         let v1 = w.vtime(root, IoClass::Be);
         // (10 dispatched and 990 charged at expiry: one unit of rounding.)
         assert!(vdelta(1000, 200).abs_diff(v1 - v0) <= 1, "{}", v1 - v0);
+    }
+
+    /// A back-shifted flow whose new F is below V: without the push-up it
+    /// keeps S = its old F; with it, S and F move up until F = V (by half
+    /// of that with a raising coefficient of 2).
+    #[test]
+    fn a_back_shifted_flow_below_v_is_pushed_up_to_v() {
+        let root = GroupId::ROOT;
+        let case = |push_up: Option<u64>| {
+            let mut w = Wf2q::new(0);
+            let a = w.new_entity(Kind::Flow(0), root, IoClass::Be, 100, 1000);
+            let b = w.new_entity(Kind::Flow(1), root, IoClass::Be, 100, 1000);
+            w.activate(a, 1000);
+            w.activate(b, 1000);
+            let (_, first) = w.select(0).expect("a flow");
+            assert_eq!(first, a);
+            w.served(a, 1000);
+            w.expire(a, 1000, false, 1000);
+            let old_f = w.entity(a).finish;
+            // b alone: V runs past a's old F.
+            for _ in 0..5 {
+                let (_, id) = w.select(0).expect("b");
+                w.served(id, 1000);
+                w.expire(id, 1000, true, 1000);
+            }
+            let v = w.vtime(root, IoClass::Be);
+            w.activate_back_shifted(a, 1000, old_f, push_up);
+            (*w.entity(a), old_f, v)
+        };
+        let (e, old_f, v) = case(None);
+        assert_eq!((e.start, e.finish), (old_f, old_f + vdelta(1000, 100)));
+        assert!(e.finish < v);
+        let (e, _, v) = case(Some(1));
+        assert_eq!(e.finish, v);
+        assert_eq!(e.finish - e.start, vdelta(1000, 100));
+        let (e, old_f, v) = case(Some(2));
+        let f = old_f + vdelta(1000, 100);
+        assert_eq!(e.finish, f + (v - f) / 2);
     }
 }
