@@ -2163,7 +2163,8 @@ impl Bfq {
         } else if returning {
             // S = its F, not max(V, F).
             let start = self.wf2q.entity(entity).finish;
-            self.wf2q.activate_back_shifted(entity, fs.budget, start, push_up);
+            self.wf2q
+                .activate_back_shifted(entity, fs.budget, start, push_up);
         } else {
             self.wf2q.activate(entity, fs.budget);
         }
