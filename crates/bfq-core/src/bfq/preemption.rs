@@ -27,10 +27,11 @@
 //!   S and F moved up together until F = V (the shift divided by its
 //!   raising coefficient when raised), as the kernel's
 //!   `bfq_update_fin_time_enqueue` does. Without it, flows that idle for
-//!   short moments keep timestamps ever further below V while V advances
-//!   over the others' service: at 100:300 on a loop device both readers
-//!   fell millions of sectors' worth behind V, and a reader that came back
-//!   late (S = max(V, F)) forfeited that much service.
+//!   short moments at irregular times keep timestamps ever further below V
+//!   while V advances over the others' service (a simulated probe:
+//!   `back_shift_lag`), and a flow that comes back late (S = max(V, F))
+//!   forfeits that much service. On in `bfq-kernel`; off in `bfq`, whose
+//!   injection rules lose fairness with it (docs/bfq-settings.md).
 //! - **Preemption**: a waking flow preempts the in-service one when
 //!   B-WF2Q+ would pick it next — among the queued flows, and, in the same
 //!   tree and class, before the in-service flow itself (a smaller F, the

@@ -929,5 +929,6 @@ mod tests {
         let (e, old_f, v) = case(Some(2));
         let f = old_f + vdelta(1000, 100);
         assert_eq!(e.finish, f + (v - f) / 2);
+        assert_eq!(e.finish - e.start, vdelta(1000, 100));
     }
 }
