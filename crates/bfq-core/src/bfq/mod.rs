@@ -2264,9 +2264,9 @@ mod back_shift_lag {
             VecDeque::<(Time, Request)>::new(),
             Vec::<(Time, usize)>::new(),
         );
-        let (mut idle_until, mut sectors) = (None, [0u64; 2]);
+        let mut sectors = [0u64; 2];
         while now < secs * SEC {
-            loop {
+            let idle_until = loop {
                 match b.dispatch(now) {
                     Dispatch::Request(r) => {
                         let mut svc = 50 * US + rnd() % (250 * US);
@@ -2275,18 +2275,11 @@ mod back_shift_lag {
                         }
                         let start = dev.back().map_or(now, |d| d.0.max(now));
                         dev.push_back((start + svc, r));
-                        idle_until = None;
                     }
-                    Dispatch::Idle { until } => {
-                        idle_until = Some(until);
-                        break;
-                    }
-                    _ => {
-                        idle_until = None;
-                        break;
-                    }
+                    Dispatch::Idle { until } => break Some(until),
+                    _ => break None,
                 }
-            }
+            };
             let done = dev.front().map_or(Time::MAX, |d| d.0);
             let arrival = arrivals.iter().map(|a| a.0).min().unwrap_or(Time::MAX);
             let next = done.min(arrival).min(idle_until.unwrap_or(Time::MAX));
