@@ -2219,16 +2219,63 @@ impl Bfq {
 #[cfg(test)]
 mod back_shift_lag {
     //! Two sync readers (weights 100 and 300, 64 KiB reads, one at a
-    //! time) driven straight through BFQ for 40 simulated seconds with
-    //! irregular times from a fixed-seed generator: 50-300 us per
-    //! request, 10-110 us from a completion to the next read, one request
-    //! in 2000 taking 5-30 ms more and one think time in 5000 1-21 ms
-    //! more. Back-shifted at their in-time wake-ups, the readers' S fall
-    //! ever further below V unless pushed up (`backshift_push_up`).
+    //! time) driven straight through BFQ with irregular times from a
+    //! fixed-seed generator: 50-300 us per request, 10-110 us from a
+    //! completion to the next read, one request in 2000 taking 5-30 ms
+    //! more and one think time in 5000 1-21 ms more. Back-shifted at their
+    //! in-time wake-ups, the readers' S fall ever further below V unless
+    //! pushed up (`backshift_push_up`).
     use super::*;
     use std::collections::VecDeque;
 
-    /// V - S of each reader (light, heavy) at the end, in sectors per
+    /// The simulated device and readers around the scheduler.
+    struct Drive {
+        rng: u64,
+        /// Dispatched requests with their completion times, in order.
+        dev: VecDeque<(Time, Request)>,
+        /// Each reader's next read: when it is issued, which reader.
+        arrivals: Vec<(Time, usize)>,
+    }
+
+    impl Drive {
+        /// The next number of a xorshift generator.
+        fn rnd(&mut self) -> u64 {
+            self.rng ^= self.rng << 13;
+            self.rng ^= self.rng >> 7;
+            self.rng ^= self.rng << 17;
+            self.rng
+        }
+
+        /// Dispatches until the scheduler sends nothing, queueing each
+        /// request on the device; its idle deadline, if it idles.
+        fn dispatch_all(&mut self, b: &mut Bfq, now: Time) -> Option<Time> {
+            loop {
+                match b.dispatch(now) {
+                    Dispatch::Request(r) => {
+                        let mut svc = 50 * US + self.rnd() % (250 * US);
+                        if self.rnd() % 2000 == 0 {
+                            svc += 5 * MS + self.rnd() % (25 * MS);
+                        }
+                        let start = self.dev.back().map_or(now, |d| d.0.max(now));
+                        self.dev.push_back((start + svc, r));
+                    }
+                    Dispatch::Idle { until } => return Some(until),
+                    _ => return None,
+                }
+            }
+        }
+
+        /// The reader's time from a completion to its next read.
+        fn think(&mut self) -> Time {
+            let mut think = 10 * US + self.rnd() % (100 * US);
+            if self.rnd() % 5000 == 0 {
+                think += MS + self.rnd() % (20 * MS);
+            }
+            think
+        }
+    }
+
+    /// V - S of each reader (light, heavy) after `secs`, in sectors per
     /// unit of weight, and the light reader's share of the sectors.
     fn lag_after(settings: &[(&str, &str)], secs: u64) -> (i64, i64, f64) {
         let mut b = Bfq::from_settings(&Settings::from_pairs(settings.iter().copied())).unwrap();
@@ -2238,65 +2285,44 @@ mod back_shift_lag {
             rotational: false,
         });
         let flows = [100, 300].map(|w| b.add_flow(0, FlowSpec::with_weight(w)).unwrap());
-        let mut rng = 0x9E37_79B9_7F4A_7C15u64;
-        let mut rnd = move || {
-            rng ^= rng << 13;
-            rng ^= rng >> 7;
-            rng ^= rng << 17;
-            rng
-        };
         let (mut now, mut id, mut next_sector) = (0, 0u64, [0u64, 1 << 30]);
         let mut read = |b: &mut Bfq, now: Time, i: usize| {
+            let (sector, sectors) = (next_sector[i], 128);
             let req = Request {
                 id,
                 flow: flows[i],
-                sector: next_sector[i],
-                sectors: 128,
+                sector,
+                sectors,
                 op: Op::Read,
                 sync: true,
             };
             b.add_request(now, req).unwrap();
-            (id, next_sector[i]) = (id + 1, next_sector[i] + 128);
+            (id, next_sector[i]) = (id + 1, sector + u64::from(sectors));
         };
         read(&mut b, 0, 0);
         read(&mut b, 0, 1);
-        let (mut dev, mut arrivals) = (
-            VecDeque::<(Time, Request)>::new(),
-            Vec::<(Time, usize)>::new(),
-        );
+        let mut d = Drive {
+            rng: 0x9E37_79B9_7F4A_7C15,
+            dev: VecDeque::new(),
+            arrivals: Vec::new(),
+        };
         let mut sectors = [0u64; 2];
         while now < secs * SEC {
-            let idle_until = loop {
-                match b.dispatch(now) {
-                    Dispatch::Request(r) => {
-                        let mut svc = 50 * US + rnd() % (250 * US);
-                        if rnd() % 2000 == 0 {
-                            svc += 5 * MS + rnd() % (25 * MS);
-                        }
-                        let start = dev.back().map_or(now, |d| d.0.max(now));
-                        dev.push_back((start + svc, r));
-                    }
-                    Dispatch::Idle { until } => break Some(until),
-                    _ => break None,
-                }
-            };
-            let done = dev.front().map_or(Time::MAX, |d| d.0);
-            let arrival = arrivals.iter().map(|a| a.0).min().unwrap_or(Time::MAX);
+            let idle_until = d.dispatch_all(&mut b, now);
+            let done = d.dev.front().map_or(Time::MAX, |r| r.0);
+            let arrival = d.arrivals.iter().map(|a| a.0).min().unwrap_or(Time::MAX);
             let next = done.min(arrival).min(idle_until.unwrap_or(Time::MAX));
             now = now.max(next);
             if next == done {
-                let (_, r) = dev.pop_front().unwrap();
+                let (_, r) = d.dev.pop_front().unwrap();
                 b.complete(now, r.id).unwrap();
                 let i = usize::from(r.flow == flows[1]);
                 sectors[i] += u64::from(r.sectors);
-                let mut think = 10 * US + rnd() % (100 * US);
-                if rnd() % 5000 == 0 {
-                    think += MS + rnd() % (20 * MS);
-                }
-                arrivals.push((now + think, i));
+                let think = d.think();
+                d.arrivals.push((now + think, i));
             } else if next == arrival {
-                let k = arrivals.iter().position(|a| a.0 == arrival).unwrap();
-                let (_, i) = arrivals.swap_remove(k);
+                let k = d.arrivals.iter().position(|a| a.0 == arrival).unwrap();
+                let (_, i) = d.arrivals.swap_remove(k);
                 read(&mut b, now, i);
             }
         }
@@ -2304,16 +2330,10 @@ mod back_shift_lag {
         let lag = |f: FlowId| {
             (v - b.wf2q.entity(b.flow_state(f).entity).start as i64) >> wf2q::SERVICE_SHIFT
         };
-        (
-            lag(flows[0]),
-            lag(flows[1]),
-            sectors[0] as f64 / (sectors[0] + sectors[1]) as f64,
-        )
+        let light = sectors[0] as f64 / (sectors[0] + sectors[1]) as f64;
+        (lag(flows[0]), lag(flows[1]), light)
     }
 
-    /// Without the push-up both readers end hundreds of sectors per unit
-    /// of weight below V (the same for both: their split holds); with it
-    /// neither does.
     /// After 60 s without the push-up both readers are 884 and 1432
     /// sectors per unit of weight below V and drifting further (523 and
     /// 396 after 20 s), yet their split holds; with it, 173 and 193.
