@@ -2253,7 +2253,7 @@ mod back_shift_lag {
                 match b.dispatch(now) {
                     Dispatch::Request(r) => {
                         let mut svc = 50 * US + self.rnd() % (250 * US);
-                        if self.rnd() % 2000 == 0 {
+                        if self.rnd().is_multiple_of(2000) {
                             svc += 5 * MS + self.rnd() % (25 * MS);
                         }
                         let start = self.dev.back().map_or(now, |d| d.0.max(now));
@@ -2268,7 +2268,7 @@ mod back_shift_lag {
         /// The reader's time from a completion to its next read.
         fn think(&mut self) -> Time {
             let mut think = 10 * US + self.rnd() % (100 * US);
-            if self.rnd() % 5000 == 0 {
+            if self.rnd().is_multiple_of(5000) {
                 think += MS + self.rnd() % (20 * MS);
             }
             think
