@@ -478,18 +478,23 @@ impl<T> Slab<T> {
 }
 
 /// A flow as the topology keeps it.
+///
+/// Laid out in declaration order (`repr(C)`): `held`, which every request
+/// changes twice, right after the policy's data, whose last fields are
+/// BFQ's per-request ones ([`FlowState`](crate::bfq::FlowState)).
 #[derive(Clone, Debug)]
+#[repr(C)]
 pub struct FlowEntry<F> {
-    /// What the flow was created with.
-    pub spec: FlowSpec,
+    /// Policy-specific data.
+    pub data: F,
+    /// Requests held (queued or in flight).
+    pub held: u32,
     /// Effective weight (explicit or from the priority level).
     pub weight: u32,
     /// Removed by the caller; freed once it holds no request.
     pub retired: bool,
-    /// Requests held (queued or in flight).
-    pub held: u32,
-    /// Policy-specific data.
-    pub data: F,
+    /// What the flow was created with.
+    pub spec: FlowSpec,
 }
 
 /// A group as the topology keeps it.
