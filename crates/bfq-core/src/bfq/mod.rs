@@ -563,35 +563,44 @@ pub const INJECT_CANDIDATES: usize = 8;
 const INJECT_LIST: usize = 2 + RECENT_ACTIVATIONS + INJECT_CANDIDATES;
 
 /// The BFQ scheduler.
+///
+/// Laid out in declaration order (`repr(C)`): first what a request
+/// writes whenever its flow's turn starts and ends with it (the turn, the
+/// peak-rate window, the latest completion, the request table, the
+/// lingering list, the recent activations, the counters), on as few
+/// cache lines as they fill; the configuration and the state a request
+/// only reads after them (docs/architecture.md, "CPU cost per request").
 #[derive(Debug)]
+#[repr(C)]
 pub struct Bfq {
-    name: &'static str,
-    cfg: BfqConfig,
-    device: DeviceInfo,
+    turn: Option<Turn>,
+    peak: PeakRate,
+    last_completion: Option<(u32, Time)>,
     /// Per request: index of the flow whose queue holds it (differs from
     /// `req.flow` when merged).
     table: RequestTable<u32>,
-    topo: Topology<FlowState, GroupState>,
-    wf2q: Wf2q,
-    turn: Option<Turn>,
-    census: Census,
     lingering: Lingering,
-    peak: PeakRate,
-    /// What the driver says of the device; `device.rotational` is what
-    /// the rules use (the probe may overrule a rotational claim).
-    reported_rotational: bool,
-    medium: MediumProbe,
-    burst: Burst,
-    last_completion: Option<(u32, Time)>,
-    slots: DeviceSlots,
     /// Latest entries into B-WF2Q+ (`inject_recent_first`).
     recent: RecentActivations,
+    stats: BfqStats,
+    /// Most requests seen in flight (kernel `max_rq_in_driver`).
+    max_in_flight: u32,
     /// Kernel `rqs_injected` (`inject_kernel_sampling`): a listed flow was
     /// injected since the sampled request's flow emptied.
     rqs_injected: bool,
-    /// Most requests seen in flight (kernel `max_rq_in_driver`).
-    max_in_flight: u32,
-    stats: BfqStats,
+    census: Census,
+    // What a request reads, or writes now and then, from here to the end.
+    slots: DeviceSlots,
+    wf2q: Wf2q,
+    topo: Topology<FlowState, GroupState>,
+    medium: MediumProbe,
+    burst: Burst,
+    name: &'static str,
+    cfg: BfqConfig,
+    device: DeviceInfo,
+    /// What the driver says of the device; `device.rotational` is what
+    /// the rules use (the probe may overrule a rotational claim).
+    reported_rotational: bool,
 }
 
 impl Bfq {
