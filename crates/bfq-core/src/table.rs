@@ -131,6 +131,8 @@ pub struct Slot<X> {
     /// Bumped each time the slot is freed: lets lazy-deletion structures
     /// recognise stale entries.
     pub gen: u32,
+    /// While the slot is free: the slot freed before it ([`NO_SLOT`]: none).
+    next_free: SlotIdx,
     /// Policy-specific data.
     pub extra: X,
 }
@@ -139,13 +141,20 @@ pub struct Slot<X> {
 pub type SlotIdx = u32;
 
 /// Requests held by a scheduler, by id and by slot.
+///
+/// Free slots are reused last freed first, through a list kept in the
+/// free slots themselves: a request's completion and the next insertion
+/// write only the slot and the list's head, beside the counts (declaration
+/// order, `repr(C)`: what each request writes first).
 #[derive(Clone, Debug)]
+#[repr(C)]
 pub struct RequestTable<X> {
-    slots: Vec<Slot<X>>,
-    free: Vec<SlotIdx>,
-    index: IdIndex,
     queued: usize,
     in_flight: usize,
+    /// The last slot freed ([`NO_SLOT`]: none).
+    free: SlotIdx,
+    slots: Vec<Slot<X>>,
+    index: IdIndex,
 }
 
 impl<X: Copy + Default> Default for RequestTable<X> {
@@ -158,11 +167,11 @@ impl<X: Copy + Default> RequestTable<X> {
     /// An empty table.
     pub fn new() -> Self {
         RequestTable {
-            slots: Vec::new(),
-            free: Vec::new(),
-            index: IdIndex::default(),
             queued: 0,
             in_flight: 0,
+            free: NO_SLOT,
+            slots: Vec::new(),
+            index: IdIndex::default(),
         }
     }
 
@@ -181,35 +190,32 @@ impl<X: Copy + Default> RequestTable<X> {
     pub fn insert(&mut self, now: Time, req: Request, extra: X) -> Result<SlotIdx, SchedError> {
         check_request(&req)?;
         // The slot it takes: the last freed, else a new one.
-        let next = match self.free.last() {
-            Some(&i) => i,
-            None => self.slots.len() as SlotIdx,
+        let idx = if self.free == NO_SLOT {
+            self.slots.len() as SlotIdx
+        } else {
+            self.free
         };
-        if !self.index.insert(req.id, next) {
+        if !self.index.insert(req.id, idx) {
             return Err(SchedError::DuplicateRequest(req.id));
         }
-        let idx = match self.free.pop() {
-            Some(i) => {
-                let s = &mut self.slots[i as usize];
-                s.req = req;
-                s.state = ReqState::Queued;
-                s.arrival = now;
-                s.extra = extra;
-                i
-            }
-            None => {
-                self.slots.push(Slot {
-                    req,
-                    state: ReqState::Queued,
-                    arrival: now,
-                    dispatched_at: 0,
-                    gen: 0,
-                    extra,
-                });
-                (self.slots.len() - 1) as SlotIdx
-            }
-        };
-        debug_assert_eq!(idx, next);
+        if idx == self.free {
+            let s = &mut self.slots[idx as usize];
+            self.free = s.next_free;
+            s.req = req;
+            s.state = ReqState::Queued;
+            s.arrival = now;
+            s.extra = extra;
+        } else {
+            self.slots.push(Slot {
+                req,
+                state: ReqState::Queued,
+                arrival: now,
+                dispatched_at: 0,
+                gen: 0,
+                next_free: NO_SLOT,
+                extra,
+            });
+        }
         self.queued += 1;
         Ok(idx)
     }
@@ -289,7 +295,8 @@ impl<X: Copy + Default> RequestTable<X> {
         let out = *s;
         s.state = ReqState::Free;
         s.gen = s.gen.wrapping_add(1);
-        self.free.push(idx);
+        s.next_free = self.free;
+        self.free = idx;
         Ok(out)
     }
 
