@@ -521,8 +521,11 @@ pub struct GroupState {
     entity: Option<EntityId>,
 }
 
-/// Counters for tests and reports.
+/// Counters for tests and reports, in declaration order (`repr(C)`): the
+/// one each turn writes, `turns`, last (next to the fields after it in
+/// [`Bfq`]).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[repr(C)]
 pub struct BfqStats {
     /// Requests dispatched by injection (heuristic 7).
     pub injected: u64,
@@ -565,29 +568,30 @@ const INJECT_LIST: usize = 2 + RECENT_ACTIVATIONS + INJECT_CANDIDATES;
 /// The BFQ scheduler.
 ///
 /// Laid out in declaration order (`repr(C)`): first what a request
-/// writes whenever its flow's turn starts and ends with it (the turn, the
-/// peak-rate window, the latest completion, the request table, the
-/// lingering list, the recent activations, the counters), on as few
-/// cache lines as they fill; the configuration and the state a request
-/// only reads after them (docs/architecture.md, "CPU cost per request").
+/// writes whenever its flow's turn starts and ends with it (the turn
+/// count, the turn, the latest completion, the peak-rate window, the
+/// lingering list, the recent activations, the request table's counts),
+/// on as few cache lines as they fill; the configuration and the state a
+/// request only reads after them (docs/architecture.md, "CPU cost per request").
 #[derive(Debug)]
 #[repr(C)]
 pub struct Bfq {
-    turn: Option<Turn>,
-    peak: PeakRate,
-    last_completion: Option<(u32, Time)>,
-    /// Per request: index of the flow whose queue holds it (differs from
-    /// `req.flow` when merged).
-    table: RequestTable<u32>,
-    lingering: Lingering,
-    /// Latest entries into B-WF2Q+ (`inject_recent_first`).
-    recent: RecentActivations,
+    /// Its last field, the turn count, written at each turn.
     stats: BfqStats,
     /// Most requests seen in flight (kernel `max_rq_in_driver`).
     max_in_flight: u32,
     /// Kernel `rqs_injected` (`inject_kernel_sampling`): a listed flow was
     /// injected since the sampled request's flow emptied.
     rqs_injected: bool,
+    turn: Option<Turn>,
+    last_completion: Option<(u32, Time)>,
+    peak: PeakRate,
+    lingering: Lingering,
+    /// Latest entries into B-WF2Q+ (`inject_recent_first`).
+    recent: RecentActivations,
+    /// Per request: index of the flow whose queue holds it (differs from
+    /// `req.flow` when merged). Its counts first.
+    table: RequestTable<u32>,
     census: Census,
     // What a request reads, or writes now and then, from here to the end.
     slots: DeviceSlots,
