@@ -391,9 +391,10 @@ impl BfqConfig {
 /// waits for each request) come last, after the queue and before the
 /// injection state whose tail a request writes too, so that they share
 /// a few cache lines, next to the topology's count of requests held
-/// ([`FlowEntry`](crate::table::FlowEntry)). The line such a turn hands
-/// to the CPU that takes the next one are then fewer
-/// (docs/architecture.md, "CPU cost per request").
+/// ([`FlowEntry`](crate::table::FlowEntry)): such a request writes 5
+/// lines of the flow's entry instead of 8, lines the CPU that serves the
+/// flow next reads (docs/architecture.md, "Lines a request writes,
+/// counted").
 #[derive(Clone, Debug)]
 #[repr(C)]
 pub struct FlowState {

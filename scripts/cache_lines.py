@@ -1,0 +1,97 @@
+#!/usr/bin/env python3
+"""Cache lines a scheduler's request cycle writes, counted under valgrind.
+
+Usage: scripts/cache_lines.py BIN bfq|fifo [REQUESTS] [--cpus alt|random]
+
+Runs `BIN bench-core --blocking --random --flows 64 --reuse-ids
+--requests REQUESTS --scheduler S` under `valgrind --tool=lackey
+--trace-mem=yes` (valgrind on amd64; BIN a release build with symbols) and
+cuts the trace into request cycles at each entry into the scheduler's
+`complete` (a cycle: the completion, the dispatch after it, the flow's next
+request and the dispatches after that). The warm-up's cycles and the last
+one are left out, and so are the stack and the stores of the bench loop
+itself (its device queue). Per cycle, averaged:
+
+- written: distinct 64-byte lines stored to;
+- touched: distinct lines loaded or stored;
+- moved: with the cycles on two CPUs (`alt`: in turn, as `bench-core
+  --threads 2 --batch 1`; `random`: drawn with a fixed seed, as the
+  engine's 64 threads on two CPUs), distinct lines the cycle touches whose
+  latest store was made on the other CPU after this one last touched them:
+  each a transfer between the CPUs' caches.
+
+docs/architecture.md, "CPU cost per request", has the figures.
+"""
+import random
+import subprocess
+import sys
+
+LOAD_BASE = 0x108000  # where valgrind (amd64) loads a position-independent binary
+STACK = 0x1F00000000  # the main thread's stack under valgrind lies above
+TYPES = {"bfq": "bfq_core::bfq::Bfq", "fifo": "bfq_core::fifo::Fifo"}
+
+
+def symbol(binary, name):
+    """(address under valgrind, size) of the function `name`."""
+    out = subprocess.run(["nm", "-S", "-C", binary], capture_output=True, text=True).stdout
+    for line in out.splitlines():
+        parts = line.split(" ", 3)
+        if len(parts) == 4 and parts[3] == name:
+            return int(parts[0], 16) + LOAD_BASE, int(parts[1], 16)
+    sys.exit(f"no symbol {name} in {binary}")
+
+
+def main():
+    args = [a for a in sys.argv[1:] if not a.startswith("--cpus")]
+    binary, sched = args[0], args[1]
+    requests = int(args[2]) if len(args) > 2 else 2000
+    alternate = "--cpus=random" not in sys.argv[1:]
+    marker, _ = symbol(binary, f"<{TYPES[sched]} as bfq_core::scheduler::Scheduler>::complete")
+    loop_lo, loop_size = symbol(binary, "bfq::bench_core::Blocking::cycles")
+    warm = max(requests // 4, 512)
+    rng = random.Random(43)
+    cmd = ["valgrind", "--tool=lackey", "--trace-mem=yes", "--log-fd=9", binary,
+           "bench-core", "--blocking", "--random", "--flows", "64", "--reuse-ids",
+           "--requests", str(requests), "--scheduler", sched]
+    proc = subprocess.Popen(["sh", "-c", '"$@" 9>&1 >/dev/null 2>&1', "sh"] + cmd,
+                            stdout=subprocess.PIPE, text=True, bufsize=1 << 20)
+    seg, cpu, ip = -1, 0, 0
+    written, touched, moved = set(), set(), set()
+    last_store = {}  # line -> (cycle, cpu) of its latest store
+    last_touch = ({}, {})  # per CPU: line -> cycle it last touched the line
+    totals = []
+    for line in proc.stdout:
+        if line[0] == "I":
+            ip = int(line[3:line.index(",")], 16)
+            if ip == marker:
+                if seg >= warm:
+                    totals.append((len(written), len(touched), len(moved)))
+                seg += 1
+                cpu = seg & 1 if alternate else rng.getrandbits(1)
+                written.clear(), touched.clear(), moved.clear()
+            continue
+        if seg < 0 or line[0] != " ":
+            continue
+        comma = line.index(",", 3)
+        addr, size = int(line[3:comma], 16), int(line[comma + 1:])
+        store = line[1] in "SM"
+        if addr >= STACK or (store and loop_lo <= ip < loop_lo + loop_size):
+            continue
+        for ln in range(addr >> 6, ((addr + size - 1) >> 6) + 1):
+            prev = last_store.get(ln)
+            if prev and prev[1] != cpu and prev[0] > last_touch[cpu].get(ln, -1):
+                moved.add(ln)
+            touched.add(ln)
+            last_touch[cpu][ln] = seg
+            if store:
+                written.add(ln)
+                last_store[ln] = (seg, cpu)
+    proc.wait()
+    n = len(totals)
+    w, t, m = (sum(x[i] for x in totals) / n for i in range(3))
+    print(f"{sched}: {n} cycles, per cycle: written {w:.2f} touched {t:.2f} "
+          f"moved ({'alt' if alternate else 'random'}) {m:.2f}")
+
+
+if __name__ == "__main__":
+    main()
