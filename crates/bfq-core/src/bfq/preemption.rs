@@ -77,6 +77,12 @@ pub struct PreemptConfig {
     /// A back-shifted flow whose new F is still below V is pushed up to
     /// F = V (`backshift_push_up`; kernel `bfq_update_fin_time_enqueue`).
     pub push_up: bool,
+    /// Timestamps measured from the least F of the backlogged flows when V
+    /// has run past it (`lag_anchor`; `bfq` only): a flow activated afresh
+    /// starts at S = max(that, its F), a back-shifted one keeps at most
+    /// B_max / w below it ([`super::wf2q::PushUp`]). `push_up` takes
+    /// precedence for back-shifted flows.
+    pub lag_anchor: bool,
 }
 
 /// The weight a flow is compared with when it wakes while a flow of
@@ -174,6 +180,7 @@ impl PreemptConfig {
             group_weight: s.bool("preempt_group_weight", d.group_weight)?,
             after_timeout: s.bool("in_time_after_timeout", d.after_timeout)?,
             push_up: s.bool("backshift_push_up", d.push_up)?,
+            lag_anchor: s.bool("lag_anchor", d.lag_anchor)?,
         })
     }
 }
