@@ -59,15 +59,16 @@ use preemption::{Preempt, PreemptConfig};
 use queue::{FlowQueue, QueueConfig};
 use queue_merge::{MergeConfig, MergeState};
 use weight_raising::{Burst, BurstVerdict, Raise, RaiseKind, WrConfig};
-use wf2q::{EState, EntityId, Kind, PushUp, Wf2q};
+use wf2q::{Anchor, EState, EntityId, Kind, PushUp, Wf2q};
 
 /// Under `lag_anchor`, how far below V (in sectors at the flow's weight:
-/// 8 TiB at weight 1) a flow activated afresh may start: a guard that
-/// keeps every timestamp within reach of B-WF2Q+'s rebase (2^56 units
-/// below V at most, 2^62 of headroom), far beyond any drift of V in a
-/// run (3.4 million sectors at weight 300 after 20 s in
-/// `h3_injected_time_is_not_charged_to_the_idling_flow`).
-pub const ANCHOR_SPAN: u64 = 1 << 34;
+/// 128 TiB at weight 1) a flow activated afresh may start: a guard that
+/// keeps every timestamp within reach of B-WF2Q+'s rebase (2^60 units
+/// below V at most, 2^62 of headroom), far beyond V's drift in a run
+/// (3.4 million sectors at weight 300 after 20 s in
+/// `h3_injected_time_is_not_charged_to_the_idling_flow`; at that pace the
+/// guard is reached after about 30 days).
+pub const ANCHOR_SPAN: u64 = 1 << 38;
 
 /// Default B_max before the peak rate is known, and of the 2010 profile.
 pub const DEFAULT_MAX_BUDGET: u64 = 16384;
@@ -161,6 +162,7 @@ impl BfqConfig {
                 after_timeout: false,
                 push_up: false,
                 lag_anchor: false,
+                lag_bound: false,
             },
             timeout_grace: false,
             rotational_probe: 0,
@@ -209,12 +211,14 @@ impl BfqConfig {
             // (`h7_injection_keeps_3_to_1_and_raises_throughput`,
             // `h3_injected_time_is_not_charged_to_the_idling_flow`): V runs
             // ahead of every flow alike, and only the flows that happen to
-            // come back back-shifted were moved up. `lag_anchor` bounds the
-            // lag against the least F of the backlogged flows instead.
+            // come back back-shifted were moved up. `backshift_lag_bound`
+            // bounds the lag against the backlogged flows' least F instead,
+            // and `lag_anchor` starts fresh activations there.
             preempt: PreemptConfig {
                 after_timeout: true,
                 push_up: false,
                 lag_anchor: true,
+                lag_bound: false,
                 ..k.preempt
             },
             rotational_probe: MS,
@@ -272,6 +276,7 @@ impl BfqConfig {
                 after_timeout: false,
                 push_up: true,
                 lag_anchor: false,
+                lag_bound: false,
             },
             timeout_grace: true,
             ..p
@@ -621,8 +626,7 @@ impl Bfq {
             stats: BfqStats::default(),
         };
         b.retune_max_budget();
-        b.wf2q
-            .set_anchored(cfg.preempt.lag_anchor.then_some(ANCHOR_SPAN));
+        b.set_anchor();
         b
     }
 
@@ -894,7 +898,19 @@ impl Bfq {
         }
         if let Some(m) = self.peak.max_budget(self.cfg.timeout_sync) {
             self.cfg.budget.rescale(m);
+            self.set_anchor();
         }
+    }
+
+    /// `lag_anchor`: B-WF2Q+ timestamps activations from the backlogged
+    /// flows' least F + B_max / w when V has run past it.
+    fn set_anchor(&mut self) {
+        let anchor = Anchor {
+            slack: self.cfg.budget.max_budget,
+            span: ANCHOR_SPAN,
+        };
+        self.wf2q
+            .set_anchored(self.cfg.preempt.lag_anchor.then_some(anchor));
     }
 
     /// Whether a flow is idled for, and how long.
@@ -2174,7 +2190,7 @@ impl Bfq {
                 div: u64::from(fs.raise.coeff.max(1)),
             })
         } else {
-            preempt.lag_anchor.then_some(PushUp {
+            preempt.lag_bound.then_some(PushUp {
                 slack: max_budget,
                 div: 1,
             })
@@ -2409,7 +2425,11 @@ mod back_shift_lag {
     /// with the kernel's push-up, 173 and 193.
     #[test]
     fn the_push_up_keeps_back_shifted_readers_near_v() {
-        let off = [("backshift_push_up", "0"), ("lag_anchor", "0")];
+        let off = [
+            ("backshift_push_up", "0"),
+            ("lag_anchor", "0"),
+            ("backshift_lag_bound", "0"),
+        ];
         let (light, heavy, share) = lag_after(&off, 60);
         assert!(light > 800 && heavy > 800, "{light} {heavy}");
         assert!((share - 0.25).abs() < 0.01, "{share}");

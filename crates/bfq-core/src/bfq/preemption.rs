@@ -77,12 +77,16 @@ pub struct PreemptConfig {
     /// A back-shifted flow whose new F is still below V is pushed up to
     /// F = V (`backshift_push_up`; kernel `bfq_update_fin_time_enqueue`).
     pub push_up: bool,
-    /// Timestamps measured from the least F of the backlogged flows when V
-    /// has run past it (`lag_anchor`; `bfq` only): a flow activated afresh
-    /// starts at S = max(that, its F), a back-shifted one keeps at most
-    /// B_max / w below it ([`super::wf2q::PushUp`]). `push_up` takes
-    /// precedence for back-shifted flows.
+    /// Activations timestamped from the backlogged flows when V has run
+    /// past them all (`lag_anchor`; `bfq` only): a flow activated afresh
+    /// starts at S = max(their least F + B_max / w, its F)
+    /// ([`super::wf2q::Anchor`]).
     pub lag_anchor: bool,
+    /// A back-shifted flow keeps at most B_max / w of lag behind the
+    /// backlogged flows' least F (or V, if lower): beyond, it is pushed up
+    /// (`backshift_lag_bound`; `bfq` only; [`super::wf2q::PushUp`]).
+    /// `push_up` takes precedence.
+    pub lag_bound: bool,
 }
 
 /// The weight a flow is compared with when it wakes while a flow of
@@ -181,6 +185,7 @@ impl PreemptConfig {
             after_timeout: s.bool("in_time_after_timeout", d.after_timeout)?,
             push_up: s.bool("backshift_push_up", d.push_up)?,
             lag_anchor: s.bool("lag_anchor", d.lag_anchor)?,
+            lag_bound: s.bool("backshift_lag_bound", d.lag_bound)?,
         })
     }
 }

@@ -41,19 +41,30 @@ pub fn vdelta(service: u64, weight: u64) -> u64 {
 /// up with S by the distance divided by `div`.
 ///
 /// The kernel (`bfq_update_fin_time_enqueue`, `backshift_push_up`) takes
-/// `slack` 0 and `div` the flow's raising coefficient: F = V. `bfq`
-/// (`lag_anchor`) takes `slack` B_max and `div` 1, against the anchor
-/// instead of V ([`Wf2q::set_anchored`]): a flow keeps up to B_max of lag
-/// behind the backlogged flows, the bound B-WF2Q+ guarantees a
-/// continuously backlogged application (2010 paper, appendix, Lemma 2:
-/// lag <= B_max + L_max), which back-shifting claims it was; only the lag
-/// beyond it, which no backlogged flow could have had, is dropped.
+/// `slack` 0 and `div` the flow's raising coefficient: F = V.
+/// `backshift_lag_bound` takes `slack` B_max and `div` 1, against the
+/// backlogged flows' least F where V has run past it ([`Wf2q::anchor`]):
+/// a flow keeps up to B_max of lag behind them, the bound B-WF2Q+
+/// guarantees a continuously backlogged application (2010 paper,
+/// appendix, Lemma 2: lag <= B_max + L_max), which back-shifting claims
+/// it was; only the lag beyond it, which no backlogged flow could have
+/// had, is dropped.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct PushUp {
     /// Service (sectors) the flow may stay behind V, at its weight.
     pub slack: u64,
     /// Divisor of the move (the raising coefficient, 1 when not raised).
     pub div: u64,
+}
+
+/// Where activations are timestamped from under `lag_anchor`
+/// ([`Wf2q::set_anchored`]), in sectors at an entity's weight.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Anchor {
+    /// The lag a backlogged flow may have: B_max.
+    pub slack: u64,
+    /// How far below V an activation may start at most.
+    pub span: u64,
 }
 
 /// Index of an entity in [`Wf2q`].
@@ -163,7 +174,7 @@ pub struct Wf2q {
     idle_class_timeout: Time,
     /// Activations measure from the anchor ([`Wf2q::anchor`]), not V, at
     /// most this much service (sectors, at the entity's weight) below V.
-    anchor_span: Option<u64>,
+    anchor: Option<Anchor>,
 }
 
 impl Wf2q {
@@ -175,45 +186,57 @@ impl Wf2q {
             free: Vec::new(),
             groups: vec![Some(SchedData::new(None, 0))],
             idle_class_timeout,
-            anchor_span: None,
+            anchor: None,
         }
     }
 
     /// Makes activations measure from [`Wf2q::anchor`] instead of V
-    /// (`lag_anchor`), at most `span` sectors' worth below V.
-    pub fn set_anchored(&mut self, span: Option<u64>) {
-        self.anchor_span = span;
+    /// (`lag_anchor`).
+    pub fn set_anchored(&mut self, anchor: Option<Anchor>) {
+        self.anchor = anchor;
     }
 
     /// Where an entity of weight `w` entering tree `class` of `sd` is
-    /// timestamped from: V, or (anchored) the least F of the tree's
-    /// active entities when V has run past it, but not more than `span`
-    /// sectors' worth at weight `w` below V. In the fluid system every
+    /// timestamped from: V for both, or (anchored) when V has run past the
+    /// tree's active entities, for a fresh start their least F + `slack` /
+    /// their weight, and for a back-shifted one's push-up their least F,
+    /// neither more than `span` / `w` below V. In the fluid system every
     /// backlogged flow is being served, so none has its F below the system
-    /// virtual time; B-WF2Q+'s V runs past them all when a flow leaves for
-    /// a moment and comes back back-shifted (V advanced meanwhile over the
-    /// smaller weight sum), a drift that no backlogged flow's service ever
+    /// virtual time; served budget by budget, a continuously backlogged
+    /// flow lags by at most B_max (2010 paper, appendix, Lemma 2), the
+    /// `slack`. B-WF2Q+'s V runs past them all by far more when flows
+    /// leave for a moment and come back back-shifted (V advanced meanwhile
+    /// over the smaller weight sum), a drift that no flow's service ever
     /// makes up. The least F is the top of the eligible heap or the
     /// in-service entity's. The span keeps timestamps within reach of
-    /// [`Wf2q::rebase`] and bounds what a late return forfeits.
+    /// [`Wf2q::rebase`].
     fn anchor(
-        span: Option<u64>,
+        a: Option<Anchor>,
         sd: &SchedData,
         entities: &[Entity],
         class: IoClass,
         w: u32,
-    ) -> u64 {
+    ) -> (u64, u64) {
         let t = &sd.trees[class as usize];
-        let Some(span) = span else { return t.v };
-        let serving = sd
-            .in_service
-            .map(|id| entities[id as usize])
-            .filter(|e| e.class == class)
-            .map_or(u64::MAX, |e| e.finish);
-        let least = t.elig.first().map_or(u64::MAX, |x| x.0).min(serving);
-        least
-            .min(t.v)
-            .max(t.v.saturating_sub(vdelta(span, u64::from(w))))
+        let Some(a) = a else { return (t.v, t.v) };
+        let least = |slack: u64| {
+            let reach = |id: EntityId| {
+                let e = &entities[id as usize];
+                e.finish + vdelta(slack, u64::from(e.weight))
+            };
+            let serving = sd
+                .in_service
+                .filter(|&id| entities[id as usize].class == class)
+                .map_or(u64::MAX, reach);
+            let floor = t.v.saturating_sub(vdelta(a.span, u64::from(w)));
+            t.elig
+                .first()
+                .map_or(u64::MAX, |x| reach(x.1))
+                .min(serving)
+                .min(t.v)
+                .max(floor)
+        };
+        (least(a.slack), least(0))
     }
 
     /// The entity `id`.
@@ -464,16 +487,16 @@ impl Wf2q {
             let (groups, pos) = (&mut self.groups, &mut self.pos);
             let x = self.entities[id as usize];
             let sd = live(groups, x.parent);
-            let v = Self::anchor(self.anchor_span, sd, &self.entities, x.class, x.weight);
+            let (from, base) = Self::anchor(self.anchor, sd, &self.entities, x.class, x.weight);
             let e = &mut self.entities[id as usize];
             debug_assert_eq!(e.state, EState::Idle);
             let t = &mut sd.trees[e.class as usize];
             t.wsum += u64::from(e.weight);
-            e.start = start.take().unwrap_or(v.max(e.finish));
+            e.start = start.take().unwrap_or(from.max(e.finish));
             e.budget = budget;
             e.finish = e.start + vdelta(budget, u64::from(e.weight));
             if let Some(p) = push_up.take() {
-                let floor = v.saturating_sub(vdelta(p.slack, u64::from(e.weight)));
+                let floor = base.saturating_sub(vdelta(p.slack, u64::from(e.weight)));
                 let delta = floor.saturating_sub(e.finish) / p.div.max(1);
                 e.start += delta;
                 e.finish += delta;
@@ -1008,15 +1031,19 @@ mod tests {
         assert_eq!(e.start, old_f);
     }
 
-    /// V runs past a queued flow's F (a back-shifted return): anchored, a
-    /// flow activated afresh starts at that F, level with the backlogged
-    /// flow, instead of at V, ahead of it by the drift it would forfeit.
+    /// V runs past a queued flow's F (a back-shifted return): anchored
+    /// (with no slack), a flow activated afresh starts at that F, level
+    /// with the backlogged flow, instead of at V, ahead of it by the drift
+    /// it would forfeit.
     #[test]
     fn an_anchored_activation_starts_at_the_least_backlogged_f() {
         let root = GroupId::ROOT;
         for anchored in [false, true] {
             let mut w = Wf2q::new(0);
-            w.set_anchored(anchored.then_some(1 << 20));
+            w.set_anchored(anchored.then_some(Anchor {
+                slack: 0,
+                span: 1 << 20,
+            }));
             let [a, b, c] =
                 [0, 1, 2].map(|i| w.new_entity(Kind::Flow(i), root, IoClass::Be, 100, 1000));
             w.activate(a, 1000);
