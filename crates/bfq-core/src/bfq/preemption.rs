@@ -32,6 +32,15 @@
 //!   `back_shift_lag`), and a flow that comes back late (S = max(V, F))
 //!   forfeits that much service. On in `bfq-kernel`; off in `bfq`, whose
 //!   injection rules lose fairness with it (docs/bfq-settings.md).
+//! - **Anchored fresh starts** (`lag_anchor`, `bfq` only): that drift is
+//!   common to all flows, so a flow activated afresh at S = max(V, F)
+//!   starts ahead of every backlogged flow by it and waits for them to
+//!   catch up (a reader joining drifted 1:2:3 readers: 0.07 of its share
+//!   over 2 s). It starts from min(V, their least F + B_max / w) instead
+//!   ([`super::wf2q::Anchor`]). `backshift_lag_bound` (off in both
+//!   profiles) bounds a back-shifted flow's lag to B_max / w behind the
+//!   same flows, keeping injection's fairness where the kernel's push-up
+//!   to V did not.
 //! - **Preemption**: a waking flow preempts the in-service one when
 //!   B-WF2Q+ would pick it next — among the queued flows, and, in the same
 //!   tree and class, before the in-service flow itself (a smaller F, the

@@ -43,7 +43,7 @@ pub fn vdelta(service: u64, weight: u64) -> u64 {
 /// The kernel (`bfq_update_fin_time_enqueue`, `backshift_push_up`) takes
 /// `slack` 0 and `div` the flow's raising coefficient: F = V.
 /// `backshift_lag_bound` takes `slack` B_max and `div` 1, against the
-/// backlogged flows' least F where V has run past it ([`Wf2q::anchor`]):
+/// backlogged flows' least F where V has run past it ([`Anchor`]):
 /// a flow keeps up to B_max of lag behind them, the bound B-WF2Q+
 /// guarantees a continuously backlogged application (2010 paper,
 /// appendix, Lemma 2: lag <= B_max + L_max), which back-shifting claims
@@ -58,7 +58,13 @@ pub struct PushUp {
 }
 
 /// Where activations are timestamped from under `lag_anchor`
-/// ([`Wf2q::set_anchored`]), in sectors at an entity's weight.
+/// ([`Wf2q::set_anchored`]), in sectors at an entity's weight: a fresh
+/// activation from min(V, the least over the tree's active entities of
+/// F + `slack` / their weight), a back-shifted one's push-up
+/// ([`PushUp`]) from min(V, their least F); neither more than `span` / w
+/// below V. V runs past every backlogged flow when flows leave for a
+/// moment and come back back-shifted; a fresh start at V would put the
+/// flow ahead of all of them by that drift.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Anchor {
     /// The lag a backlogged flow may have: B_max.
@@ -190,8 +196,8 @@ impl Wf2q {
         }
     }
 
-    /// Makes activations measure from [`Wf2q::anchor`] instead of V
-    /// (`lag_anchor`).
+    /// Makes activations measure from the backlogged flows where V has run
+    /// past them (`lag_anchor`; see [`Anchor`]).
     pub fn set_anchored(&mut self, anchor: Option<Anchor>) {
         self.anchor = anchor;
     }
