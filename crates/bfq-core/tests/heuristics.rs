@@ -1895,6 +1895,8 @@ fn bfq_kernel_is_the_kernel_without_this_projects_rules() {
     assert!(k.inject.kernel_sampling && !b.inject.kernel_sampling);
     assert!(b.preempt.after_timeout && !k.preempt.after_timeout);
     assert!(k.preempt.push_up && !b.preempt.push_up);
+    assert!(b.preempt.lag_anchor && !k.preempt.lag_anchor);
+    assert!(!b.preempt.lag_bound && !k.preempt.lag_bound);
     assert_eq!((b.rotational_probe, k.rotational_probe), (MS, 0));
     let back = BfqConfig::from_settings_on(
         b,
@@ -1918,6 +1920,7 @@ fn bfq_kernel_is_the_kernel_without_this_projects_rules() {
             ("inject_kernel_sampling", "1"),
             ("in_time_after_timeout", "0"),
             ("backshift_push_up", "1"),
+            ("lag_anchor", "0"),
             ("rotational_probe", "0"),
         ]),
     )
@@ -2101,4 +2104,87 @@ fn h7_kernel_resets_the_limit_when_the_think_time_turns_long() {
     assert_eq!(kernel, Some(FlowId(1)), "Y (flow 1) is injected");
     let ours = injected_after_a_long_think(&[("inject_kernel_sampling", "0")]);
     assert_eq!(ours, None, "the device is idled");
+}
+
+/// Greedy 64 KiB readers 1:2:3 on flash (as in
+/// `h3_injected_time_is_not_charged_to_the_idling_flow`), and a fourth of
+/// weight `w` from 10 s to 12 s: its sectors, the others' in those 2 s,
+/// and its longest wait from issue to completion.
+fn late_joiner(settings: &[(&str, &str)], w: u32) -> (u64, u64, Time) {
+    let mut defs: Vec<FlowDef> = [100, 200, 300, w]
+        .iter()
+        .enumerate()
+        .map(|(i, &w)| {
+            let mut d = sync_reader(FlowSpec::with_weight(w), i as u64 * 100_000_000);
+            d.size = 128;
+            d
+        })
+        .collect();
+    defs[3].start = 10 * SEC;
+    let mut s = profile("bfq", settings);
+    let log = run(&mut s, flash(), &defs, 12 * SEC, 1);
+    let others = log
+        .served
+        .iter()
+        .filter(|x| x.flow < 3 && x.time >= 10 * SEC)
+        .map(|x| x.sectors)
+        .sum();
+    let wait = log.latency[3].iter().max().copied().unwrap_or(Time::MAX);
+    (log.per_flow[3], others, wait)
+}
+
+/// A reader that joins readers whose timestamps have drifted below V (V
+/// advanced over the smaller weight sum while one of them was out for a
+/// moment, and back-shifting hid the absence: 3.4 million sectors' worth
+/// at weight 300 after 20 s) starts at S = V, ahead of them all by that
+/// drift: B-WF2Q+ serves them alone until they catch up, and its requests
+/// are injected only up to its budget. A weight-100 reader joining at
+/// 10 s got 19840 sectors in 2 s (its share about 330000) and waited
+/// 1.9 s for a request; weight 300: 37504 (share about 770000). Started
+/// from the backlogged flows' least F + B_max / w (`lag_anchor`): 280832
+/// and 767360 (0.89 and 0.87 of their shares), a request waiting at most
+/// 285 and 298 ms (B_max's worth of the others' service). The same forfeit, taken by a
+/// reader that left for longer than `preempt_in_time` and came back, is a
+/// starvation episode of seconds in a long run.
+#[test]
+fn a_reader_joining_drifted_readers_gets_its_share_at_once() {
+    for w in [100u32, 300] {
+        let share = f64::from(w) / f64::from(600 + w);
+        let (got, others, wait) = late_joiner(&[], w);
+        let (g2, o2, w2) = late_joiner(&[("backshift_lag_bound", "0")], w);
+        eprintln!(
+            "anchor only: {:.2} {w2}",
+            g2 as f64 / (g2 + o2) as f64 / share
+        );
+        let x = got as f64 / (got + others) as f64 / share;
+        eprintln!("weight {w}: {got} sectors, {x:.2} of its share, longest wait {wait} ns");
+        assert!(x > 0.85, "weight {w}: {x:.2} of its share");
+        assert!(wait < 500 * MS, "weight {w}: waited {wait} ns");
+        let (got, others, wait) =
+            late_joiner(&[("lag_anchor", "0"), ("backshift_lag_bound", "0")], w);
+        let x = got as f64 / (got + others) as f64 / share;
+        eprintln!("without lag_anchor: {got} sectors, {x:.2} of its share, longest wait {wait} ns");
+        assert!(x < 0.2 && wait > SEC, "weight {w}: {x:.2}, {wait} ns");
+    }
+}
+
+/// `backshift_lag_bound` (a back-shifted flow keeps at most B_max / w of
+/// lag behind the backlogged flows' least F) keeps injection's fairness,
+/// where the kernel's push-up to F = V gave 3:1 readers 2.42:1 and 1:2:3
+/// readers 0.92-1.09 of their shares: 2.66:1 (as without it) and
+/// 1.007/1.003/0.996.
+#[test]
+fn the_bounded_push_up_keeps_injections_shares() {
+    let on = [("backshift_lag_bound", "1")];
+    let defs = [random_reader(300, 0), random_reader(100, 900_000_000)];
+    let mut s = profile("bfq", &on);
+    let log = run(&mut s, flash(), &defs, 5 * SEC, 1);
+    let ratio = log.per_flow[0] as f64 / log.per_flow[1] as f64;
+    assert!((ratio - 3.0).abs() < 0.4, "{ratio}");
+    let mut s = profile("bfq", &on);
+    let (shares, _) = weighted_reader_shares(&mut s, &[100, 200, 300]);
+    eprintln!("3:1 ratio {ratio:.2}; 1:2:3 shares {shares:.3?}");
+    for (i, x) in shares.iter().enumerate() {
+        assert!((x - 1.0).abs() <= 0.05, "reader {i}: {shares:.3?}");
+    }
 }

@@ -32,6 +32,15 @@
 //!   `back_shift_lag`), and a flow that comes back late (S = max(V, F))
 //!   forfeits that much service. On in `bfq-kernel`; off in `bfq`, whose
 //!   injection rules lose fairness with it (docs/bfq-settings.md).
+//! - **Anchored fresh starts** (`lag_anchor`, `bfq` only): that drift is
+//!   common to all flows, so a flow activated afresh at S = max(V, F)
+//!   starts ahead of every backlogged flow by it and waits for them to
+//!   catch up (a reader joining drifted 1:2:3 readers: 0.07 of its share
+//!   over 2 s). It starts from min(V, their least F + B_max / w) instead
+//!   ([`super::wf2q::Anchor`]). `backshift_lag_bound` (off in both
+//!   profiles) bounds a back-shifted flow's lag to B_max / w behind the
+//!   same flows, keeping injection's fairness where the kernel's push-up
+//!   to V did not.
 //! - **Preemption**: a waking flow preempts the in-service one when
 //!   B-WF2Q+ would pick it next — among the queued flows, and, in the same
 //!   tree and class, before the in-service flow itself (a smaller F, the
@@ -77,6 +86,16 @@ pub struct PreemptConfig {
     /// A back-shifted flow whose new F is still below V is pushed up to
     /// F = V (`backshift_push_up`; kernel `bfq_update_fin_time_enqueue`).
     pub push_up: bool,
+    /// Activations timestamped from the backlogged flows when V has run
+    /// past them all (`lag_anchor`; `bfq` only): a flow activated afresh
+    /// starts at S = max(their least F + B_max / w, its F)
+    /// ([`super::wf2q::Anchor`]).
+    pub lag_anchor: bool,
+    /// A back-shifted flow keeps at most B_max / w of lag behind the
+    /// backlogged flows' least F (or V, if lower): beyond, it is pushed up
+    /// (`backshift_lag_bound`; `bfq` only; [`super::wf2q::PushUp`]).
+    /// `push_up` takes precedence.
+    pub lag_bound: bool,
 }
 
 /// The weight a flow is compared with when it wakes while a flow of
@@ -174,6 +193,8 @@ impl PreemptConfig {
             group_weight: s.bool("preempt_group_weight", d.group_weight)?,
             after_timeout: s.bool("in_time_after_timeout", d.after_timeout)?,
             push_up: s.bool("backshift_push_up", d.push_up)?,
+            lag_anchor: s.bool("lag_anchor", d.lag_anchor)?,
+            lag_bound: s.bool("backshift_lag_bound", d.lag_bound)?,
         })
     }
 }

@@ -36,6 +36,43 @@ pub fn vdelta(service: u64, weight: u64) -> u64 {
     (service << SERVICE_SHIFT) / weight.max(1)
 }
 
+/// How far a back-shifted flow's timestamps may stay below V
+/// ([`Wf2q::activate_back_shifted`]): a new F below V - `slack` / w moves
+/// up with S by the distance divided by `div`.
+///
+/// The kernel (`bfq_update_fin_time_enqueue`, `backshift_push_up`) takes
+/// `slack` 0 and `div` the flow's raising coefficient: F = V.
+/// `backshift_lag_bound` takes `slack` B_max and `div` 1, against the
+/// backlogged flows' least F where V has run past it ([`Anchor`]):
+/// a flow keeps up to B_max of lag behind them, the bound B-WF2Q+
+/// guarantees a continuously backlogged application (2010 paper,
+/// appendix, Lemma 2: lag <= B_max + L_max), which back-shifting claims
+/// it was; only the lag beyond it, which no backlogged flow could have
+/// had, is dropped.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PushUp {
+    /// Service (sectors) the flow may stay behind V, at its weight.
+    pub slack: u64,
+    /// Divisor of the move (the raising coefficient, 1 when not raised).
+    pub div: u64,
+}
+
+/// Where activations are timestamped from under `lag_anchor`
+/// ([`Wf2q::set_anchored`]), in sectors at an entity's weight: a fresh
+/// activation from min(V, the least over the tree's active entities of
+/// F + `slack` / their weight), a back-shifted one's push-up
+/// ([`PushUp`]) from min(V, their least F); neither more than `span` / w
+/// below V. V runs past every backlogged flow when flows leave for a
+/// moment and come back back-shifted; a fresh start at V would put the
+/// flow ahead of all of them by that drift.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Anchor {
+    /// The lag a backlogged flow may have: B_max.
+    pub slack: u64,
+    /// How far below V an activation may start at most.
+    pub span: u64,
+}
+
 /// Index of an entity in [`Wf2q`].
 pub type EntityId = u32;
 
@@ -141,6 +178,9 @@ pub struct Wf2q {
     groups: Vec<Option<SchedData>>,
     /// Idle-class starvation timeout (kernel BFQ_CL_IDLE_TIMEOUT, 200 ms).
     idle_class_timeout: Time,
+    /// Activations measure from the anchor ([`Wf2q::anchor`]), not V, at
+    /// most this much service (sectors, at the entity's weight) below V.
+    anchor: Option<Anchor>,
 }
 
 impl Wf2q {
@@ -152,7 +192,57 @@ impl Wf2q {
             free: Vec::new(),
             groups: vec![Some(SchedData::new(None, 0))],
             idle_class_timeout,
+            anchor: None,
         }
+    }
+
+    /// Makes activations measure from the backlogged flows where V has run
+    /// past them (`lag_anchor`; see [`Anchor`]).
+    pub fn set_anchored(&mut self, anchor: Option<Anchor>) {
+        self.anchor = anchor;
+    }
+
+    /// Where an entity of weight `w` entering tree `class` of `sd` is
+    /// timestamped from: V for both, or (anchored) when V has run past the
+    /// tree's active entities, for a fresh start their least F + `slack` /
+    /// their weight, and for a back-shifted one's push-up their least F,
+    /// neither more than `span` / `w` below V. In the fluid system every
+    /// backlogged flow is being served, so none has its F below the system
+    /// virtual time; served budget by budget, a continuously backlogged
+    /// flow lags by at most B_max (2010 paper, appendix, Lemma 2), the
+    /// `slack`. B-WF2Q+'s V runs past them all by far more when flows
+    /// leave for a moment and come back back-shifted (V advanced meanwhile
+    /// over the smaller weight sum), a drift that no flow's service ever
+    /// makes up. The least F is the top of the eligible heap or the
+    /// in-service entity's. The span keeps timestamps within reach of
+    /// [`Wf2q::rebase`].
+    fn anchor(
+        a: Option<Anchor>,
+        sd: &SchedData,
+        entities: &[Entity],
+        class: IoClass,
+        w: u32,
+    ) -> (u64, u64) {
+        let t = &sd.trees[class as usize];
+        let Some(a) = a else { return (t.v, t.v) };
+        let least = |slack: u64| {
+            let reach = |id: EntityId| {
+                let e = &entities[id as usize];
+                e.finish + vdelta(slack, u64::from(e.weight))
+            };
+            let serving = sd
+                .in_service
+                .filter(|&id| entities[id as usize].class == class)
+                .map_or(u64::MAX, reach);
+            let floor = t.v.saturating_sub(vdelta(a.span, u64::from(w)));
+            t.elig
+                .first()
+                .map_or(u64::MAX, |x| reach(x.1))
+                .min(serving)
+                .min(t.v)
+                .max(floor)
+        };
+        (least(a.slack), least(0))
     }
 
     /// The entity `id`.
@@ -374,38 +464,46 @@ impl Wf2q {
 
     /// As [`Wf2q::activate`], but back-shifted: S = `start` (the flow's
     /// old F) for the flow entity even if below V (an in-time wake-up).
-    /// With `push_up` (the flow's raising coefficient, 1 when not raised),
-    /// a new F still below V moves up with S by (V - F) / `push_up`, so
-    /// that flows which idle for short moments do not fall ever further
-    /// behind V (kernel `bfq_update_fin_time_enqueue`).
+    /// With `push_up`, a new F below V - `push_up.slack` / w moves up with
+    /// S by the distance / `push_up.div`, so that flows which idle for
+    /// short moments do not fall ever further behind V (see [`PushUp`]).
     pub fn activate_back_shifted(
         &mut self,
         id: EntityId,
         budget: u64,
         start: u64,
-        push_up: Option<u64>,
+        push_up: Option<PushUp>,
     ) {
         self.activate_at(id, budget, Some(start), push_up);
     }
 
     /// [`Wf2q::activate`] with the flow entity's S given (`start`) and
     /// pushed up (`push_up`) as [`Wf2q::activate_back_shifted`] says.
-    fn activate_at(&mut self, id: EntityId, budget: u64, start: Option<u64>, push_up: Option<u64>) {
+    fn activate_at(
+        &mut self,
+        id: EntityId,
+        budget: u64,
+        start: Option<u64>,
+        push_up: Option<PushUp>,
+    ) {
         let mut id = id;
         let mut budget = budget;
         let (mut start, mut push_up) = (start, push_up);
         loop {
             let (groups, pos) = (&mut self.groups, &mut self.pos);
+            let x = self.entities[id as usize];
+            let sd = live(groups, x.parent);
+            let (from, base) = Self::anchor(self.anchor, sd, &self.entities, x.class, x.weight);
             let e = &mut self.entities[id as usize];
             debug_assert_eq!(e.state, EState::Idle);
-            let sd = live(groups, e.parent);
             let t = &mut sd.trees[e.class as usize];
             t.wsum += u64::from(e.weight);
-            e.start = start.take().unwrap_or(t.v.max(e.finish));
+            e.start = start.take().unwrap_or(from.max(e.finish));
             e.budget = budget;
             e.finish = e.start + vdelta(budget, u64::from(e.weight));
-            if let Some(div) = push_up.take().filter(|_| t.v > e.finish) {
-                let delta = (t.v - e.finish) / div.max(1);
+            if let Some(p) = push_up.take() {
+                let floor = base.saturating_sub(vdelta(p.slack, u64::from(e.weight)));
+                let delta = floor.saturating_sub(e.finish) / p.div.max(1);
                 e.start += delta;
                 e.finish += delta;
             }
@@ -899,7 +997,7 @@ mod tests {
     #[test]
     fn a_back_shifted_flow_below_v_is_pushed_up_to_v() {
         let root = GroupId::ROOT;
-        let case = |push_up: Option<u64>| {
+        let case = |push_up: Option<PushUp>| {
             let mut w = Wf2q::new(0);
             let a = w.new_entity(Kind::Flow(0), root, IoClass::Be, 100, 1000);
             let b = w.new_entity(Kind::Flow(1), root, IoClass::Be, 100, 1000);
@@ -923,12 +1021,55 @@ mod tests {
         let (e, old_f, v) = case(None);
         assert_eq!((e.start, e.finish), (old_f, old_f + vdelta(1000, 100)));
         assert!(e.finish < v);
-        let (e, _, v) = case(Some(1));
+        let up = |slack, div| Some(PushUp { slack, div });
+        let (e, _, v) = case(up(0, 1));
         assert_eq!(e.finish, v);
         assert_eq!(e.finish - e.start, vdelta(1000, 100));
-        let (e, old_f, v) = case(Some(2));
+        let (e, old_f, v) = case(up(0, 2));
         let f = old_f + vdelta(1000, 100);
         assert_eq!(e.finish, f + (v - f) / 2);
         assert_eq!(e.finish - e.start, vdelta(1000, 100));
+        // Bounded: F up to V - 1000 / w, not further.
+        let (e, _, v) = case(up(1000, 1));
+        assert_eq!(e.finish, v - vdelta(1000, 100));
+        // Within the bound it keeps its old F.
+        let (e, old_f, _) = case(up(5000, 1));
+        assert_eq!(e.start, old_f);
+    }
+
+    /// V runs past a queued flow's F (a back-shifted return): anchored
+    /// (with no slack), a flow activated afresh starts at that F, level
+    /// with the backlogged flow, instead of at V, ahead of it by the drift
+    /// it would forfeit.
+    #[test]
+    fn an_anchored_activation_starts_at_the_least_backlogged_f() {
+        let root = GroupId::ROOT;
+        for anchored in [false, true] {
+            let mut w = Wf2q::new(0);
+            w.set_anchored(anchored.then_some(Anchor {
+                slack: 0,
+                span: 1 << 20,
+            }));
+            let [a, b, c] =
+                [0, 1, 2].map(|i| w.new_entity(Kind::Flow(i), root, IoClass::Be, 100, 1000));
+            w.activate(a, 1000);
+            w.activate(b, 1000);
+            let (_, first) = w.select(0).expect("a flow");
+            w.served(first, 1000);
+            w.expire(first, 1000, false, 1000);
+            let old_f = w.entity(a).finish;
+            for _ in 0..5 {
+                let (_, id) = w.select(0).expect("b");
+                w.served(id, 1000);
+                w.expire(id, 1000, true, 1000);
+            }
+            // a back in time, back-shifted, with no push-up: its F is below V.
+            w.activate_back_shifted(a, 1000, old_f, None);
+            let (v, fa) = (w.vtime(root, IoClass::Be), w.entity(a).finish);
+            assert!(fa < v);
+            w.activate(c, 1000);
+            let want = if anchored { fa } else { v };
+            assert_eq!(w.entity(c).start, want, "anchored {anchored}");
+        }
     }
 }
