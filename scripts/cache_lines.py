@@ -3,6 +3,14 @@
 
 Usage: scripts/cache_lines.py BIN bfq|fifo [REQUESTS] [--cpus alt|random]
 
+BIN is a release build of `bfq` with its symbols (target/release/bfq: the
+workspace's release profile keeps debug info), position independent
+(valgrind on amd64 loads it at LOAD_BASE). The bench loop's own stores are
+told apart by their code lying in `Blocking::cycles`, into which the
+release build inlines the loop's helpers; the stack by its addresses
+(STACK). A build where either does not hold counts no cycle or counts the
+loop's stores: the script stops with a message when no cycle was counted.
+
 Runs `BIN bench-core --blocking --random --flows 64 --reuse-ids
 --requests REQUESTS --scheduler S` under `valgrind --tool=lackey
 --trace-mem=yes` (valgrind on amd64; BIN a release build with symbols) and
@@ -20,9 +28,12 @@ itself (its device queue). Per cycle, averaged:
   latest store was made on the other CPU after this one last touched them:
   each a transfer between the CPUs' caches.
 
-docs/architecture.md, "CPU cost per request", has the figures.
+docs/architecture.md, "Lines a request writes, counted", has the figures.
 """
+import argparse
+import os
 import random
+import shutil
 import subprocess
 import sys
 
@@ -41,11 +52,27 @@ def symbol(binary, name):
     sys.exit(f"no symbol {name} in {binary}")
 
 
+def parse():
+    p = argparse.ArgumentParser(description="Cache lines a request cycle writes, under valgrind.")
+    p.add_argument("binary", help="a release build of bfq with symbols")
+    p.add_argument("sched", choices=sorted(TYPES), help="the scheduler")
+    p.add_argument("requests", nargs="?", type=int, default=2000, help="requests (default 2000)")
+    p.add_argument("--cpus", choices=["alt", "random"], default="alt",
+                   help="cycles on two CPUs in turn (alt) or drawn at random")
+    a = p.parse_args()
+    if not os.path.isfile(a.binary):
+        p.error(f"{a.binary}: no such file")
+    if a.requests < 1000:
+        p.error("requests: at least 1000 (a quarter is warm-up)")
+    for tool in ("valgrind", "nm"):
+        if shutil.which(tool) is None:
+            p.error(f"{tool} not found (Debian: apt-get install valgrind binutils)")
+    return a
+
+
 def main():
-    args = [a for a in sys.argv[1:] if not a.startswith("--cpus")]
-    binary, sched = args[0], args[1]
-    requests = int(args[2]) if len(args) > 2 else 2000
-    alternate = "--cpus=random" not in sys.argv[1:]
+    a = parse()
+    binary, sched, requests, alternate = a.binary, a.sched, a.requests, a.cpus == "alt"
     marker, _ = symbol(binary, f"<{TYPES[sched]} as bfq_core::scheduler::Scheduler>::complete")
     loop_lo, loop_size = symbol(binary, "bfq::bench_core::Blocking::cycles")
     warm = max(requests // 4, 512)
@@ -86,8 +113,12 @@ def main():
             if store:
                 written.add(ln)
                 last_store[ln] = (seg, cpu)
-    proc.wait()
+    if proc.wait() != 0:
+        sys.exit(f"valgrind exited with {proc.returncode}: run the command by hand to see why")
     n = len(totals)
+    if n == 0:
+        sys.exit("no request cycle counted: is BIN a position-independent release build "
+                 "with symbols, loaded at LOAD_BASE under this valgrind?")
     w, t, m = (sum(x[i] for x in totals) / n for i in range(3))
     print(f"{sched}: {n} cycles, per cycle: written {w:.2f} touched {t:.2f} "
           f"moved ({'alt' if alternate else 'random'}) {m:.2f}")

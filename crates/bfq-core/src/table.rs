@@ -198,6 +198,7 @@ impl<X: Copy + Default> RequestTable<X> {
         if !self.index.insert(req.id, idx) {
             return Err(SchedError::DuplicateRequest(req.id));
         }
+        debug_assert!(self.slots.len() < NO_SLOT as usize);
         if idx == self.free {
             let s = &mut self.slots[idx as usize];
             self.free = s.next_free;
@@ -816,5 +817,66 @@ mod tests {
             assert!(matches!(t.complete(id), Err(SchedError::UnknownRequest(_))));
             assert_eq!(t.find(id), None);
         }
+    }
+
+    /// Random inserts (duplicate ids among them), dispatches and
+    /// completions: every insertion takes the slot a stack of freed slots
+    /// would give (last freed first, else a new one), the counts and
+    /// look-ups agree with a model, and the free list holds exactly the
+    /// free slots, each once.
+    #[test]
+    fn free_slots_are_reused_as_a_stack_would() {
+        let mut rnd = crate::xorshift(0x9E37_79B9_7F4A_7C15u64);
+        let mut t: RequestTable<()> = RequestTable::new();
+        let mut freed: Vec<SlotIdx> = Vec::new();
+        let mut live: HashMap<ReqId, (SlotIdx, bool)> = HashMap::new();
+        for _ in 0..50_000u32 {
+            let id = rnd() % 96;
+            match (rnd() % 3, live.get(&id).copied()) {
+                (_, None) => {
+                    let want = freed.pop().unwrap_or(t.slots.len() as SlotIdx);
+                    let r = Request {
+                        id,
+                        flow: FlowId(0),
+                        sector: 0,
+                        sectors: 8,
+                        op: crate::types::Op::Read,
+                        sync: true,
+                    };
+                    assert_eq!(t.insert(0, r, ()), Ok(want));
+                    live.insert(id, (want, false));
+                }
+                (0, Some(_)) => {
+                    let r = t.slot(live[&id].0).req;
+                    assert_eq!(t.insert(0, r, ()), Err(SchedError::DuplicateRequest(id)));
+                }
+                (1, Some((slot, false))) => {
+                    t.dispatch(0, slot);
+                    live.insert(id, (slot, true));
+                }
+                (_, Some((slot, dispatched))) => {
+                    assert_eq!(t.complete(id).is_ok(), dispatched);
+                    if dispatched {
+                        live.remove(&id);
+                        freed.push(slot);
+                    }
+                }
+            }
+            assert_eq!(t.find(id), live.get(&id).map(|x| x.0));
+            let in_flight = live.values().filter(|x| x.1).count();
+            assert_eq!(
+                (t.queued(), t.in_flight()),
+                (live.len() - in_flight, in_flight)
+            );
+        }
+        let mut listed = Vec::new();
+        let mut at = t.free;
+        while at != NO_SLOT {
+            assert_eq!(t.slot(at).state, ReqState::Free);
+            listed.push(at);
+            at = t.slots[at as usize].next_free;
+        }
+        freed.reverse();
+        assert_eq!(listed, freed);
     }
 }

@@ -2481,3 +2481,27 @@ mod back_shift_lag {
         }
     }
 }
+
+#[cfg(test)]
+mod layout {
+    //! What a request writes when every request is a turn of its own stays
+    //! on few cache lines (docs/architecture.md, "Lines a request writes,
+    //! counted"): a field added inside one of these runs, or a run moved,
+    //! fails here rather than silently costing lines.
+    use super::*;
+    use crate::table::FlowEntry;
+    use std::mem::offset_of;
+
+    /// Bytes from the flow's first per-request field to the topology's
+    /// held count (260 now: 5 lines however it falls), and from the
+    /// scheduler's start to the end of the request table's counts (its
+    /// first fields; 400 now: 7 lines at most, 6 written in the count).
+    #[test]
+    fn a_requests_writes_stay_on_few_lines() {
+        let flow_run =
+            offset_of!(FlowEntry<FlowState>, held) + 4 - offset_of!(FlowState, in_flight);
+        let bfq_run = offset_of!(Bfq, table) + 24;
+        assert!(flow_run <= 5 * 64, "flow run {flow_run} bytes");
+        assert!(bfq_run <= 7 * 64, "bfq run {bfq_run} bytes");
+    }
+}
