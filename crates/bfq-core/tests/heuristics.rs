@@ -2151,11 +2151,6 @@ fn a_reader_joining_drifted_readers_gets_its_share_at_once() {
     for w in [100u32, 300] {
         let share = f64::from(w) / f64::from(600 + w);
         let (got, others, wait) = late_joiner(&[], w);
-        let (g2, o2, w2) = late_joiner(&[("backshift_lag_bound", "0")], w);
-        eprintln!(
-            "anchor only: {:.2} {w2}",
-            g2 as f64 / (g2 + o2) as f64 / share
-        );
         let x = got as f64 / (got + others) as f64 / share;
         eprintln!("weight {w}: {got} sectors, {x:.2} of its share, longest wait {wait} ns");
         assert!(x > 0.85, "weight {w}: {x:.2} of its share");
@@ -2169,12 +2164,14 @@ fn a_reader_joining_drifted_readers_gets_its_share_at_once() {
 }
 
 /// `backshift_lag_bound` (a back-shifted flow keeps at most B_max / w of
-/// lag behind the backlogged flows' least F) keeps injection's fairness,
-/// where the kernel's push-up to F = V gave 3:1 readers 2.42:1 and 1:2:3
-/// readers 0.92-1.09 of their shares: 2.66:1 (as without it) and
-/// 1.007/1.003/0.996.
+/// lag behind the backlogged flows' least F) leaves injection's shares
+/// as they are without it (it does no harm here; it does not show what
+/// it bounds), where the kernel's push-up to F = V gave 3:1 readers
+/// 2.42:1 and 1:2:3 readers 0.92-1.09 of their shares: 2.66:1 and
+/// 1.007/1.003/0.996, as without it (1.003/1.004/0.996). With
+/// `lag_anchor` off it measures against V alone and gives 1.073/1.072/0.928.
 #[test]
-fn the_bounded_push_up_keeps_injections_shares() {
+fn the_bounded_push_up_leaves_injections_shares() {
     let on = [("backshift_lag_bound", "1")];
     let defs = [random_reader(300, 0), random_reader(100, 900_000_000)];
     let mut s = profile("bfq", &on);

@@ -61,13 +61,13 @@ use queue_merge::{MergeConfig, MergeState};
 use weight_raising::{Burst, BurstVerdict, Raise, RaiseKind, WrConfig};
 use wf2q::{Anchor, EState, EntityId, Kind, PushUp, Wf2q};
 
-/// Under `lag_anchor`, how far below V (in sectors at the flow's weight:
-/// 128 TiB at weight 1) a flow activated afresh may start: a guard that
-/// keeps every timestamp within reach of B-WF2Q+'s rebase (2^60 units
-/// below V at most, 2^62 of headroom), far beyond V's drift in a run
-/// (3.4 million sectors at weight 300 after 20 s in
+/// Under `lag_anchor`, how far below V (in sectors at weight 1: 128 TiB,
+/// 2^60 units of virtual time) a flow activated afresh may start, whatever
+/// its weight: a guard that keeps every timestamp within reach of
+/// B-WF2Q+'s rebase (2^62 of headroom), far beyond V's drift in a run
+/// (11 300 sectors per unit of weight after 20 s in
 /// `h3_injected_time_is_not_charged_to_the_idling_flow`; at that pace the
-/// guard is reached after about 30 days).
+/// guard is reached after about 15 years).
 pub const ANCHOR_SPAN: u64 = 1 << 38;
 
 /// Default B_max before the peak rate is known, and of the 2010 profile.
@@ -2214,11 +2214,13 @@ impl Bfq {
             Some(PushUp {
                 slack: 0,
                 div: u64::from(fs.raise.coeff.max(1)),
+                anchored: false,
             })
         } else {
             preempt.lag_bound.then_some(PushUp {
                 slack: max_budget,
                 div: 1,
+                anchored: true,
             })
         };
         if in_time {

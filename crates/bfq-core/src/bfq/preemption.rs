@@ -93,8 +93,9 @@ pub struct PreemptConfig {
     pub lag_anchor: bool,
     /// A back-shifted flow keeps at most B_max / w of lag behind the
     /// backlogged flows' least F (or V, if lower): beyond, it is pushed up
-    /// (`backshift_lag_bound`; `bfq` only; [`super::wf2q::PushUp`]).
-    /// `push_up` takes precedence.
+    /// (`backshift_lag_bound`; off in every profile;
+    /// [`super::wf2q::PushUp`]). `push_up` takes precedence, and pushes
+    /// up to F = V whatever `lag_anchor` says.
     pub lag_bound: bool,
 }
 

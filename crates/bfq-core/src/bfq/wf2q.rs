@@ -41,9 +41,11 @@ pub fn vdelta(service: u64, weight: u64) -> u64 {
 /// up with S by the distance divided by `div`.
 ///
 /// The kernel (`bfq_update_fin_time_enqueue`, `backshift_push_up`) takes
-/// `slack` 0 and `div` the flow's raising coefficient: F = V.
+/// `slack` 0, `div` the flow's raising coefficient and V itself
+/// (`anchored` false): F = V, whatever `lag_anchor` says.
 /// `backshift_lag_bound` takes `slack` B_max and `div` 1, against the
-/// backlogged flows' least F where V has run past it ([`Anchor`]):
+/// backlogged flows' least F where V has run past it ([`Anchor`],
+/// `anchored` true; V itself without `lag_anchor`):
 /// a flow keeps up to B_max of lag behind them, the bound B-WF2Q+
 /// guarantees a continuously backlogged application (2010 paper,
 /// appendix, Lemma 2: lag <= B_max + L_max), which back-shifting claims
@@ -55,21 +57,23 @@ pub struct PushUp {
     pub slack: u64,
     /// Divisor of the move (the raising coefficient, 1 when not raised).
     pub div: u64,
+    /// Measured from the anchor's least F ([`Anchor`]), not from V.
+    pub anchored: bool,
 }
 
 /// Where activations are timestamped from under `lag_anchor`
-/// ([`Wf2q::set_anchored`]), in sectors at an entity's weight: a fresh
-/// activation from min(V, the least over the tree's active entities of
-/// F + `slack` / their weight), a back-shifted one's push-up
-/// ([`PushUp`]) from min(V, their least F); neither more than `span` / w
-/// below V. V runs past every backlogged flow when flows leave for a
+/// ([`Wf2q::set_anchored`]): a fresh activation from min(V, F + `slack` /
+/// w of the active entity with the least F), an anchored push-up
+/// ([`PushUp`]) from min(V, that least F); neither more than `span`
+/// sectors' worth at weight 1 below V. V runs past every backlogged flow when flows leave for a
 /// moment and come back back-shifted; a fresh start at V would put the
 /// flow ahead of all of them by that drift.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Anchor {
     /// The lag a backlogged flow may have: B_max.
     pub slack: u64,
-    /// How far below V an activation may start at most.
+    /// How far below V an activation may start at most (sectors at
+    /// weight 1).
     pub span: u64,
 }
 
@@ -202,26 +206,27 @@ impl Wf2q {
         self.anchor = anchor;
     }
 
-    /// Where an entity of weight `w` entering tree `class` of `sd` is
-    /// timestamped from: V for both, or (anchored) when V has run past the
-    /// tree's active entities, for a fresh start their least F + `slack` /
-    /// their weight, and for a back-shifted one's push-up their least F,
-    /// neither more than `span` / `w` below V. In the fluid system every
+    /// Where an entity entering tree `class` of `sd` is timestamped from:
+    /// V for both, or (anchored) when V has run past the tree's active
+    /// entities, for a fresh start the F + `slack` / its weight of the one
+    /// with the least F, and for an anchored push-up that least F, neither
+    /// more than `span` sectors' worth at weight 1 below V. In the fluid system every
     /// backlogged flow is being served, so none has its F below the system
     /// virtual time; served budget by budget, a continuously backlogged
     /// flow lags by at most B_max (2010 paper, appendix, Lemma 2), the
     /// `slack`. B-WF2Q+'s V runs past them all by far more when flows
     /// leave for a moment and come back back-shifted (V advanced meanwhile
     /// over the smaller weight sum), a drift that no flow's service ever
-    /// makes up. The least F is the top of the eligible heap or the
-    /// in-service entity's. The span keeps timestamps within reach of
-    /// [`Wf2q::rebase`].
+    /// makes up. The least F is taken as the eligible heap's top or the
+    /// in-service entity's: an entity still in the ineligible heap with
+    /// its S already passed by V (moved lazily) may have a smaller F,
+    /// which only raises the anchor, never past V. The span keeps
+    /// timestamps within reach of [`Wf2q::rebase`].
     fn anchor(
         a: Option<Anchor>,
         sd: &SchedData,
         entities: &[Entity],
         class: IoClass,
-        w: u32,
     ) -> (u64, u64) {
         let t = &sd.trees[class as usize];
         let Some(a) = a else { return (t.v, t.v) };
@@ -234,7 +239,7 @@ impl Wf2q {
                 .in_service
                 .filter(|&id| entities[id as usize].class == class)
                 .map_or(u64::MAX, reach);
-            let floor = t.v.saturating_sub(vdelta(a.span, u64::from(w)));
+            let floor = t.v.saturating_sub(vdelta(a.span, 1));
             t.elig
                 .first()
                 .map_or(u64::MAX, |x| reach(x.1))
@@ -493,7 +498,7 @@ impl Wf2q {
             let (groups, pos) = (&mut self.groups, &mut self.pos);
             let x = self.entities[id as usize];
             let sd = live(groups, x.parent);
-            let (from, base) = Self::anchor(self.anchor, sd, &self.entities, x.class, x.weight);
+            let (from, least) = Self::anchor(self.anchor, sd, &self.entities, x.class);
             let e = &mut self.entities[id as usize];
             debug_assert_eq!(e.state, EState::Idle);
             let t = &mut sd.trees[e.class as usize];
@@ -502,6 +507,7 @@ impl Wf2q {
             e.budget = budget;
             e.finish = e.start + vdelta(budget, u64::from(e.weight));
             if let Some(p) = push_up.take() {
+                let base = if p.anchored { least } else { t.v };
                 let floor = base.saturating_sub(vdelta(p.slack, u64::from(e.weight)));
                 let delta = floor.saturating_sub(e.finish) / p.div.max(1);
                 e.start += delta;
@@ -1021,7 +1027,13 @@ mod tests {
         let (e, old_f, v) = case(None);
         assert_eq!((e.start, e.finish), (old_f, old_f + vdelta(1000, 100)));
         assert!(e.finish < v);
-        let up = |slack, div| Some(PushUp { slack, div });
+        let up = |slack, div| {
+            Some(PushUp {
+                slack,
+                div,
+                anchored: false,
+            })
+        };
         let (e, _, v) = case(up(0, 1));
         assert_eq!(e.finish, v);
         assert_eq!(e.finish - e.start, vdelta(1000, 100));
