@@ -765,6 +765,18 @@ mod tests {
         );
     }
 
+    /// A 4 KiB sync read of flow 0 at sector 0.
+    fn read(id: ReqId) -> Request {
+        Request {
+            id,
+            flow: FlowId(0),
+            sector: 0,
+            sectors: 8,
+            op: crate::types::Op::Read,
+            sync: true,
+        }
+    }
+
     /// Inserts, look-ups and removals with ids on both sides of
     /// [`DIRECT_IDS`] agree with a plain `HashMap` at every step, duplicate
     /// and unknown ids included.
@@ -800,14 +812,7 @@ mod tests {
     fn small_and_large_ids_are_checked_alike() {
         let mut t: RequestTable<()> = RequestTable::new();
         for id in [3, DIRECT_IDS + 3] {
-            let r = Request {
-                id,
-                flow: FlowId(0),
-                sector: 0,
-                sectors: 8,
-                op: crate::types::Op::Read,
-                sync: true,
-            };
+            let r = read(id);
             let s = t.insert(0, r, ()).unwrap();
             assert_eq!(t.insert(0, r, ()), Err(SchedError::DuplicateRequest(id)));
             assert!(matches!(t.complete(id), Err(SchedError::NotDispatched(_))));
@@ -835,15 +840,7 @@ mod tests {
             match (rnd() % 3, live.get(&id).copied()) {
                 (_, None) => {
                     let want = freed.pop().unwrap_or(t.slots.len() as SlotIdx);
-                    let r = Request {
-                        id,
-                        flow: FlowId(0),
-                        sector: 0,
-                        sectors: 8,
-                        op: crate::types::Op::Read,
-                        sync: true,
-                    };
-                    assert_eq!(t.insert(0, r, ()), Ok(want));
+                    assert_eq!(t.insert(0, read(id), ()), Ok(want));
                     live.insert(id, (want, false));
                 }
                 (0, Some(_)) => {

@@ -84,9 +84,10 @@ fn weighted_reader_shares(s: &mut Bfq, weights: &[u32]) -> (Vec<f64>, u64) {
     (shares, s.stats().injected)
 }
 
-/// As [`weighted_reader_shares`], on `dev`; also the total service.
-fn weighted_reader_shares_on(s: &mut Bfq, dev: Dev, weights: &[u32]) -> (Vec<f64>, u64) {
-    let defs: Vec<FlowDef> = weights
+/// Greedy sync readers of 64 KiB with these weights, each in a region of
+/// its own.
+fn greedy_readers(weights: &[u32]) -> Vec<FlowDef> {
+    weights
         .iter()
         .enumerate()
         .map(|(i, &w)| {
@@ -94,7 +95,12 @@ fn weighted_reader_shares_on(s: &mut Bfq, dev: Dev, weights: &[u32]) -> (Vec<f64
             d.size = 128;
             d
         })
-        .collect();
+        .collect()
+}
+
+/// As [`weighted_reader_shares`], on `dev`; also the total service.
+fn weighted_reader_shares_on(s: &mut Bfq, dev: Dev, weights: &[u32]) -> (Vec<f64>, u64) {
+    let defs = greedy_readers(weights);
     let log = run(s, dev, &defs, 20 * SEC, 1);
     let total: u64 = log.per_flow.iter().sum();
     let wsum: u32 = weights.iter().sum();
@@ -2111,15 +2117,7 @@ fn h7_kernel_resets_the_limit_when_the_think_time_turns_long() {
 /// weight `w` from 10 s to 12 s: its sectors, the others' in those 2 s,
 /// and its longest wait from issue to completion.
 fn late_joiner(settings: &[(&str, &str)], w: u32) -> (u64, u64, Time) {
-    let mut defs: Vec<FlowDef> = [100, 200, 300, w]
-        .iter()
-        .enumerate()
-        .map(|(i, &w)| {
-            let mut d = sync_reader(FlowSpec::with_weight(w), i as u64 * 100_000_000);
-            d.size = 128;
-            d
-        })
-        .collect();
+    let mut defs = greedy_readers(&[100, 200, 300, w]);
     defs[3].start = 10 * SEC;
     let mut s = profile("bfq", settings);
     let log = run(&mut s, flash(), &defs, 12 * SEC, 1);

@@ -984,10 +984,7 @@ mod tests {
     fn a_charge_beyond_the_service_advances_v() {
         let mut w = Wf2q::new(0);
         let root = GroupId::ROOT;
-        let a = w.new_entity(Kind::Flow(0), root, IoClass::Be, 100, 1000);
-        let b = w.new_entity(Kind::Flow(1), root, IoClass::Be, 100, 1000);
-        w.activate(a, 1000);
-        w.activate(b, 1000);
+        two_flows(&mut w);
         let (_, first) = w.select(0).expect("a flow");
         let v0 = w.vtime(root, IoClass::Be);
         w.served(first, 10);
@@ -995,6 +992,35 @@ mod tests {
         let v1 = w.vtime(root, IoClass::Be);
         // (10 dispatched and 990 charged at expiry: one unit of rounding.)
         assert!(vdelta(1000, 200).abs_diff(v1 - v0) <= 1, "{}", v1 - v0);
+    }
+
+    /// Flows a and b of weight 100 in the root group, both activated with a
+    /// budget of 1000.
+    fn two_flows(w: &mut Wf2q) -> (EntityId, EntityId) {
+        let root = GroupId::ROOT;
+        let a = w.new_entity(Kind::Flow(0), root, IoClass::Be, 100, 1000);
+        let b = w.new_entity(Kind::Flow(1), root, IoClass::Be, 100, 1000);
+        w.activate(a, 1000);
+        w.activate(b, 1000);
+        (a, b)
+    }
+
+    /// Flows a and b of weight 100: a is served a budget of 1000 and
+    /// leaves, b alone is served five more, so V runs past a's F. Returns
+    /// a and its F.
+    fn a_left_and_v_ran_on(w: &mut Wf2q) -> (EntityId, u64) {
+        let (a, _) = two_flows(w);
+        let (_, first) = w.select(0).expect("a flow");
+        assert_eq!(first, a);
+        w.served(a, 1000);
+        w.expire(a, 1000, false, 1000);
+        let old_f = w.entity(a).finish;
+        for _ in 0..5 {
+            let (_, id) = w.select(0).expect("b");
+            w.served(id, 1000);
+            w.expire(id, 1000, true, 1000);
+        }
+        (a, old_f)
     }
 
     /// A back-shifted flow whose new F is below V: without the push-up it
@@ -1005,21 +1031,7 @@ mod tests {
         let root = GroupId::ROOT;
         let case = |push_up: Option<PushUp>| {
             let mut w = Wf2q::new(0);
-            let a = w.new_entity(Kind::Flow(0), root, IoClass::Be, 100, 1000);
-            let b = w.new_entity(Kind::Flow(1), root, IoClass::Be, 100, 1000);
-            w.activate(a, 1000);
-            w.activate(b, 1000);
-            let (_, first) = w.select(0).expect("a flow");
-            assert_eq!(first, a);
-            w.served(a, 1000);
-            w.expire(a, 1000, false, 1000);
-            let old_f = w.entity(a).finish;
-            // b alone: V runs past a's old F.
-            for _ in 0..5 {
-                let (_, id) = w.select(0).expect("b");
-                w.served(id, 1000);
-                w.expire(id, 1000, true, 1000);
-            }
+            let (a, old_f) = a_left_and_v_ran_on(&mut w);
             let v = w.vtime(root, IoClass::Be);
             w.activate_back_shifted(a, 1000, old_f, push_up);
             (*w.entity(a), old_f, v)
@@ -1062,19 +1074,8 @@ mod tests {
                 slack: 0,
                 span: 1 << 20,
             }));
-            let [a, b, c] =
-                [0, 1, 2].map(|i| w.new_entity(Kind::Flow(i), root, IoClass::Be, 100, 1000));
-            w.activate(a, 1000);
-            w.activate(b, 1000);
-            let (_, first) = w.select(0).expect("a flow");
-            w.served(first, 1000);
-            w.expire(first, 1000, false, 1000);
-            let old_f = w.entity(a).finish;
-            for _ in 0..5 {
-                let (_, id) = w.select(0).expect("b");
-                w.served(id, 1000);
-                w.expire(id, 1000, true, 1000);
-            }
+            let (a, old_f) = a_left_and_v_ran_on(&mut w);
+            let c = w.new_entity(Kind::Flow(2), root, IoClass::Be, 100, 1000);
             // a back in time, back-shifted, with no push-up: its F is below V.
             w.activate_back_shifted(a, 1000, old_f, None);
             let (v, fa) = (w.vtime(root, IoClass::Be), w.entity(a).finish);
