@@ -2365,6 +2365,19 @@ mod back_shift_lag {
         wait: [Time; 2],
     }
 
+    /// BFQ with `settings` on a flash device 32 deep, with the readers of
+    /// weight 100 and 300.
+    fn readers_100_300(settings: &[(&str, &str)]) -> (Bfq, [FlowId; 2]) {
+        let mut b = Bfq::from_settings(&Settings::from_pairs(settings.iter().copied())).unwrap();
+        b.set_device(DeviceInfo {
+            queue_depth: 32,
+            queues_internally: true,
+            rotational: false,
+        });
+        let flows = [100, 300].map(|w| b.add_flow(0, FlowSpec::with_weight(w)).unwrap());
+        (b, flows)
+    }
+
     /// The probe's run: `secs` seconds from generator `seed`; with
     /// `pause`, the reader `pause.1` thinks `pause.2` before the read it
     /// issues after `pause.0` (it leaves B-WF2Q+ and comes back late).
@@ -2374,13 +2387,7 @@ mod back_shift_lag {
         seed: u64,
         pause: Option<(Time, usize, Time)>,
     ) -> Outcome {
-        let mut b = Bfq::from_settings(&Settings::from_pairs(settings.iter().copied())).unwrap();
-        b.set_device(DeviceInfo {
-            queue_depth: 32,
-            queues_internally: true,
-            rotational: false,
-        });
-        let flows = [100, 300].map(|w| b.add_flow(0, FlowSpec::with_weight(w)).unwrap());
+        let (mut b, flows) = readers_100_300(settings);
         let (mut now, mut id, mut next_sector) = (0, 0u64, [0u64, 1 << 30]);
         let mut issued = [0; 2];
         let mut read = |b: &mut Bfq, now: Time, i: usize| {

@@ -62,9 +62,9 @@ pub struct PushUp {
 }
 
 /// Where activations are timestamped from under `lag_anchor`
-/// ([`Wf2q::set_anchored`]): a fresh activation from min(V, F + `slack` /
-/// w of the active entity with the least F), an anchored push-up
-/// ([`PushUp`]) from min(V, that least F); neither more than `span`
+/// ([`Wf2q::set_anchored`]): a fresh activation from min(V, the least F +
+/// `slack` / w of the in-service entity and of the eligible one with the
+/// least F), an anchored push-up ([`PushUp`]) from min(V, their least F); neither more than `span`
 /// sectors' worth at weight 1 below V. V runs past every backlogged flow when flows leave for a
 /// moment and come back back-shifted; a fresh start at V would put the
 /// flow ahead of all of them by that drift.
@@ -208,9 +208,10 @@ impl Wf2q {
 
     /// Where an entity entering tree `class` of `sd` is timestamped from:
     /// V for both, or (anchored) when V has run past the tree's active
-    /// entities, for a fresh start the F + `slack` / its weight of the one
-    /// with the least F, and for an anchored push-up that least F, neither
-    /// more than `span` sectors' worth at weight 1 below V. In the fluid system every
+    /// entities, for a fresh start the least F + `slack` / w of the
+    /// in-service entity and of the eligible one with the least F, and for
+    /// an anchored push-up their least F, neither more than `span`
+    /// sectors' worth at weight 1 below V. In the fluid system every
     /// backlogged flow is being served, so none has its F below the system
     /// virtual time; served budget by budget, a continuously backlogged
     /// flow lags by at most B_max (2010 paper, appendix, Lemma 2), the
@@ -230,24 +231,19 @@ impl Wf2q {
     ) -> (u64, u64) {
         let t = &sd.trees[class as usize];
         let Some(a) = a else { return (t.v, t.v) };
-        let least = |slack: u64| {
-            let reach = |id: EntityId| {
-                let e = &entities[id as usize];
-                e.finish + vdelta(slack, u64::from(e.weight))
-            };
-            let serving = sd
-                .in_service
-                .filter(|&id| entities[id as usize].class == class)
-                .map_or(u64::MAX, reach);
-            let floor = t.v.saturating_sub(vdelta(a.span, 1));
-            t.elig
-                .first()
-                .map_or(u64::MAX, |x| reach(x.1))
-                .min(serving)
-                .min(t.v)
-                .max(floor)
-        };
-        (least(a.slack), least(0))
+        let serving = sd
+            .in_service
+            .map(|id| &entities[id as usize])
+            .filter(|e| e.class == class);
+        let first = t.elig.first().map(|x| &entities[x.1 as usize]);
+        let (slack, mut fresh, mut least) = (a.slack, u64::MAX, u64::MAX);
+        for e in [serving, first].into_iter().flatten() {
+            fresh = fresh.min(e.finish + vdelta(slack, u64::from(e.weight)));
+            least = least.min(e.finish);
+        }
+        let floor = t.v.saturating_sub(vdelta(a.span, 1));
+        let within = |x: u64| x.min(t.v).max(floor);
+        (within(fresh), within(least))
     }
 
     /// The entity `id`.
