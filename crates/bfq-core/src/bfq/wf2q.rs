@@ -494,7 +494,10 @@ impl Wf2q {
             let (groups, pos) = (&mut self.groups, &mut self.pos);
             let x = self.entities[id as usize];
             let sd = live(groups, x.parent);
-            let (from, least) = Self::anchor(self.anchor, sd, &self.entities, x.class);
+            // A back-shifted start without an anchored push-up needs neither.
+            let wanted = start.is_none() || push_up.is_some_and(|p| p.anchored);
+            let anchor = self.anchor.filter(|_| wanted);
+            let (from, least) = Self::anchor(anchor, sd, &self.entities, x.class);
             let e = &mut self.entities[id as usize];
             debug_assert_eq!(e.state, EState::Idle);
             let t = &mut sd.trees[e.class as usize];
