@@ -2320,6 +2320,28 @@ fn a_raised_reader_joining_drifted_readers_waits_within_lemma_2() {
     assert!(!off.within_lemma_2()[1], "{off:?}");
 }
 
+/// Two readers of weight 50 beside one of weight 1000 on a disk, reading
+/// 1 MiB at a time: one greedy, the other back 30 ms after each
+/// completion, later than `preempt_in_time` (24 ms) and too late to be
+/// idled for or to linger, so that its entity has left B-WF2Q+ and each
+/// return is a fresh activation. Served a whole request at a weight of
+/// 50, it leaves with its F far ahead of V, which its absence moves on by
+/// little at the weight sum 1050; it starts again from max(V or the
+/// anchor, its own F) and gets 73 728 sectors in 10 s, the greedy one
+/// 88 064. Started from V or the anchor alone (its F ignored) it would
+/// get 1.33 of the greedy one's: leaving and coming back would pay.
+#[test]
+fn a_reader_that_leaves_and_returns_gains_nothing_over_one_that_stays() {
+    let mut defs = greedy_readers(&[1000, 50, 50]);
+    for d in &mut defs[1..] {
+        d.size = 2048;
+    }
+    defs[2].kind = Kind::Sync { think: 30 * MS };
+    let log = run(&mut profile("bfq", &[]), disk(), &defs, 10 * SEC, 1);
+    let (stayed, left) = (log.per_flow[1], log.per_flow[2]);
+    assert!(left <= stayed, "left {left}, stayed {stayed}");
+}
+
 /// `backshift_lag_bound` (a back-shifted flow keeps at most B_max / w of
 /// lag behind the backlogged flows' least F) leaves injection's shares
 /// as they are without it (it does no harm here; it does not show what
