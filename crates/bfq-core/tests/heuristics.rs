@@ -2256,7 +2256,8 @@ fn joiner_shortfalls(served: &[Served], at: &Joining, w: &[f64]) -> (Vec<f64>, f
 /// 1.10 and 1.33 million sectors/s) a weight-100 joiner (share 1/7) falls
 /// short by at most 0.40 (B_max + L_max) and waits at most 284 ms (bound
 /// 879 ms), a weight-300 one (share 1/3) by 0.95 and 297 ms (bound
-/// 349 ms). Without `lag_anchor`: 2.32 and 5.45 (B_max + L_max), 1.9 s
+/// 349 ms; over 6 s it reaches 1.09, a deficit that grows with the
+/// window). Without `lag_anchor`: 2.32 and 5.45 (B_max + L_max), 1.9 s
 /// waits (bounds 929 and 460 ms), the forfeit a reader that left for
 /// longer than `preempt_in_time` and came back takes too: a starvation
 /// episode of seconds in a long run.
@@ -2301,11 +2302,14 @@ fn a_reader_joining_drifted_readers_in_groups_keeps_its_share_per_level() {
 /// among the drifted readers waits at most 297 ms (Lemma 2's bound
 /// 345 ms, share 2/3); 1.9 s without `lag_anchor` (bound 297 ms). Its
 /// shortfall breaks Lemma 2's bound: 2.38 (B_max + L_max) (10.9 without
-/// `lag_anchor`). The anchor's slack is B_max at the weight of the entity
-/// it measures from (100 to 300), a start up to B_max / w past where the
-/// least-F flow's lag would reach B_max; the joiner pays that span at its
-/// own weight, 1200: up to w_joiner / w B_max. With no slack it falls
-/// short by 0.97 (B_max + L_max).
+/// `lag_anchor`). Started at the least F + B_max / w, the joiner comes
+/// after every backlogged flow whose F lies below that, a budget of up to
+/// B_max each, where Lemma 2 lets only the budget in service pass first:
+/// it falls short by its share of those budgets, up to share x (N - 1)
+/// B_max with N - 1 = 3 other readers: 2 B_max here (share 2/3), B_max
+/// for a weight-300 joiner (1/3; 0.95 observed), 0.43 B_max for weight
+/// 100 (1/7; 0.40). With no slack the raised joiner falls short by 0.97
+/// (B_max + L_max).
 #[test]
 fn a_raised_reader_joining_drifted_readers_waits_within_lemma_2() {
     let at = Joining {
