@@ -87,23 +87,43 @@ pub struct Served {
     pub sectors: u64,
 }
 
+/// D(t) = phi_i * W(from, t) - W_i(from, t) after each dispatch of a
+/// time-ordered service log within `[from, to]`.
+fn deficits(
+    log: &[Served],
+    flow: usize,
+    phi: f64,
+    from: u64,
+    to: u64,
+) -> impl Iterator<Item = f64> + '_ {
+    let within = log.iter().filter(move |s| s.time >= from && s.time <= to);
+    within.scan(0.0f64, move |d, s| {
+        *d += phi * s.sectors as f64;
+        if s.flow == flow {
+            *d -= s.sectors as f64;
+        }
+        Some(*d)
+    })
+}
+
 /// Largest value of phi_i * W(t1, t2) - W_i(t1, t2) over t1 <= t2 within
 /// `[from, to]`, from a time-ordered service log. O(log length).
 pub fn max_service_deficit(log: &[Served], flow: usize, phi: f64, from: u64, to: u64) -> f64 {
-    // D(t) = phi * W(t) - W_i(t); the answer is max over t1 <= t2 of
-    // D(t2) - D(t1): track the running minimum of D.
-    let mut d = 0.0f64;
-    let mut min_d = 0.0f64;
-    let mut worst = 0.0f64;
-    for s in log.iter().filter(|s| s.time >= from && s.time <= to) {
-        d += phi * s.sectors as f64;
-        if s.flow == flow {
-            d -= s.sectors as f64;
-        }
+    // The answer is max over t1 <= t2 of D(t2) - D(t1): track the running
+    // minimum of D.
+    let (mut min_d, mut worst) = (0.0f64, 0.0f64);
+    for d in deficits(log, flow, phi, from, to) {
         min_d = min_d.min(d);
         worst = worst.max(d - min_d);
     }
     worst
+}
+
+/// Largest value of phi_i * W(from, t) - W_i(from, t) over t within
+/// `[from, to]`: a flow's shortfall since `from` (a flow that starts then
+/// has no lag), from a time-ordered service log. O(log length).
+pub fn max_deficit_since(log: &[Served], flow: usize, phi: f64, from: u64, to: u64) -> f64 {
+    deficits(log, flow, phi, from, to).fold(0.0, f64::max)
 }
 
 #[cfg(test)]
@@ -145,5 +165,7 @@ mod tests {
         ];
         // phi = 1/2: worst interval is [0, 1]: 0.5*200 - 0 = 100.
         assert!((max_service_deficit(&log, 0, 0.5, 0, 10) - 100.0).abs() < 1e-9);
+        // Since time 1: 0.5*100 after the first dispatch, then 0.5*200 - 100 = 0.
+        assert!((max_deficit_since(&log, 0, 0.5, 1, 10) - 50.0).abs() < 1e-9);
     }
 }
