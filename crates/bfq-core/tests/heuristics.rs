@@ -2346,6 +2346,49 @@ fn a_reader_that_leaves_and_returns_gains_nothing_over_one_that_stays() {
     assert!(left <= stayed, "left {left}, stayed {stayed}");
 }
 
+/// Three readers on `flash()` for 10 s: one of weight 1000 reading 64 KiB
+/// at a time, and two of `weight` reading `sectors` at a time, one greedy,
+/// the other back 30 ms after each completion: the thinking reader's
+/// service over the greedy one's.
+fn thinker_over_greedy(weight: u32, sectors: u32, kv: &[(&str, &str)]) -> f64 {
+    let mut defs = greedy_readers(&[1000, weight, weight]);
+    for d in &mut defs[1..] {
+        d.size = sectors;
+    }
+    defs[2].kind = Kind::Sync { think: 30 * MS };
+    let log = run(&mut profile("bfq", kv), flash(), &defs, 10 * SEC, 1);
+    log.per_flow[2] as f64 / log.per_flow[1] as f64
+}
+
+/// Injection (heuristic 7) gives a reader that thinks 30 ms between its
+/// reads no more than a greedy reader of the same weight: both take the
+/// device's idle slots while the weight-1000 reader waits for its one
+/// request, each charged what it was injected. Neither is raised (their
+/// weights are not the default, and 2 MiB per 30 ms is far above the soft
+/// real-time rate), and with injection off both get their share alone
+/// (0.92 of the greedy one's in both cases). It fails today: an injected
+/// flow is held to its budget only while it stays in B-WF2Q+ (its debt);
+/// the greedy reader is, so it is injected until its debt fills its
+/// budget and then waits for a turn its F allows, while the thinking
+/// reader, emptied by each injection and not idled for, leaves the tree at
+/// each read charged its debt (F = S + debt / w) and comes back afresh
+/// with no debt, to be injected again at the next turn of the heavy
+/// reader: its S runs far ahead of V (2010 paper, Sec. II-D: only
+/// eligible flows, S <= V, are served) and no rule of injection looks at
+/// it. Weights 10 with 2 MiB reads: 102 injections, one turn, 7.92 of the
+/// greedy one's service; weights 100 with 4 MiB reads: 1.69.
+/// `bfq-kernel` does the same, worse (23.85: no share cap).
+#[test]
+#[ignore = "fails until injection bounds a candidate by its timestamps (7.92 and 1.69)"]
+fn a_reader_that_thinks_gets_no_more_by_injection_than_a_greedy_one() {
+    for (weight, sectors) in [(10, 4096), (100, 8192)] {
+        let off = thinker_over_greedy(weight, sectors, &[("injection", "0")]);
+        assert!(off <= 1.0, "weight {weight}, injection off: {off:.2}");
+        let on = thinker_over_greedy(weight, sectors, &[]);
+        assert!(on <= 1.25, "weight {weight}: {on:.2}");
+    }
+}
+
 /// `backshift_lag_bound` (a back-shifted flow keeps at most B_max / w of
 /// lag behind the backlogged flows' least F) leaves injection's shares
 /// as they are without it (it does no harm here; it does not show what
