@@ -1882,6 +1882,7 @@ fn bfq_kernel_is_the_kernel_without_this_projects_rules() {
     // `bfq` = the kernel plus the rules listed in docs/bfq-settings.md.
     assert!(b.inject.charge_service && b.inject.share_cap && b.inject.read_floor);
     assert!(b.inject.protect_seeky && !k.inject.protect_seeky);
+    assert!(b.inject.ahead_bound && !k.inject.ahead_bound);
     assert_eq!(
         (b.peak_rate.lower_min_request, k.peak_rate.lower_min_request),
         (128, 0)
@@ -1910,6 +1911,7 @@ fn bfq_kernel_is_the_kernel_without_this_projects_rules() {
         &mut Settings::from_pairs([
             ("inject_charge_service", "0"),
             ("inject_share_cap", "0"),
+            ("inject_ahead_bound", "0"),
             ("inject_read_floor", "0"),
             ("inject_protect_seeky", "0"),
             ("peak_rate_lower_min_request", "0"),
@@ -2353,6 +2355,51 @@ fn a_reader_that_leaves_and_returns_gains_nothing_over_one_that_stays() {
     let log = run(&mut profile("bfq", &[]), disk(), &defs, 10 * SEC, 1);
     let (stayed, left) = (log.per_flow[1], log.per_flow[2]);
     assert!(left <= stayed, "left {left}, stayed {stayed}");
+}
+
+/// Three readers on `flash()` for 10 s: one of weight 1000 reading 64 KiB
+/// at a time, and two of `weight` reading `sectors` at a time, one greedy,
+/// the other back 30 ms after each completion: the thinking reader's
+/// service over the greedy one's.
+fn thinker_over_greedy(weight: u32, sectors: u32, kv: &[(&str, &str)]) -> f64 {
+    let mut defs = greedy_readers(&[1000, weight, weight]);
+    for d in &mut defs[1..] {
+        d.size = sectors;
+    }
+    defs[2].kind = Kind::Sync { think: 30 * MS };
+    let log = run(&mut profile("bfq", kv), flash(), &defs, 10 * SEC, 1);
+    log.per_flow[2] as f64 / log.per_flow[1] as f64
+}
+
+/// Injection (heuristic 7) gives a reader that thinks 30 ms between its
+/// reads no more than a greedy reader of the same weight: both take the
+/// device's idle slots while the weight-1000 reader waits for its one
+/// request, each charged what it was injected. Neither is raised (their
+/// weights are not the default, and 2 MiB per 30 ms is far above the soft
+/// real-time rate), and with injection off both get their share alone
+/// (0.92 of the greedy one's in both cases). The debt of an injected flow
+/// that stays in B-WF2Q+ is bounded by its budget: the greedy reader is
+/// injected until its debt fills its budget, then waits for a turn its F
+/// allows. The thinking reader, emptied by each injection and not idled
+/// for, leaves the tree at each read charged its debt (F = S + debt / w)
+/// and comes back afresh without debt, its S ahead of V by what it was
+/// charged; `inject_ahead_bound` holds it to the same budget ahead of V
+/// (2010 paper, Sec. II-D: only flows with S <= V are served): 0.57 and
+/// 1.03 of the greedy one's service (weights 10 with 2 MiB reads, weights
+/// 100 with 4 MiB reads). Without the rule: 102 injections into the heavy
+/// reader's 102 turns and one turn of its own, 7.92, and 1.69; `bfq-kernel`
+/// 23.85 (no share cap either) and 0.21 (the greedy one of weight 100, no
+/// share cap, takes more than the heavy reader).
+#[test]
+fn a_reader_that_thinks_gets_no_more_by_injection_than_a_greedy_one() {
+    for (weight, sectors) in [(10, 4096), (100, 8192)] {
+        let off = thinker_over_greedy(weight, sectors, &[("injection", "0")]);
+        assert!(off <= 1.0, "weight {weight}, injection off: {off:.2}");
+        let on = thinker_over_greedy(weight, sectors, &[]);
+        assert!(on <= 1.25, "weight {weight}: {on:.2}");
+    }
+    let unbounded = thinker_over_greedy(10, 4096, &[("inject_ahead_bound", "0")]);
+    assert!(unbounded > 2.0, "{unbounded:.2}");
 }
 
 /// `backshift_lag_bound` (a back-shifted flow keeps at most B_max / w of

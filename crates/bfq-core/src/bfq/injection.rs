@@ -41,7 +41,12 @@
 //! - an injected flow is charged the service (it starts its next turn with
 //!   it counted against its budget, or, when injection empties its queue,
 //!   leaves B-WF2Q+ with F = S + service / w), and may be injected only
-//!   while that stays within its budget;
+//!   while that stays within its budget, and (`inject_ahead_bound`) while
+//!   its S is at most its budget ahead of V: a reader of 2 MiB
+//!   that thinks 30 ms between reads, not idled for, leaves B-WF2Q+ at
+//!   each injection and comes back without debt, and beside a greedy
+//!   reader of its weight 10 got 7.92 times its service on flash, taking
+//!   one injection at every turn of a reader of weight 1000;
 //! - within one turn, each other flow is injected at most `w_c / w_a`
 //!   times the active flow's own service, with the two flows' weights in
 //!   one group and their groups' weights across groups (this project's
@@ -77,10 +82,11 @@
 //!   into it without the share cap above, and a seeky flow while a
 //!   non-seeky flow is busy: its turn kept the device from that flow).
 //!
-//! The four rules on charging, the share cap, the protection of seeky
-//! flows and the read floor are this project's, not the kernel's:
-//! `inject_charge_service`, `inject_share_cap`, `inject_protect_seeky` and
-//! `inject_read_floor` (off in profile `bfq-kernel`).
+//! The five rules on charging, the share cap, the bound ahead of V, the
+//! protection of seeky flows and the read floor are this project's, not
+//! the kernel's: `inject_charge_service`, `inject_share_cap`,
+//! `inject_ahead_bound`, `inject_protect_seeky` and `inject_read_floor`
+//! (off in profile `bfq-kernel`).
 //!
 //! `inject_limit` is learned per flow from the service time of the
 //! idling flow's first request after it refills: with nothing else in
@@ -161,6 +167,14 @@ pub struct InjectConfig {
     /// active flow's own service (`inject_share_cap`; this project's rule,
     /// not the kernel's).
     pub share_cap: bool,
+    /// A flow is injected only while its virtual start time S is at most
+    /// its budget (at its weight) ahead of V (`inject_ahead_bound`; this
+    /// project's rule, not the kernel's): a flow that leaves B-WF2Q+ at
+    /// each injection comes back without debt, so the budget that bounds
+    /// the debt of a flow staying in B-WF2Q+ does not bound it, but its S
+    /// is ahead of V by what it was charged (2010 paper, Sec. II-D: only
+    /// flows with S <= V are served).
+    pub ahead_bound: bool,
     /// One read may always be injected into a seeky flow's idle time,
     /// whatever the learned limit (`inject_read_floor`; the 2018 article's
     /// improved bfq injected into seeky queues unconditionally; this
@@ -225,6 +239,7 @@ impl Default for InjectConfig {
             large_once: true,
             charge_service: true,
             share_cap: true,
+            ahead_bound: true,
             read_floor: true,
             protect_seeky: true,
             candidates: super::INJECT_CANDIDATES,
@@ -530,6 +545,7 @@ impl InjectConfig {
             relearn: s.duration("inject_relearn", d.relearn)?,
             charge_service: s.bool("inject_charge_service", d.charge_service)?,
             share_cap: s.bool("inject_share_cap", d.share_cap)?,
+            ahead_bound: s.bool("inject_ahead_bound", d.ahead_bound)?,
             read_floor: s.bool("inject_read_floor", d.read_floor)?,
             protect_seeky: s.bool("inject_protect_seeky", d.protect_seeky)?,
             candidates: s.u64_in(

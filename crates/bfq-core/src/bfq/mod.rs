@@ -179,6 +179,7 @@ impl BfqConfig {
             inject: InjectConfig {
                 charge_service: true,
                 share_cap: true,
+                ahead_bound: true,
                 read_floor: true,
                 protect_seeky: true,
                 waker_kernel_detection: false,
@@ -257,6 +258,7 @@ impl BfqConfig {
             inject: InjectConfig {
                 charge_service: false,
                 share_cap: false,
+                ahead_bound: false,
                 read_floor: false,
                 protect_seeky: false,
                 waker_kernel_detection: true,
@@ -1516,7 +1518,9 @@ impl Bfq {
             asym,
         );
         let raised_busy = self.census.raised_busy > 0;
+        let ahead = self.cfg.inject.ahead_bound && !self.wf2q.within(fs.entity, fs.budget);
         if fs.inj.debt + charge > fs.budget
+            || ahead
             || !self
                 .slots
                 .allows(&self.cfg.charge, self.device.queue_depth, &r, raised_busy)

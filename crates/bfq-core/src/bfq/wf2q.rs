@@ -541,6 +541,14 @@ impl Wf2q {
         self.entities[id as usize].weight = weight;
     }
 
+    /// Whether entity `id`'s S is at most `budget` sectors (at its weight)
+    /// ahead of its tree's V.
+    pub fn within(&self, id: EntityId, budget: u64) -> bool {
+        let e = &self.entities[id as usize];
+        let v = self.vtime(e.parent, e.class);
+        e.start <= v + vdelta(budget, u64::from(e.weight))
+    }
+
     /// Charges `service` sectors dispatched for the in-service entity `id`
     /// at every level up to the root (Fig. 4 `inc_tot_service`).
     #[inline]
