@@ -1882,7 +1882,7 @@ fn bfq_kernel_is_the_kernel_without_this_projects_rules() {
     // `bfq` = the kernel plus the rules listed in docs/bfq-settings.md.
     assert!(b.inject.charge_service && b.inject.share_cap && b.inject.read_floor);
     assert!(b.inject.protect_seeky && !k.inject.protect_seeky);
-    assert!(b.inject.ahead_bound && !k.inject.ahead_bound);
+    assert!(!b.inject.ahead_bound && !k.inject.ahead_bound);
     assert_eq!(
         (b.peak_rate.lower_min_request, k.peak_rate.lower_min_request),
         (128, 0)
@@ -1911,7 +1911,6 @@ fn bfq_kernel_is_the_kernel_without_this_projects_rules() {
         &mut Settings::from_pairs([
             ("inject_charge_service", "0"),
             ("inject_share_cap", "0"),
-            ("inject_ahead_bound", "0"),
             ("inject_read_floor", "0"),
             ("inject_protect_seeky", "0"),
             ("peak_rate_lower_min_request", "0"),
@@ -2371,35 +2370,55 @@ fn thinker_over_greedy(weight: u32, sectors: u32, kv: &[(&str, &str)]) -> f64 {
     log.per_flow[2] as f64 / log.per_flow[1] as f64
 }
 
-/// Injection (heuristic 7) gives a reader that thinks 30 ms between its
-/// reads no more than a greedy reader of the same weight: both take the
-/// device's idle slots while the weight-1000 reader waits for its one
-/// request, each charged what it was injected. Neither is raised (their
-/// weights are not the default, and 2 MiB per 30 ms is far above the soft
-/// real-time rate), and with injection off both get their share alone
-/// (0.92 of the greedy one's in both cases). The debt of an injected flow
-/// that stays in B-WF2Q+ is bounded by its budget: the greedy reader is
-/// injected until its debt fills its budget, then waits for a turn its F
-/// allows. The thinking reader, emptied by each injection and not idled
-/// for, leaves the tree at each read charged its debt (F = S + debt / w)
-/// and comes back afresh without debt, its S ahead of V by what it was
-/// charged; `inject_ahead_bound` holds it to the same budget ahead of V
-/// (2010 paper, Sec. II-D: only flows with S <= V are served): 0.57 and
-/// 1.03 of the greedy one's service (weights 10 with 2 MiB reads, weights
-/// 100 with 4 MiB reads). Without the rule: 102 injections into the heavy
-/// reader's 102 turns and one turn of its own, 7.92, and 1.69; `bfq-kernel`
-/// 23.85 (no share cap either) and 0.21 (the greedy one of weight 100, no
-/// share cap, takes more than the heavy reader).
+/// Injection (heuristic 7) lets a reader that thinks 30 ms between its
+/// reads take far more than a greedy reader of the same weight: both are
+/// injected into the device's idle slots while the weight-1000 reader
+/// waits for its one request, each charged what it was injected. Neither
+/// is raised (their weights are not the default, and 2 MiB per 30 ms is
+/// far above the soft real-time rate), and with injection off both get
+/// their share alone (0.92 of the greedy one's in both cases). The debt
+/// of an injected flow that stays in B-WF2Q+ is bounded by its budget:
+/// the greedy reader is injected until its debt fills its budget, then
+/// waits for a turn its F allows. The thinking reader, emptied by each
+/// injection and not idled for, leaves the tree at each read charged its
+/// debt (F = S + debt / w) and comes back afresh without debt, its S
+/// ahead of V by what it was charged, and is injected again: at each of
+/// the heavy reader's 102 turns, 7.92 times the greedy one's service
+/// (weights 10, 2 MiB reads), 1.69 (weights 100, 4 MiB reads).
+/// `inject_ahead_bound` holds it to a budget ahead of V (2010 paper,
+/// Sec. II-D: only flows with S <= V are served): 0.57 and 1.03, within
+/// the test's 1.25. `bfq-kernel`: 23.85 (no share cap either) and 0.21 (the
+/// greedy one of weight 100, no share cap, takes more than the heavy
+/// reader).
 #[test]
-fn a_reader_that_thinks_gets_no_more_by_injection_than_a_greedy_one() {
+fn inject_ahead_bound_holds_a_thinking_reader_to_a_budget_ahead_of_v() {
+    let bounded = [("inject_ahead_bound", "1")];
     for (weight, sectors) in [(10, 4096), (100, 8192)] {
         let off = thinker_over_greedy(weight, sectors, &[("injection", "0")]);
         assert!(off <= 1.0, "weight {weight}, injection off: {off:.2}");
-        let on = thinker_over_greedy(weight, sectors, &[]);
+        let on = thinker_over_greedy(weight, sectors, &bounded);
         assert!(on <= 1.25, "weight {weight}: {on:.2}");
     }
-    let unbounded = thinker_over_greedy(10, 4096, &[("inject_ahead_bound", "0")]);
+    let unbounded = thinker_over_greedy(10, 4096, &[]);
     assert!(unbounded > 2.0, "{unbounded:.2}");
+}
+
+/// What `bfq` should give the thinking reader of
+/// `inject_ahead_bound_holds_a_thinking_reader_to_a_budget_ahead_of_v`:
+/// no more than a greedy reader of its weight, within 1.25. It gives 7.92
+/// and 1.69: `inject_ahead_bound` is off in `bfq` because it checks the
+/// flow's own level only (a thinking reader in a group of its own comes
+/// back at its group's V and keeps its 7.92) and costs four random readers
+/// beside a sequential one 9% of their total where it applies. A bound at
+/// every level needs the group entities' F set from their service when
+/// injection empties them (as at the end of a turn), measured again.
+#[test]
+#[ignore = "known defect: a reader that leaves B-WF2Q+ at each injected read takes 7.92x a greedy reader of its weight"]
+fn a_reader_that_thinks_gets_no_more_by_injection_than_a_greedy_one() {
+    for (weight, sectors) in [(10, 4096), (100, 8192)] {
+        let x = thinker_over_greedy(weight, sectors, &[]);
+        assert!(x <= 1.25, "weight {weight}: {x:.2}");
+    }
 }
 
 /// `backshift_lag_bound` (a back-shifted flow keeps at most B_max / w of

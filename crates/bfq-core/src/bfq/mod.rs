@@ -179,7 +179,7 @@ impl BfqConfig {
             inject: InjectConfig {
                 charge_service: true,
                 share_cap: true,
-                ahead_bound: true,
+                ahead_bound: false,
                 read_floor: true,
                 protect_seeky: true,
                 waker_kernel_detection: false,
