@@ -227,7 +227,10 @@ fn bursts_beside_greedy(pause: Time, secs: u64, kv: &[(&str, &str)]) -> Outcome 
 /// back in time, keeps its old timestamps, preempts the heavy reader and
 /// is injected again up to a budget ahead of V (`inject_ahead_bound`):
 /// one budget beyond Lemma 3's lead, which the paper's bound (no
-/// injection) does not count. `bfq-kernel`: 0.82.
+/// injection) does not count. `bfq-kernel`: 0.82. Of 2000 drawn cases
+/// (seeds 0-1999) two more break the bound, both on `flash()` with 4 MiB
+/// reads and a think time of 24.3 ms, 1.20 and 1.22 of G's service, 47 394
+/// and 39 782 beyond; each is within it with any of the three rules off.
 #[test]
 #[ignore = "fails: X leads G by 2.4-2.7 B_max, over the paper's 2 B_max + L_max (injection, in-time back-shift after a timeout, preemption)"]
 fn a_reader_in_bursts_back_in_time_leads_a_greedy_one_by_at_most_the_bound() {
