@@ -12,28 +12,6 @@ fn profile(name: &str, kv: &[(&str, &str)]) -> Bfq {
     Bfq::from_profile(name, &Settings::from_pairs(kv.iter().copied())).unwrap()
 }
 
-/// A 100 MB/s disk: 5 us per sector, 100 us per request, 2 ms per seek.
-fn disk() -> Dev {
-    Dev {
-        per_req: 100 * US,
-        per_sector: 5 * US,
-        seek: 2 * MS,
-        ..Dev::default()
-    }
-}
-
-/// A flash-like device serving 8 requests at once.
-fn flash() -> Dev {
-    Dev {
-        depth: 8,
-        per_req: 200 * US,
-        per_sector: 500,
-        seek: 0,
-        parallel: true,
-        rotational: false,
-    }
-}
-
 /// A device that queues 8 requests internally but serves them one after
 /// another, 264 us per 64 KiB read: an SSD whose bus is the bottleneck.
 fn ssd() -> Dev {

@@ -1,7 +1,8 @@
 //! A minimal test driver for schedulers: an event loop with a device whose
 //! service time depends on request size and seek distance, and flows that
 //! are either asynchronous (keep `depth` requests outstanding) or
-//! synchronous (one at a time, next issued `think` after completion).
+//! synchronous (one at a time, next issued `think` after completion, or
+//! in bursts: `burst` back to back, then `pause`).
 //! Deterministic: randomness comes from a seeded xorshift. This is a test
 //! harness, not the simulator (crates/bfq-sim).
 #![allow(dead_code)]
@@ -37,10 +38,42 @@ impl Default for Dev {
     }
 }
 
+/// A 100 MB/s disk: 5 us per sector, 100 us per request, 2 ms per seek.
+pub fn disk() -> Dev {
+    Dev {
+        per_req: 100 * US,
+        per_sector: 5 * US,
+        seek: 2 * MS,
+        ..Dev::default()
+    }
+}
+
+/// A flash-like device serving 8 requests at once.
+pub fn flash() -> Dev {
+    Dev {
+        depth: 8,
+        per_req: 200 * US,
+        per_sector: 500,
+        seek: 0,
+        parallel: true,
+        rotational: false,
+    }
+}
+
 #[derive(Clone, Copy, Debug)]
 pub enum Kind {
-    Async { depth: u32 },
-    Sync { think: Time },
+    Async {
+        depth: u32,
+    },
+    Sync {
+        think: Time,
+    },
+    /// Synchronous, `burst` requests back to back (each issued when the
+    /// one before completes), then `pause` before the next burst.
+    Bursts {
+        burst: u32,
+        pause: Time,
+    },
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -229,7 +262,7 @@ impl<'a> Harness<'a> {
             self.pos[i] = d.base;
             let n = match d.kind {
                 Kind::Async { depth } => depth,
-                Kind::Sync { .. } => 1,
+                Kind::Sync { .. } | Kind::Bursts { .. } => 1,
             };
             for _ in 0..n {
                 self.push(d.start, Ev::Issue(i));
@@ -317,7 +350,7 @@ impl<'a> Harness<'a> {
         } else {
             d.base + (self.rng.next() % 1_000_000) * 8
         };
-        let sync = matches!(d.kind, Kind::Sync { .. });
+        let sync = !matches!(d.kind, Kind::Async { .. });
         let id = self.next_id;
         let r = Request {
             id,
@@ -340,7 +373,8 @@ impl<'a> Harness<'a> {
 
     /// Completes request `id`: logs its latency, the flow's end (when it
     /// reached its limit) and backlogged time, and queues the flow's next
-    /// issue (after its think time if synchronous).
+    /// issue (after its think time if synchronous, after its pause at the
+    /// end of a burst).
     fn complete<S: Scheduler + ?Sized>(&mut self, s: &mut S, id: u64) {
         let now = self.now;
         s.complete(now, id).expect("complete");
@@ -365,6 +399,14 @@ impl<'a> Harness<'a> {
         }
         let think = match d.kind {
             Kind::Sync { think } => think,
+            Kind::Bursts { burst, pause } => {
+                let done = self.done_sectors[i] / u64::from(d.size);
+                if done.is_multiple_of(u64::from(burst.max(1))) {
+                    pause
+                } else {
+                    0
+                }
+            }
             Kind::Async { .. } => 0,
         };
         self.push(now + think, Ev::Issue(i));
