@@ -15,9 +15,7 @@ use crate::util::{
     SortList,
 };
 use bfq_core::table::{check_time, dispatch_past_end, RequestTable, SlotIdx, Topology};
-use bfq_core::{
-    DeviceInfo, Dispatch, Op, ReqId, Request, SchedError, Scheduler, Settings, Time, MS,
-};
+use bfq_core::{DeviceInfo, Dispatch, Op, Request, SchedError, Scheduler, Settings, Time, MS};
 use std::collections::VecDeque;
 
 #[derive(Clone, Copy, Debug, Default)]
@@ -183,11 +181,5 @@ impl Scheduler for Deadline {
         };
         self.batching = 1;
         Dispatch::Request(self.move_request(now, idx))
-    }
-    fn complete(&mut self, now: Time, id: ReqId) -> Result<(), SchedError> {
-        check_time(now)?;
-        let slot = self.table.complete(id)?;
-        self.topo.release(slot.req.flow);
-        Ok(())
     }
 }
