@@ -11,8 +11,8 @@
 //! unit counts as one request of the batch).
 
 use crate::util::{
-    dispatch_pending, dispatch_unit, merge_or_head, topology_methods, Linked, MergeLink, Merger,
-    SortList,
+    dispatch_pending, dispatch_unit, linked_by_field, merge_or_head, topology_methods, MergeLink,
+    Merger, SortList,
 };
 use bfq_core::table::{check_time, dispatch_past_end, RequestTable, SlotIdx, Topology};
 use bfq_core::{DeviceInfo, Dispatch, Op, Request, SchedError, Scheduler, Settings, Time, MS};
@@ -25,14 +25,7 @@ struct Extra {
     expire: Time,
 }
 
-impl Linked for Extra {
-    fn link(&self) -> &MergeLink {
-        &self.link
-    }
-    fn link_mut(&mut self) -> &mut MergeLink {
-        &mut self.link
-    }
-}
+linked_by_field!(Extra);
 
 const READ: usize = 0;
 const WRITE: usize = 1;

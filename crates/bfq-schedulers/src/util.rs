@@ -309,6 +309,21 @@ pub trait Linked: Copy + Default {
     fn link_mut(&mut self) -> &mut MergeLink;
 }
 
+/// Implements [`Linked`] for a slot-data struct with a field `link`.
+macro_rules! linked_by_field {
+    ($t:ty) => {
+        impl $crate::util::Linked for $t {
+            fn link(&self) -> &$crate::util::MergeLink {
+                &self.link
+            }
+            fn link_mut(&mut self) -> &mut $crate::util::MergeLink {
+                &mut self.link
+            }
+        }
+    };
+}
+pub(crate) use linked_by_field;
+
 impl Linked for MergeLink {
     fn link(&self) -> &MergeLink {
         self
