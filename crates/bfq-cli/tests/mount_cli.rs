@@ -10,14 +10,11 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
+/// [`bfq_mount::can_mount`], saying why a test is skipped when not.
 fn can_mount() -> bool {
-    // SAFETY: plain syscall.
-    let root = unsafe { libc::geteuid() } == 0;
-    if !root || !Path::new("/dev/fuse").exists() {
-        eprintln!("skipped: needs root and /dev/fuse");
-        return false;
-    }
-    true
+    bfq_mount::can_mount()
+        .map_err(|why| eprintln!("skipped: {why}"))
+        .is_ok()
 }
 
 /// `--cleanup` without a mount point acts on every bfq mount: the tests

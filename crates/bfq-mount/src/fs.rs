@@ -85,6 +85,22 @@ fn errno(e: io::Error) -> Errno {
     }))
 }
 
+/// Replies to an operation that returns nothing: done, or its error.
+fn reply_empty<T>(r: Result<T, Errno>, reply: ReplyEmpty) {
+    match r {
+        Ok(_) => reply.ok(),
+        Err(e) => reply.error(e),
+    }
+}
+
+/// Replies to an operation that returns bytes: them, or its error.
+fn reply_data<B: std::ops::Deref<Target = [u8]>>(r: Result<B, Errno>, reply: ReplyData) {
+    match r {
+        Ok(b) => reply.data(&b),
+        Err(e) => reply.error(e),
+    }
+}
+
 fn kind_of(mode: u32) -> FileType {
     match mode & libc::S_IFMT {
         libc::S_IFDIR => FileType::Directory,
@@ -323,10 +339,7 @@ impl PassFs {
                 check(unsafe { libc::unlinkat(fd, c.as_ptr(), flags) }).map(drop)
             })
         });
-        match r {
-            Ok(()) => reply.ok(),
-            Err(e) => reply.error(e),
-        }
+        reply_empty(r, reply);
     }
 
     fn set_attrs(
@@ -454,10 +467,7 @@ impl Filesystem for PassFs {
             buf.truncate(n as usize);
             Ok(buf)
         });
-        match r {
-            Ok(b) => reply.data(&b),
-            Err(e) => reply.error(e),
-        }
+        reply_data(r, reply);
     }
 
     fn mknod(
@@ -547,10 +557,7 @@ impl Filesystem for PassFs {
             })
             .map_err(errno)
         })();
-        match r {
-            Ok(_) => reply.ok(),
-            Err(e) => reply.error(e),
-        }
+        reply_empty(r, reply);
     }
 
     fn link(
@@ -606,10 +613,7 @@ impl Filesystem for PassFs {
             let flow = self.table.flow_for(req.pid(), req.uid()).map_err(errno)?;
             f.read(&flow, offset, size as usize).map_err(errno)
         });
-        match r {
-            Ok(data) => reply.data(&data),
-            Err(e) => reply.error(e),
-        }
+        reply_data(r, reply);
     }
 
     fn write(
@@ -740,10 +744,7 @@ impl Filesystem for PassFs {
             // SAFETY: valid descriptor.
             check(unsafe { libc::fsync(d.as_raw_fd()) }).map(drop)
         });
-        match r {
-            Ok(()) => reply.ok(),
-            Err(e) => reply.error(e),
-        }
+        reply_empty(r, reply);
     }
 
     fn statfs(&self, _req: &Request, ino: INodeNo, reply: ReplyStatfs) {
@@ -786,10 +787,7 @@ impl Filesystem for PassFs {
             })
             .map_err(errno)
         })();
-        match r {
-            Ok(_) => reply.ok(),
-            Err(e) => reply.error(e),
-        }
+        reply_empty(r, reply);
     }
 
     fn getxattr(&self, _req: &Request, ino: INodeNo, name: &OsStr, size: u32, reply: ReplyXattr) {
@@ -823,10 +821,7 @@ impl Filesystem for PassFs {
             // SAFETY: valid C strings.
             check(unsafe { libc::removexattr(p.as_ptr(), n.as_ptr()) }).map_err(errno)
         })();
-        match r {
-            Ok(_) => reply.ok(),
-            Err(e) => reply.error(e),
-        }
+        reply_empty(r, reply);
     }
 
     fn access(&self, _req: &Request, _ino: INodeNo, _mask: AccessFlags, reply: ReplyEmpty) {

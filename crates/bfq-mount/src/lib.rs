@@ -132,6 +132,18 @@ fn device_of(backing: &Path, depth: u32) -> DeviceInfo {
     }
 }
 
+/// Whether this process has what the mount tests and the suite's real
+/// application runs mount with: root (effective uid 0) and the kernel's
+/// FUSE device, `/dev/fuse`. `Err` says what is needed.
+pub fn can_mount() -> Result<(), &'static str> {
+    // SAFETY: plain syscall.
+    let root = unsafe { libc::geteuid() } == 0;
+    if !root || !Path::new("/dev/fuse").exists() {
+        return Err("needs root and /dev/fuse");
+    }
+    Ok(())
+}
+
 /// Mounts `cfg.backing` on `cfg.mountpoint` and serves it in the
 /// background.
 pub fn mount(cfg: &MountConfig) -> std::io::Result<Mounted> {

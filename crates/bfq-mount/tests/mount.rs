@@ -18,14 +18,11 @@ fn serial() -> std::sync::MutexGuard<'static, ()> {
     SERIAL.lock().unwrap_or_else(|e| e.into_inner())
 }
 
+/// [`bfq_mount::can_mount`], saying why a test is skipped when not.
 fn can_mount() -> bool {
-    // SAFETY: plain syscall.
-    let root = unsafe { libc::geteuid() } == 0;
-    if !root || !Path::new("/dev/fuse").exists() {
-        eprintln!("skipped: needs root and /dev/fuse");
-        return false;
-    }
-    true
+    bfq_mount::can_mount()
+        .map_err(|why| eprintln!("skipped: {why}"))
+        .is_ok()
 }
 
 /// A backing directory and a mountpoint on a real filesystem (/var/tmp,

@@ -30,8 +30,8 @@
 //!   when no band with requests has tokens left.
 
 use crate::util::{
-    choose_req, dispatch_pending, dispatch_unit, ensure, merge_or_head, topology_methods, Linked,
-    MergeLink, Merger, SortList,
+    choose_req, dispatch_pending, dispatch_unit, ensure, linked_by_field, merge_or_head,
+    topology_methods, MergeLink, Merger, SortList,
 };
 use bfq_core::table::{check_time, dispatch_past_end, RequestTable, SlotIdx, Topology};
 use bfq_core::{
@@ -59,14 +59,7 @@ struct Extra {
     band: u8,
 }
 
-impl Linked for Extra {
-    fn link(&self) -> &MergeLink {
-        &self.link
-    }
-    fn link_mut(&mut self) -> &mut MergeLink {
-        &mut self.link
-    }
-}
+linked_by_field!(Extra);
 
 /// Per-process history (the kernel's `as_io_context`).
 #[derive(Clone, Debug, Default)]

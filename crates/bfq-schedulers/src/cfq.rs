@@ -660,7 +660,7 @@ impl Scheduler for Cfq {
     fn set_device(&mut self, device: DeviceInfo) {
         self.hw_tag = device.queues_internally;
     }
-    topology_methods!();
+    topology_methods!(remove_flow);
     fn add_flow(&mut self, now: Time, spec: FlowSpec) -> Result<FlowId, SchedError> {
         check_time(now)?;
         let id = self.topo.add_flow(spec, ())?;
@@ -690,10 +690,6 @@ impl Scheduler for Cfq {
             None => self.queues.push(fresh),
         }
         Ok(id)
-    }
-    fn remove_flow(&mut self, now: Time, flow: FlowId) -> Result<(), SchedError> {
-        check_time(now)?;
-        self.topo.retire_flow(flow).map(|_| ())
     }
     fn add_request(&mut self, now: Time, req: Request) -> Result<(), SchedError> {
         check_time(now)?;

@@ -6,7 +6,7 @@
 
 use crate::util::{clook_pick, topology_methods, SortList};
 use bfq_core::table::{check_time, dispatch_past_end, RequestTable, Topology};
-use bfq_core::{DeviceInfo, Dispatch, ReqId, Request, SchedError, Scheduler, Settings, Time};
+use bfq_core::{DeviceInfo, Dispatch, Request, SchedError, Scheduler, Settings, Time};
 
 /// The C-LOOK elevator.
 #[derive(Debug)]
@@ -57,11 +57,5 @@ impl Scheduler for Clook {
             }
             None => Dispatch::Empty,
         }
-    }
-    fn complete(&mut self, now: Time, id: ReqId) -> Result<(), SchedError> {
-        check_time(now)?;
-        let slot = self.table.complete(id)?;
-        self.topo.release(slot.req.flow);
-        Ok(())
     }
 }

@@ -11,13 +11,11 @@
 //! unit counts as one request of the batch).
 
 use crate::util::{
-    dispatch_pending, dispatch_unit, merge_or_head, topology_methods, Linked, MergeLink, Merger,
-    SortList,
+    dispatch_pending, dispatch_unit, linked_by_field, merge_or_head, topology_methods, MergeLink,
+    Merger, SortList,
 };
 use bfq_core::table::{check_time, dispatch_past_end, RequestTable, SlotIdx, Topology};
-use bfq_core::{
-    DeviceInfo, Dispatch, Op, ReqId, Request, SchedError, Scheduler, Settings, Time, MS,
-};
+use bfq_core::{DeviceInfo, Dispatch, Op, Request, SchedError, Scheduler, Settings, Time, MS};
 use std::collections::VecDeque;
 
 #[derive(Clone, Copy, Debug, Default)]
@@ -27,14 +25,7 @@ struct Extra {
     expire: Time,
 }
 
-impl Linked for Extra {
-    fn link(&self) -> &MergeLink {
-        &self.link
-    }
-    fn link_mut(&mut self) -> &mut MergeLink {
-        &mut self.link
-    }
-}
+linked_by_field!(Extra);
 
 const READ: usize = 0;
 const WRITE: usize = 1;
@@ -183,11 +174,5 @@ impl Scheduler for Deadline {
         };
         self.batching = 1;
         Dispatch::Request(self.move_request(now, idx))
-    }
-    fn complete(&mut self, now: Time, id: ReqId) -> Result<(), SchedError> {
-        check_time(now)?;
-        let slot = self.table.complete(id)?;
-        self.topo.release(slot.req.flow);
-        Ok(())
     }
 }

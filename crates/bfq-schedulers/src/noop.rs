@@ -10,7 +10,7 @@ use crate::util::{
     dispatch_pending, dispatch_unit, merge_or_head, topology_methods, MergeLink, Merger,
 };
 use bfq_core::table::{check_time, dispatch_past_end, RequestTable, SlotIdx, Topology};
-use bfq_core::{DeviceInfo, Dispatch, ReqId, Request, SchedError, Scheduler, Settings, Time};
+use bfq_core::{DeviceInfo, Dispatch, Request, SchedError, Scheduler, Settings, Time};
 use std::collections::VecDeque;
 
 /// Default merge cap: 1024 sectors (the kernel's `max_sectors_kb` = 512).
@@ -70,11 +70,5 @@ impl Scheduler for Noop {
             }
             None => Dispatch::Empty,
         }
-    }
-    fn complete(&mut self, now: Time, id: ReqId) -> Result<(), SchedError> {
-        check_time(now)?;
-        let slot = self.table.complete(id)?;
-        self.topo.release(slot.req.flow);
-        Ok(())
     }
 }

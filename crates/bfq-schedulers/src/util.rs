@@ -244,9 +244,11 @@ pub fn ensure<T: Default>(v: &mut Vec<T>, i: usize) {
 /// Implements the topology half of the trait (groups, `queued`,
 /// `in_flight`) for a struct with fields `table` and `topo`.
 macro_rules! topology_methods {
-    // Also flows that carry no per-flow state of the scheduler's own.
+    // Also flows that carry no per-flow state of the scheduler's own: they
+    // are added and removed in `topo` only, and a completion only releases
+    // the request's hold on its flow.
     (flows) => {
-        $crate::util::topology_methods!();
+        $crate::util::topology_methods!(remove_flow);
         fn add_flow(
             &mut self,
             now: bfq_core::Time,
@@ -255,6 +257,22 @@ macro_rules! topology_methods {
             bfq_core::table::check_time(now)?;
             self.topo.add_flow(spec, ())
         }
+        fn complete(
+            &mut self,
+            now: bfq_core::Time,
+            id: bfq_core::ReqId,
+        ) -> Result<(), bfq_core::SchedError> {
+            bfq_core::table::check_time(now)?;
+            let slot = self.table.complete(id)?;
+            self.topo.release(slot.req.flow);
+            Ok(())
+        }
+    };
+    // Also `remove_flow` for a scheduler whose per-flow state outlives the
+    // flow's removal (it is retired in `topo` and freed with its last
+    // request).
+    (remove_flow) => {
+        $crate::util::topology_methods!();
         fn remove_flow(
             &mut self,
             now: bfq_core::Time,
@@ -290,6 +308,21 @@ pub trait Linked: Copy + Default {
     fn link(&self) -> &MergeLink;
     fn link_mut(&mut self) -> &mut MergeLink;
 }
+
+/// Implements [`Linked`] for a slot-data struct with a field `link`.
+macro_rules! linked_by_field {
+    ($t:ty) => {
+        impl $crate::util::Linked for $t {
+            fn link(&self) -> &$crate::util::MergeLink {
+                &self.link
+            }
+            fn link_mut(&mut self) -> &mut $crate::util::MergeLink {
+                &mut self.link
+            }
+        }
+    };
+}
+pub(crate) use linked_by_field;
 
 impl Linked for MergeLink {
     fn link(&self) -> &MergeLink {

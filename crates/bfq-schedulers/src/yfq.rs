@@ -133,7 +133,7 @@ impl Scheduler for Yfq {
         "yfq"
     }
     fn set_device(&mut self, _device: DeviceInfo) {}
-    topology_methods!();
+    topology_methods!(remove_flow);
     fn add_flow(&mut self, now: Time, spec: FlowSpec) -> Result<FlowId, SchedError> {
         check_time(now)?;
         let id = self.topo.add_flow(spec, ())?;
@@ -143,10 +143,6 @@ impl Scheduler for Yfq {
             ..YFlow::default()
         };
         Ok(id)
-    }
-    fn remove_flow(&mut self, now: Time, flow: FlowId) -> Result<(), SchedError> {
-        check_time(now)?;
-        self.topo.retire_flow(flow).map(|_| ())
     }
     fn add_request(&mut self, now: Time, req: Request) -> Result<(), SchedError> {
         check_time(now)?;

@@ -24,6 +24,21 @@ fn spread(n: u64) -> Vec<u64> {
     (0..n).map(|i| (i * 29 + (n - 1) / 2) / (n - 1)).collect()
 }
 
+/// The six schedulers of Tables III, V and VI with the settings of Sec.
+/// V-D: BFQ B_max = 4096 (labelled [`BFQ4`]), SCAN-EDF Delta = 80 ms
+/// ([`SE80`]) and YFQ BT_size = 4 ([`YFQ4`]) with T_wait = 4 ms, CFQ
+/// (100 ms slices), C-LOOK and AS.
+fn six_schedulers() -> Vec<Config> {
+    vec![
+        st::bfq2010(4096),
+        st::scan_edf(80, 4),
+        st::yfq(4, 4),
+        st::cfq2010(),
+        st::clook(),
+        st::anticipatory(),
+    ]
+}
+
 fn b_max_cfgs() -> Vec<Config> {
     [512u32, 1024, 2048, 4096, 8192, 16384]
         .iter()
@@ -146,6 +161,18 @@ fn traced_files(v: &str) -> bool {
     v == "2files" || v == "5files"
 }
 
+/// The stream metrics of Table VII's BFQ end state, 24 movies streaming
+/// (`2010-video` measures them; `2010-fairness` and `2010-jitter` list them
+/// too, without values).
+fn movies_24_metrics() -> Vec<Metric> {
+    vec![
+        metric("agg_24", "Aggregate throughput with 24 movies streaming (355-360 s: the paper's BFQ end state), for runs that got there", "MB/s", false),
+        metric("time_24", "Streams' share of the device time with 24 movies streaming (345-360 s; the rest went to the readers)", "%", false),
+        metric("turn_ms_24", "Device time per stream turn with 24 movies streaming (345-360 s: positioning, transfer, idling for the stream)", "ms", false),
+        metric("turn_24", "Streams' service per turn with 24 movies streaming (345-360 s)", "sectors", false),
+    ]
+}
+
 /// The service metrics the file experiments measure from the trace
 /// ([`crate::service::Service`]) in the variants [`traced_files`] names,
 /// which the causes cite.
@@ -256,6 +283,10 @@ fn m(e: &ExpResult, v: &str, c: &str, k: &str) -> Val {
 }
 
 const BFQ4: &str = "bfq-2010 B_max=4096";
+const SE80: &str = "scan-edf Delta=80ms T_wait=4ms";
+const YFQ4: &str = "yfq BT=4 T_wait=4ms";
+/// The labels of [`six_schedulers`], in its order.
+const SIX: [&str; 6] = [BFQ4, SE80, YFQ4, "cfq", "clook", "as"];
 const BFQ16: &str = "bfq-2010 B_max=16384";
 const T2: &str = "2010 paper, Table II, Sec. V-C";
 const F5: &str = "2010 paper, Fig. 5, Sec. V-C";
@@ -647,28 +678,25 @@ pub fn fairness() -> Experiment {
         source: "2010 paper, Section V-D, Table III",
         device: DEV,
         what: "Two and five greedy sync sequential readers of 128 MB files in slices at maximum distance, equal weights, read as in 2010-throughput (read-ahead, an ext2 indirect block per 4 MiB); per-file throughput and the largest deviation from the ideal (equal) share. BFQ B_max = 4096, SCAN-EDF Delta = 80 ms and YFQ BT_size = 4 with T_wait = 4 ms, CFQ slice 100 ms, C-LOOK, AS.",
-        metrics: with_service(vec![
-            metric("dev", "Largest deviation from the ideal share", "%", true),
-            metric("agg", "Aggregate throughput", "MB/s", false),
-            metric("agg_24", "Aggregate throughput with 24 movies streaming (355-360 s: the paper's BFQ end state), for runs that got there", "MB/s", false),
-            metric("time_24", "Streams' share of the device time with 24 movies streaming (345-360 s; the rest went to the readers)", "%", false),
-            metric("turn_ms_24", "Device time per stream turn with 24 movies streaming (345-360 s: positioning, transfer, idling for the stream)", "ms", false),
-            metric("turn_24", "Streams' service per turn with 24 movies streaming (345-360 s)", "sectors", false),
-            metric("thr.1", "Throughput file 1 (outermost)", "MB/s", false),
-            metric("thr.2", "Throughput file 2", "MB/s", false),
-            metric("thr.3", "Throughput file 3", "MB/s", false),
-            metric("thr.4", "Throughput file 4", "MB/s", false),
-            metric("thr.5", "Throughput file 5", "MB/s", false),
-        ]),
+        metrics: with_service(
+            [
+                vec![
+                    metric("dev", "Largest deviation from the ideal share", "%", true),
+                    metric("agg", "Aggregate throughput", "MB/s", false),
+                ],
+                movies_24_metrics(),
+                vec![
+                    metric("thr.1", "Throughput file 1 (outermost)", "MB/s", false),
+                    metric("thr.2", "Throughput file 2", "MB/s", false),
+                    metric("thr.3", "Throughput file 3", "MB/s", false),
+                    metric("thr.4", "Throughput file 4", "MB/s", false),
+                    metric("thr.5", "Throughput file 5", "MB/s", false),
+                ],
+            ]
+            .concat(),
+        ),
         variants: vec![var("2files", "2 files"), var("5files", "5 files")],
-        configs: vec![
-            st::bfq2010(4096),
-            st::scan_edf(80, 4),
-            st::yfq(4, 4),
-            st::cfq2010(),
-            st::clook(),
-            st::anticipatory(),
-        ],
+        configs: six_schedulers(),
         reps: 10,
         in_quick: true,
         quick_variants: vec!["2files"],
@@ -678,9 +706,6 @@ pub fn fairness() -> Experiment {
 }
 
 const T3: &str = "2010 paper, Table III, Sec. V-D";
-
-const FAIR_SE: &str = "scan-edf Delta=80ms T_wait=4ms";
-const FAIR_YFQ: &str = "yfq BT=4 T_wait=4ms";
 
 fn find_fairness(e: &ExpResult) -> Vec<Finding> {
     let mut out = vec![];
@@ -737,12 +762,12 @@ fn fairness_clook_yfq(e: &ExpResult, v: &str) -> Finding {
     let d = |c: &str| m(e, v, c, "dev");
     need(
         &format!("{v}: C-LOOK and YFQ distribute the throughput accurately, like BFQ: deviation <= 10% (paper: C-LOOK {}, YFQ 0%)", if v == "2files" { "4.3%" } else { "8.9%" }),
-        &[d("clook"), d(FAIR_YFQ)],
+        &[d("clook"), d(YFQ4)],
         |x| (x[0] <= 10.0 && x[1] <= 10.0, format!("ours: C-LOOK {:.1}%, YFQ {:.1}%", x[0], x[1])),
     )
     .cite(T3)
     .cause_unless_holds(|| {
-        let bad: Vec<&str> = ["clook", FAIR_YFQ].into_iter().filter(|c| d(c).is_some_and(|x| x > 10.0)).collect();
+        let bad: Vec<&str> = ["clook", YFQ4].into_iter().filter(|c| d(c).is_some_and(|x| x > 10.0)).collect();
         let mut cause = service_cause(e, CauseKind::Scheduler, v, &bad, "dev");
         if let Some(txt) = bad.contains(&"clook").then(|| clook_one_file_txt(e, v)).flatten() {
             cause.evidence = format!("{txt}; {}", cause.evidence);
@@ -753,7 +778,7 @@ fn fairness_clook_yfq(e: &ExpResult, v: &str) -> Finding {
 
 fn fairness_as_most(e: &ExpResult, v: &str) -> Finding {
     let d = |c: &str| m(e, v, c, "dev");
-    let others = [BFQ4, FAIR_SE, FAIR_YFQ, "cfq", "clook"];
+    let others = [BFQ4, SE80, YFQ4, "cfq", "clook"];
     let mut vals = vec![d("as")];
     vals.extend(others.iter().map(|c| d(c)));
     need(
@@ -784,7 +809,7 @@ fn fairness_scan_edf(e: &ExpResult) -> Finding {
     let d = |v: &str, c: &str| m(e, v, c, "dev");
     need(
         "SCAN-EDF is less accurate with 2 files than with 5, and less accurate than BFQ with 2 files (paper: 5.4% vs 0.5% and 0.7%)",
-        &[d("2files", FAIR_SE), d("5files", FAIR_SE), d("2files", BFQ4)],
+        &[d("2files", SE80), d("5files", SE80), d("2files", BFQ4)],
         |x| {
             (
                 x[0] > x[1] && x[0] > x[2],
@@ -793,7 +818,7 @@ fn fairness_scan_edf(e: &ExpResult) -> Finding {
         },
     )
     .cite(T3)
-    .cause_unless_holds(|| service_cause(e, CauseKind::Scheduler, "2files", &[FAIR_SE, BFQ4], "dev"))
+    .cause_unless_holds(|| service_cause(e, CauseKind::Scheduler, "2files", &[SE80, BFQ4], "dev"))
 }
 
 fn fairness_rfc_spread(e: &ExpResult) -> Finding {
@@ -896,14 +921,8 @@ fn find_weights(e: &ExpResult) -> Vec<Finding> {
         );
     }
     for (name, c, paper, paper_dev, paper_ratio) in [
-        (
-            "SCAN-EDF",
-            "scan-edf Delta=80ms T_wait=4ms",
-            "26.58/6.92 MB/s",
-            127.0,
-            3.84,
-        ),
-        ("YFQ", "yfq BT=4 T_wait=4ms", "22.70/5.41 MB/s", 112.0, 4.20),
+        ("SCAN-EDF", SE80, "26.58/6.92 MB/s", 127.0, 3.84),
+        ("YFQ", YFQ4, "22.70/5.41 MB/s", 112.0, 4.20),
     ] {
         out.push(
             need(
@@ -975,14 +994,7 @@ pub fn web() -> Experiment {
             metric("agg", "Aggregate throughput", "MB/s", true),
         ],
         variants: vec![var("web", "100 processes")],
-        configs: vec![
-            st::bfq2010(4096),
-            st::scan_edf(80, 4),
-            st::yfq(4, 4),
-            st::cfq2010(),
-            st::clook(),
-            st::anticipatory(),
-        ],
+        configs: six_schedulers(),
         reps: 10,
         in_quick: false,
         quick_variants: vec![],
@@ -1097,9 +1109,9 @@ fn find_web(e: &ExpResult) -> Vec<Finding> {
     let g = |c: &str| m(e, "web", c, "small_s");
     let a = |c: &str| m(e, "web", c, "agg");
     let bfq = BFQ4;
-    let se = "scan-edf Delta=80ms T_wait=4ms";
-    let yfq = "yfq BT=4 T_wait=4ms";
-    let all = [bfq, se, yfq, "cfq", "clook", "as"];
+    let se = SE80;
+    let yfq = YFQ4;
+    let all = SIX;
     let web_cause = || web_cause(e, &all, yfq);
     let mut out = vec![need(
         "BFQ's mean small-file completion time is 2.22x +- 25% lower than CFQ's",
@@ -1164,7 +1176,7 @@ fn find_web(e: &ExpResult) -> Vec<Finding> {
 
 /// Table V: YFQ lowest in small-file time and in throughput.
 fn web_yfq(e: &ExpResult, all: &[&str]) -> Finding {
-    let yfq = "yfq BT=4 T_wait=4ms";
+    let yfq = YFQ4;
     let g = |c: &str| m(e, "web", c, "small_s");
     let a = |c: &str| m(e, "web", c, "agg");
     let mut vals: Vec<Val> = all.iter().map(|c| g(c)).collect();
@@ -1235,14 +1247,7 @@ pub fn dbms() -> Experiment {
         variants: (1..=10)
             .map(|d| var(&format!("depth{d}"), &format!("{d} outstanding")))
             .collect(),
-        configs: vec![
-            st::bfq2010(4096),
-            st::scan_edf(80, 4),
-            st::yfq(4, 4),
-            st::cfq2010(),
-            st::clook(),
-            st::anticipatory(),
-        ],
+        configs: six_schedulers(),
         reps: 10,
         in_quick: false,
         quick_variants: vec![],
@@ -1289,8 +1294,8 @@ const T6: &str = "2010 paper, Table VI, Sec. V-F";
 
 fn find_dbms(e: &ExpResult) -> Vec<Finding> {
     let bfq = BFQ4;
-    let se = "scan-edf Delta=80ms T_wait=4ms";
-    let yfq = "yfq BT=4 T_wait=4ms";
+    let se = SE80;
+    let yfq = YFQ4;
     let cause = |cs: &[&str], v: &str| vs_paper_cause(e, CauseKind::Scheduler, v, cs, "agg");
     let mut out = vec![];
     for (v, paper) in [
@@ -1409,11 +1414,7 @@ fn dbms_cause(e: &ExpResult, v: &str, cs: &[&str]) -> Cause {
 
 /// Table VI at one depth: C-LOOK/AS highest, BFQ and CFQ ~1.4x lower.
 fn dbms_clook_highest(e: &ExpResult, v: &str, paper: &str) -> Finding {
-    let (bfq, se, yfq) = (
-        BFQ4,
-        "scan-edf Delta=80ms T_wait=4ms",
-        "yfq BT=4 T_wait=4ms",
-    );
+    let (bfq, se, yfq) = (BFQ4, SE80, YFQ4);
     let cause = |cs: &[&str], v: &str| vs_paper_cause(e, CauseKind::Scheduler, v, cs, "agg");
     let g = |c: &str| m(e, v, c, "agg");
     need(
@@ -1440,12 +1441,7 @@ fn dbms_clook_highest(e: &ExpResult, v: &str, paper: &str) -> Finding {
 /// Table VI across depths: completion time and throughput grow with the
 /// number of outstanding requests.
 fn dbms_monotone(e: &ExpResult) -> Finding {
-    let (bfq, se, yfq) = (
-        BFQ4,
-        "scan-edf Delta=80ms T_wait=4ms",
-        "yfq BT=4 T_wait=4ms",
-    );
-    let cs = [bfq, se, yfq, "cfq", "clook", "as"];
+    let cs = SIX;
     let mut vals = vec![];
     for c in cs {
         for d in 1..=10 {
@@ -1513,18 +1509,20 @@ pub fn video() -> Experiment {
         source: "2010 paper, Section V-G, Table VII",
         device: DEV,
         what: "As the paper ran it: a VLC server starts streaming a new movie every 15 s (5 s with --quick), up to 30, one per slice, while 5 ON/OFF sequential readers (each reads a random 64-512 MB portion of its file, sleeps 1-200 ms, reads the next portion; Table VII: disturbed by sequential reads) run. A stream is VLC's reading thread: 32 KiB every 125 ms, one read() call of VLC's STREAM_READ_ATONCE (32 KiB) each (256 KiB/s, about 2 Mbit/s: the paper gives no bit rate; Table VII's 7.56 MB/s over 24 + 5 equal-weight applications is 0.26 MB/s each), at a random phase within its period, through Linux read-ahead (128 KiB windows: requests of at most the paper's L_max = 256 sectors) with one window outstanding at a time, the next issued once the thread has read the marked page (readahead_style = \"single\": the paper's applications block until their only outstanding request completes, Sec. I and V-B, and its BFQ gave a streaming thread a budget never above 256 sectors, one window per turn, Sec. V-G), and 9 ms from a completed read to the next (gap = \"9ms\": the paper's ~0.27 s of CPU delay for 29 threads, Sec. V-G; longer than T_wait, so no scheduler idles into a stream's next window); a read completed more than 1 s after it was due is a lost packet. The experiment ends at the first second at which 1% of the packets sent so far are lost, or 15 s after the last movie started (found by bisection on the 15 s windows, then on the seconds of the last one). Results, as Table VII: the mean number of movies streaming and the aggregate throughput over the last 5 s before the end; and the worst delay of a read while every movie started was sustained (to the end of the last window within 1%).",
-        metrics: vec![
-            metric("streams", "Movies streaming over the last 5 s before the end (1% lost or 15 s after the 30th)", "streams", true),
-            metric("agg", "Aggregate throughput", "MB/s", false),
-            metric("agg_24", "Aggregate throughput with 24 movies streaming (355-360 s: the paper's BFQ end state), for runs that got there", "MB/s", false),
-            metric("time_24", "Streams' share of the device time with 24 movies streaming (345-360 s; the rest went to the readers)", "%", false),
-            metric("turn_ms_24", "Device time per stream turn with 24 movies streaming (345-360 s: positioning, transfer, idling for the stream)", "ms", false),
-            metric("turn_24", "Streams' service per turn with 24 movies streaming (345-360 s)", "sectors", false),
-            metric("worst_s", "Worst batch delay while every movie started was sustained", "s", false),
-            metric("end_s", "End of the experiment", "s", false),
-            metric("turn", "Streams' mean service per turn (sectors dispatched in a row)", "sectors", false),
-            metric("turn_max", "Streams' longest turn", "sectors", false),
-        ],
+        metrics: [
+            vec![
+                metric("streams", "Movies streaming over the last 5 s before the end (1% lost or 15 s after the 30th)", "streams", true),
+                metric("agg", "Aggregate throughput", "MB/s", false),
+            ],
+            movies_24_metrics(),
+            vec![
+                metric("worst_s", "Worst batch delay while every movie started was sustained", "s", false),
+                metric("end_s", "End of the experiment", "s", false),
+                metric("turn", "Streams' mean service per turn (sectors dispatched in a row)", "sectors", false),
+                metric("turn_max", "Streams' longest turn", "sectors", false),
+            ],
+        ]
+        .concat(),
         variants: vec![var("30movies", "up to 30 streams + 5 readers")],
         configs: vec![
             st::bfq2010(4096),
@@ -1822,7 +1820,7 @@ fn find_video(e: &ExpResult) -> Vec<Finding> {
     let bfq = BFQ4;
     let others = [
         "scan-edf Delta=20ms T_wait=4ms",
-        "yfq BT=4 T_wait=4ms",
+        YFQ4,
         "cfq slice=20ms",
         "clook",
         "as",
@@ -1955,7 +1953,7 @@ fn video_cause(e: &ExpResult) -> Cause {
     let cs = [
         BFQ4,
         "scan-edf Delta=20ms T_wait=4ms",
-        "yfq BT=4 T_wait=4ms",
+        YFQ4,
         "cfq slice=20ms",
         "clook",
         "as",
@@ -2069,16 +2067,18 @@ pub fn jitter() -> Experiment {
         source: "2010 paper, Sec. IV-C (CFQ's O(N) delay) and III-B; 2008 RFC announcement",
         device: DEV,
         what: "A periodic reader (64 KiB every 500 ms, sequential, one 64 KiB request per batch: no read-ahead, so that each batch's delay is one request's completion time, in slice 0) beside N = 2, 4, 8 or 16 greedy sync sequential readers, each in its own slice at maximum distance, equal weights, 30 s (10 s with --quick); the periodic reader's worst batch delay over the batches released after its first 2 s (all flows start at once, and its first request carries a new flow's budget). BFQ B_max = 4096 and CFQ (100 ms slices).",
-        metrics: vec![
-            metric("worst_ms", "Periodic reader's worst delay", "ms", true),
-            metric("agg", "Aggregate throughput", "MB/s", false),
-            metric("agg_24", "Aggregate throughput with 24 movies streaming (355-360 s: the paper's BFQ end state), for runs that got there", "MB/s", false),
-            metric("time_24", "Streams' share of the device time with 24 movies streaming (345-360 s; the rest went to the readers)", "%", false),
-            metric("turn_ms_24", "Device time per stream turn with 24 movies streaming (345-360 s: positioning, transfer, idling for the stream)", "ms", false),
-            metric("turn_24", "Streams' service per turn with 24 movies streaming (345-360 s)", "sectors", false),
-            metric("budget_probe", "Mean budget granted to the periodic reader (BFQ)", "sectors", false),
-            metric("budget_readers", "Mean budget granted to the greedy readers (BFQ)", "sectors", false),
-        ],
+        metrics: [
+            vec![
+                metric("worst_ms", "Periodic reader's worst delay", "ms", true),
+                metric("agg", "Aggregate throughput", "MB/s", false),
+            ],
+            movies_24_metrics(),
+            vec![
+                metric("budget_probe", "Mean budget granted to the periodic reader (BFQ)", "sectors", false),
+                metric("budget_readers", "Mean budget granted to the greedy readers (BFQ)", "sectors", false),
+            ],
+        ]
+        .concat(),
         variants: JITTER_N
             .iter()
             .map(|k| var(&format!("n{k}"), &format!("{k} greedy readers")))
