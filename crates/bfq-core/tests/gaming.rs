@@ -15,22 +15,23 @@
 //! `slice_idle`, twice it and `preempt_in_time`) after each read or,
 //! half the time, after each burst of 2-16 reads back to back; 5-10 s.
 //!
-//! The bound, from the paper: G, continuously backlogged from the start,
-//! gets at least phi W - (B_max + L_max) (Theorem 1's (11) with no lag
-//! at t1 = 0); X, of the same phi and not always backlogged, gets at
-//! most phi W plus its lead, which Lemma 3 bounds by its budget, at most
-//! B_max. So X's service is at most G's + 2 B_max + L_max, no relative
+//! The bound, from the paper: at any time t, G, continuously backlogged
+//! from the start, has got at least phi V(t) - (B_max + L_max) (Theorem
+//! 1's (11) with no lag at t1 = 0); X, of the same phi and not always
+//! backlogged, at most phi V(t) plus a lead of at most its budget, at most
+//! B_max (its F is at most V + B_max / phi: (4), with Lemma 3). So X's
+//! lead over G is at most 2 B_max + L_max at every dispatch, no relative
 //! tolerance: the bound does not grow with the service. B_max is the
-//! scheduler's largest budget at the end of the run (learned from the
-//! peak rate: about 21 000 sectors on `disk()`, 60 000-250 000 on
-//! `flash()`), L_max the largest request of X and G.
+//! scheduler's largest budget over the run (learned from the peak rate,
+//! which may also fall: 16 384-22 200 sectors on `disk()`, 16 384 or
+//! 48 000-157 000 on `flash()`), L_max the largest request of X and G.
 //!
 //! The property holds in every drawn case with `inject_ahead_bound` on,
 //! not as `bfq` ships (the rule off): 5 of the 160 cases break it there,
 //! kept as an ignored test. The paper has no injection: with the rule an
 //! injected flow may still run a budget ahead of V, which the bound does
-//! not count; one such case, found in a wider scan, is kept, ignored,
-//! below. The cases come from a seeded
+//! not count; one such case, found among 2000 drawn cases, is kept,
+//! ignored, below. The cases come from a seeded
 //! generator, the same at every run; each run checks that X and G were
 //! never weight-raised.
 
@@ -96,24 +97,27 @@ fn draw(seed: u64) -> Case {
     }
 }
 
-/// What X and G got (sectors), and the bound's B_max and L_max.
+/// What X and G got (sectors), X's largest lead over G at any dispatch,
+/// and the bound's B_max (the largest over the run) and L_max.
 #[derive(Debug)]
 struct Outcome {
     x: u64,
     g: u64,
+    lead: i64,
     b_max: u64,
     l_max: u64,
 }
 
 impl Outcome {
-    /// X's service beyond G's + 2 B_max + L_max (positive: the bound broke).
+    /// X's largest lead over G beyond 2 B_max + L_max (positive: the bound
+    /// broke at some time of the run).
     fn excess(&self) -> i64 {
-        self.x as i64 - (self.g + 2 * self.b_max + self.l_max) as i64
+        self.lead - (2 * self.b_max + self.l_max) as i64
     }
 }
 
-/// Runs `c` under `profile` with settings `kv`; checks X and G were never
-/// weight-raised.
+/// Runs `c` under `profile` with settings `kv`; checks X and G were not
+/// weight-raised at any of their dispatches nor at the end.
 fn run_case(c: &Case, profile: &str, kv: &[(&str, &str)]) -> Outcome {
     let settings = Settings::from_pairs(kv.iter().copied());
     let mut s = Bfq::from_profile(profile, &settings).unwrap();
@@ -138,14 +142,35 @@ fn run_case(c: &Case, profile: &str, kv: &[(&str, &str)]) -> Outcome {
         d.size = if i + 2 >= n { c.sectors } else { 128 };
     }
     let dev = if c.flash { flash() } else { disk() };
-    let log = run(&mut s, dev, &defs, c.secs * SEC, 1);
+    let (mut b_max, mut raised) = (0, vec![]);
+    let log = run_with(&mut s, dev, &defs, c.secs * SEC, 1, |s, r| {
+        b_max = b_max.max(s.max_budget());
+        if s.flow_weight(r.flow)
+            .is_some_and(|(_, k)| k != RaiseKind::None)
+        {
+            raised.push(r.flow);
+        }
+    });
     for &f in &log.flows[n - 2..] {
+        assert!(!raised.contains(&f), "{c:?}");
         assert_eq!(s.flow_weight(f).unwrap(), (c.w, RaiseKind::None), "{c:?}");
     }
+    let lead = (log.served.iter())
+        .scan(0i64, |lead, x| {
+            let d = x.sectors as i64;
+            *lead += match n - 1 - x.flow {
+                0 => d,
+                1 => -d,
+                _ => 0,
+            };
+            Some(*lead)
+        })
+        .fold(0, i64::max);
     Outcome {
         x: log.per_flow[n - 1],
         g: log.per_flow[n - 2],
-        b_max: s.max_budget(),
+        lead,
+        b_max,
         l_max: u64::from(c.sectors.max(128)),
     }
 }
@@ -215,48 +240,22 @@ fn kernel_profile_against_the_property() {
     }
 }
 
-/// On `flash()`, readers of weights 1000, 150 and 150, the two light ones
-/// reading 4 MiB sequentially: G greedy, X in bursts of 7 reads back to
-/// back, then `pause`; for `secs` seconds, `inject_ahead_bound` on.
-fn bursts_beside_greedy(pause: Time, secs: u64, kv: &[(&str, &str)]) -> Outcome {
-    let c = Case {
-        flash: true,
-        others: vec![1000],
-        w: 150,
-        sectors: 8192,
-        think: pause,
-        seq: true,
-        burst: 7,
-        secs,
-    };
-    let kv: Vec<_> = AHEAD_BOUND.iter().chain(kv).copied().collect();
-    run_case(&c, "bfq", &kv)
-}
-
-/// A reader in bursts back within `preempt_in_time` gets more than the
-/// paper's bound over a greedy reader of its weight. Readers of weights
-/// 1000, 150 and 150 on `flash()`, the light ones reading 4 MiB: G
-/// greedy, X in bursts of 7 reads, back 20 ms after each burst. In 6 s X
-/// gets 638 976 sectors, G 450 560 (1.42), B_max 79 318: 21 588 beyond
-/// G + 2 B_max + L_max. Most of both is injected into the heavy reader's
-/// turns (X 589 824, G 417 792). X's lead over G peaks near 190 000-
-/// 210 000 sectors early and stays there (40 s: 3 104 768 against
-/// 2 940 928, 1.056, 2 200 beyond): a bounded lead, not a rate. It takes
-/// three rules together: injection (off: 0.94), preemption (off: 1.09,
-/// the lead 98 304) and the back-shift after a timeout charged its
-/// service (`in_time_after_timeout`, off: 0.95); with a pause of 25 ms or
-/// more, later than `preempt_in_time` (24 ms), X gets 1.10-1.14, within
-/// the bound. An injected turn ends at T_max charged its service; X,
-/// back in time, keeps its old timestamps, preempts the heavy reader and
-/// is injected again up to a budget ahead of V (`inject_ahead_bound`):
-/// one budget beyond Lemma 3's lead, which the paper's bound (no
-/// injection) does not count. `bfq-kernel`: 0.82. Of 2000 drawn cases
-/// (seeds 0-1999) two more break the bound, both on `flash()` with 4 MiB
-/// reads and a think time of 24.3 ms, 1.20 and 1.22 of G's service, 47 394
-/// and 39 782 beyond; each is within it with any of the three rules off.
+/// With `inject_ahead_bound` on, X reading 4 MiB at random positions and
+/// back 24.3 ms after each completion (just later than `preempt_in_time`,
+/// 24 ms), beside G and readers of weights 149 and 417, all on `flash()`,
+/// w 129, 10 s (drawn case 616): X leads G by up to 319 488 sectors, over
+/// the bound's 263 902 (B_max 127 855), and ends with 1.20 of G's service.
+/// It takes three rules together: with injection off X gets 0.53 of G's,
+/// with preemption off 0.77, without the in-time back-shift after a
+/// timeout (`in_time_after_timeout`) 0.80, each within the bound;
+/// `bfq-kernel` 0.65. Drawn case 1799 (sequential, bursts of 4, the same
+/// think time) is alike: 1.22, within the bound with any of the three
+/// off. The paper has no injection, and the rule lets an injected flow
+/// run up to a budget ahead of V, which its bound does not count; which
+/// order of events builds the lead was not traced.
 #[test]
-#[ignore = "fails: X leads G by 2.4-2.7 B_max, over the paper's 2 B_max + L_max (injection, in-time back-shift after a timeout, preemption)"]
-fn a_reader_in_bursts_back_in_time_leads_a_greedy_one_by_at_most_the_bound() {
-    let o = bursts_beside_greedy(20 * MS, 6, &[]);
+#[ignore = "fails: X, back just after preempt_in_time, leads G beyond 2 B_max + L_max (injection, preemption, in-time back-shift after a timeout)"]
+fn a_reader_back_in_time_leads_a_greedy_one_by_at_most_the_bound() {
+    let o = run_case(&draw(616), "bfq", &AHEAD_BOUND);
     assert!(o.excess() <= 0, "{o:?}, excess {}", o.excess());
 }

@@ -47,7 +47,7 @@
 //!   30 ms between reads got 7.92 times the service of a greedy reader of
 //!   its weight (10, beside one of 1000, on a simulated SSD), injected at
 //!   every turn of the heavy reader. `inject_ahead_bound` (off: see its
-//!   doc) bounds it for flows in one group only;
+//!   doc) bounds it only where the flow shares its group with others;
 //! - within one turn, each other flow is injected at most `w_c / w_a`
 //!   times the active flow's own service, with the two flows' weights in
 //!   one group and their groups' weights across groups (this project's
