@@ -464,13 +464,7 @@ fn h3_injection_does_not_let_a_random_reader_escape_time_charging_on_a_disk() {
 /// sequential flow is busy, they leave it its share of the time.
 #[test]
 fn h3_injection_does_not_let_random_readers_escape_time_charging_beside_a_sequential_one() {
-    let mut seq = FlowDef::new(300, Kind::Sync { think: 0 });
-    seq.base = 900_000_000;
-    seq.size = 128;
-    let mut defs = vec![seq];
-    for i in 0..4u64 {
-        defs.push(random_reader(100, i * 100_000_000));
-    }
+    let defs = sequential_beside_random_readers();
     let seq_sectors = |kv: &[(&str, &str)]| {
         let mut s = profile("bfq", kv);
         let log = run(&mut s, flash(), &defs, 10 * SEC, 1);
@@ -482,6 +476,38 @@ fn h3_injection_does_not_let_random_readers_escape_time_charging_beside_a_sequen
     eprintln!("sequential reader: {ours} sectors ({injected} injected); kernel charging {kernel}");
     assert!(injected > 10_000, "{injected}");
     assert!(ours as f64 >= 0.9 * kernel as f64, "{ours} vs {kernel}");
+}
+
+/// A sequential reader of weight 300 (64 KiB reads) and four random 4 KiB
+/// readers of weight 100, all in the root group.
+fn sequential_beside_random_readers() -> Vec<FlowDef> {
+    let mut seq = FlowDef::new(300, Kind::Sync { think: 0 });
+    seq.base = 900_000_000;
+    seq.size = 128;
+    let mut defs = vec![seq];
+    for i in 0..4u64 {
+        defs.push(random_reader(100, i * 100_000_000));
+    }
+    defs
+}
+
+/// `inject_ahead_bound` costs the readers of
+/// `h3_injection_does_not_let_random_readers_escape_time_charging_beside_a_sequential_one`
+/// little of their total on `flash()` in 10 s: random readers emptied by
+/// each injected read come back ahead of V, and the rule keeps them out
+/// of the device's free slots. 2.6% at two budgets ahead of V (4 041 016
+/// sectors against 4 150 176; `low_latency=0 max_budget=60000`: 2.2%),
+/// 9.0% at one budget (7.1%).
+#[test]
+fn inject_ahead_bound_keeps_most_of_the_total_beside_a_sequential_reader() {
+    let defs = sequential_beside_random_readers();
+    let total = |kv: &[(&str, &str)]| -> u64 {
+        let log = run(&mut profile("bfq", kv), flash(), &defs, 10 * SEC, 1);
+        log.per_flow.iter().sum()
+    };
+    let (on, off) = (total(&[]), total(&[("inject_ahead_bound", "0")]));
+    eprintln!("total {on} sectors, {off} without the rule");
+    assert!(on as f64 >= 0.97 * off as f64, "{on} vs {off}");
 }
 
 // ---- Heuristic 4: write over-charge and device-queue limits ------------
@@ -1860,7 +1886,7 @@ fn bfq_kernel_is_the_kernel_without_this_projects_rules() {
     // `bfq` = the kernel plus the rules listed in docs/bfq-settings.md.
     assert!(b.inject.charge_service && b.inject.share_cap && b.inject.read_floor);
     assert!(b.inject.protect_seeky && !k.inject.protect_seeky);
-    assert!(!b.inject.ahead_bound && !k.inject.ahead_bound);
+    assert!(b.inject.ahead_bound && !k.inject.ahead_bound);
     assert_eq!(
         (b.peak_rate.lower_min_request, k.peak_rate.lower_min_request),
         (128, 0)
@@ -1904,6 +1930,7 @@ fn bfq_kernel_is_the_kernel_without_this_projects_rules() {
             ("inject_recent_first", "1"),
             ("inject_when_idling_boosts", "0"),
             ("inject_kernel_sampling", "1"),
+            ("inject_ahead_bound", "0"),
             ("in_time_after_timeout", "0"),
             ("backshift_push_up", "1"),
             ("lag_anchor", "0"),
@@ -2337,14 +2364,23 @@ fn a_reader_that_leaves_and_returns_gains_nothing_over_one_that_stays() {
 /// Three readers on `flash()` for 10 s: one of weight 1000 reading 64 KiB
 /// at a time, and two of `weight` reading `sectors` at a time, one greedy,
 /// the other back 30 ms after each completion: the thinking reader's
-/// service over the greedy one's.
-fn thinker_over_greedy(weight: u32, sectors: u32, kv: &[(&str, &str)]) -> f64 {
+/// service over the greedy one's. With `grouped`, each reader is in a
+/// group of its own, of the reader's weight (the flows of weight 100).
+fn thinker_over_greedy(weight: u32, sectors: u32, grouped: bool, kv: &[(&str, &str)]) -> f64 {
+    let mut s = profile("bfq", kv);
     let mut defs = greedy_readers(&[1000, weight, weight]);
     for d in &mut defs[1..] {
         d.size = sectors;
     }
     defs[2].kind = Kind::Sync { think: 30 * MS };
-    let log = run(&mut profile("bfq", kv), flash(), &defs, 10 * SEC, 1);
+    if grouped {
+        for d in &mut defs {
+            let w = d.spec.weight.expect("weighted reader");
+            d.spec.group = s.add_group(GroupId::ROOT, w).unwrap();
+            d.spec.weight = Some(100);
+        }
+    }
+    let log = run(&mut s, flash(), &defs, 10 * SEC, 1);
     log.per_flow[2] as f64 / log.per_flow[1] as f64
 }
 
@@ -2360,43 +2396,45 @@ fn thinker_over_greedy(weight: u32, sectors: u32, kv: &[(&str, &str)]) -> f64 {
 /// waits for a turn its F allows. The thinking reader, emptied by each
 /// injection and not idled for, leaves the tree at each read charged its
 /// debt (F = S + debt / w) and comes back afresh without debt, its S
-/// ahead of V by what it was charged, and is injected again: at each of
-/// the heavy reader's 102 turns, 7.92 times the greedy one's service
-/// (weights 10, 2 MiB reads), 1.69 (weights 100, 4 MiB reads).
-/// `inject_ahead_bound` holds it to a budget ahead of V (2010 paper,
-/// Sec. II-D: only flows with S <= V are served): 0.57 and 1.03, within
-/// the test's 1.25. `bfq-kernel`: 23.85 (no share cap either) and 0.21 (the
+/// ahead of V by what it was charged, and is injected again: without
+/// `inject_ahead_bound`, at each of the heavy reader's 102 turns, 7.92
+/// times the greedy one's service (weights 10, 2 MiB reads), 1.69
+/// (weights 100, 4 MiB reads). The rule (on in `bfq`) holds it to two
+/// budgets ahead of V (2010 paper, Sec. II-D: only flows with S <= V are
+/// served): 0.70 and 1.05, within the test's 1.25; at one budget 0.57
+/// and 1.03. `bfq-kernel`: 23.85 (no share cap either) and 0.21 (the
 /// greedy one of weight 100, no share cap, takes more than the heavy
 /// reader).
 #[test]
-fn inject_ahead_bound_holds_a_thinking_reader_to_a_budget_ahead_of_v() {
-    let bounded = [("inject_ahead_bound", "1")];
+fn inject_ahead_bound_holds_a_thinking_reader_to_two_budgets_ahead_of_v() {
     for (weight, sectors) in [(10, 4096), (100, 8192)] {
-        let off = thinker_over_greedy(weight, sectors, &[("injection", "0")]);
+        let off = thinker_over_greedy(weight, sectors, false, &[("injection", "0")]);
         assert!(off <= 1.0, "weight {weight}, injection off: {off:.2}");
-        let on = thinker_over_greedy(weight, sectors, &bounded);
+        let on = thinker_over_greedy(weight, sectors, false, &[]);
         assert!(on <= 1.25, "weight {weight}: {on:.2}");
     }
-    let unbounded = thinker_over_greedy(10, 4096, &[]);
+    let unbounded = thinker_over_greedy(10, 4096, false, &[("inject_ahead_bound", "0")]);
     assert!(unbounded > 2.0, "{unbounded:.2}");
 }
 
-/// What `bfq` should give the thinking reader of
-/// `inject_ahead_bound_holds_a_thinking_reader_to_a_budget_ahead_of_v`:
-/// no more than a greedy reader of its weight, within 1.25. It gives 7.92
-/// and 1.69: `inject_ahead_bound` is off in `bfq` because it checks the
-/// flow's own level only (a thinking reader in a group of its own comes
-/// back at its group's V and keeps its 7.92) and costs four random readers
-/// beside a sequential one 9% of their total where it applies. A bound at
-/// every level needs the group entities' F set from their service when
-/// injection empties them (as at the end of a turn), measured again.
+/// The thinking reader of
+/// `inject_ahead_bound_holds_a_thinking_reader_to_two_budgets_ahead_of_v`
+/// with each reader in a group of its own (weights 1000, w, w). Injection
+/// empties the thinking reader's group with it: the rule checks each
+/// level (a check of the flow's level alone let it come back at its
+/// group's V: 7.92 and 1.69), and the group's F is set from the service
+/// injected, as at the end of a turn (left at S + a budget / w, a group
+/// charged a full budget per injection kept a thinking reader of 64 KiB
+/// to 0.01 of the greedy one's service, 0.78 without the rule and 0.10
+/// with injection off). 0.70, 1.05 and 0.78, as in the root group.
 #[test]
-#[ignore = "known defect: a reader that leaves B-WF2Q+ at each injected read takes 7.92x a greedy reader of its weight"]
-fn a_reader_that_thinks_gets_no_more_by_injection_than_a_greedy_one() {
+fn inject_ahead_bound_holds_a_thinking_reader_in_a_group_of_its_own() {
     for (weight, sectors) in [(10, 4096), (100, 8192)] {
-        let x = thinker_over_greedy(weight, sectors, &[]);
+        let x = thinker_over_greedy(weight, sectors, true, &[]);
         assert!(x <= 1.25, "weight {weight}: {x:.2}");
     }
+    let small = thinker_over_greedy(10, 128, true, &[]);
+    assert!(small >= 0.5, "{small:.2}");
 }
 
 /// `backshift_lag_bound` (a back-shifted flow keeps at most B_max / w of

@@ -179,7 +179,7 @@ impl BfqConfig {
             inject: InjectConfig {
                 charge_service: true,
                 share_cap: true,
-                ahead_bound: false,
+                ahead_bound: true,
                 read_floor: true,
                 protect_seeky: true,
                 waker_kernel_detection: false,
@@ -1518,7 +1518,10 @@ impl Bfq {
             asym,
         );
         let raised_busy = self.census.raised_busy > 0;
-        let ahead = self.cfg.inject.ahead_bound && !self.wf2q.within(fs.entity, fs.budget);
+        let ahead = self.cfg.inject.ahead_bound
+            && !self
+                .wf2q
+                .within(fs.entity, injection::AHEAD_BUDGETS * fs.budget);
         if fs.inj.debt + charge > fs.budget
             || ahead
             || !self

@@ -541,12 +541,26 @@ impl Wf2q {
         self.entities[id as usize].weight = weight;
     }
 
-    /// Whether entity `id`'s S is at most `budget` sectors (at its weight)
-    /// ahead of its tree's V.
+    /// Whether the S of queued entity `id`, and that of each queued
+    /// ancestor, is at most `budget` sectors (at that entity's weight)
+    /// ahead of the V of its tree. The check stops at the first ancestor
+    /// in service: from there up the path is the one being served.
     pub fn within(&self, id: EntityId, budget: u64) -> bool {
-        let e = &self.entities[id as usize];
-        let v = self.vtime(e.parent, e.class);
-        e.start <= v + vdelta(budget, u64::from(e.weight))
+        let mut id = id;
+        loop {
+            let e = &self.entities[id as usize];
+            if e.state != EState::Queued {
+                return true;
+            }
+            let v = self.vtime(e.parent, e.class);
+            if e.start > v + vdelta(budget, u64::from(e.weight)) {
+                return false;
+            }
+            match self.sd(e.parent).entity {
+                Some(pe) => id = pe,
+                None => return true,
+            }
+        }
     }
 
     /// Charges `service` sectors dispatched for the in-service entity `id`
@@ -681,26 +695,38 @@ impl Wf2q {
     }
 
     /// Takes a queued flow entity out of the scheduler after it received
-    /// `service` sectors outside a turn of its own (injection): its F
-    /// becomes S + service / w, and V advances by that service at every
-    /// level, as if it had been served in a turn.
+    /// `service` sectors outside a turn of its own (injection): V advances
+    /// by that service at every level, and the F of the flow and of each
+    /// ancestor that goes idle with it becomes S + service / w (at its own
+    /// weight), as [`Wf2q::expire`] sets it at the end of a turn (the
+    /// kernel's `__bfq_deactivate_entity` does so at each level it
+    /// deactivates). A group's F otherwise stays S + its child's budget /
+    /// w: charged a full budget per injection, it came back that far ahead.
     pub fn charge_and_deactivate(&mut self, id: EntityId, service: u64) {
-        let e = &mut self.entities[id as usize];
-        debug_assert_eq!(e.state, EState::Queued);
-        e.finish = e.start + vdelta(service, u64::from(e.weight));
+        debug_assert_eq!(self.entities[id as usize].state, EState::Queued);
         self.charge_path(id, service, false);
-        self.deactivate_queued(id);
+        self.deactivate_charged(id, Some(service));
     }
 
     /// Takes a queued entity out of the scheduler (its flow was removed or
     /// drained while not in service), deactivating idle ancestors.
     pub fn deactivate_queued(&mut self, id: EntityId) {
+        self.deactivate_charged(id, None);
+    }
+
+    /// [`Wf2q::deactivate_queued`]; with `service`, each entity taken out
+    /// gets F = S + service / w.
+    fn deactivate_charged(&mut self, id: EntityId, service: Option<u64>) {
         let mut id = id;
         loop {
             let e = self.entities[id as usize];
             debug_assert_eq!(e.state, EState::Queued);
             self.dequeue(id);
-            self.entities[id as usize].state = EState::Idle;
+            let x = &mut self.entities[id as usize];
+            x.state = EState::Idle;
+            if let Some(s) = service {
+                x.finish = e.start + vdelta(s, u64::from(e.weight));
+            }
             self.tree_mut(e.parent, e.class).wsum -= u64::from(e.weight);
             let sd = self.sd_mut(e.parent);
             sd.busy -= 1;
