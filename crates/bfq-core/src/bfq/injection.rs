@@ -50,7 +50,8 @@
 //!   injects a flow only while its S, and that of each of its groups
 //!   waiting in B-WF2Q+, is at most [`AHEAD_BUDGETS`] budgets ahead of V:
 //!   0.70 of the greedy reader's service, in the root group or each
-//!   reader in a group of its own;
+//!   reader in a group of its own (not several such readers in one group:
+//!   a busy group is charged their service only when it goes idle);
 //! - within one turn, each other flow is injected at most `w_c / w_a`
 //!   times the active flow's own service, with the two flows' weights in
 //!   one group and their groups' weights across groups (this project's
@@ -183,7 +184,10 @@ pub struct InjectConfig {
     /// A reader of 2 MiB thinking 30 ms, beside a greedy one of its weight
     /// 10 and one of 1000 on a simulated SSD: 7.92 times the greedy one's
     /// service without the rule, 0.70 with it, in the root group or each
-    /// reader in a group of its own.
+    /// reader in a group of its own. Not bounded: several such readers in
+    /// one group (2.54 times for two, 3.6 for three): a group that stays
+    /// busy is charged their injected service only when it goes idle, so
+    /// its S does not move.
     pub ahead_bound: bool,
     /// One read may always be injected into a seeky flow's idle time,
     /// whatever the learned limit (`inject_read_floor`; the 2018 article's
