@@ -117,31 +117,26 @@ impl Outcome {
     }
 }
 
-/// Runs `c` under `profile` with settings `kv`; checks X and G were not
+/// Runs `c` under profile `name` with settings `kv`; checks X and G were not
 /// weight-raised at any of their dispatches nor at the end.
-fn run_case(c: &Case, profile: &str, kv: &[(&str, &str)]) -> Outcome {
-    let settings = Settings::from_pairs(kv.iter().copied());
-    let mut s = Bfq::from_profile(profile, &settings).unwrap();
-    let mut defs: Vec<FlowDef> = c
-        .others
-        .iter()
-        .map(|&w| FlowDef::new(w, Kind::Sync { think: 0 }))
-        .collect();
-    defs.push(FlowDef::new(c.w, Kind::Sync { think: 0 }));
-    let mut x = FlowDef::new(c.w, Kind::Sync { think: c.think });
-    if c.burst > 1 {
-        x.kind = Kind::Bursts {
+fn run_case(c: &Case, name: &str, kv: &[(&str, &str)]) -> Outcome {
+    let mut s = profile(name, kv);
+    let weights: Vec<u32> = c.others.iter().copied().chain([c.w, c.w]).collect();
+    let mut defs = greedy_readers(&weights);
+    let n = defs.len();
+    for d in &mut defs[n - 2..] {
+        d.size = c.sectors;
+    }
+    let x = &mut defs[n - 1];
+    x.kind = if c.burst > 1 {
+        Kind::Bursts {
             burst: c.burst,
             pause: c.think,
-        };
-    }
+        }
+    } else {
+        Kind::Sync { think: c.think }
+    };
     x.seq = c.seq;
-    defs.push(x);
-    let n = defs.len();
-    for (i, d) in defs.iter_mut().enumerate() {
-        d.base = i as u64 * 100_000_000;
-        d.size = if i + 2 >= n { c.sectors } else { 128 };
-    }
     let dev = if c.flash { flash() } else { disk() };
     let (mut b_max, mut raised) = (0, vec![]);
     let log = run_with(&mut s, dev, &defs, c.secs * SEC, 1, |s, r| {

@@ -8,10 +8,6 @@ use bfq_core::fluid::{max_deficit_since, Served};
 use bfq_core::*;
 use common::*;
 
-fn profile(name: &str, kv: &[(&str, &str)]) -> Bfq {
-    Bfq::from_profile(name, &Settings::from_pairs(kv.iter().copied())).unwrap()
-}
-
 /// A device that queues 8 requests internally but serves them one after
 /// another, 264 us per 64 KiB read: an SSD whose bus is the bottleneck.
 fn ssd() -> Dev {
@@ -19,13 +15,6 @@ fn ssd() -> Dev {
         parallel: false,
         ..flash()
     }
-}
-
-fn sync_reader(spec: FlowSpec, base: u64) -> FlowDef {
-    let mut d = FlowDef::new(100, Kind::Sync { think: 0 });
-    d.spec = spec;
-    d.base = base;
-    d
 }
 
 /// A greedy sync random reader of 4 KiB requests.
@@ -61,20 +50,6 @@ fn mean(v: &[Time]) -> f64 {
 fn weighted_reader_shares(s: &mut Bfq, weights: &[u32]) -> (Vec<f64>, u64) {
     let (shares, _) = weighted_reader_shares_on(s, flash(), weights);
     (shares, s.stats().injected)
-}
-
-/// Greedy sync readers of 64 KiB with these weights, each in a region of
-/// its own.
-fn greedy_readers(weights: &[u32]) -> Vec<FlowDef> {
-    weights
-        .iter()
-        .enumerate()
-        .map(|(i, &w)| {
-            let mut d = sync_reader(FlowSpec::with_weight(w), i as u64 * 100_000_000);
-            d.size = 128;
-            d
-        })
-        .collect()
 }
 
 /// As [`weighted_reader_shares`], on `dev`; also the total service.

@@ -705,18 +705,12 @@ impl Wf2q {
     pub fn charge_and_deactivate(&mut self, id: EntityId, service: u64) {
         debug_assert_eq!(self.entities[id as usize].state, EState::Queued);
         self.charge_path(id, service, false);
-        self.deactivate_charged(id, Some(service));
+        self.deactivate_charged(id, service);
     }
 
-    /// Takes a queued entity out of the scheduler (its flow was removed or
-    /// drained while not in service), deactivating idle ancestors.
-    pub fn deactivate_queued(&mut self, id: EntityId) {
-        self.deactivate_charged(id, None);
-    }
-
-    /// [`Wf2q::deactivate_queued`]; with `service`, each entity taken out
-    /// gets F = S + service / w.
-    fn deactivate_charged(&mut self, id: EntityId, service: Option<u64>) {
+    /// Takes queued entity `id` out of the scheduler, and each ancestor
+    /// that goes idle with it, each with F = S + `service` / w.
+    fn deactivate_charged(&mut self, id: EntityId, service: u64) {
         let mut id = id;
         loop {
             let e = self.entities[id as usize];
@@ -724,9 +718,7 @@ impl Wf2q {
             self.dequeue(id);
             let x = &mut self.entities[id as usize];
             x.state = EState::Idle;
-            if let Some(s) = service {
-                x.finish = e.start + vdelta(s, u64::from(e.weight));
-            }
+            x.finish = e.start + vdelta(service, u64::from(e.weight));
             self.tree_mut(e.parent, e.class).wsum -= u64::from(e.weight);
             let sd = self.sd_mut(e.parent);
             sd.busy -= 1;

@@ -423,3 +423,30 @@ impl<'a> Harness<'a> {
         self.log
     }
 }
+
+/// BFQ profile `name` with settings `kv`.
+pub fn profile(name: &str, kv: &[(&str, &str)]) -> Bfq {
+    Bfq::from_profile(name, &Settings::from_pairs(kv.iter().copied())).unwrap()
+}
+
+/// A greedy sync sequential reader of 32 KiB with `spec`, from sector `base`.
+pub fn sync_reader(spec: FlowSpec, base: u64) -> FlowDef {
+    let mut d = FlowDef::new(100, Kind::Sync { think: 0 });
+    d.spec = spec;
+    d.base = base;
+    d
+}
+
+/// Greedy sync readers of 64 KiB with these weights, each in a region of
+/// its own.
+pub fn greedy_readers(weights: &[u32]) -> Vec<FlowDef> {
+    weights
+        .iter()
+        .enumerate()
+        .map(|(i, &w)| {
+            let mut d = sync_reader(FlowSpec::with_weight(w), i as u64 * 100_000_000);
+            d.size = 128;
+            d
+        })
+        .collect()
+}
