@@ -162,8 +162,7 @@ fn traced_files(v: &str) -> bool {
 }
 
 /// The stream metrics of Table VII's BFQ end state, 24 movies streaming
-/// (`2010-video` measures them; `2010-fairness` and `2010-jitter` list them
-/// too, without values).
+/// (`2010-video` measures them).
 fn movies_24_metrics() -> Vec<Metric> {
     vec![
         metric("agg_24", "Aggregate throughput with 24 movies streaming (355-360 s: the paper's BFQ end state), for runs that got there", "MB/s", false),
@@ -678,23 +677,15 @@ pub fn fairness() -> Experiment {
         source: "2010 paper, Section V-D, Table III",
         device: DEV,
         what: "Two and five greedy sync sequential readers of 128 MB files in slices at maximum distance, equal weights, read as in 2010-throughput (read-ahead, an ext2 indirect block per 4 MiB); per-file throughput and the largest deviation from the ideal (equal) share. BFQ B_max = 4096, SCAN-EDF Delta = 80 ms and YFQ BT_size = 4 with T_wait = 4 ms, CFQ slice 100 ms, C-LOOK, AS.",
-        metrics: with_service(
-            [
-                vec![
-                    metric("dev", "Largest deviation from the ideal share", "%", true),
-                    metric("agg", "Aggregate throughput", "MB/s", false),
-                ],
-                movies_24_metrics(),
-                vec![
-                    metric("thr.1", "Throughput file 1 (outermost)", "MB/s", false),
-                    metric("thr.2", "Throughput file 2", "MB/s", false),
-                    metric("thr.3", "Throughput file 3", "MB/s", false),
-                    metric("thr.4", "Throughput file 4", "MB/s", false),
-                    metric("thr.5", "Throughput file 5", "MB/s", false),
-                ],
-            ]
-            .concat(),
-        ),
+        metrics: with_service(vec![
+            metric("dev", "Largest deviation from the ideal share", "%", true),
+            metric("agg", "Aggregate throughput", "MB/s", false),
+            metric("thr.1", "Throughput file 1 (outermost)", "MB/s", false),
+            metric("thr.2", "Throughput file 2", "MB/s", false),
+            metric("thr.3", "Throughput file 3", "MB/s", false),
+            metric("thr.4", "Throughput file 4", "MB/s", false),
+            metric("thr.5", "Throughput file 5", "MB/s", false),
+        ]),
         variants: vec![var("2files", "2 files"), var("5files", "5 files")],
         configs: six_schedulers(),
         reps: 10,
@@ -2067,18 +2058,12 @@ pub fn jitter() -> Experiment {
         source: "2010 paper, Sec. IV-C (CFQ's O(N) delay) and III-B; 2008 RFC announcement",
         device: DEV,
         what: "A periodic reader (64 KiB every 500 ms, sequential, one 64 KiB request per batch: no read-ahead, so that each batch's delay is one request's completion time, in slice 0) beside N = 2, 4, 8 or 16 greedy sync sequential readers, each in its own slice at maximum distance, equal weights, 30 s (10 s with --quick); the periodic reader's worst batch delay over the batches released after its first 2 s (all flows start at once, and its first request carries a new flow's budget). BFQ B_max = 4096 and CFQ (100 ms slices).",
-        metrics: [
-            vec![
-                metric("worst_ms", "Periodic reader's worst delay", "ms", true),
-                metric("agg", "Aggregate throughput", "MB/s", false),
-            ],
-            movies_24_metrics(),
-            vec![
-                metric("budget_probe", "Mean budget granted to the periodic reader (BFQ)", "sectors", false),
-                metric("budget_readers", "Mean budget granted to the greedy readers (BFQ)", "sectors", false),
-            ],
-        ]
-        .concat(),
+        metrics: vec![
+            metric("worst_ms", "Periodic reader's worst delay", "ms", true),
+            metric("agg", "Aggregate throughput", "MB/s", false),
+            metric("budget_probe", "Mean budget granted to the periodic reader (BFQ)", "sectors", false),
+            metric("budget_readers", "Mean budget granted to the greedy readers (BFQ)", "sectors", false),
+        ],
         variants: JITTER_N
             .iter()
             .map(|k| var(&format!("n{k}"), &format!("{k} greedy readers")))
