@@ -2241,10 +2241,15 @@ fn joiner_shortfalls(served: &[Served], at: &Joining, w: &[f64]) -> (Vec<f64>, f
 /// sectors/s): a weight-100 joiner (share 1/7) falls short by at most
 /// 0.37 (B_max + L_max) and waits at most 284 ms (bound 879 ms), a
 /// weight-300 one (share 1/3) by 0.95 and 297 ms (bound 349 ms). Not
-/// beyond: over 6 s the weight-300 joiner falls short by 1.09, past the
-/// bound a flow with no lag at its join should keep at any horizon, a
-/// deficit that grows with the window (with the anchor's slack or
-/// without). Without `lag_anchor`: 2.28 and 5.45 (B_max + L_max), 1.9 s
+/// beyond: from the join to 14, 16, 20 and 30 s the weight-300 joiner
+/// falls short by 1.11, 1.09, 1.03 and 1.10 (B_max + L_max at each end:
+/// the shortfall, 142 000 to 184 000 sectors, grows with the peak-rate
+/// estimate's B_max, 128 000 to 167 000), past the bound a flow with no
+/// lag at its join should keep at any horizon. Injection's share cap
+/// makes that excess: with `inject_share_cap=0` 0.22 to 30 s (longest
+/// wait 34 ms), with `injection=0` 0.23 (at a third of the rate);
+/// `inject_ahead_bound=0` changes nothing. Without `lag_anchor`: 2.28
+/// and 5.45 (B_max + L_max), 1.9 s
 /// waits (bounds 929 and 460 ms), the forfeit a reader that left for
 /// longer than `preempt_in_time` and came back takes too: a starvation
 /// episode of seconds in a long run.
