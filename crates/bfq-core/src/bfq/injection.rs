@@ -174,7 +174,8 @@ pub struct InjectConfig {
     pub share_cap: bool,
     /// A flow is injected only while its virtual start time S, and that of
     /// each of its groups waiting in B-WF2Q+, is at most [`AHEAD_BUDGETS`]
-    /// of its budgets (at that entity's weight) ahead of the V of its tree
+    /// of its budgets (at that entity's weight) ahead of the V of its tree,
+    /// the anchored V with `lag_anchor` ([`super::wf2q::Wf2q::within`])
     /// (`inject_ahead_bound`; this project's rule, not the kernel's; on in
     /// `bfq`, off in `bfq-kernel`): a flow that leaves B-WF2Q+ at each
     /// injection comes back without debt, so the budget that bounds the

@@ -543,8 +543,25 @@ impl Wf2q {
 
     /// Whether the S of queued entity `id`, and that of each queued
     /// ancestor, is at most `budget` sectors (at that entity's weight)
-    /// ahead of the V of its tree. The check stops at the first ancestor
-    /// in service: from there up the path is the one being served.
+    /// ahead of its tree's V, or, anchored (`lag_anchor`, on in `bfq`;
+    /// [`Wf2q::set_anchored`]), of what fresh activations are timestamped
+    /// from: min(V, the least F + B_max / w of the in-service entity and
+    /// of the eligible one with the least F) ([`Anchor`]). The check stops
+    /// at the first ancestor in service: from there up the path is the one
+    /// being served.
+    ///
+    /// 2010 paper, Sec. II-D (only flows with S <= V are served) and
+    /// appendix, Lemma 2 (a backlogged flow lags V by at most B_max): the
+    /// anchor stands for V where V ran past every backlogged flow. Against
+    /// V itself the check let a reader emptied by each injected read run
+    /// ahead of a greedy reader of its weight by that drift: both served
+    /// by injection only (the greedy one held to its budget by its debt,
+    /// the other charged at each read and back at S = its F), V 1 600-2 400
+    /// units of weight-1 service past the thinking reader's S and more past
+    /// the others', so the check never bit; the thinking reader led by
+    /// 352 256 sectors, 96 120 beyond the paper's 2 B_max + L_max
+    /// (tests/gaming.rs,
+    /// `a_reader_back_in_time_leads_a_greedy_one_by_at_most_the_bound`).
     pub fn within(&self, id: EntityId, budget: u64) -> bool {
         let mut id = id;
         loop {
@@ -552,7 +569,7 @@ impl Wf2q {
             if e.state != EState::Queued {
                 return true;
             }
-            let v = self.vtime(e.parent, e.class);
+            let (v, _) = Self::anchor(self.anchor, self.sd(e.parent), &self.entities, e.class);
             if e.start > v + vdelta(budget, u64::from(e.weight)) {
                 return false;
             }
