@@ -50,8 +50,15 @@
 //!   injects a flow only while its S, and that of each of its groups
 //!   waiting in B-WF2Q+, is at most [`AHEAD_BUDGETS`] budgets ahead of V:
 //!   0.70 of the greedy reader's service, in the root group or each
-//!   reader in a group of its own (not several such readers in one group:
-//!   a busy group is charged their service only when it goes idle);
+//!   reader in a group of its own. Injected service is charged to every
+//!   level as it is dispatched, as the kernel's `bfq_bfqq_served` does: a
+//!   group waiting in B-WF2Q+ keeps it as an injected debt, added to its S
+//!   by the rule and charged when its turn starts or when it goes idle
+//!   ([`super::wf2q::Wf2q::charge_and_deactivate`]), so several such
+//!   readers in one group that stays busy are held too: two get 0.59 of
+//!   the service of a greedy reader alone in a group of the same weight,
+//!   three 0.78 (2.54 and 3.62 when the group was charged only on going
+//!   idle);
 //! - within one turn, each other flow is injected at most `w_c / w_a`
 //!   times the active flow's own service, with the two flows' weights in
 //!   one group and their groups' weights across groups (this project's
@@ -185,10 +192,10 @@ pub struct InjectConfig {
     /// A reader of 2 MiB thinking 30 ms, beside a greedy one of its weight
     /// 10 and one of 1000 on a simulated SSD: 7.92 times the greedy one's
     /// service without the rule, 0.70 with it, in the root group or each
-    /// reader in a group of its own. Not bounded: several such readers in
-    /// one group (2.54 times for two, 3.6 for three): a group that stays
-    /// busy is charged their injected service only when it goes idle, so
-    /// its S does not move.
+    /// reader in a group of its own; several such readers in one group
+    /// that stays busy, whose injected debt the check adds to its S: 0.59
+    /// for two, 0.78 for three (2.54 and 3.62 when the group was charged
+    /// only on going idle).
     pub ahead_bound: bool,
     /// One read may always be injected into a seeky flow's idle time,
     /// whatever the learned limit (`inject_read_floor`; the 2018 article's

@@ -216,6 +216,7 @@ mod tests {
             finish,
             budget: 0,
             service: 0,
+            injected_debt: 0,
             state: EState::Queued,
         }
     }
