@@ -194,8 +194,20 @@ pub enum BenchCmd {
         /// cases by `,`.
         #[arg(long, default_value = "100:300,100:200:300:400:500", value_parser = weight_cases)]
         weights: WeightCases,
+        /// Every this many seconds, read what the engine's scheduler did
+        /// for each reader (turns granted, the budgets of those turns,
+        /// requests injected into other readers' turns, service charged)
+        /// and B_max: the JSON's `timeline`, per window, beside each
+        /// reader's `bytes_per_second` (engine columns only; the kernel
+        /// exposes none of it). At least 0.1 s, at most 100000 windows
+        /// over `--seconds`. Default: not read.
+        #[arg(long, value_parser = crate::args::seconds)]
+        timeline: Option<f64>,
     },
 }
+
+/// `fairness --timeline`: how often the engine's scheduler is read.
+type Timeline = Option<Duration>;
 
 /// `fairness`'s cases: the readers' weights of each.
 #[derive(Clone, Debug)]
@@ -492,14 +504,16 @@ pub fn run(a: Args) -> anyhow::Result<()> {
             set,
             kernel_client,
             weights,
+            timeline,
         } => {
             check_columns(&schedulers, true)?;
+            let timeline = timeline.map(Duration::from_secs_f64);
             fairness(
                 schedulers,
                 seconds,
                 file,
                 (&size, &block, &weights.0),
-                (depth, set, kernel_client),
+                (depth, set, kernel_client, timeline),
                 a.json,
             )
         }
@@ -1172,10 +1186,14 @@ fn fairness(
     seconds: f64,
     file: PathBuf,
     (size, block, cases): (&str, &str, &[Vec<u32>]),
-    (depth, set, kernel_client): (u32, Vec<String>, bfq_real::KernelClient),
+    (depth, set, kernel_client, timeline): (u32, Vec<String>, bfq_real::KernelClient, Timeline),
     json_out: bool,
 ) -> anyhow::Result<()> {
     sys::require_root("bench-engine fairness (loop device, kernel:bfq)")?;
+    if let Some(iv) = timeline {
+        bfq_real::timeline::check_interval(iv, Duration::from_secs_f64(seconds))
+            .map_err(|e| anyhow::anyhow!("--timeline: {e}"))?;
+    }
     let readers = cases.iter().map(Vec::len).max().unwrap_or(1) as u64;
     let (size, block) = fairness_sizes(size, block, readers)?;
     let mut scheds = if schedulers.is_empty() {
@@ -1185,7 +1203,7 @@ fn fairness(
     };
     scheds.push("kernel:bfq".into());
     let column = |s: &str, dev: &std::path::Path| {
-        fairness_config(dev, s, seconds, (depth, &set, kernel_client))
+        fairness_config(dev, s, seconds, (depth, &set, kernel_client, timeline))
     };
     fairness_check(&scheds, depth, |s| column(s, &file))?;
     // Ctrl-C or SIGTERM stops the run under way (each run watches for
@@ -1298,12 +1316,13 @@ fn fairness_sizes(size: &str, block: &str, readers: u64) -> anyhow::Result<(u64,
 /// The run of one `fairness` column on `dev`: scheduler `s`
 /// (`NAME[@mode]`, see [`split_mode`]; the `--set` settings for engine
 /// schedulers other than fifo), `seconds` long, engine depth `depth`,
-/// kernel:bfq's readers issuing through `kernel_client`.
+/// kernel:bfq's readers issuing through `kernel_client`, the engine's
+/// scheduler read every `timeline` ([`bfq_real::timeline`]).
 fn fairness_config(
     dev: &std::path::Path,
     s: &str,
     seconds: f64,
-    (depth, set, kernel_client): (u32, &[String], bfq_real::KernelClient),
+    (depth, set, kernel_client, timeline): (u32, &[String], bfq_real::KernelClient, Timeline),
 ) -> anyhow::Result<RunConfig> {
     let name = split_mode(s).name;
     let mut settings = Settings::new();
@@ -1313,6 +1332,7 @@ fn fairness_config(
     let mut cfg = column_config(dev, s, settings, seconds);
     cfg.queue_depth = depth;
     cfg.kernel_client = kernel_client;
+    cfg.timeline = timeline;
     Ok(cfg)
 }
 
@@ -1372,6 +1392,31 @@ fn cut_error_range(r: &RunReport) -> Option<(f64, f64)> {
     })
 }
 
+/// A run's `--timeline` as JSON (`None` without one): each read's time
+/// and B_max, and per reader per window (the read less the one before)
+/// its turns, the sectors of budget granted at their starts, its
+/// requests injected, the sectors charged.
+fn timeline_json(r: &RunReport) -> Option<Value> {
+    use bfq_real::timeline::per_window;
+    let pts = &r.timeline;
+    if pts.is_empty() {
+        return None;
+    }
+    let field = |f: fn(&bfq_engine::FlowInternals) -> Option<u64>| {
+        (0..r.flows.len())
+            .map(|i| per_window(pts, i, f))
+            .collect::<Vec<_>>()
+    };
+    Some(json!({
+        "t_s": pts.iter().map(|p| p.t_s).collect::<Vec<_>>(),
+        "max_budget": pts.iter().map(|p| p.max_budget).collect::<Vec<_>>(),
+        "turns": field(|f| f.turns),
+        "budget_sum": field(|f| f.budget_sum),
+        "injected": field(|f| f.injected),
+        "charged": field(|f| f.charged),
+    }))
+}
+
 /// Prints `fairness`'s runs (weights, column, report) as JSON or as one
 /// line each: throughput, each reader's share got and due, worst error.
 fn print_fairness(
@@ -1390,6 +1435,8 @@ fn print_fairness(
                     "weights": w, "load_average_before": load, "worst_share_error": r.worst_share_error(),
                     "worst_share_error_cut_range": cut_error_range(r).map(|(lo, hi)| [lo, hi]),
                     "bytes_per_second": r.flows.iter().map(|f| &f.series_bytes).collect::<Vec<_>>(),
+                    "scheduler": r.scheduler.map(|i| json!({"max_budget": i.max_budget, "peak_rate": i.peak_rate, "turns": i.turns, "injected": i.injected})),
+                    "timeline": timeline_json(r),
                     "within_tolerance": within(r), "run": report_json(r)
                 })).collect::<Vec<_>>()
             }))?

@@ -131,6 +131,7 @@ fn parse(text: &str, dev: &Path, process_cpu_seconds: f64) -> anyhow::Result<Run
         cpu_seconds,
         scheduler: None,
         engine: None,
+        timeline: Vec::new(),
     })
 }
 

@@ -10,8 +10,8 @@ use crate::admit::Admission;
 use crate::slot::{Completer, Finished};
 use crate::target_check::misaligned_buffer;
 use bfq_core::{
-    Dispatch, FlowId, FlowSpec, GroupId, Internals, Op as SOp, Request, SchedError, Scheduler,
-    Time, SECTOR_BYTES,
+    Dispatch, FlowId, FlowInternals, FlowSpec, GroupId, Internals, Op as SOp, Request, SchedError,
+    Scheduler, Time, SECTOR_BYTES,
 };
 use io_uring::{opcode, squeue, types};
 use std::fs::File;
@@ -496,6 +496,12 @@ impl Core {
     pub(crate) fn internals(&mut self, now: Time) -> Option<Internals> {
         let now = self.at(now);
         self.sched(|s| s.internals(now))
+    }
+
+    /// What the scheduler's mechanisms did for `flow` so far (`None`
+    /// after a panic).
+    pub(crate) fn flow_internals(&mut self, flow: FlowId) -> Option<FlowInternals> {
+        self.sched(|s| s.flow_internals(flow))
     }
 
     pub(crate) fn add_flow(&mut self, now: Time, spec: FlowSpec) -> Result<FlowId, SchedError> {

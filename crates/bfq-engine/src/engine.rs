@@ -10,8 +10,8 @@ use crate::driver::{FlowDriver, Shared, SubmitMode};
 use crate::target_check::{dio_align, DioAlign, TargetRules};
 use crate::taskrun::CoopTaskrun;
 use bfq_core::{
-    DeviceInfo, FlowId, FlowSpec, GroupId, Internals, IoClass, IoPrio, SchedError, Scheduler,
-    Settings, SECTOR_BYTES,
+    DeviceInfo, FlowId, FlowInternals, FlowSpec, GroupId, Internals, IoClass, IoPrio, SchedError,
+    Scheduler, Settings, SECTOR_BYTES,
 };
 use std::fs::{File, OpenOptions};
 use std::io;
@@ -920,6 +920,15 @@ impl Flow {
     /// The scheduler's id of this flow.
     pub fn id(&self) -> FlowId {
         self.id
+    }
+
+    /// What the scheduler's mechanisms did for this flow so far: turns,
+    /// the budgets granted, requests injected, service charged (see
+    /// [`FlowInternals`]; `None` fields for a policy without them). Takes
+    /// the core's lock once; for a driver that samples it over a run.
+    pub fn internals(&self) -> io::Result<FlowInternals> {
+        let r = self.shared.core().flow_internals(self.id);
+        r.ok_or_else(|| io::Error::other("the scheduler panicked"))
     }
 
     /// Hands a request to the engine. `then_wait`: the caller blocks on

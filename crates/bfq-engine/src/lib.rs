@@ -156,7 +156,9 @@ pub use crate::core::{
     EngineStats, FileTarget, LatencyHistogram, ShutdownMode, TraceEvent, LATENCY_BUCKETS,
 };
 pub use admit::{DEFAULT_MAX_REQUESTS, MAX_REQUESTS_LIMIT};
-pub use bfq_core::{DeviceInfo, FlowId, FlowSpec, GroupId, Internals, IoClass, IoPrio, Settings};
+pub use bfq_core::{
+    DeviceInfo, FlowId, FlowInternals, FlowSpec, GroupId, Internals, IoClass, IoPrio, Settings,
+};
 pub use buf::{AlignedBuf, IoBuf, IoBufMut};
 pub use completion::{block_on, wait_any, IoResult, Pending};
 pub use driver::SubmitMode;

@@ -393,6 +393,13 @@ pub struct RunConfig {
     pub sqpoll_idle_ms: u32,
     /// Interval of each flow's throughput series.
     pub series_interval: Duration,
+    /// Read the engine's scheduler for each flow every this long
+    /// ([`crate::timeline`]: turns, budgets, injected requests, charged
+    /// service) into [`crate::RunReport::timeline`]; engine backends only,
+    /// nothing for kernel:* (default None: not read). At least
+    /// [`crate::timeline::MIN_INTERVAL`], at most
+    /// [`crate::timeline::MAX_POINTS`] points over `duration`.
+    pub timeline: Option<Duration>,
     /// Write the simulator's trace CSV (`t_ns,event,flow,req,sector,
     /// sectors,op`; engine backends only) to this file, or to standard
     /// output when the path is `-`.
@@ -426,6 +433,7 @@ impl RunConfig {
             async_submit: false,
             sqpoll_idle_ms: 0,
             series_interval: Duration::from_secs(1),
+            timeline: None,
             trace: None,
             warm_up: None,
         }

@@ -46,6 +46,7 @@ mod run;
 mod runtime_client;
 pub mod scenario;
 pub mod sys;
+pub mod timeline;
 pub mod warmup;
 
 pub use desc::{

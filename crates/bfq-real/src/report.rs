@@ -79,6 +79,9 @@ pub struct RunReport {
     /// The engine's counters at the end of the run; `None` for the
     /// kernel's schedulers.
     pub engine: Option<bfq_engine::EngineStats>,
+    /// The scheduler read for each flow every `RunConfig::timeline`
+    /// ([`crate::timeline`]); empty without it, and for kernel:*.
+    pub timeline: Vec<crate::timeline::TimelinePoint>,
 }
 
 impl RunReport {
@@ -102,6 +105,7 @@ impl RunReport {
             cpu_seconds: 0.0,
             scheduler: None,
             engine: None,
+            timeline: Vec::new(),
         }
     }
 

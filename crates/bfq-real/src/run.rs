@@ -261,6 +261,10 @@ pub fn target_size(path: &Path, create: Option<u64>) -> io::Result<u64> {
 /// before the target is created.
 pub fn run(cfg: &RunConfig, flows: &[FlowDesc]) -> io::Result<RunReport> {
     check_flows(cfg, flows)?;
+    if let Some(iv) = cfg.timeline {
+        crate::timeline::check_interval(iv, cfg.duration)
+            .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
+    }
     if cfg.client == EngineClient::ThreadPerCore {
         crate::runtime_client::check(cfg, flows)?;
     }
@@ -492,12 +496,19 @@ fn run_engine(
         warmup::through_engine(&flow, region, d)?;
     }
     let handles = open_flows(cfg, &engine, flows, &names)?;
-    let (seconds, reports) = match cfg.client {
-        EngineClient::Threads => run_threads(cfg, flows, regions, &handles),
-        EngineClient::ThreadPerCore => {
-            crate::runtime_client::run_runtimes(cfg, &engine, flows, regions, &handles)
-        }
-    }?;
+    let (run, timeline) = std::thread::scope(|sc| {
+        let sampler = cfg
+            .timeline
+            .map(|iv| crate::timeline::start(sc, &engine, &handles, iv));
+        let run = match cfg.client {
+            EngineClient::Threads => run_threads(cfg, flows, regions, &handles),
+            EngineClient::ThreadPerCore => {
+                crate::runtime_client::run_runtimes(cfg, &engine, flows, regions, &handles)
+            }
+        };
+        (run, sampler.map(|s| s.finish()).unwrap_or_default())
+    });
+    let (seconds, reports) = run?;
     drop(handles);
     let internals = engine.scheduler_internals().ok();
     let stats = engine.shutdown(ShutdownMode::Cancel)?;
@@ -507,6 +518,7 @@ fn run_engine(
     let mut report = RunReport::of(cfg, seconds, reports);
     report.scheduler = internals;
     report.engine = Some(stats);
+    report.timeline = timeline;
     Ok(report)
 }
 

@@ -237,6 +237,7 @@ on_off = { on = "1M", off = "10ms" }
             scheduler: None,
             engine: None,
             flows,
+            timeline: Vec::new(),
         }
     }
 
