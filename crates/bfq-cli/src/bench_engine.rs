@@ -196,8 +196,8 @@ pub enum BenchCmd {
         weights: WeightCases,
         /// Every this many seconds, read what the engine's scheduler did
         /// for each reader (turns granted, the budgets of those turns,
-        /// requests injected into other readers' turns, service charged)
-        /// and B_max: the JSON's `timeline`, per window, beside each
+        /// requests injected into other readers' turns, service charged,
+        /// service forfeited on rejoining B-WF2Q+) and B_max: the JSON's `timeline`, per window, beside each
         /// reader's `bytes_per_second` (engine columns only; the kernel
         /// exposes none of it). At least 0.1 s, at most 100000 windows
         /// over `--seconds`. Default: not read.
@@ -1395,7 +1395,7 @@ fn cut_error_range(r: &RunReport) -> Option<(f64, f64)> {
 /// A run's `--timeline` as JSON (`None` without one): each read's time
 /// and B_max, and per reader per window (the read less the one before)
 /// its turns, the sectors of budget granted at their starts, its
-/// requests injected, the sectors charged.
+/// requests injected, the sectors charged and forfeited.
 fn timeline_json(r: &RunReport) -> Option<Value> {
     use bfq_real::timeline::per_window;
     let pts = &r.timeline;
@@ -1414,6 +1414,7 @@ fn timeline_json(r: &RunReport) -> Option<Value> {
         "budget_sum": field(|f| f.budget_sum),
         "injected": field(|f| f.injected),
         "charged": field(|f| f.charged),
+        "forfeited": field(|f| f.forfeited),
     }))
 }
 

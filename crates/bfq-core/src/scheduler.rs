@@ -64,6 +64,13 @@ pub struct FlowInternals {
     /// BFQ: the B-WF2Q+ service (sectors) the flow's turns were charged;
     /// above the sectors it was served where turns were charged their time.
     pub charged: Option<u64>,
+    /// BFQ: the service (sectors) the flow forfeited when it (re)joined
+    /// B-WF2Q+ with its S past its old F: timestamped from V (or the
+    /// anchor, `lag_anchor`) after leaving for longer than
+    /// `preempt_in_time`, or pushed up (`backshift_push_up`). A lag the
+    /// fluid system still owed it and B-WF2Q+ never returns (2010 paper,
+    /// Fig. 4 line 6: S = max(V, F)).
+    pub forfeited: Option<u64>,
 }
 
 impl FlowInternals {
@@ -78,6 +85,7 @@ impl FlowInternals {
             budget_sum: s(self.budget_sum, o.budget_sum),
             injected: s(self.injected, o.injected),
             charged: s(self.charged, o.charged),
+            forfeited: s(self.forfeited, o.forfeited),
         }
     }
 }

@@ -3,7 +3,8 @@
 //!
 //! A thread beside the flows reads each flow's [`FlowInternals`] (turns
 //! granted, the budgets of those turns, requests injected into other
-//! flows' turns, service charged; BFQ's, `None` for a policy without
+//! flows' turns, service charged, service forfeited on rejoining
+//! B-WF2Q+; BFQ's, `None` for a policy without
 //! them) and the scheduler's B_max every `interval`, one lock of the core
 //! per flow per read. Beside each flow's bytes per second
 //! ([`crate::FlowReport::series_bytes`]) it shows when a share error

@@ -51,14 +51,17 @@
 //!   waiting in B-WF2Q+, is at most [`AHEAD_BUDGETS`] budgets ahead of V:
 //!   0.70 of the greedy reader's service, in the root group or each
 //!   reader in a group of its own. Injected service is charged to every
-//!   level as it is dispatched, as the kernel's `bfq_bfqq_served` does: a
-//!   group waiting in B-WF2Q+ keeps it as an injected debt, added to its S
+//!   level when the injected flow leaves B-WF2Q+ or its own turn starts
+//!   (the kernel's `bfq_bfqq_served` charges every ancestor at each
+//!   dispatch; a flow that stays backlogged here keeps its debt, at most
+//!   its budget, at its own level until then): a group waiting in B-WF2Q+ keeps it as an injected debt, added to its S
 //!   by the rule and charged when its turn starts or when it goes idle
 //!   ([`super::wf2q::Wf2q::charge_and_deactivate`]), so several such
 //!   readers in one group that stays busy are held too: two get 0.59 of
 //!   the service of a greedy reader alone in a group of the same weight,
 //!   three 0.78 (2.54 and 3.62 when the group was charged only on going
-//!   idle);
+//!   idle). Not held: such readers back 5 ms after each completion (two
+//!   in weight-10 groups: 1.71; past 1.25 with injection off too);
 //! - within one turn, each other flow is injected at most `w_c / w_a`
 //!   times the active flow's own service, with the two flows' weights in
 //!   one group and their groups' weights across groups (this project's

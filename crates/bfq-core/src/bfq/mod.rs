@@ -432,6 +432,9 @@ pub struct FlowState {
     served_at_start: u64,
     /// Requests injected ([`Scheduler::flow_internals`]).
     injected: u64,
+    /// B-WF2Q+ service forfeited at activations (sectors;
+    /// [`Scheduler::flow_internals`]).
+    forfeited: u64,
     soft_rt_next_start: Time,
     busy_since: Time,
     idle_since: Time,
@@ -1518,12 +1521,12 @@ impl Bfq {
             asym,
         );
         let raised_busy = self.census.raised_busy > 0;
-        let ahead = self.cfg.inject.ahead_bound
-            && !self
-                .wf2q
-                .within(fs.entity, injection::AHEAD_BUDGETS * fs.budget);
+        let ahead = || {
+            self.cfg.inject.ahead_bound
+                && !(self.wf2q).within(fs.entity, injection::AHEAD_BUDGETS * fs.budget)
+        };
         if fs.inj.debt + charge > fs.budget
-            || ahead
+            || ahead()
             || !self
                 .slots
                 .allows(&self.cfg.charge, self.device.queue_depth, &r, raised_busy)
@@ -1699,6 +1702,7 @@ impl Scheduler for Bfq {
             turns: 0,
             budget_sum: 0,
             charged: 0,
+            forfeited: 0,
             injected: 0,
             weight,
             class: spec.prio.class,
@@ -1874,6 +1878,7 @@ impl Scheduler for Bfq {
                 budget_sum: Some(f.data.budget_sum),
                 charged: Some(f.data.charged),
                 injected: Some(f.data.injected),
+                forfeited: Some(f.data.forfeited),
             },
             Err(_) => FlowInternals::default(),
         }
@@ -2230,20 +2235,24 @@ impl Bfq {
                 anchored: true,
             })
         };
-        if in_time {
+        let forfeited = if in_time {
             // Keep the leftover budget and the old timestamps.
             let b = fs.budget_left.max(u64::from(sectors));
             fs.budget = b;
             fs.budget_left = 0;
             let start = self.wf2q.entity(entity).finish;
-            self.wf2q.activate_back_shifted(entity, b, start, push_up);
+            self.wf2q.activate_back_shifted(entity, b, start, push_up)
         } else if returning {
             // S = its F, not max(V, F).
             let start = self.wf2q.entity(entity).finish;
             self.wf2q
-                .activate_back_shifted(entity, fs.budget, start, push_up);
+                .activate_back_shifted(entity, fs.budget, start, push_up)
         } else {
-            self.wf2q.activate(entity, fs.budget);
+            self.wf2q.activate(entity, fs.budget)
+        };
+        // A flow never served has no F to measure from.
+        if fs.served_total > 0 {
+            fs.forfeited += forfeited;
         }
         if preempt.enabled {
             self.maybe_preempt(now, owner, in_time);

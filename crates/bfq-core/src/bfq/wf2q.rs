@@ -465,8 +465,9 @@ impl Wf2q {
 
     /// Makes an idle entity backlogged (Fig. 4 line 6: S = max(V, F)),
     /// activating its ancestors as needed. `budget` is the budget to
-    /// timestamp with.
-    pub fn activate(&mut self, id: EntityId, budget: u64) {
+    /// timestamp with. Returns the service the entity forfeited
+    /// ([`Wf2q::activate_at`]).
+    pub fn activate(&mut self, id: EntityId, budget: u64) -> u64 {
         self.activate_at(id, budget, None, None)
     }
 
@@ -481,19 +482,30 @@ impl Wf2q {
         budget: u64,
         start: u64,
         push_up: Option<PushUp>,
-    ) {
-        self.activate_at(id, budget, Some(start), push_up);
+    ) -> u64 {
+        self.activate_at(id, budget, Some(start), push_up)
     }
 
     /// [`Wf2q::activate`] with the flow entity's S given (`start`) and
     /// pushed up (`push_up`) as [`Wf2q::activate_back_shifted`] says.
+    /// Returns the service (sectors at the entity's weight) entity `id`
+    /// forfeited: how far its new S lies past its old F, a lag the fluid
+    /// system would still owe it and B-WF2Q+ never returns (S = max(V, F)
+    /// from V, or the anchor, above F; or a push-up). 0 for a start at or
+    /// before its F.
     fn activate_at(
         &mut self,
         id: EntityId,
         budget: u64,
         start: Option<u64>,
         push_up: Option<PushUp>,
-    ) {
+    ) -> u64 {
+        let flow = self.entities[id as usize];
+        let forfeit = |e: &Entity| {
+            let gap = u128::from(e.start.saturating_sub(flow.finish));
+            (gap * u128::from(flow.weight) >> SERVICE_SHIFT) as u64
+        };
+        let mut forfeited = None;
         let mut id = id;
         let mut budget = budget;
         let (mut start, mut push_up) = (start, push_up);
@@ -521,6 +533,7 @@ impl Wf2q {
             }
             e.service = 0;
             e.state = EState::Queued;
+            forfeited.get_or_insert_with(|| forfeit(e));
             Self::enqueue(t, pos, id, e);
             sd.busy += 1;
             match sd.entity {
@@ -532,6 +545,7 @@ impl Wf2q {
                 _ => break,
             }
         }
+        forfeited.unwrap_or(0)
     }
 
     /// Changes an entity's weight (e.g. weight raising), keeping the
@@ -734,7 +748,9 @@ impl Wf2q {
 
     /// Charges `service` sectors injected for queued entity `id` at every
     /// level up to the root, as the kernel's `bfq_bfqq_served` charges
-    /// every ancestor of a dispatched request's queue: V advances in each
+    /// every ancestor of a dispatched request's queue (called as the
+    /// injected flow leaves B-WF2Q+, with the service injected since it
+    /// was last charged, or at its turn's start): V advances in each
     /// tree; an entity in service counts it in its service (its F at the
     /// end of its turn), a queued one in its injected debt, which
     /// [`Wf2q::within`] adds to its S and which is charged when its turn
@@ -1181,6 +1197,36 @@ mod tests {
         // Within the bound it keeps its old F.
         let (e, old_f, _) = case(up(5000, 1));
         assert_eq!(e.start, old_f);
+    }
+
+    /// A flow that left and comes back after V ran past its F forfeits
+    /// that distance at its weight when timestamped from V (S = max(V, F)),
+    /// the push-up's distance when pushed up, and nothing when back-shifted
+    /// to its old F (mutation: `activate_at` returning 0 fails the first).
+    #[test]
+    fn activation_returns_the_service_forfeited() {
+        let root = GroupId::ROOT;
+        let mut w = Wf2q::new(0);
+        let (a, old_f) = a_left_and_v_ran_on(&mut w);
+        let v = w.vtime(root, IoClass::Be);
+        assert!(v > old_f);
+        let lost = w.activate(a, 1000);
+        assert_eq!(lost, ((v - old_f) * 100) >> SERVICE_SHIFT);
+        assert!(lost > 0);
+        let mut w = Wf2q::new(0);
+        let (a, old_f) = a_left_and_v_ran_on(&mut w);
+        assert_eq!(w.activate_back_shifted(a, 1000, old_f, None), 0);
+        let mut w = Wf2q::new(0);
+        let (a, old_f) = a_left_and_v_ran_on(&mut w);
+        let up = PushUp {
+            slack: 0,
+            div: 1,
+            anchored: false,
+        };
+        let lost = w.activate_back_shifted(a, 1000, old_f, Some(up));
+        let moved = w.entity(a).start - old_f;
+        assert_eq!(lost, (moved * 100) >> SERVICE_SHIFT);
+        assert!(lost > 0);
     }
 
     /// V runs past a queued flow's F (a back-shifted return): anchored
