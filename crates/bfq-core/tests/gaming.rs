@@ -28,12 +28,16 @@
 //!
 //! The property holds in every drawn case as `bfq` ships, with
 //! `inject_ahead_bound`; with the rule off 5 of the 160 cases break it.
-//! The paper has no injection: with the rule an injected flow may still
-//! come back up to three budgets ahead of V, one more than a flow that
-//! stays and than the bound counts. Of the first 2000 drawn cases, 3 broke
-//! it while the rule measured from V (616, 1260, 1799), 1 since it
-//! measures from the anchored V (1260: X / G 1.20, 24 386 sectors beyond
-//! the bound; not traced); case 616 is kept below. The cases come from a
+//! The paper has no injection: with the rule an injected flow may be up
+//! to two of its budgets ahead of V (its S with its debt and the request
+//! injected), where the bound counts one. Of the first 2000 drawn cases,
+//! 3 broke it while the rule measured from V (616, 1260, 1799), 1 since
+//! (1260: X / G 1.17, 8 442 sectors beyond the bound; X held at two of
+//! its budgets ahead of V, G's turns starting some 23 000 sectors behind
+//! V, more than 2 B_max + L_max leaves; the check without the flow's own
+//! debt let X 24 386 sectors past it; one budget would hold it, at 23% of
+//! the total in `inject_ahead_bound_keeps_most_of_the_total_beside_a_sequential_reader`);
+//! case 616 is kept below. The cases come from a
 //! seeded generator, the same at every run; each run checks that X and G
 //! were never weight-raised.
 

@@ -2458,12 +2458,12 @@ fn thinkers_in_a_group_over_greedy(
 /// weight-10 groups reading 2 MiB get 0.59 of its service, three 0.78
 /// (one: 0.70, as
 /// `inject_ahead_bound_holds_a_thinking_reader_in_a_group_of_its_own`);
-/// weight-100 groups, 4 MiB reads: 0.97 and 0.97 (one: 1.05); within the
+/// weight-100 groups, 4 MiB reads: 0.97 and 1.00 (one: 1.05); within the
 /// test's 1.25 (injection off: 1.08, 1.15; 0.97, 0.95). A group charged
 /// only when it went idle gave 2.54, 3.62; 2.25, 3.67; without the rule
 /// 15.85, 23.69; 3.31, 5.02. Not held: readers back 5 ms after each
-/// completion (shorter than `slice_idle`): 1.71 and 1.24; 1.33 and 1.34
-/// (the rule without the groups' debt in its check: 0.88, 0.96; 1.12,
+/// completion (shorter than `slice_idle`): 1.71 and 1.33; 1.33 and 1.34
+/// (the rule counting no debt in its check: 0.88, 0.96; 1.12,
 /// 1.67), and past 1.25 with injection off too (1.23, 1.46; 1.26, 0.97):
 /// not injection's doing alone, not traced.
 #[test]

@@ -1521,9 +1521,12 @@ impl Bfq {
             asym,
         );
         let raised_busy = self.census.raised_busy > 0;
+        // Where the flow's next turn would start with this request
+        // charged: S + (debt + charge) / w (2010 paper, Sec. II-D).
         let ahead = || {
+            let budget = injection::AHEAD_BUDGETS * fs.budget;
             self.cfg.inject.ahead_bound
-                && !(self.wf2q).within(fs.entity, injection::AHEAD_BUDGETS * fs.budget)
+                && !(self.wf2q).within(fs.entity, fs.inj.debt + charge, budget)
         };
         if fs.inj.debt + charge > fs.budget
             || ahead()

@@ -565,7 +565,9 @@ impl Wf2q {
     /// Whether the S of queued entity `id`, and that of each queued
     /// ancestor, is at most `budget` sectors (at that entity's weight)
     /// ahead of its tree's V, S counted with the entity's injected debt
-    /// (S + debt / w: where its next turn starts), or, anchored
+    /// (S + debt / w: where its next turn starts; for `id`, a flow, `debt`:
+    /// the debt it keeps outside B-WF2Q+ and the request about to be
+    /// injected), or, anchored
     /// (`lag_anchor`, on in `bfq`; [`Wf2q::set_anchored`]), of what fresh
     /// activations are timestamped from: min(V, the least F + B_max / w of
     /// the in-service entity and of the eligible one with the least F)
@@ -581,8 +583,11 @@ impl Wf2q {
     /// check never bit): it led by 96 120 sectors beyond the paper's
     /// 2 B_max + L_max (tests/gaming.rs,
     /// `a_reader_back_in_time_leads_a_greedy_one_by_at_most_the_bound`).
-    pub fn within(&self, id: EntityId, budget: u64) -> bool {
-        let mut id = id;
+    /// Without the flow's own debt, a reader back at S = its F after each
+    /// burst was injected a further burst beyond the bound (drawn case
+    /// 1260: up to 2 budgets + 49 152 sectors ahead of V).
+    pub fn within(&self, id: EntityId, debt: u64, budget: u64) -> bool {
+        let (mut id, mut debt) = (id, debt);
         loop {
             let e = &self.entities[id as usize];
             if e.state != EState::Queued {
@@ -590,9 +595,10 @@ impl Wf2q {
             }
             let (v, _) = Self::anchor(self.anchor, self.sd(e.parent), &self.entities, e.class);
             let w = u64::from(e.weight);
-            if e.start + vdelta(e.injected_debt, w) > v + vdelta(budget, w) {
+            if e.start + vdelta(e.injected_debt + debt, w) > v + vdelta(budget, w) {
                 return false;
             }
+            debt = 0;
             match self.sd(e.parent).entity {
                 Some(pe) => id = pe,
                 None => return true,
@@ -1119,8 +1125,8 @@ mod tests {
         w.charge_and_deactivate(a, 1000);
         w.check_invariants();
         assert_eq!(w.entity(ge).injected_debt, 1000);
-        assert!(!w.within(b, 0));
-        assert!(w.within(b, 1000));
+        assert!(!w.within(b, 0, 0));
+        assert!(w.within(b, 0, 1000));
         w.served(c, 500);
         w.expire(c, 500, false, 1000);
         assert_eq!(w.select(0), Some((1, b)));
