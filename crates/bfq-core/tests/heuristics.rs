@@ -470,9 +470,10 @@ fn sequential_beside_random_readers() -> Vec<FlowDef> {
 /// `h3_injection_does_not_let_random_readers_escape_time_charging_beside_a_sequential_one`
 /// little of their total on `flash()` in 10 s: random readers emptied by
 /// each injected read come back ahead of V, and the rule keeps them out
-/// of the device's free slots. 2.6% at two budgets ahead of V (4 041 016
-/// sectors against 4 150 176; `low_latency=0 max_budget=60000`: 2.2%),
-/// 9.0% at one budget (7.1%).
+/// of the device's free slots. 1.0% at two budgets ahead of V, the
+/// flow's debt and the request counted (4 110 048 sectors against
+/// 4 150 176), 23% at one budget (3 194 008); with S alone 2.6% and 9.0%
+/// (`low_latency=0 max_budget=60000`: 2.2%, 7.1%).
 #[test]
 fn inject_ahead_bound_keeps_most_of_the_total_beside_a_sequential_reader() {
     let defs = sequential_beside_random_readers();
