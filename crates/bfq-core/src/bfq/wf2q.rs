@@ -503,7 +503,7 @@ impl Wf2q {
         let flow = self.entities[id as usize];
         let forfeit = |e: &Entity| {
             let gap = u128::from(e.start.saturating_sub(flow.finish));
-            (gap * u128::from(flow.weight) >> SERVICE_SHIFT) as u64
+            ((gap * u128::from(flow.weight)) >> SERVICE_SHIFT) as u64
         };
         let mut forfeited = None;
         let mut id = id;
