@@ -465,8 +465,8 @@ impl Wf2q {
 
     /// Makes an idle entity backlogged (Fig. 4 line 6: S = max(V, F)),
     /// activating its ancestors as needed. `budget` is the budget to
-    /// timestamp with. Returns the service the entity forfeited
-    /// ([`Wf2q::activate_at`]).
+    /// timestamp with. Returns the service (sectors at the entity's
+    /// weight) it forfeited: how far its new S lies past its old F.
     pub fn activate(&mut self, id: EntityId, budget: u64) -> u64 {
         self.activate_at(id, budget, None, None)
     }
