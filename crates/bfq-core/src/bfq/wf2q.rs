@@ -500,10 +500,10 @@ impl Wf2q {
         start: Option<u64>,
         push_up: Option<PushUp>,
     ) -> u64 {
-        let flow = self.entities[id as usize];
+        let old_f = self.entities[id as usize].finish;
         let forfeit = |e: &Entity| {
-            let gap = u128::from(e.start.saturating_sub(flow.finish));
-            ((gap * u128::from(flow.weight)) >> SERVICE_SHIFT) as u64
+            let gap = u128::from(e.start.saturating_sub(old_f));
+            ((gap * u128::from(e.weight)) >> SERVICE_SHIFT) as u64
         };
         let mut forfeited = None;
         let mut id = id;
