@@ -757,6 +757,58 @@ fn h8_merged_queue_is_split_when_it_turns_seeky() {
     let _ = (a2, b);
 }
 
+/// Kernel `bfq_too_late_for_merging`: a flow served for longer than
+/// `merge_time_limit` (100 ms) since the first service of its busy period
+/// is not merged into. A reader that starts next to where a reader served
+/// for `served_ms` will read next is merged into it when that reader is
+/// young, not when it has been reading for 150 ms (two long-running
+/// readers meeting by chance are not cooperators), unless the limit is
+/// raised. Mutations: `too_late` always false fails the second case,
+/// always true the first.
+#[test]
+fn h8_a_flow_served_past_the_merge_time_limit_is_not_merged_into() {
+    let merges = |served_ms: u64, limit: &str| {
+        let mut s = profile(
+            "bfq",
+            &[("max_budget", "16384"), ("merge_time_limit", limit)],
+        );
+        let fa = s.add_flow(0, FlowSpec::with_weight(100)).unwrap();
+        let fb = s.add_flow(0, FlowSpec::with_weight(100)).unwrap();
+        let mut id = 0u64;
+        let mut step = |s: &mut Bfq, f: FlowId, sector: u64, now: Time| {
+            id += 1;
+            let r = Request {
+                id,
+                flow: f,
+                sector,
+                sectors: 64,
+                op: Op::Read,
+                sync: true,
+            };
+            s.add_request(now, r).unwrap();
+            while let Dispatch::Request(r) = s.dispatch(now) {
+                s.complete(now + 100 * US, r.id).unwrap();
+            }
+        };
+        let mut now: Time = 0;
+        for k in 0..served_ms {
+            now += MS;
+            step(&mut s, fa, k * 64, now);
+        }
+        // A's next request is due at served_ms * 64; it is in service,
+        // idling for it. B reads right behind that position.
+        step(&mut s, fb, served_ms * 64 + 64, now + 100 * US);
+        (s.stats().merges, s.flow_merged_into(fb))
+    };
+    assert_eq!(
+        merges(50, "100ms"),
+        (1, Some(FlowId(0))),
+        "a young reader is merged into"
+    );
+    assert_eq!(merges(150, "100ms"), (0, None), "served 150 ms: too late");
+    assert_eq!(merges(150, "1h"), (1, Some(FlowId(0))), "the limit raised");
+}
+
 // ---- Heuristic 9: preemption -------------------------------------------
 
 #[test]

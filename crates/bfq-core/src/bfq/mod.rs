@@ -154,6 +154,7 @@ impl BfqConfig {
             merge: MergeConfig {
                 enabled: false,
                 distance: 8192,
+                time_limit: queue_merge::MERGE_TIME_LIMIT,
             },
             preempt: PreemptConfig {
                 enabled: false,
@@ -270,6 +271,7 @@ impl BfqConfig {
             merge: MergeConfig {
                 enabled: true,
                 distance: 8192,
+                time_limit: queue_merge::MERGE_TIME_LIMIT,
             },
             preempt: PreemptConfig {
                 enabled: true,
@@ -469,6 +471,9 @@ pub struct FlowState {
     charged: u64,
     last_completion: Time,
     service_since_busy: u64,
+    /// When the flow was first served in its current busy period (valid
+    /// while `service_since_busy > 0`; `merge_time_limit`).
+    first_io: Time,
     /// Budget left when it last emptied (in-time wake-ups).
     budget_left: u64,
     think: ThinkTime,
@@ -500,6 +505,9 @@ impl FlowState {
         self.head = req.end();
         self.in_flight += 1;
         self.served_total += sectors;
+        if self.service_since_busy == 0 {
+            self.first_io = now;
+        }
         self.service_since_busy += sectors;
         if self.raise.on() {
             self.raise.served += sectors;
@@ -1256,7 +1264,7 @@ impl Bfq {
     }
 
     /// Where a new request of `flow` is queued (heuristic 8).
-    fn merge_owner(&mut self, flow: FlowId, req: &Request) -> FlowId {
+    fn merge_owner(&mut self, now: Time, flow: FlowId, req: &Request) -> FlowId {
         if !self.cfg.merge.enabled {
             return flow;
         }
@@ -1277,7 +1285,10 @@ impl Bfq {
         }
         let Some(turn) = self.turn else { return flow };
         let y = turn.flow;
-        if y == flow || !fs.queue.is_empty() || fs.in_flight > 0 || fs.seek.is_seeky() {
+        let late = |f: &FlowState| {
+            queue_merge::too_late(&self.cfg.merge, f.service_since_busy > 0, f.first_io, now)
+        };
+        if y == flow || !fs.queue.is_empty() || fs.in_flight > 0 || fs.seek.is_seeky() || late(fs) {
             return flow;
         }
         let Ok(ye) = self.topo.flow(y) else {
@@ -1289,6 +1300,7 @@ impl Bfq {
             || ys.class != fs.class
             || !ys.sync
             || ys.seek.is_seeky()
+            || late(ys)
             || !queue_merge::close(req.sector, ys.head, self.cfg.merge.distance)
         {
             return flow;
@@ -1723,6 +1735,7 @@ impl Scheduler for Bfq {
             soft_rt_next_start: 0,
             busy_since: 0,
             service_since_busy: 0,
+            first_io: 0,
             budget_left: 0,
             inj: InjectState::default(),
             merge: MergeState::default(),
@@ -1755,7 +1768,7 @@ impl Scheduler for Bfq {
         // Validates (zero length, duplicate id) before anything changes.
         let slot = self.table.insert(now, req, req.flow.0)?;
         self.end_lingering(now);
-        let owner = self.queue_owner(&req, slot);
+        let owner = self.queue_owner(now, &req, slot);
         self.topo.hold(req.flow)?;
         let arrival = self.enqueue(now, owner, &req, slot);
         if arrival.first && self.cfg.wr.enabled {
@@ -2030,8 +2043,8 @@ struct Arrival {
 impl Bfq {
     /// The queue a request joins: its flow's, or the queue its flow was
     /// merged into (heuristic 8) while that one can still be held.
-    fn queue_owner(&mut self, req: &Request, slot: SlotIdx) -> FlowId {
-        let owner = self.merge_owner(req.flow, req);
+    fn queue_owner(&mut self, now: Time, req: &Request, slot: SlotIdx) -> FlowId {
+        let owner = self.merge_owner(now, req.flow, req);
         if owner == req.flow {
             return owner;
         }
