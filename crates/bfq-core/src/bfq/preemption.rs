@@ -83,6 +83,13 @@ pub struct PreemptConfig {
     /// its budget for an in-time wake-up (`in_time_after_timeout`; `bfq`
     /// only).
     pub after_timeout: bool,
+    /// A flow expired for its budget timeout with its queue empty and
+    /// nothing in flight, while it would be idled for, keeps its place
+    /// (S = its F) if its next request comes within `in_time` of its last
+    /// completion (`timeout_keeps_place`; `bfq` only; the kernel profiles
+    /// defer such an expiry to the next request instead,
+    /// `timeout_defers_to_idling`).
+    pub timeout_keeps_place: bool,
     /// A back-shifted flow whose new F is still below V is pushed up to
     /// F = V (`backshift_push_up`; kernel `bfq_update_fin_time_enqueue`).
     pub push_up: bool,
@@ -193,6 +200,7 @@ impl PreemptConfig {
             in_time: s.duration("preempt_in_time", 3 * slice_idle)?,
             group_weight: s.bool("preempt_group_weight", d.group_weight)?,
             after_timeout: s.bool("in_time_after_timeout", d.after_timeout)?,
+            timeout_keeps_place: s.bool("timeout_keeps_place", d.timeout_keeps_place)?,
             push_up: s.bool("backshift_push_up", d.push_up)?,
             lag_anchor: s.bool("lag_anchor", d.lag_anchor)?,
             lag_bound: s.bool("backshift_lag_bound", d.lag_bound)?,
