@@ -764,10 +764,11 @@ fn h8_merged_queue_is_split_when_it_turns_seeky() {
 /// young, not when it has been reading for 150 ms (two long-running
 /// readers meeting by chance are not cooperators), unless the limit is
 /// raised. Mutations: `too_late` always false fails the second case,
-/// always true the first.
+/// always true the first, ignoring whether the flow was served at all
+/// (timing from 0) the last.
 #[test]
 fn h8_a_flow_served_past_the_merge_time_limit_is_not_merged_into() {
-    let merges = |served_ms: u64, limit: &str| {
+    let merges = |start: Time, served_ms: u64, limit: &str| {
         let mut s = profile(
             "bfq",
             &[("max_budget", "16384"), ("merge_time_limit", limit)],
@@ -790,7 +791,7 @@ fn h8_a_flow_served_past_the_merge_time_limit_is_not_merged_into() {
                 s.complete(now + 100 * US, r.id).unwrap();
             }
         };
-        let mut now: Time = 0;
+        let mut now: Time = start;
         for k in 0..served_ms {
             now += MS;
             step(&mut s, fa, k * 64, now);
@@ -801,12 +802,26 @@ fn h8_a_flow_served_past_the_merge_time_limit_is_not_merged_into() {
         (s.stats().merges, s.flow_merged_into(fb))
     };
     assert_eq!(
-        merges(50, "100ms"),
+        merges(0, 50, "100ms"),
         (1, Some(FlowId(0))),
         "a young reader is merged into"
     );
-    assert_eq!(merges(150, "100ms"), (0, None), "served 150 ms: too late");
-    assert_eq!(merges(150, "1h"), (1, Some(FlowId(0))), "the limit raised");
+    assert_eq!(
+        merges(0, 150, "100ms"),
+        (0, None),
+        "served 150 ms: too late"
+    );
+    assert_eq!(
+        merges(0, 150, "1h"),
+        (1, Some(FlowId(0))),
+        "the limit raised"
+    );
+    // The limit runs from the first service, not from time 0.
+    assert_eq!(
+        merges(SEC, 50, "100ms"),
+        (1, Some(FlowId(0))),
+        "young, 1 s in"
+    );
 }
 
 // ---- Heuristic 9: preemption -------------------------------------------
@@ -1937,6 +1952,8 @@ fn bfq_kernel_is_the_kernel_without_this_projects_rules() {
     assert!(k.preempt.push_up && !b.preempt.push_up);
     assert!(b.preempt.lag_anchor && !k.preempt.lag_anchor);
     assert!(!b.preempt.lag_bound && !k.preempt.lag_bound);
+    assert!(b.preempt.timeout_keeps_place && !k.preempt.timeout_keeps_place);
+    assert!(k.timeout_defers_to_idling && !b.timeout_defers_to_idling);
     assert_eq!((b.rotational_probe, k.rotational_probe), (MS, 0));
     let back = BfqConfig::from_settings_on(
         b,
@@ -2603,4 +2620,50 @@ fn h9_a_reader_timed_out_between_requests_keeps_its_place() {
         let (_, b, _) = shares(prof, key, "0");
         assert!(b < 0.9, "{prof} without {key}: {b:.3}");
     }
+}
+
+/// Kernel (`bfq_idle_slice_timer_body`): a turn whose idling runs out
+/// past T_max ends for its budget timeout (the budget grows, B_max at
+/// most), one whose idling runs out before T_max for being too idle (the
+/// budget shrinks). A sequential reader whose reads take 10 ms each stops
+/// reading after 12 reads (or 5); `bfq-kernel` idles for it, then its
+/// idling runs out. Mutation: `idle_end_reason` always too idle fails the
+/// first.
+#[test]
+fn h9_an_idling_that_runs_out_past_t_max_is_a_timeout() {
+    let budget_after = |reads: u64| {
+        let mut s = profile("bfq-kernel", &[("max_budget", "65536")]);
+        let a = s.add_flow(0, FlowSpec::with_weight(100)).unwrap();
+        let mut now: Time = 0;
+        let mut before = None;
+        for k in 0..reads {
+            let r = Request {
+                id: k,
+                flow: a,
+                sector: k * 64,
+                sectors: 64,
+                op: Op::Read,
+                sync: true,
+            };
+            s.add_request(now, r).unwrap();
+            let Dispatch::Request(d) = s.dispatch(now) else {
+                panic!("read {k} not dispatched");
+            };
+            before = before.or(s.flow_budget(a));
+            now += 10 * MS;
+            s.complete(now, d.id).unwrap();
+        }
+        let Dispatch::Idle { until } = s.dispatch(now) else {
+            panic!("not idled for");
+        };
+        assert!(!matches!(s.dispatch(until), Dispatch::Request(_)));
+        (before.unwrap(), s.flow_budget(a).unwrap())
+    };
+    // The last read completes at 120 ms; the idling (slice_idle, 8 ms)
+    // runs out past T_max (125 ms).
+    let (b0, timed_out) = budget_after(12);
+    let (_, too_idle) = budget_after(5);
+    eprintln!("budget {b0}: after 120 ms {timed_out}, after 50 ms {too_idle}");
+    assert!(timed_out > b0, "{b0} -> {timed_out}");
+    assert!(too_idle < b0, "{b0} -> {too_idle}");
 }

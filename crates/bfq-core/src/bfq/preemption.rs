@@ -86,9 +86,10 @@ pub struct PreemptConfig {
     /// A flow expired for its budget timeout with its queue empty and
     /// nothing in flight, while it would be idled for, keeps its place
     /// (S = its F) if its next request comes within `in_time` of its last
-    /// completion (`timeout_keeps_place`; `bfq` only; the kernel profiles
-    /// defer such an expiry to the next request instead,
-    /// `timeout_defers_to_idling`).
+    /// completion, whether the turn was charged its service or its time
+    /// (`timeout_keeps_place`; `bfq` only; the kernel profiles defer such
+    /// an expiry to the next request instead, `timeout_defers_to_idling`,
+    /// which gives the same S).
     pub timeout_keeps_place: bool,
     /// A back-shifted flow whose new F is still below V is pushed up to
     /// F = V (`backshift_push_up`; kernel `bfq_update_fin_time_enqueue`).
