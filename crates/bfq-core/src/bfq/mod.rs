@@ -1941,7 +1941,7 @@ impl Bfq {
     /// completion and the next request, a greedy reader left B-WF2Q+ and
     /// came back microseconds later at S = max(V, F), forfeiting up to a
     /// budget of service (1:2:3:4:5 readers on a loop device: about once
-    /// a minute, 0.4-0.8 B_max each).
+    /// a minute, 0.8-1.9 B_max each).
     fn expires_for_timeout(&self, now: Time, turn: &Turn) -> bool {
         if !self.timed_out(now, turn) {
             return false;
