@@ -668,6 +668,27 @@ fn h7_uneven_weights_keep_their_shares_with_injection() {
 
 // ---- Heuristic 8: queue merging ----------------------------------------
 
+/// Adds request `id`, a 64-sector sync read of `f` at `sector`, then
+/// dispatches all it can at `now`, each completing 100 us later; returns
+/// how many it dispatched.
+fn read_and_serve(s: &mut Bfq, id: u64, f: FlowId, sector: u64, now: Time) -> u32 {
+    let r = Request {
+        id,
+        flow: f,
+        sector,
+        sectors: 64,
+        op: Op::Read,
+        sync: true,
+    };
+    s.add_request(now, r).unwrap();
+    let mut n = 0;
+    while let Dispatch::Request(r) = s.dispatch(now) {
+        s.complete(now + 100 * US, r.id).unwrap();
+        n += 1;
+    }
+    n
+}
+
 #[test]
 fn h8_interleaved_readers_are_merged_and_served_sequentially() {
     let mk = |base: u64| {
@@ -721,24 +742,7 @@ fn h8_merged_queue_is_split_when_it_turns_seeky() {
     let mut rng = common::Rng::new(7);
     let mut step = |s: &mut Bfq, f: FlowId, sector: u64, now: Time| {
         id += 1;
-        s.add_request(
-            now,
-            Request {
-                id,
-                flow: f,
-                sector,
-                sectors: 64,
-                op: Op::Read,
-                sync: true,
-            },
-        )
-        .unwrap();
-        let mut n = 0;
-        while let Dispatch::Request(r) = s.dispatch(now) {
-            s.complete(now + 100 * US, r.id).unwrap();
-            n += 1;
-        }
-        n
+        read_and_serve(s, id, f, sector, now)
     };
     for k in 0..40u64 {
         now += MS;
@@ -778,18 +782,7 @@ fn h8_a_flow_served_past_the_merge_time_limit_is_not_merged_into() {
         let mut id = 0u64;
         let mut step = |s: &mut Bfq, f: FlowId, sector: u64, now: Time| {
             id += 1;
-            let r = Request {
-                id,
-                flow: f,
-                sector,
-                sectors: 64,
-                op: Op::Read,
-                sync: true,
-            };
-            s.add_request(now, r).unwrap();
-            while let Dispatch::Request(r) = s.dispatch(now) {
-                s.complete(now + 100 * US, r.id).unwrap();
-            }
+            read_and_serve(s, id, f, sector, now);
         };
         let mut now: Time = start;
         for k in 0..served_ms {
