@@ -2515,28 +2515,40 @@ fn thinkers_in_a_group_over_greedy(
 /// Several thinking readers in one group, which stays busy while each of
 /// them is emptied by injection in turn: each injection charges the group
 /// the service as the flow leaves B-WF2Q+ (V advances; the group, waiting in
-/// B-WF2Q+, keeps it as an injected debt that the rule adds to its S and
-/// that is charged when its turn starts or it goes idle), as B-WF2Q+
-/// serves a group what its children are served (2010 paper, Sec. II-D;
-/// the kernel's `bfq_bfqq_served` charges every ancestor). Against a
-/// greedy reader of the group's weight alone in a group: two readers of
-/// weight-10 groups reading 2 MiB get 0.59 of its service, three 0.78
-/// (one: 0.70, as
+/// B-WF2Q+, has its S and F moved on by it at once, so that the rule's
+/// check and its eligibility both see it), as B-WF2Q+ serves a group what
+/// its children are served (2010 paper, Sec. II-D; the kernel's
+/// `bfq_bfqq_served` charges every ancestor). Against a greedy reader of
+/// the group's weight alone in a group: readers back 30 ms after each
+/// completion, two in weight-10 groups reading 2 MiB get 0.74 of its
+/// service, three 0.78 (one: 0.70, as
 /// `inject_ahead_bound_holds_a_thinking_reader_in_a_group_of_its_own`);
-/// weight-100 groups, 4 MiB reads: 0.97 and 1.00 (one: 1.05); within the
-/// test's 1.25 (injection off: 1.08, 1.15; 0.97, 0.95). A group charged
-/// only when it went idle gave 2.54, 3.62; 2.25, 3.67; without the rule
-/// 15.85, 23.69; 3.31, 5.02. Not held: readers back 5 ms after each
-/// completion (shorter than `slice_idle`): 1.71 and 1.33; 1.33 and 1.34
-/// (the rule counting no debt in its check: 0.88, 0.96; 1.12,
-/// 1.67), and past 1.25 with injection off too (1.23, 1.46; 1.26, 0.97):
-/// not injection's doing alone, not traced.
+/// weight-100 groups, 4 MiB reads: 0.99 and 1.00 (one: 1.05). Readers
+/// back 5 ms after each completion (shorter than `slice_idle`): 0.87 and
+/// 0.91; 1.03 and 1.10. All within the test's 1.25. A group charged only
+/// when it went idle gave 2.54, 3.62; 2.25, 3.67 (30 ms); without the
+/// rule 15.85, 23.69; 3.31, 5.02. A group that kept the injected service
+/// beside its timestamps until its next turn started (as the kernel's
+/// `entity->service` does) was eligible on its old S, got a turn on top
+/// of being injected up to two budgets ahead of V, and led V by up to
+/// 3 B_max: 0.59, 0.78; 0.97, 1.00 at 30 ms, but 1.71, 1.33; 1.33, 1.34
+/// at 5 ms. With injection off the 5 ms readers get 1.23, 1.46; 1.26,
+/// 0.97 over 10 s: a weight-10 group's share of 10 s is below one B_max,
+/// and the ratio swings with where the groups' turns fall at the end
+/// (0.58 to 1.46 over 10 to 80 s; 1.02 to 1.03 over 320 s), within
+/// B-WF2Q+'s bound on the lag (B_max + L_max, 2010 paper, Lemma 3), so
+/// the test does not assert it.
 #[test]
 fn inject_ahead_bound_holds_thinking_readers_sharing_a_group() {
-    for (weight, sectors) in [(10, 4096), (100, 8192)] {
-        for n in [2, 3] {
-            let x = thinkers_in_a_group_over_greedy(n, weight, sectors, 30 * MS, &[]);
-            assert!(x <= 1.25, "weight {weight}, {n} readers: {x:.2}");
+    for think in [30 * MS, 5 * MS] {
+        for (weight, sectors) in [(10, 4096), (100, 8192)] {
+            for n in [2, 3] {
+                let x = thinkers_in_a_group_over_greedy(n, weight, sectors, think, &[]);
+                assert!(
+                    x <= 1.25,
+                    "think {think}, weight {weight}, {n} readers: {x:.2}"
+                );
+            }
         }
     }
     let off = [("inject_ahead_bound", "0")];

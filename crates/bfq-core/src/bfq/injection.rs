@@ -54,14 +54,17 @@
 //!   level when the injected flow leaves B-WF2Q+ or its own turn starts
 //!   (the kernel's `bfq_bfqq_served` charges every ancestor at each
 //!   dispatch; a flow that stays backlogged here keeps its debt, at most
-//!   its budget, at its own level until then): a group waiting in B-WF2Q+ keeps it as an injected debt, added to its S
-//!   by the rule and charged when its turn starts or when it goes idle
+//!   its budget, at its own level until then): a group waiting in
+//!   B-WF2Q+ has its S and F moved on by it at once, so that the rule and
+//!   its eligibility (S <= V) both see it, and one that goes idle with the
+//!   flow has its F set from it
 //!   ([`super::wf2q::Wf2q::charge_and_deactivate`]), so several such
-//!   readers in one group that stays busy are held too: two get 0.59 of
+//!   readers in one group that stays busy are held too: two get 0.74 of
 //!   the service of a greedy reader alone in a group of the same weight,
 //!   three 0.78 (2.54 and 3.62 when the group was charged only on going
-//!   idle). Not held: such readers back 5 ms after each completion (two
-//!   in weight-10 groups: 1.71; past 1.25 with injection off too);
+//!   idle); back 5 ms after each completion, 0.87 and 0.91 (1.71 and 1.33
+//!   when the group kept the service beside its timestamps until its
+//!   next turn, eligible on its old S);
 //! - within one turn, each other flow is injected at most `w_c / w_a`
 //!   times the active flow's own service, with the two flows' weights in
 //!   one group and their groups' weights across groups (this project's
@@ -196,9 +199,9 @@ pub struct InjectConfig {
     /// 10 and one of 1000 on a simulated SSD: 7.92 times the greedy one's
     /// service without the rule, 0.70 with it, in the root group or each
     /// reader in a group of its own; several such readers in one group
-    /// that stays busy, whose injected debt the check adds to its S: 0.59
-    /// for two, 0.78 for three (2.54 and 3.62 when the group was charged
-    /// only on going idle).
+    /// that stays busy, whose S moves on by the service injected below it:
+    /// 0.74 for two, 0.78 for three (2.54 and 3.62 when the group was
+    /// charged only on going idle).
     pub ahead_bound: bool,
     /// One read may always be injected into a seeky flow's idle time,
     /// whatever the learned limit (`inject_read_floor`; the 2018 article's

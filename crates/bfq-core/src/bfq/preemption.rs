@@ -225,7 +225,6 @@ mod tests {
             finish,
             budget: 0,
             service: 0,
-            injected_debt: 0,
             state: EState::Queued,
         }
     }
