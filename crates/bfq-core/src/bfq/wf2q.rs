@@ -746,7 +746,7 @@ impl Wf2q {
     /// group that stayed busy, charged its children's injected service
     /// only when it went idle, held several readers emptied by each
     /// injection by nothing (two got 2.54 times a greedy reader of their
-    /// group's weight, three 3.6). O(depth log N), no allocation.
+    /// group's weight, three 3.6). O(depth log N), no allocation once the heaps have grown.
     pub fn charge_and_deactivate(&mut self, id: EntityId, service: u64) {
         debug_assert_eq!(self.entities[id as usize].state, EState::Queued);
         self.charge_path(id, service, false);
