@@ -105,8 +105,8 @@ pub struct BfqConfig {
     pub timeout_grace: bool,
     /// Kernel: a flow past its budget timeout whose queue is empty and
     /// that is idled for is not expired until its next request arrives or
-    /// the idling ends (`timeout_defers_to_idling`; see
-    /// [`Bfq::expires_for_timeout`]).
+    /// the idling ends (`timeout_defers_to_idling`; docs/bfq-settings.md,
+    /// "Where `bfq` departs from the kernel").
     pub timeout_defers_to_idling: bool,
     /// A device that says it is rotational counts as non-rotational while
     /// its lone small seeky reads take under this on average, and little

@@ -740,13 +740,14 @@ impl Wf2q {
     /// w (at its own weight), as [`Wf2q::expire`] sets it at the end of a
     /// turn (the kernel's `__bfq_deactivate_entity` does so at each level
     /// it deactivates); the ancestors above are charged it as they stand
-    /// ([`Wf2q::charge_ancestors`]). A group is served what its children
+    /// (`charge_ancestors`). A group is served what its children
     /// are served (2010 paper, Sec. II-D): a group's F left at S + its
     /// child's budget / w charged it a full budget per injection, and a
     /// group that stayed busy, charged its children's injected service
     /// only when it went idle, held several readers emptied by each
     /// injection by nothing (two got 2.54 times a greedy reader of their
-    /// group's weight, three 3.6). O(depth log N), no allocation once the heaps have grown.
+    /// group's weight, three 3.6). O(depth log N), no allocation once
+    /// the heaps have grown.
     pub fn charge_and_deactivate(&mut self, id: EntityId, service: u64) {
         debug_assert_eq!(self.entities[id as usize].state, EState::Queued);
         self.charge_path(id, service, false);
