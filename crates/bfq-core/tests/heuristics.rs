@@ -2672,3 +2672,44 @@ fn h9_an_idling_that_runs_out_past_t_max_is_a_timeout() {
     assert!(timed_out > b0, "{b0} -> {timed_out}");
     assert!(too_idle < b0, "{b0} -> {too_idle}");
 }
+
+/// A greedy 64 KiB reader alone in a group of weight 1000 beside a
+/// greedy 4 MiB reader alone in a group of 100 (`flash()`, 10 s, injection
+/// and preemption off): the heavy reader's service over the other's,
+/// due 10 (both backlogged; 2010 paper, Sec. II-D).
+fn heavy_group_over_light(prof: &str, kv: &[(&str, &str)]) -> f64 {
+    let mut kv = kv.to_vec();
+    kv.extend([("injection", "0"), ("preemption", "0")]);
+    let mut s = profile(prof, &kv);
+    let heavy = s.add_group(GroupId::ROOT, 1000).unwrap();
+    let light = s.add_group(GroupId::ROOT, 100).unwrap();
+    let mut defs = greedy_readers(&[100, 100]);
+    defs[0].spec.group = heavy;
+    defs[1].spec.group = light;
+    defs[1].size = 8192;
+    let log = run(&mut s, flash(), &defs, 10 * SEC, 1);
+    log.per_flow[0] as f64 / log.per_flow[1] as f64
+}
+
+/// Known defect of `bfq`: the heavy reader cannot use its budget within
+/// T_max, so its turns end at T_max, each in the moment between a
+/// completion and its next read (`timeout_keeps_place`); B-WF2Q+ picks
+/// the light group before the heavy reader's read arrives, and the heavy
+/// group comes back at S = V (only the flow is back-shifted; the kernel's
+/// `bfq_activate_requeue_entity` back-shifts every ancestor it
+/// activates): turns alternate 1:1 whatever the weights, 0.45 (also
+/// without `timeout_keeps_place`). Keeping the flow in B-WF2Q+ while it
+/// lingers gives 8.20 (10 s) and 9.45 (40 s), as the kernel's deferral
+/// (`timeout_defers_to_idling=1`) does, and back-shifting its groups too
+/// gives 9.8 with preemption on; each moves the 2018 article's "static
+/// random, only random readers" claim on `bfq` from 0.91x to 0.72-0.78x
+/// of max-none (DOES NOT HOLD: the target then gets its share).
+/// `bfq-kernel` gives 9.30, with or without the deferral (why it differs
+/// from `bfq` here is not traced). With injection on (the profile) the
+/// heavy group gets 8.7-9.6.
+#[test]
+#[ignore = "known defect of bfq with injection and preemption off (doc comment)"]
+fn a_heavy_group_timed_out_between_reads_keeps_its_share() {
+    let x = heavy_group_over_light("bfq", &[]);
+    assert!(x >= 9.0, "{x:.2}");
+}
