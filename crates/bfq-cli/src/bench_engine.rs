@@ -197,8 +197,9 @@ pub enum BenchCmd {
         /// Every this many seconds, read what the engine's scheduler did
         /// for each reader (turns granted, the budgets of those turns,
         /// requests injected into other readers' turns, service charged,
-        /// service forfeited on rejoining B-WF2Q+) and B_max: the JSON's `timeline`, per window, beside each
-        /// reader's `bytes_per_second` (engine columns only; the kernel
+        /// service forfeited on rejoining B-WF2Q+) and B_max: the JSON's
+        /// `timeline`, per window, beside each reader's
+        /// `bytes_per_second` (engine columns only; the kernel
         /// exposes none of it). At least 0.1 s, at most 100000 windows
         /// over `--seconds`. Default: not read.
         #[arg(long, value_parser = crate::args::seconds)]

@@ -376,8 +376,10 @@ pub struct InjectState {
     /// Flow (its `FlowId` value) this flow wakes: injected while this flow idles.
     pub woken: Option<u32>,
     /// The flow left B-WF2Q+ with requests still in flight (emptied by
-    /// injection, or its turn ended while they were out): it keeps its
-    /// place if its next request comes in time.
+    /// injection, or its turn ended while they were out), or its turn
+    /// ended at T_max between a completion and its next request while it
+    /// was idled for (`timeout_keeps_place`): it keeps its place if its
+    /// next request comes in time.
     pub returning: bool,
     /// Serial number of the turn `turn_injected` counts in.
     pub turn_serial: u64,

@@ -1037,9 +1037,7 @@ impl Bfq {
         let idled_for_past_timeout = reason == ExpireReason::Timeout
             && gone_idle
             && self.cfg.preempt.timeout_keeps_place
-            && self
-                .wait_time(self.flow_state(turn.flow), turn.served)
-                .is_some();
+            && self.idled_for_while_empty(&turn);
         let fs = &mut self.topo.any_flow_mut(turn.flow).data;
         fs.inj.returning =
             (out && !keep && shift && fs.sync && self.cfg.inject.enabled) || idled_for_past_timeout;
@@ -1946,10 +1944,15 @@ impl Bfq {
         if !self.timed_out(now, turn) {
             return false;
         }
+        !(self.cfg.timeout_defers_to_idling && self.idled_for_while_empty(turn))
+    }
+
+    /// Whether the active flow's queue is empty and it is idled for (the
+    /// kernel's `bfq_bfqq_must_idle`): the two rules for a turn past T_max
+    /// in that state (`timeout_defers_to_idling`, `timeout_keeps_place`).
+    fn idled_for_while_empty(&self, turn: &Turn) -> bool {
         let fs = self.flow_state(turn.flow);
-        !(self.cfg.timeout_defers_to_idling
-            && fs.queue.is_empty()
-            && self.wait_time(fs, turn.served).is_some())
+        fs.queue.is_empty() && self.wait_time(fs, turn.served).is_some()
     }
 
     /// The active flow's queue is empty (Fig. 3 lines 50-51 and 59-66):
