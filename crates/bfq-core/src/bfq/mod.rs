@@ -74,32 +74,48 @@ pub const ANCHOR_SPAN: u64 = 1 << 38;
 pub const DEFAULT_MAX_BUDGET: u64 = 16384;
 
 /// Every setting of the `bfq` scheduler.
+///
+/// Laid out in declaration order (`repr(C)`): first the settings a
+/// request reads on its way through the scheduler, on as few cache lines
+/// as they fill (the sub-configurations read whole or nearly so, then
+/// the merge switch and weight raising, whose first fields are those an
+/// arrival reads); last those a request does not read. Rust's own order
+/// (by alignment) spread the one or two fields a request reads of each
+/// over all 7 of the configuration's lines (docs/architecture.md, "Lines
+/// a request writes, counted").
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(C)]
 pub struct BfqConfig {
-    /// Budgets and their feedback (B_max, B_min, initial budget; 2010 Sec. III-C, BFQ+ report Sec. 4.3).
-    pub budget: BudgetConfig,
-    /// Device idling (T_wait) and seek detection (2010 Sec. II-B, BFQ+ report Sec. 4.4).
-    pub idle: IdleConfig,
     /// How the next request is picked inside the active flow (C-LOOK order, FIFO expiry, back seeks).
     pub queue: QueueConfig,
     /// T_max: longest turn before the flow is expired and over-charged.
     pub timeout_sync: Time,
-    /// An idle-class flow is served anyway after this long without service.
-    pub idle_class_timeout: Time,
-    /// Heuristic 1.
-    pub peak_rate: PeakRateConfig,
+    /// A device that says it is rotational counts as non-rotational while
+    /// its lone small seeky reads take under this on average, and little
+    /// of their time is in reads over twice this
+    /// ([`medium::MediumProbe`]; `rotational_probe`, 0..=10ms; 0: trust
+    /// the device, the kernel; `bfq` 1ms).
+    pub rotational_probe: Time,
     /// Heuristics 3 and 4.
     pub charge: ChargeConfig,
-    /// Heuristic 5.
-    pub wr: WrConfig,
     /// Heuristic 6.
     pub guarantee: GuaranteeIdling,
-    /// Heuristic 7.
-    pub inject: InjectConfig,
-    /// Heuristic 8.
-    pub merge: MergeConfig,
     /// Heuristic 9.
     pub preempt: PreemptConfig,
+    /// Device idling (T_wait) and seek detection (2010 Sec. II-B, BFQ+ report Sec. 4.4).
+    pub idle: IdleConfig,
+    /// Budgets and their feedback (B_max, B_min, initial budget; 2010 Sec. III-C, BFQ+ report Sec. 4.3).
+    pub budget: BudgetConfig,
+    /// Heuristic 7.
+    pub inject: InjectConfig,
+    /// Heuristic 1.
+    pub peak_rate: PeakRateConfig,
+    /// Heuristic 8.
+    pub merge: MergeConfig,
+    /// Heuristic 5.
+    pub wr: WrConfig,
+    /// An idle-class flow is served anyway after this long without service.
+    pub idle_class_timeout: Time,
     /// Kernel: a flow idling with under 1/3 of its budget left is not
     /// expired for timeout (part of heuristic 3).
     pub timeout_grace: bool,
@@ -108,12 +124,6 @@ pub struct BfqConfig {
     /// the idling ends (`timeout_defers_to_idling`; docs/bfq-settings.md,
     /// "Where `bfq` departs from the kernel").
     pub timeout_defers_to_idling: bool,
-    /// A device that says it is rotational counts as non-rotational while
-    /// its lone small seeky reads take under this on average, and little
-    /// of their time is in reads over twice this
-    /// ([`medium::MediumProbe`]; `rotational_probe`, 0..=10ms; 0: trust
-    /// the device, the kernel; `bfq` 1ms).
-    pub rotational_probe: Time,
 }
 
 impl Default for BfqConfig {
@@ -613,15 +623,22 @@ const INJECT_LIST: usize = 2 + RECENT_ACTIVATIONS + INJECT_CANDIDATES;
 
 /// The BFQ scheduler.
 ///
-/// Laid out in declaration order (`repr(C)`): first what a request
-/// writes whenever its flow's turn starts and ends with it (the turn
-/// count, the turn, the latest completion, the peak-rate window, the
-/// lingering list, the recent activations, the request table's counts),
-/// on as few cache lines as they fill; the configuration and the state a
-/// request only reads after them (docs/architecture.md, "CPU cost per request").
+/// Laid out in declaration order (`repr(C)`) from the start of a cache
+/// line (`align(64)`): first what a request writes whenever its flow's
+/// turn starts and ends with it (the turn count, the turn, the latest
+/// completion, the peak-rate window, the lingering list, the recent
+/// activations, the request table's counts), on as few cache lines as
+/// they fill; then what a request only reads: the tables' buffers, the
+/// busy counts, the device, and the configuration, whose settings a
+/// request reads come first ([`BfqConfig`]); last what it does not touch
+/// (the medium probe, the burst list, the name). docs/architecture.md,
+/// "Lines a request writes, counted", has the lines a request touches.
 #[derive(Debug)]
-#[repr(C)]
+#[repr(C, align(64))]
 pub struct Bfq {
+    /// Not read by a request: its 16 bytes put the turn count, the first
+    /// field a request writes, at the start of the struct's second line.
+    name: &'static str,
     /// Its last field, the turn count, written at each turn.
     stats: BfqStats,
     /// Most requests seen in flight (kernel `max_rq_in_driver`).
@@ -638,19 +655,19 @@ pub struct Bfq {
     /// Per request: index of the flow whose queue holds it (differs from
     /// `req.flow` when merged). Its counts first.
     table: RequestTable<u32>,
-    census: Census,
-    // What a request reads, or writes now and then, from here to the end.
-    slots: DeviceSlots,
-    wf2q: Wf2q,
-    topo: Topology<FlowState, GroupState>,
-    medium: MediumProbe,
-    burst: Burst,
-    name: &'static str,
-    cfg: BfqConfig,
+    // What a request reads, or writes now and then, from here on.
     device: DeviceInfo,
     /// What the driver says of the device; `device.rotational` is what
     /// the rules use (the probe may overrule a rotational claim).
     reported_rotational: bool,
+    census: Census,
+    slots: DeviceSlots,
+    wf2q: Wf2q,
+    topo: Topology<FlowState, GroupState>,
+    cfg: BfqConfig,
+    // What a request does not touch.
+    medium: MediumProbe,
+    burst: Burst,
 }
 
 impl Bfq {
