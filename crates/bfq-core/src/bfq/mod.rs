@@ -2617,24 +2617,71 @@ mod back_shift_lag {
 
 #[cfg(test)]
 mod layout {
-    //! What a request writes when every request is a turn of its own stays
-    //! on few cache lines (docs/architecture.md, "Lines a request writes,
-    //! counted"): a field added inside one of these runs, or a run moved,
-    //! fails here rather than silently costing lines.
+    //! What a request writes when every request is a turn of its own, and
+    //! the settings it reads, stay on few cache lines (docs/architecture.md,
+    //! "Lines a request writes, counted"): a field added inside one of
+    //! these runs, or a run moved, fails here rather than silently costing
+    //! lines.
     use super::*;
     use crate::table::FlowEntry;
-    use std::mem::offset_of;
+    use std::mem::{align_of, offset_of, size_of_val};
+
+    /// The 64-byte lines from byte `first` to byte `last` of a struct that
+    /// starts a line.
+    fn lines(first: usize, last: usize) -> usize {
+        last / 64 - first / 64 + 1
+    }
 
     /// Bytes from the flow's first per-request field to the topology's
-    /// held count (260 now: 5 lines however it falls), and from the
-    /// scheduler's start to the end of the request table's counts (its
-    /// first fields; 400 now: 7 lines at most, 6 written in the count).
+    /// held count (260 now: 5 lines however it falls), and the scheduler's
+    /// lines from the turn count to the end of the request table's counts
+    /// (its first fields; 352 bytes on 6 lines, the scheduler starting a
+    /// line).
     #[test]
     fn a_requests_writes_stay_on_few_lines() {
         let flow_run =
             offset_of!(FlowEntry<FlowState>, held) + 4 - offset_of!(FlowState, in_flight);
-        let bfq_run = offset_of!(Bfq, table) + 24;
         assert!(flow_run <= 5 * 64, "flow run {flow_run} bytes");
-        assert!(bfq_run <= 7 * 64, "bfq run {bfq_run} bytes");
+        assert_eq!(align_of::<Bfq>(), 64);
+        let turns = offset_of!(Bfq, stats) + offset_of!(BfqStats, turns);
+        let bfq_run = lines(turns, offset_of!(Bfq, table) + 23);
+        assert!(bfq_run <= 6, "bfq run on {bfq_run} lines");
+    }
+
+    /// The settings a request reads (every sub-configuration it reads a
+    /// field of, whole, and the first four fields of weight raising) lie
+    /// on 6 lines, of the 7 or 8 that the whole configuration spans: 344
+    /// bytes from the first.
+    #[test]
+    fn the_settings_a_request_reads_stay_on_few_lines() {
+        let c = BfqConfig::default();
+        let at = |f: usize| offset_of!(Bfq, cfg) + f;
+        let read = [
+            (at(offset_of!(BfqConfig, queue)), size_of_val(&c.queue)),
+            (at(offset_of!(BfqConfig, timeout_sync)), 8),
+            (at(offset_of!(BfqConfig, rotational_probe)), 8),
+            (at(offset_of!(BfqConfig, charge)), size_of_val(&c.charge)),
+            (
+                at(offset_of!(BfqConfig, guarantee)),
+                size_of_val(&c.guarantee),
+            ),
+            (at(offset_of!(BfqConfig, preempt)), size_of_val(&c.preempt)),
+            (at(offset_of!(BfqConfig, idle)), size_of_val(&c.idle)),
+            (at(offset_of!(BfqConfig, budget)), size_of_val(&c.budget)),
+            (at(offset_of!(BfqConfig, inject)), size_of_val(&c.inject)),
+            (
+                at(offset_of!(BfqConfig, peak_rate)),
+                size_of_val(&c.peak_rate),
+            ),
+            (at(offset_of!(BfqConfig, merge.enabled)), 1),
+            (at(offset_of!(BfqConfig, wr.enabled)), 1),
+            (at(offset_of!(BfqConfig, wr.default_weight_only)), 1),
+            (at(offset_of!(BfqConfig, wr.min_idle_time)), 8),
+            (at(offset_of!(BfqConfig, wr.max_softrt_rate)), 8),
+        ];
+        let first = read.iter().map(|r| r.0).min().unwrap();
+        let last = read.iter().map(|r| r.0 + r.1 - 1).max().unwrap();
+        let n = lines(first, last);
+        assert!(n <= 6, "settings read on {n} lines ({first}..={last})");
     }
 }
