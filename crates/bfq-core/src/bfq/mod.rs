@@ -628,11 +628,12 @@ const INJECT_LIST: usize = 2 + RECENT_ACTIVATIONS + INJECT_CANDIDATES;
 /// turn starts and ends with it (the turn count, the turn, the latest
 /// completion, the peak-rate window, the lingering list, the recent
 /// activations, the request table's counts), on as few cache lines as
-/// they fill; then what a request only reads: the tables' buffers, the
-/// busy counts, the device, and the configuration, whose settings a
-/// request reads come first ([`BfqConfig`]); last what it does not touch
-/// (the medium probe, the burst list, the name). docs/architecture.md,
-/// "Lines a request writes, counted", has the lines a request touches.
+/// they fill; then what a request only reads: the request table's
+/// buffers, the device, the busy counts, B-WF2Q+'s and the topology's
+/// buffers, and the configuration, whose settings a request reads come
+/// first ([`BfqConfig`]); last what it does not touch (the medium probe,
+/// the burst list). docs/architecture.md, "Lines a request writes,
+/// counted", has the lines a request touches.
 #[derive(Debug)]
 #[repr(C, align(64))]
 pub struct Bfq {
