@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Cache lines a scheduler's request cycle writes, counted under valgrind.
 
-Usage: scripts/cache_lines.py BIN bfq|fifo [REQUESTS] [--cpus alt|random]
+Usage: scripts/cache_lines.py BIN bfq|fifo [REQUESTS] [--cpus alt|random] [--lines]
 
 BIN is a release build of `bfq` with its symbols (target/release/bfq: the
 workspace's release profile keeps debug info), position independent
@@ -27,6 +27,12 @@ itself (its device queue). Per cycle, averaged:
   engine's 64 threads on two CPUs), distinct lines the cycle touches whose
   latest store was made on the other CPU after this one last touched them:
   each a transfer between the CPUs' caches.
+
+With `--lines`, it also lists each line a cycle touches in at least
+half of the cycles, in address order: how often it is touched and
+written, and the source lines (innermost inlined frame, by addr2line) of
+the loads and stores that touch it, most frequent first: which fields a
+turn reads from it.
 
 docs/architecture.md, "Lines a request writes, counted", has the figures.
 """
@@ -59,12 +65,14 @@ def parse():
     p.add_argument("requests", nargs="?", type=int, default=2000, help="requests (default 2000)")
     p.add_argument("--cpus", choices=["alt", "random"], default="alt",
                    help="cycles on two CPUs in turn (alt) or drawn at random")
+    p.add_argument("--lines", action="store_true",
+                   help="list the lines most cycles touch, with the code touching them")
     a = p.parse_args()
     if not os.path.isfile(a.binary):
         p.error(f"{a.binary}: no such file")
     if a.requests < 1000:
         p.error("requests: at least 1000 (a quarter is warm-up)")
-    for tool in ("valgrind", "nm"):
+    for tool in ("valgrind", "nm", "addr2line"):
         if shutil.which(tool) is None:
             p.error(f"{tool} not found (Debian: apt-get install valgrind binutils)")
     return a
@@ -87,12 +95,17 @@ def main():
     last_store = {}  # line -> (cycle, cpu) of its latest store
     last_touch = ({}, {})  # per CPU: line -> cycle it last touched the line
     totals = []
+    per_line = {}  # line -> [cycles touched, cycles written, {ip: accesses}]
     for line in proc.stdout:
         if line[0] == "I":
             ip = int(line[3:line.index(",")], 16)
             if ip == marker:
                 if seg >= warm:
                     totals.append((len(written), len(touched), len(moved)))
+                    for ln in touched:
+                        entry = per_line.setdefault(ln, [0, 0, {}])
+                        entry[0] += 1
+                        entry[1] += ln in written
                 seg += 1
                 cpu = seg & 1 if alternate else rng.getrandbits(1)
                 written.clear(), touched.clear(), moved.clear()
@@ -110,6 +123,9 @@ def main():
                 moved.add(ln)
             touched.add(ln)
             last_touch[cpu][ln] = seg
+            if a.lines and seg >= warm:
+                ips = per_line.setdefault(ln, [0, 0, {}])[2]
+                ips[ip] = ips.get(ip, 0) + 1
             if store:
                 written.add(ln)
                 last_store[ln] = (seg, cpu)
@@ -122,6 +138,42 @@ def main():
     w, t, m = (sum(x[i] for x in totals) / n for i in range(3))
     print(f"{sched}: {n} cycles, per cycle: written {w:.2f} touched {t:.2f} "
           f"moved ({'alt' if alternate else 'random'}) {m:.2f}")
+    if a.lines:
+        report_lines(binary, per_line, n)
+
+
+def sources(binary, ips):
+    """ip -> "file:line" of the innermost inlined frame, by addr2line."""
+    ips = sorted(ips)
+    out = subprocess.run(["addr2line", "-a", "-i", "-e", binary] +
+                         [hex(ip - LOAD_BASE) for ip in ips],
+                         capture_output=True, text=True).stdout.splitlines()
+    names, current = {}, None
+    for row in out:
+        if row.startswith("0x"):
+            current = int(row, 16) + LOAD_BASE
+        elif current is not None and current not in names:
+            path, _, line = row.rpartition(":")
+            names[current] = f"{'/'.join(path.split('/')[-2:])}:{line.split()[0]}"
+    return names
+
+
+def report_lines(binary, per_line, cycles):
+    """Prints the lines at least half the cycles touch and the code touching them."""
+    hot = sorted(ln for ln, e in per_line.items() if e[0] * 2 >= cycles)
+    names = sources(binary, {ip for ln in hot for ip in per_line[ln][2]})
+    prev = None
+    for ln in hot:
+        touched, written, ips = per_line[ln]
+        by_source = {}
+        for ip, count in ips.items():
+            name = names.get(ip, hex(ip))
+            by_source[name] = by_source.get(name, 0) + count
+        top = sorted(by_source.items(), key=lambda kv: -kv[1])
+        gap = "" if prev is None else f"+{(ln - prev) * 64}"
+        print(f"{ln * 64:#x} {gap:>8} touched {touched / cycles:.2f} written "
+              f"{written / cycles:.2f}: " + ", ".join(f"{s} x{c / cycles:.1f}" for s, c in top[:6]))
+        prev = ln
 
 
 if __name__ == "__main__":

@@ -74,32 +74,48 @@ pub const ANCHOR_SPAN: u64 = 1 << 38;
 pub const DEFAULT_MAX_BUDGET: u64 = 16384;
 
 /// Every setting of the `bfq` scheduler.
+///
+/// Laid out in declaration order (`repr(C)`): first the settings a
+/// request reads on its way through the scheduler, on as few cache lines
+/// as they fill (the sub-configurations read whole or nearly so, then
+/// the merge switch and weight raising, whose first fields are those an
+/// arrival reads); last those a request does not read. Rust's own order
+/// (by alignment) spread the one or two fields a request reads of each
+/// over all 7 of the configuration's lines (docs/architecture.md, "Lines
+/// a request writes, counted").
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(C)]
 pub struct BfqConfig {
-    /// Budgets and their feedback (B_max, B_min, initial budget; 2010 Sec. III-C, BFQ+ report Sec. 4.3).
-    pub budget: BudgetConfig,
-    /// Device idling (T_wait) and seek detection (2010 Sec. II-B, BFQ+ report Sec. 4.4).
-    pub idle: IdleConfig,
     /// How the next request is picked inside the active flow (C-LOOK order, FIFO expiry, back seeks).
     pub queue: QueueConfig,
     /// T_max: longest turn before the flow is expired and over-charged.
     pub timeout_sync: Time,
-    /// An idle-class flow is served anyway after this long without service.
-    pub idle_class_timeout: Time,
-    /// Heuristic 1.
-    pub peak_rate: PeakRateConfig,
+    /// A device that says it is rotational counts as non-rotational while
+    /// its lone small seeky reads take under this on average, and little
+    /// of their time is in reads over twice this
+    /// ([`medium::MediumProbe`]; `rotational_probe`, 0..=10ms; 0: trust
+    /// the device, the kernel; `bfq` 1ms).
+    pub rotational_probe: Time,
     /// Heuristics 3 and 4.
     pub charge: ChargeConfig,
-    /// Heuristic 5.
-    pub wr: WrConfig,
     /// Heuristic 6.
     pub guarantee: GuaranteeIdling,
-    /// Heuristic 7.
-    pub inject: InjectConfig,
-    /// Heuristic 8.
-    pub merge: MergeConfig,
     /// Heuristic 9.
     pub preempt: PreemptConfig,
+    /// Device idling (T_wait) and seek detection (2010 Sec. II-B, BFQ+ report Sec. 4.4).
+    pub idle: IdleConfig,
+    /// Budgets and their feedback (B_max, B_min, initial budget; 2010 Sec. III-C, BFQ+ report Sec. 4.3).
+    pub budget: BudgetConfig,
+    /// Heuristic 7.
+    pub inject: InjectConfig,
+    /// Heuristic 1.
+    pub peak_rate: PeakRateConfig,
+    /// Heuristic 8.
+    pub merge: MergeConfig,
+    /// Heuristic 5.
+    pub wr: WrConfig,
+    /// An idle-class flow is served anyway after this long without service.
+    pub idle_class_timeout: Time,
     /// Kernel: a flow idling with under 1/3 of its budget left is not
     /// expired for timeout (part of heuristic 3).
     pub timeout_grace: bool,
@@ -108,12 +124,6 @@ pub struct BfqConfig {
     /// the idling ends (`timeout_defers_to_idling`; docs/bfq-settings.md,
     /// "Where `bfq` departs from the kernel").
     pub timeout_defers_to_idling: bool,
-    /// A device that says it is rotational counts as non-rotational while
-    /// its lone small seeky reads take under this on average, and little
-    /// of their time is in reads over twice this
-    /// ([`medium::MediumProbe`]; `rotational_probe`, 0..=10ms; 0: trust
-    /// the device, the kernel; `bfq` 1ms).
-    pub rotational_probe: Time,
 }
 
 impl Default for BfqConfig {
@@ -613,15 +623,23 @@ const INJECT_LIST: usize = 2 + RECENT_ACTIVATIONS + INJECT_CANDIDATES;
 
 /// The BFQ scheduler.
 ///
-/// Laid out in declaration order (`repr(C)`): first what a request
-/// writes whenever its flow's turn starts and ends with it (the turn
-/// count, the turn, the latest completion, the peak-rate window, the
-/// lingering list, the recent activations, the request table's counts),
-/// on as few cache lines as they fill; the configuration and the state a
-/// request only reads after them (docs/architecture.md, "CPU cost per request").
+/// Laid out in declaration order (`repr(C)`) from the start of a cache
+/// line (`align(64)`): first what a request writes whenever its flow's
+/// turn starts and ends with it (the turn count, the turn, the latest
+/// completion, the peak-rate window, the lingering list, the recent
+/// activations, the request table's counts), on as few cache lines as
+/// they fill; then what a request only reads: the request table's
+/// buffers, the device, the busy counts, B-WF2Q+'s and the topology's
+/// buffers, and the configuration, whose settings a request reads come
+/// first ([`BfqConfig`]); last what it does not touch (the medium probe,
+/// the burst list). docs/architecture.md, "Lines a request writes,
+/// counted", has the lines a request touches.
 #[derive(Debug)]
-#[repr(C)]
+#[repr(C, align(64))]
 pub struct Bfq {
+    /// Not read by a request: its 16 bytes put the turn count, the first
+    /// field a request writes, at the start of the struct's second line.
+    name: &'static str,
     /// Its last field, the turn count, written at each turn.
     stats: BfqStats,
     /// Most requests seen in flight (kernel `max_rq_in_driver`).
@@ -638,19 +656,19 @@ pub struct Bfq {
     /// Per request: index of the flow whose queue holds it (differs from
     /// `req.flow` when merged). Its counts first.
     table: RequestTable<u32>,
-    census: Census,
-    // What a request reads, or writes now and then, from here to the end.
-    slots: DeviceSlots,
-    wf2q: Wf2q,
-    topo: Topology<FlowState, GroupState>,
-    medium: MediumProbe,
-    burst: Burst,
-    name: &'static str,
-    cfg: BfqConfig,
+    // What a request reads, or writes now and then, from here on.
     device: DeviceInfo,
     /// What the driver says of the device; `device.rotational` is what
     /// the rules use (the probe may overrule a rotational claim).
     reported_rotational: bool,
+    census: Census,
+    slots: DeviceSlots,
+    wf2q: Wf2q,
+    topo: Topology<FlowState, GroupState>,
+    cfg: BfqConfig,
+    // What a request does not touch.
+    medium: MediumProbe,
+    burst: Burst,
 }
 
 impl Bfq {
@@ -2600,24 +2618,71 @@ mod back_shift_lag {
 
 #[cfg(test)]
 mod layout {
-    //! What a request writes when every request is a turn of its own stays
-    //! on few cache lines (docs/architecture.md, "Lines a request writes,
-    //! counted"): a field added inside one of these runs, or a run moved,
-    //! fails here rather than silently costing lines.
+    //! What a request writes when every request is a turn of its own, and
+    //! the settings it reads, stay on few cache lines (docs/architecture.md,
+    //! "Lines a request writes, counted"): a field added inside one of
+    //! these runs, or a run moved, fails here rather than silently costing
+    //! lines.
     use super::*;
     use crate::table::FlowEntry;
-    use std::mem::offset_of;
+    use std::mem::{align_of, offset_of, size_of_val};
+
+    /// The 64-byte lines from byte `first` to byte `last` of a struct that
+    /// starts a line.
+    fn lines(first: usize, last: usize) -> usize {
+        last / 64 - first / 64 + 1
+    }
 
     /// Bytes from the flow's first per-request field to the topology's
-    /// held count (260 now: 5 lines however it falls), and from the
-    /// scheduler's start to the end of the request table's counts (its
-    /// first fields; 400 now: 7 lines at most, 6 written in the count).
+    /// held count (260 now: 5 lines however it falls), and the scheduler's
+    /// lines from the turn count to the end of the request table's counts
+    /// (its first fields; 352 bytes on 6 lines, the scheduler starting a
+    /// line).
     #[test]
     fn a_requests_writes_stay_on_few_lines() {
         let flow_run =
             offset_of!(FlowEntry<FlowState>, held) + 4 - offset_of!(FlowState, in_flight);
-        let bfq_run = offset_of!(Bfq, table) + 24;
         assert!(flow_run <= 5 * 64, "flow run {flow_run} bytes");
-        assert!(bfq_run <= 7 * 64, "bfq run {bfq_run} bytes");
+        assert_eq!(align_of::<Bfq>(), 64);
+        let turns = offset_of!(Bfq, stats) + offset_of!(BfqStats, turns);
+        let bfq_run = lines(turns, offset_of!(Bfq, table) + 23);
+        assert!(bfq_run <= 6, "bfq run on {bfq_run} lines");
+    }
+
+    /// The settings a request reads (every sub-configuration it reads a
+    /// field of, whole, and the first four fields of weight raising) lie
+    /// on 6 lines, of the 7 or 8 that the whole configuration spans: 344
+    /// bytes from the first.
+    #[test]
+    fn the_settings_a_request_reads_stay_on_few_lines() {
+        let c = BfqConfig::default();
+        let at = |f: usize| offset_of!(Bfq, cfg) + f;
+        let read = [
+            (at(offset_of!(BfqConfig, queue)), size_of_val(&c.queue)),
+            (at(offset_of!(BfqConfig, timeout_sync)), 8),
+            (at(offset_of!(BfqConfig, rotational_probe)), 8),
+            (at(offset_of!(BfqConfig, charge)), size_of_val(&c.charge)),
+            (
+                at(offset_of!(BfqConfig, guarantee)),
+                size_of_val(&c.guarantee),
+            ),
+            (at(offset_of!(BfqConfig, preempt)), size_of_val(&c.preempt)),
+            (at(offset_of!(BfqConfig, idle)), size_of_val(&c.idle)),
+            (at(offset_of!(BfqConfig, budget)), size_of_val(&c.budget)),
+            (at(offset_of!(BfqConfig, inject)), size_of_val(&c.inject)),
+            (
+                at(offset_of!(BfqConfig, peak_rate)),
+                size_of_val(&c.peak_rate),
+            ),
+            (at(offset_of!(BfqConfig, merge.enabled)), 1),
+            (at(offset_of!(BfqConfig, wr.enabled)), 1),
+            (at(offset_of!(BfqConfig, wr.default_weight_only)), 1),
+            (at(offset_of!(BfqConfig, wr.min_idle_time)), 8),
+            (at(offset_of!(BfqConfig, wr.max_softrt_rate)), 8),
+        ];
+        let first = read.iter().map(|r| r.0).min().unwrap();
+        let last = read.iter().map(|r| r.0 + r.1 - 1).max().unwrap();
+        let n = lines(first, last);
+        assert!(n <= 6, "settings read on {n} lines ({first}..={last})");
     }
 }

@@ -38,11 +38,19 @@ use crate::error::SchedError;
 use crate::settings::Settings;
 use crate::types::{GroupId, Time, MS, SEC};
 
-/// Weight-raising parameters.
+/// Weight-raising parameters, in declaration order (`repr(C)`): first
+/// those a request's arrival reads ([`super::BfqConfig`]'s layout).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(C)]
 pub struct WrConfig {
     /// `low_latency`.
     pub enabled: bool,
+    /// Raise only flows with their priority level's default weight (`wr_default_weight_only`; kernel).
+    pub default_weight_only: bool,
+    /// A flow idle longer than this is raised again when it restarts (`wr_min_idle_time`, default 2 s; BFQ+ report T_idle).
+    pub min_idle_time: Time,
+    /// Sectors per second; 0 disables soft real-time raising.
+    pub max_softrt_rate: u64,
     /// Interactive raising coefficient: the weight is multiplied by it (`wr_coeff`, 1..=1000; kernel 30, BFQ+ report C_rais = 10).
     pub coeff: u32,
     /// 0: derived from the peak rate.
@@ -59,16 +67,10 @@ pub struct WrConfig {
     pub max_service: u64,
     /// Report: weight decays linearly to the original over `max_service`.
     pub linear_decay: bool,
-    /// A flow idle longer than this is raised again when it restarts (`wr_min_idle_time`, default 2 s; BFQ+ report T_idle).
-    pub min_idle_time: Time,
-    /// Raise only flows with their priority level's default weight (`wr_default_weight_only`; kernel).
-    pub default_weight_only: bool,
     /// Soft real-time raising coefficient (`wr_rt_coeff`, 1..=100000, default 3000).
     pub rt_coeff: u32,
     /// Soft real-time raising duration, renewed at each batch (`wr_rt_max_time`, default 300 ms).
     pub rt_max_time: Time,
-    /// Sectors per second; 0 disables soft real-time raising.
-    pub max_softrt_rate: u64,
     /// 0 disables burst detection.
     pub burst_thresh: u32,
     /// Flows whose first requests come less than this apart in one group form a burst (`burst_interval`, default 180 ms).
