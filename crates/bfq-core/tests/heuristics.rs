@@ -2740,4 +2740,3 @@ fn a_heavy_group_two_levels_down_keeps_its_share() {
     let x = heavy_group_over_light("bfq", 2);
     assert!(x >= 9.0, "{x:.2}");
 }
-
