@@ -2740,3 +2740,58 @@ fn a_heavy_group_two_levels_down_keeps_its_share() {
     let x = heavy_group_over_light("bfq", 2);
     assert!(x >= 9.0, "{x:.2}");
 }
+
+/// The 2018 article's static random workload in small (Sec. 9, Fig. 3):
+/// a random 4 KiB reader alone in a group of weight 300 beside four in
+/// groups of 100 (`flash()`, 10 s, `max_budget=113000`: 23 times what a
+/// random reader reads alone in T_max, 4 904 sectors, as B_max is to the
+/// target's turn in the suite's run). Returns the share of the time the
+/// target's turns held the device (from each of its dispatches to the
+/// next one) and the total sectors.
+fn static_random_in_groups(kv: &[(&str, &str)]) -> (f64, u64) {
+    let mut kv = kv.to_vec();
+    kv.push(("max_budget", "113000"));
+    let mut s = profile("bfq", &kv);
+    let mut defs = vec![random_reader(100, 0)];
+    defs[0].spec.group = s.add_group(GroupId::ROOT, 300).unwrap();
+    for i in 1..5u64 {
+        let mut d = random_reader(100, i * 100_000_000);
+        d.spec.group = s.add_group(GroupId::ROOT, 100).unwrap();
+        defs.push(d);
+    }
+    let mut in_turn = Vec::new();
+    let log = run_with(&mut s, flash(), &defs, 10 * SEC, 1, |s: &Bfq, _| {
+        in_turn.push(s.active_flow() == Some(FlowId(0)));
+    });
+    let mut held = 0;
+    for (k, w) in log.served.windows(2).enumerate() {
+        if in_turn[k] {
+            held += w[1].time - w[0].time;
+        }
+    }
+    let span = log.served.last().unwrap().time - log.served[0].time;
+    (held as f64 / span as f64, log.per_flow.iter().sum())
+}
+
+/// Random flows in groups get time shares (2010 paper Sec. III-D: a flow
+/// that does not use its budget within T_max is charged B_max; 2014
+/// report Sec. 3.5) while the other groups' flows fill the device
+/// (`inject_share_cap`, `inject_charge_service`): the target's turns hold
+/// the device 3/7 of the time, within 0.12 (about ten of its 125 ms
+/// turns in 10 s; measured 0.49), and the total is at least 0.9 of the
+/// total with `inject_share_cap=0` (measured 0.94). Mutations: the
+/// timed-out turn charged its service (`groups_timed_out` false in
+/// `Bfq::held_time`): 0.88 of the time; the other groups' flows capped
+/// (`group_into_seeky` false in `Bfq::injectable_share`): 0.73 of the
+/// total. (Both, as before: 0.82 and 0.72.)
+#[test]
+fn random_groups_share_the_time_and_fill_the_device() {
+    let (time, total) = static_random_in_groups(&[]);
+    let (_, uncapped) = static_random_in_groups(&[("inject_share_cap", "0")]);
+    let ratio = total as f64 / uncapped as f64;
+    eprintln!(
+        "target's turns: {time:.3} of the time; total {total} sectors, {ratio:.3} of uncapped"
+    );
+    assert!((time - 3.0 / 7.0).abs() <= 0.12, "{time:.3}");
+    assert!(ratio >= 0.9, "{total} vs {uncapped}");
+}
