@@ -43,7 +43,9 @@
 //! were injected is charged its service whatever the rule: the device was
 //! not held idle for the flow, the injected flows used it and pay for it.
 //! Except for a seeky flow on a rotational device, whose own seeks hold
-//! the head.
+//! the head, and for a seeky flow's turn that reaches T_max with other
+//! groups' requests injected into it (random groups get time shares;
+//! `Bfq::held_time`).
 //! Injected service counted at the start of a turn (debt) is always
 //! charged as service, on top of what the turn's own part costs.
 //!

@@ -486,6 +486,24 @@ impl Wf2q {
     /// system would still owe it and B-WF2Q+ never returns (S = max(V, F)
     /// from V, or the anchor, above F; or a push-up). 0 for a start at or
     /// before its F.
+    ///
+    /// A back-shifted activation back-shifts every ancestor it activates
+    /// too: S = the group's own F, pushed up as the flow is but by the
+    /// whole distance (a group has no raising coefficient). A group's
+    /// timestamps follow the service of its children (2010 paper,
+    /// Sec. II-D): a flow back-shifted as if it had stayed backlogged
+    /// kept its groups backlogged too. The kernel's
+    /// `bfq_activate_requeue_entity` passes the queue's
+    /// `non_blocking_wait_rq` to every ancestor it activates, and
+    /// `__bfq_activate_entity` / `bfq_update_fin_time_enqueue` apply the
+    /// same S = F and push-up at each. With the flow alone back-shifted, a
+    /// reader alone in a group of weight 1000, timed out between its reads,
+    /// came back with its group at S = max(V, F), V having run on over a
+    /// group of weight 100 served meanwhile, and lost the preemption its
+    /// back-shift would have won: 4.96 times the other reader's service
+    /// instead of 10 (9.81 with every group back-shifted, as for the same
+    /// two readers in the root group; tests/heuristics.rs,
+    /// `heavy_group_over_light`).
     fn activate_at(
         &mut self,
         id: EntityId,
@@ -501,6 +519,7 @@ impl Wf2q {
         let mut forfeited = None;
         let mut id = id;
         let mut budget = budget;
+        let (shifted, group_push_up) = (start.is_some(), push_up.map(|p| PushUp { div: 1, ..p }));
         let (mut start, mut push_up) = (start, push_up);
         loop {
             let (groups, pos) = (&mut self.groups, &mut self.pos);
@@ -534,6 +553,10 @@ impl Wf2q {
                     // A group's budget is its next child's budget.
                     id = pe;
                     budget = budget.max(1);
+                    if shifted {
+                        start = Some(self.entities[pe as usize].finish);
+                        push_up = group_push_up;
+                    }
                 }
                 _ => break,
             }
@@ -1217,6 +1240,60 @@ mod tests {
         // Within the bound it keeps its old F.
         let (e, old_f, _) = case(up(5000, 1));
         assert_eq!(e.start, old_f);
+    }
+
+    /// Flow a in group g1 in group g2 beside flow c in the root, all of
+    /// weight 100: a is served 1000 and leaves (g1 and g2 go idle with
+    /// it), c is served 5000, so V at the root runs past g2's F. a comes
+    /// back back-shifted: g2 too starts at its old F, not at V (mutation:
+    /// `shifted` false in `activate_at` fails the first check); pushed
+    /// up, a group moves by the whole distance to F = V whatever the
+    /// flow's raising coefficient (kernel `bfq_update_fin_time_enqueue`
+    /// divides by `wr_coeff` for queues only; mutation: the flow's
+    /// `push_up` kept for its groups fails the second).
+    #[test]
+    fn a_back_shifted_flow_back_shifts_every_group_it_activates() {
+        let root = GroupId::ROOT;
+        let case = |push_up: Option<PushUp>| {
+            let mut w = Wf2q::new(0);
+            let (g1, g2) = (GroupId(1), GroupId(2));
+            let e2 = w.new_entity(Kind::Group(g2), root, IoClass::Be, 100, 1000);
+            w.add_group(g2, e2, 0);
+            let e1 = w.new_entity(Kind::Group(g1), g2, IoClass::Be, 100, 1000);
+            w.add_group(g1, e1, 0);
+            let a = w.new_entity(Kind::Flow(0), g1, IoClass::Be, 100, 1000);
+            let c = w.new_entity(Kind::Flow(1), root, IoClass::Be, 100, 1000);
+            w.activate(a, 1000);
+            w.activate(c, 1000);
+            assert_eq!(w.select(0), Some((0, a)));
+            w.served(a, 1000);
+            w.expire(a, 1000, false, 1000);
+            for _ in 0..5 {
+                assert_eq!(w.select(0), Some((1, c)));
+                w.served(c, 1000);
+                w.expire(c, 1000, true, 1000);
+            }
+            let (f1, f2) = (w.entity(e1).finish, w.entity(e2).finish);
+            assert!(f2 < w.vtime(root, IoClass::Be));
+            w.activate_back_shifted(a, 1000, w.entity(a).finish, push_up);
+            w.check_invariants();
+            (
+                *w.entity(e1),
+                f1,
+                *w.entity(e2),
+                f2,
+                w.vtime(root, IoClass::Be),
+            )
+        };
+        let (x1, f1, x2, f2, _) = case(None);
+        assert_eq!((x1.start, x2.start), (f1, f2));
+        let up = PushUp {
+            slack: 0,
+            div: 2,
+            anchored: false,
+        };
+        let (_, _, x2, _, v) = case(Some(up));
+        assert_eq!(x2.finish, v);
     }
 
     /// A flow that left and comes back after V ran past its F forfeits
