@@ -2673,7 +2673,7 @@ mod layout {
     /// Bytes from the flow's first per-request field to the topology's
     /// held count (260 now: 5 lines however it falls), and the scheduler's
     /// lines from the turn count to the end of the request table's counts
-    /// (its first fields; 352 bytes on 6 lines, the scheduler starting a
+    /// (its first fields; 360 bytes on 6 lines, the scheduler starting a
     /// line).
     #[test]
     fn a_requests_writes_stay_on_few_lines() {
