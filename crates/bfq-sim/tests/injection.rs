@@ -220,49 +220,24 @@ fn the_read_floor_waits_for_the_idling_flows_baseline() {
     assert!(on >= 0.95 * off, "{on} vs {off}");
 }
 
-/// Two sync random 4 KiB readers in a group of weight 1000 beside two in
-/// a group of 100, on the 2018 article's SSD.
-const HEAVY_AND_LIGHT_GROUPS: &str = r#"
-name = "random readers in a heavy and a light group"
-duration = "20s"
-seed = 1
-[device]
-preset = "ssd-plextor-m5s"
-[[group]]
-path = "/heavy"
-weight = 1000
-[[group]]
-path = "/light"
-weight = 100
-[[flow]]
-name = "h0"
-group = "/heavy"
-op = "read"
-pattern = "rand"
-block = "4k"
-region = { start = "0", size = "10G" }
-[[flow]]
-name = "h1"
-group = "/heavy"
-op = "read"
-pattern = "rand"
-block = "4k"
-region = { start = "10G", size = "10G" }
-[[flow]]
-name = "l0"
-group = "/light"
-op = "read"
-pattern = "rand"
-block = "4k"
-region = { start = "20G", size = "10G" }
-[[flow]]
-name = "l1"
-group = "/light"
-op = "read"
-pattern = "rand"
-block = "4k"
-region = { start = "30G", size = "10G" }
-"#;
+/// Two sync random 4 KiB readers in a group of weight 1000 (`h0`, `h1`)
+/// beside two in a group of 100 (`l0`, `l1`), on the 2018 article's SSD.
+fn heavy_and_light_groups() -> Scenario {
+    let mut toml = String::from(
+        "name = \"random readers in a heavy and a light group\"\nduration = \"20s\"\n\
+         [device]\npreset = \"ssd-plextor-m5s\"\n\
+         [[group]]\npath = \"/h\"\nweight = 1000\n[[group]]\npath = \"/l\"\nweight = 100\n",
+    );
+    for (k, name) in ["h0", "h1", "l0", "l1"].iter().enumerate() {
+        toml += &format!(
+            "[[flow]]\nname = \"{name}\"\ngroup = \"/{}\"\nop = \"read\"\npattern = \"rand\"\n\
+             block = \"4k\"\nregion = {{ start = \"{}G\", size = \"10G\" }}\n",
+            &name[..1],
+            10 * k
+        );
+    }
+    Scenario::from_toml_str(&toml, "groups.toml").unwrap()
+}
 
 /// Groups of random readers keep their weights' split when the heavy group
 /// holds several flows (2010 paper Sec. II-D, each group served as one
@@ -277,7 +252,7 @@ region = { start = "30G", size = "10G" }
 /// the heavy group held to one reader's rate.
 #[test]
 fn a_light_group_is_not_injected_past_a_heavy_groups_own_flows() {
-    let s = Scenario::from_toml_str(HEAVY_AND_LIGHT_GROUPS, "groups.toml").unwrap();
+    let s = heavy_and_light_groups();
     let bfq = Bfq::from_profile("bfq", &Settings::from_pairs([("", ""); 0])).unwrap();
     let r = simulate(&s, Box::new(bfq), 1, SimOptions::default()).unwrap();
     let mib = |p: char| {

@@ -1609,6 +1609,12 @@ impl Bfq {
         Some(req)
     }
 
+    /// Whether flow `f` is of another group than flow `active` (each
+    /// flow's own group; flows without one are of the root group).
+    fn other_group(&self, f: FlowId, active: FlowId) -> bool {
+        self.flow_state(f).group != self.flow_state(active).group
+    }
+
     /// What flow `f` was injected in this turn so far, if it may be
     /// injected more: it has a request queued and is in B-WF2Q+, stays
     /// within its share of what the active flow got in this turn (weights
@@ -1635,7 +1641,7 @@ impl Bfq {
         }
         let seq_into_seeky = active_seeky && !fs.seek.is_seeky();
         let group_into_seeky = active_seeky
-            && fs.group != active_group
+            && self.other_group(f, turn.flow)
             && self.census.group_busy(active_group.index()) <= 1;
         let capped = self.cfg.inject.share_cap && !seq_into_seeky && !group_into_seeky;
         let mine = fs.inj.injected_in(turn.serial);
@@ -1652,8 +1658,7 @@ impl Bfq {
     /// turn: `f`'s debt, the turn's injected service; a flow left empty
     /// leaves B-WF2Q+ unless it stays backlogged.
     fn book_injected(&mut self, now: Time, f: FlowId, req: &Request, charge: u64, mine: u64) {
-        let active = self.turn.as_ref().expect("turn").flow;
-        let cross = self.flow_state(f).group != self.flow_state(active).group;
+        let cross = self.other_group(f, self.turn.as_ref().expect("turn").flow);
         let fs = &mut self.topo.any_flow_mut(f).data;
         fs.inj.debt += charge;
         fs.inj.turn_injected = mine + u64::from(req.sectors);
