@@ -219,3 +219,50 @@ fn the_read_floor_waits_for_the_idling_flows_baseline() {
     eprintln!("total {on:.1} MB/s with the read floor, {off:.1} without");
     assert!(on >= 0.95 * off, "{on} vs {off}");
 }
+
+/// Two sync random 4 KiB readers in a group of weight 1000 (`h0`, `h1`)
+/// beside two in a group of 100 (`l0`, `l1`), on the 2018 article's SSD.
+fn heavy_and_light_groups() -> Scenario {
+    let mut toml = String::from(
+        "name = \"random readers in a heavy and a light group\"\nduration = \"20s\"\n\
+         [device]\npreset = \"ssd-plextor-m5s\"\n\
+         [[group]]\npath = \"/h\"\nweight = 1000\n[[group]]\npath = \"/l\"\nweight = 100\n",
+    );
+    for (k, name) in ["h0", "h1", "l0", "l1"].iter().enumerate() {
+        toml += &format!(
+            "[[flow]]\nname = \"{name}\"\ngroup = \"/{}\"\nop = \"read\"\npattern = \"rand\"\n\
+             block = \"4k\"\nregion = {{ start = \"{}G\", size = \"10G\" }}\n",
+            &name[..1],
+            10 * k
+        );
+    }
+    Scenario::from_toml_str(&toml, "groups.toml").unwrap()
+}
+
+/// Groups of random readers keep their weights' split when the heavy group
+/// holds several flows (2010 paper Sec. II-D, each group served as one
+/// entity of its weight; random flows get time shares, Sec. III-D): two
+/// readers in a group of 1000 get at least 0.7 of the weights' 10 times
+/// the two in a group of 100 (measured 9.81; seeds 1-4 6.1-9.8). Another
+/// group's flows are injected into a seeky flow's turn without the share
+/// cap only while that flow is alone in its group. Mutation: uncapped
+/// whatever the group holds (the `group_busy` test dropped from
+/// `Bfq::injectable_share`): 3.56 (seeds 1-4 3.55-3.68), the light group
+/// injected into the heavy readers' turns ahead of their capped siblings,
+/// the heavy group held to one reader's rate.
+#[test]
+fn a_light_group_is_not_injected_past_a_heavy_groups_own_flows() {
+    let s = heavy_and_light_groups();
+    let bfq = Bfq::from_profile("bfq", &Settings::from_pairs([("", ""); 0])).unwrap();
+    let r = simulate(&s, Box::new(bfq), 1, SimOptions::default()).unwrap();
+    let mib = |p: char| {
+        r.flows
+            .iter()
+            .filter(|f| f.name.starts_with(p))
+            .map(|f| f.throughput_mib_s)
+            .sum::<f64>()
+    };
+    let (heavy, light) = (mib('h'), mib('l'));
+    eprintln!("heavy group {heavy:.2} MiB/s, light group {light:.2}");
+    assert!(heavy >= 7.0 * light, "{heavy:.2} vs {light:.2}");
+}

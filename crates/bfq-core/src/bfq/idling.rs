@@ -329,6 +329,11 @@ impl Default for Census {
 }
 
 impl Census {
+    /// Busy flows among group index `g`'s direct children.
+    pub fn group_busy(&self, g: usize) -> u32 {
+        self.group_count.get(g).copied().unwrap_or(0)
+    }
+
     /// Makes room for group index `g` (called when groups are created).
     pub fn reserve_group(&mut self, g: usize) {
         if self.group_count.len() <= g {
