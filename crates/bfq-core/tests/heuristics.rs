@@ -2818,3 +2818,24 @@ fn a_heavy_random_group_keeps_its_sectors_on_a_queueing_disk() {
     eprintln!("heavy group's share of the sectors: {heavy:.3}");
     assert!(heavy >= 0.90, "{heavy:.3}");
 }
+
+/// Two random readers of weights 300 and 100 in the root group beside a
+/// third in a group of its own (weight 100), on flash: the pair keeps
+/// 3:1 of its sectors within 0.4 (as `h7_injection_keeps_3_to_1_and_raises_throughput`;
+/// measured 2.95 with the third reader's injections capped and charged
+/// as service). Only a seeky flow alone in its group shares the device's
+/// time with other groups (`Bfq::shares_time_with`): charged its time
+/// whenever the third reader was injected into its turn, the pair got 2.0:1.
+#[test]
+fn a_weighted_random_pair_keeps_3_to_1_beside_a_group() {
+    let mut s = profile("bfq", &[]);
+    let mut defs = Vec::new();
+    for (i, w) in [300, 100, 100].into_iter().enumerate() {
+        defs.push(random_reader(w, i as u64 * 100_000_000));
+    }
+    defs[2].spec.group = s.add_group(GroupId::ROOT, 100).unwrap();
+    let log = run(&mut s, flash(), &defs, 20 * SEC, 1);
+    let ratio = log.per_flow[0] as f64 / log.per_flow[1] as f64;
+    eprintln!("3:1 pair beside a group: {ratio:.2} ({:?})", log.per_flow);
+    assert!((ratio - 3.0).abs() <= 0.4, "{ratio:.2}");
+}

@@ -567,7 +567,8 @@ struct Turn {
     injected: u64,
     /// Of those, sectors of non-seeky flows.
     injected_seq: u64,
-    /// Of those, sectors of flows of other groups than the active flow's.
+    /// Of those, sectors of flows that share the device's time with the
+    /// active flow as other groups ([`Bfq::shares_time_with`]).
     injected_cross: u64,
     /// Serial number of the turn (the per-flow injection counts name it).
     serial: u64,
@@ -1134,12 +1135,12 @@ impl Bfq {
     /// its service, a random reader's T_max turn cost it as much as 1/40 of
     /// the target's turn, and the target got 13% of the time for a weight
     /// of 3/7). And except for a seeky flow's turn that hit T_max with
-    /// other groups' requests injected into it: the 2010 paper (Sec.
-    /// III-D) over-charges a flow that does not use its budget within
-    /// T_max, so that random flows get time shares (2014 report Sec. 3.5,
-    /// "falling back to time fairness"), and across groups
-    /// ([`Bfq::injectable_share`]) the injected flows are not capped then
-    /// while the flow is alone in its group.
+    /// requests injected into it of other groups it shares the device's
+    /// time with ([`Bfq::shares_time_with`]: alone in its group, not on a
+    /// disk): the 2010 paper (Sec. III-D) over-charges a flow that does not
+    /// use its budget within T_max, so that random flows get time shares
+    /// (2014 report Sec. 3.5, "falling back to time fairness"), and those
+    /// flows are not share-capped in its turn ([`Bfq::injectable_share`]).
     /// Charged its service, a random reader in a group of 300 beside four
     /// in groups of 100 held an SSD 98% of the time in T_max turns of its
     /// own 5 300 sectors, the others served only by injection capped at a
@@ -1147,7 +1148,9 @@ impl Bfq {
     /// total); charged its time it holds it 47% (3/7: 43%) and the total
     /// is 1.07x. Within a group the cap stays and so does the service
     /// charge: a 3:1 pair of random readers gave 1.1:1 with both lifted,
-    /// 2.1:1 with the time charge alone. Rule switch
+    /// 2.1:1 with the time charge alone; beside a third reader in a group
+    /// of its own, 1.77:1 when the pair's turns were charged their time
+    /// for the third reader's injections. Rule switch
     /// `inject_charge_service` (off in `bfq-kernel`).
     fn held_time(&self, reason: ExpireReason, turn: &Turn, elapsed: Time, seeky: bool) -> Time {
         let shared = self.cfg.inject.charge_service && turn.injected > 0;
@@ -1609,10 +1612,20 @@ impl Bfq {
         Some(req)
     }
 
-    /// Whether flow `f` is of another group than flow `active` (each
-    /// flow's own group; flows without one are of the root group).
-    fn other_group(&self, f: FlowId, active: FlowId) -> bool {
-        self.flow_state(f).group != self.flow_state(active).group
+    /// Whether flow `f`, injected into the turn of flow `active`, shares
+    /// the device's time with it as another group: `active` is seeky and
+    /// alone (busy) in its group, `f` of another group (each flow's own
+    /// group; flows without one are of the root group), the device not
+    /// rotational. `f` is then not share-capped in the turn
+    /// ([`Bfq::injectable_share`]) and the turn, if it reaches T_max, is
+    /// charged its time ([`Bfq::held_time`]): random groups share time by
+    /// weight (2010 paper Sec. III-D, 2014 report Sec. 3.5).
+    fn shares_time_with(&self, f: FlowId, active: FlowId) -> bool {
+        let a = self.flow_state(active);
+        !self.device.rotational
+            && a.seek.is_seeky()
+            && self.flow_state(f).group != a.group
+            && self.census.group_busy(a.group.index()) <= 1
     }
 
     /// What flow `f` was injected in this turn so far, if it may be
@@ -1637,18 +1650,14 @@ impl Bfq {
     /// 1000 beside one in a group of 100 on a disk queueing 4 requests:
     /// 0.870 of the sectors uncapped, 0.933 capped, for a weight's 0.909).
     fn injectable_share(&self, f: FlowId, turn: &Turn) -> Option<u64> {
-        let active = self.flow_state(turn.flow);
-        let (active_seeky, active_group) = (active.seek.is_seeky(), active.group);
+        let active_seeky = self.flow_state(turn.flow).seek.is_seeky();
         let (wa, wc) = self.inject_weights(turn.flow, f);
         let fs = self.flow_state(f);
         if fs.queue.is_empty() || self.wf2q.entity(fs.entity).state != EState::Queued {
             return None;
         }
         let seq_into_seeky = active_seeky && !fs.seek.is_seeky();
-        let group_into_seeky = active_seeky
-            && !self.device.rotational
-            && self.other_group(f, turn.flow)
-            && self.census.group_busy(active_group.index()) <= 1;
+        let group_into_seeky = self.shares_time_with(f, turn.flow);
         let capped = self.cfg.inject.share_cap && !seq_into_seeky && !group_into_seeky;
         let mine = fs.inj.injected_in(turn.serial);
         if capped && mine * wa >= turn.real * wc {
@@ -1664,7 +1673,7 @@ impl Bfq {
     /// turn: `f`'s debt, the turn's injected service; a flow left empty
     /// leaves B-WF2Q+ unless it stays backlogged.
     fn book_injected(&mut self, now: Time, f: FlowId, req: &Request, charge: u64, mine: u64) {
-        let cross = self.other_group(f, self.turn.as_ref().expect("turn").flow);
+        let cross = self.shares_time_with(f, self.turn.as_ref().expect("turn").flow);
         let fs = &mut self.topo.any_flow_mut(f).data;
         fs.inj.debt += charge;
         fs.inj.turn_injected = mine + u64::from(req.sectors);
