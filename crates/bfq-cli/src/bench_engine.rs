@@ -204,7 +204,23 @@ pub enum BenchCmd {
         /// over `--seconds`. Default: not read.
         #[arg(long, value_parser = crate::args::seconds)]
         timeline: Option<f64>,
+        /// Where the engine columns' readers sit: `per-reader`, each alone
+        /// in a group carrying its weight, the layout kernel:bfq's readers
+        /// have (each in a blkio cgroup of its own, the only way to give
+        /// the kernel arbitrary weights), so both schedule groups; `none`,
+        /// every reader in the root group with its own weight.
+        #[arg(long, value_enum, default_value_t = EngineGroups::PerReader)]
+        engine_groups: EngineGroups,
     },
+}
+
+/// `fairness --engine-groups`: where the engine columns' readers sit.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum EngineGroups {
+    /// Each reader alone in a group of its weight (kernel:bfq's layout).
+    PerReader,
+    /// Every reader in the root group with its weight.
+    None,
 }
 
 /// `fairness --timeline`: how often the engine's scheduler is read.
@@ -506,6 +522,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
             kernel_client,
             weights,
             timeline,
+            engine_groups,
         } => {
             check_columns(&schedulers, true)?;
             let timeline = timeline.map(Duration::from_secs_f64);
@@ -514,7 +531,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
                 seconds,
                 file,
                 (&size, &block, &weights.0),
-                (depth, set, kernel_client, timeline),
+                (depth, set, kernel_client, timeline, engine_groups),
                 a.json,
             )
         }
@@ -1187,7 +1204,7 @@ fn fairness(
     seconds: f64,
     file: PathBuf,
     (size, block, cases): (&str, &str, &[Vec<u32>]),
-    (depth, set, kernel_client, timeline): (u32, Vec<String>, bfq_real::KernelClient, Timeline),
+    (depth, set, kernel_client, timeline, groups): FairnessOpts,
     json_out: bool,
 ) -> anyhow::Result<()> {
     sys::require_root("bench-engine fairness (loop device, kernel:bfq)")?;
@@ -1214,10 +1231,12 @@ fn fairness(
     let dev = tmp.path();
     let mut results = Vec::new();
     for weights in cases {
-        let descs = fairness_readers(weights, block);
+        let flows = fairness_readers(weights, block);
         for s in &scheds {
+            let mut cfg = column(s, &dev)?;
+            let descs = place_readers(&mut cfg, &flows, s, groups);
             let load = load_average();
-            let r = bfq_real::run(&column(s, &dev)?, &descs).map_err(|e| run_error(s, e))?;
+            let r = bfq_real::run(&cfg, &descs).map_err(|e| run_error(s, e))?;
             warn_ring_setup(s, r.engine.as_ref());
             crate::run::check_errors(&r).map_err(|e| anyhow::anyhow!("{s}: {e}"))?;
             results.push((weights.to_vec(), s.clone(), r, load));
@@ -1225,7 +1244,47 @@ fn fairness(
     }
     let direct = sys::loop_direct_io(&dev).unwrap_or(true);
     drop(tmp);
-    print_fairness(&results, (block, seconds, depth, &set), (direct, json_out))
+    print_fairness(
+        &results,
+        (block, seconds, depth, &set),
+        (direct, groups, json_out),
+    )
+}
+
+/// `fairness`'s options past the cases: the engine's depth, its
+/// settings, how kernel:bfq's readers issue, `--timeline`, `--engine-groups`.
+type FairnessOpts = (
+    u32,
+    Vec<String>,
+    bfq_real::KernelClient,
+    Timeline,
+    EngineGroups,
+);
+
+/// The readers of column `s` as `--engine-groups` places them: for an
+/// engine column with `per-reader`, each in a group of its own carrying
+/// its weight (added to `cfg`); kernel:bfq's readers each get a blkio
+/// cgroup of their own from the run itself.
+fn place_readers(
+    cfg: &mut RunConfig,
+    readers: &[FlowDesc],
+    s: &str,
+    groups: EngineGroups,
+) -> Vec<FlowDesc> {
+    let mut descs = readers.to_vec();
+    if groups == EngineGroups::None || s.starts_with("kernel:") {
+        return descs;
+    }
+    for d in &mut descs {
+        let name = format!("g-{}", d.name);
+        cfg.groups.push(bfq_real::GroupDesc {
+            name: name.clone(),
+            weight: d.effective_weight(),
+            parent: None,
+        });
+        d.group = Some(name);
+    }
+    descs
 }
 
 /// The 1-minute load average (`/proc/loadavg`), where readable: the
@@ -1339,7 +1398,7 @@ fn fairness_config(
 
 /// The lines above `fairness`'s table: the readers and the device, what
 /// the worst error is and the tolerance, and what short runs show.
-fn fairness_header(block: u32, seconds: f64, direct: bool) -> String {
+fn fairness_header(block: u32, seconds: f64, direct: bool, groups: EngineGroups) -> String {
     let size = match block % 1024 {
         0 => format!("{} KiB", block >> 10),
         _ => format!("{block} bytes"),
@@ -1352,7 +1411,11 @@ fn fairness_header(block: u32, seconds: f64, direct: bool) -> String {
     let mut h = format!(
         "Greedy sequential readers ({size}), loop device ({io}) over a regular file, {seconds} s each\n\
          worst error: the largest |got - due| / due of a reader; aimed at: at most {pct:.0}% \
-         (\"within\"), and no more than kernel:bfq's\n"
+         (\"within\"), and no more than kernel:bfq's\n{}\n",
+        match groups {
+            EngineGroups::PerReader => "each reader alone in a group of its weight, in the engine as under kernel:bfq (a blkio cgroup each)",
+            EngineGroups::None => "the engine's readers in its root group; kernel:bfq's each in a blkio cgroup of its own",
+        }
     );
     if seconds < FAIRNESS_MIN_SECONDS {
         h += &format!(
@@ -1424,7 +1487,7 @@ fn timeline_json(r: &RunReport) -> Option<Value> {
 fn print_fairness(
     results: &[(Vec<u32>, String, RunReport, Option<f64>)],
     (block, seconds, depth, set): (u32, f64, u32, &[String]),
-    (direct, json_out): (bool, bool),
+    (direct, groups, json_out): (bool, EngineGroups, bool),
 ) -> anyhow::Result<()> {
     let within = |r: &RunReport| r.worst_share_error() <= FAIRNESS_TOLERANCE;
     if json_out {
@@ -1433,6 +1496,7 @@ fn print_fairness(
             serde_json::to_string_pretty(&json!({
                 "bench": "fairness", "block": block, "seconds": seconds, "engine_depth": depth, "engine_settings": set,
                 "tolerance": FAIRNESS_TOLERANCE, "loop_direct_io": direct,
+                "engine_groups": match groups { EngineGroups::PerReader => "per-reader", EngineGroups::None => "none" },
                 "results": results.iter().map(|(w, _, r, load)| json!({
                     "weights": w, "load_average_before": load, "worst_share_error": r.worst_share_error(),
                     "worst_share_error_cut_range": cut_error_range(r).map(|(lo, hi)| [lo, hi]),
@@ -1445,7 +1509,7 @@ fn print_fairness(
         );
         return Ok(());
     }
-    print!("{}", fairness_header(block, seconds, direct));
+    print!("{}", fairness_header(block, seconds, direct, groups));
     for (w, s, r, load) in results {
         let shares: Vec<String> = r
             .shares()
@@ -1482,10 +1546,41 @@ fn print_fairness(
 #[cfg(test)]
 mod tests {
     use super::{
-        check_columns, column_config, cut_error_range, paired_ratio, paired_refs, paired_table,
-        randread_table, read_region, Round, RunReport,
+        check_columns, column_config, cut_error_range, fairness_readers, paired_ratio, paired_refs,
+        paired_table, place_readers, randread_table, read_region, EngineGroups, Round, RunReport,
     };
     use bfq_real::EngineClient;
+
+    /// `--engine-groups per-reader` puts each engine reader alone in a
+    /// group of its weight, so that the due shares and the scheduling are
+    /// those of kernel:bfq's cgroup per reader; kernel:bfq's readers and
+    /// `none` are left as they are.
+    #[test]
+    fn per_reader_groups_give_each_engine_reader_a_group_of_its_weight() {
+        let readers = fairness_readers(&[100, 300], 65536);
+        let place = |s: &str, g| {
+            let mut cfg = column_config("/dev/null".as_ref(), s, Default::default(), 1.0);
+            let descs = place_readers(&mut cfg, &readers, s, g);
+            (cfg.groups, descs)
+        };
+        let (groups, descs) = place("bfq", EngineGroups::PerReader);
+        let weights: Vec<u32> = groups.iter().map(|g| g.weight).collect();
+        assert_eq!(weights, [100, 300]);
+        for (g, d) in groups.iter().zip(&descs) {
+            assert_eq!(d.group.as_deref(), Some(g.name.as_str()));
+            assert_eq!(g.parent, None);
+        }
+        for (s, g) in [
+            ("kernel:bfq", EngineGroups::PerReader),
+            ("bfq", EngineGroups::None),
+        ] {
+            let (groups, descs) = place(s, g);
+            assert!(
+                groups.is_empty() && descs.iter().all(|d| d.group.is_none()),
+                "{s}"
+            );
+        }
+    }
 
     #[test]
     fn a_tpc_column_runs_its_scheduler_from_runtimes_where_runs_take_it() {
