@@ -2782,7 +2782,7 @@ fn static_random_in_groups(kv: &[(&str, &str)]) -> (f64, u64) {
 /// total with `inject_share_cap=0` (measured 0.94). Mutations: the
 /// timed-out turn charged its service (`groups_timed_out` false in
 /// `Bfq::held_time`): 0.88 of the time; the other groups' flows capped
-/// (`group_into_seeky` false in `Bfq::injectable_share`): 0.73 of the
+/// (`time_shared` false in `Bfq::injectable_share`): 0.73 of the
 /// total. (Both, as before: 0.82 and 0.72.)
 #[test]
 fn random_groups_share_the_time_and_fill_the_device() {
@@ -2802,7 +2802,7 @@ fn random_groups_share_the_time_and_fill_the_device() {
 /// the other group's reads injected into its turns stay within their
 /// share (`inject_share_cap`; on flash, other groups are uncapped in a
 /// lone seeky flow's turn). Mutation: `!self.device.rotational` left out
-/// of `group_into_seeky` in `Bfq::injectable_share`: 0.870.
+/// of `Bfq::shares_time_with`: 0.870.
 #[test]
 fn a_heavy_random_group_keeps_its_sectors_on_a_queueing_disk() {
     let mut s = profile("bfq", &[]);

@@ -567,9 +567,9 @@ struct Turn {
     injected: u64,
     /// Of those, sectors of non-seeky flows.
     injected_seq: u64,
-    /// Of those, sectors of flows that share the device's time with the
-    /// active flow as other groups ([`Bfq::shares_time_with`]).
-    injected_cross: u64,
+    /// Whether a flow that shares the device's time with the active flow
+    /// as another group was injected ([`Bfq::shares_time_with`]).
+    time_shared: bool,
     /// Serial number of the turn (the per-flow injection counts name it).
     serial: u64,
 }
@@ -1156,7 +1156,7 @@ impl Bfq {
         let shared = self.cfg.inject.charge_service && turn.injected > 0;
         let seq_filled = seeky && 2 * turn.injected_seq > turn.injected;
         let seq_waiting = seeky && self.census.seq_busy > 0;
-        let groups_timed_out = seeky && reason == ExpireReason::Timeout && turn.injected_cross > 0;
+        let groups_timed_out = seeky && reason == ExpireReason::Timeout && turn.time_shared;
         let time_anyway =
             (self.device.rotational && seeky) || seq_filled || seq_waiting || groups_timed_out;
         if shared && !time_anyway {
@@ -1309,7 +1309,7 @@ impl Bfq {
             idle_since: now,
             injected: 0,
             injected_seq: 0,
-            injected_cross: 0,
+            time_shared: false,
             serial: self.stats.turns,
         });
         true
@@ -1565,7 +1565,7 @@ impl Bfq {
         // The candidate (the idling flow's waker or woken flow) may have
         // been removed and freed since it was recorded.
         self.topo.existing_flow_mut(f)?;
-        let mine = self.injectable_share(f, &turn)?;
+        let share = self.injectable_share(f, &turn)?;
         let qcfg = self.cfg.queue;
         let asym = self.census.asymmetric();
         let fs = &mut self.topo.any_flow_mut(f).data;
@@ -1608,7 +1608,7 @@ impl Bfq {
             return None;
         }
         let req = fs.take(&mut self.table, slot, now);
-        self.book_injected(now, f, &req, charge, mine);
+        self.book_injected(now, f, &req, charge, share);
         Some(req)
     }
 
@@ -1649,7 +1649,9 @@ impl Bfq {
     /// take the head from its next read (a random reader in a group of
     /// 1000 beside one in a group of 100 on a disk queueing 4 requests:
     /// 0.870 of the sectors uncapped, 0.933 capped, for a weight's 0.909).
-    fn injectable_share(&self, f: FlowId, turn: &Turn) -> Option<u64> {
+    /// With it, whether `f` shares the device's time with the active flow
+    /// ([`Bfq::shares_time_with`]).
+    fn injectable_share(&self, f: FlowId, turn: &Turn) -> Option<(u64, bool)> {
         let active_seeky = self.flow_state(turn.flow).seek.is_seeky();
         let (wa, wc) = self.inject_weights(turn.flow, f);
         let fs = self.flow_state(f);
@@ -1657,8 +1659,8 @@ impl Bfq {
             return None;
         }
         let seq_into_seeky = active_seeky && !fs.seek.is_seeky();
-        let group_into_seeky = self.shares_time_with(f, turn.flow);
-        let capped = self.cfg.inject.share_cap && !seq_into_seeky && !group_into_seeky;
+        let time_shared = self.shares_time_with(f, turn.flow);
+        let capped = self.cfg.inject.share_cap && !seq_into_seeky && !time_shared;
         let mine = fs.inj.injected_in(turn.serial);
         if capped && mine * wa >= turn.real * wc {
             return None;
@@ -1666,14 +1668,22 @@ impl Bfq {
         if self.cfg.inject.protect_seeky && seq_into_seeky && wc < wa {
             return None;
         }
-        Some(mine)
+        Some((mine, time_shared))
     }
 
     /// Books request `req` of flow `f` injected into the active flow's
     /// turn: `f`'s debt, the turn's injected service; a flow left empty
-    /// leaves B-WF2Q+ unless it stays backlogged.
-    fn book_injected(&mut self, now: Time, f: FlowId, req: &Request, charge: u64, mine: u64) {
-        let cross = self.shares_time_with(f, self.turn.as_ref().expect("turn").flow);
+    /// leaves B-WF2Q+ unless it stays backlogged. `share`: what
+    /// [`Bfq::injectable_share`] found.
+    fn book_injected(
+        &mut self,
+        now: Time,
+        f: FlowId,
+        req: &Request,
+        charge: u64,
+        share: (u64, bool),
+    ) {
+        let (mine, time_shared) = share;
         let fs = &mut self.topo.any_flow_mut(f).data;
         fs.inj.debt += charge;
         fs.inj.turn_injected = mine + u64::from(req.sectors);
@@ -1683,9 +1693,7 @@ impl Bfq {
         if !fs.seek.is_seeky() {
             turn.injected_seq += u64::from(req.sectors);
         }
-        if cross {
-            turn.injected_cross += u64::from(req.sectors);
-        }
+        turn.time_shared |= time_shared;
         if fs.queue.is_empty() {
             fs.budget_left = 0;
             // A sync flow whose next request is expected stays backlogged
