@@ -1122,43 +1122,48 @@ impl Bfq {
     /// light reader of 1:2:3:4:5 sequential readers the whole turn (mostly
     /// injected service) took 9% of its share; charging the turn's
     /// own-service fraction of its time instead gave a 3:1 pair of random
-    /// readers on a parallel device 1.9:1. Except for a seeky flow on a
-    /// disk: there its own seeks are what holds the head, and charged its
-    /// service a random reader weighted 1/3 took 80% of an NCQ disk's time.
-    /// And except for a seeky flow filled mostly with non-seeky flows'
-    /// requests: charged its service, a random reader held an SSD in T_max
-    /// turns at its own slow rate while sequential readers waited (2018
-    /// article, static sequential: 19% of the attainable total). And except
-    /// for a seeky flow while a non-seeky flow is busy: the turn kept the
-    /// device from the sequential flow, which must get its share of the
-    /// time (2018 article, static random with a sequential target: charged
-    /// its service, a random reader's T_max turn cost it as much as 1/40 of
-    /// the target's turn, and the target got 13% of the time for a weight
-    /// of 3/7). And except for a seeky flow's turn that hit T_max with
-    /// requests injected into it of other groups it shares the device's
-    /// time with ([`Bfq::shares_time_with`]: alone in its group, not on a
-    /// disk): the 2010 paper (Sec. III-D) over-charges a flow that does not
-    /// use its budget within T_max, so that random flows get time shares
-    /// (2014 report Sec. 3.5, "falling back to time fairness"), and those
-    /// flows are not share-capped in its turn ([`Bfq::injectable_share`]).
-    /// Charged its service, a random reader in a group of 300 beside four
-    /// in groups of 100 held an SSD 98% of the time in T_max turns of its
-    /// own 5 300 sectors, the others served only by injection capped at a
-    /// third of that each (2018 article, static random: 0.72x max-none's
-    /// total); charged its time it holds it 47% (3/7: 43%) and the total
-    /// is 1.07x. Within a group the cap stays and so does the service
-    /// charge: a 3:1 pair of random readers gave 1.1:1 with both lifted,
-    /// 2.1:1 with the time charge alone; beside a third reader in a group
-    /// of its own, 1.77:1 when the pair's turns were charged their time
-    /// for the third reader's injections. Rule switch
-    /// `inject_charge_service` (off in `bfq-kernel`).
+    /// readers on a parallel device 1.9:1.
+    ///
+    /// A seeky flow's turn is charged its time anyway where its seeks held
+    /// the device against flows that are owed time:
+    /// - on a disk: there its own seeks hold the head; charged its service,
+    ///   a random reader weighted 1/3 took 80% of an NCQ disk's time;
+    /// - filled mostly with non-seeky flows' requests: charged its service,
+    ///   a random reader held an SSD in T_max turns at its own slow rate
+    ///   while sequential readers waited (2018 article, static sequential:
+    ///   19% of the attainable total);
+    /// - while a non-seeky flow is busy: the turn kept the device from the
+    ///   sequential flow, which must get its share of the time (2018
+    ///   article, static random with a sequential target: charged its
+    ///   service, a random reader's T_max turn cost it as much as 1/40 of
+    ///   the target's turn, and the target got 13% of the time for a weight
+    ///   of 3/7);
+    /// - at T_max with requests injected into it of other groups it shares
+    ///   the device's time with ([`Bfq::shares_time_with`]: alone in its
+    ///   group, not on a disk): the 2010 paper (Sec. III-D) over-charges a
+    ///   flow that does not use its budget within T_max, so that random
+    ///   flows get time shares (2014 report Sec. 3.5, "falling back to time
+    ///   fairness"), and those flows are not share-capped in its turn
+    ///   ([`Bfq::injectable_share`]). Charged its service, a random reader
+    ///   in a group of 300 beside four in groups of 100 held an SSD 98% of
+    ///   the time in T_max turns of its own 5 300 sectors, the others served
+    ///   only by injection capped at a third of that each (2018 article,
+    ///   static random: 0.72x max-none's total); charged its time it holds
+    ///   it 47% (3/7: 43%) and the total is 1.07x. Within a group the cap
+    ///   stays and so does the service charge: a 3:1 pair of random readers
+    ///   gave 1.1:1 with both lifted, 2.1:1 with the time charge alone;
+    ///   beside a third reader in a group of its own, 1.77:1 when the
+    ///   pair's turns were charged their time for the third reader's
+    ///   injections.
+    ///
+    /// Rule switch `inject_charge_service` (off in `bfq-kernel`).
     fn held_time(&self, reason: ExpireReason, turn: &Turn, elapsed: Time, seeky: bool) -> Time {
         let shared = self.cfg.inject.charge_service && turn.injected > 0;
-        let seq_filled = seeky && 2 * turn.injected_seq > turn.injected;
-        let seq_waiting = seeky && self.census.seq_busy > 0;
-        let groups_timed_out = seeky && reason == ExpireReason::Timeout && turn.time_shared;
-        let time_anyway =
-            (self.device.rotational && seeky) || seq_filled || seq_waiting || groups_timed_out;
+        let time_anyway = seeky
+            && (self.device.rotational
+                || 2 * turn.injected_seq > turn.injected
+                || self.census.seq_busy > 0
+                || (reason == ExpireReason::Timeout && turn.time_shared));
         if shared && !time_anyway {
             0
         } else {
