@@ -2747,8 +2747,9 @@ fn a_heavy_group_two_levels_down_keeps_its_share() {
 /// random reader reads alone in T_max, 4 904 sectors, as B_max is to the
 /// target's turn in the suite's run). Returns the share of the time the
 /// target's turns held the device (from each of its dispatches to the
-/// next one) and the total sectors.
-fn static_random_in_groups(kv: &[(&str, &str)]) -> (f64, u64) {
+/// next one), the total sectors and the four other readers' longest
+/// request latency.
+fn static_random_in_groups(kv: &[(&str, &str)]) -> (f64, u64, Time) {
     let mut kv = kv.to_vec();
     kv.push(("max_budget", "113000"));
     let mut s = profile("bfq", &kv);
@@ -2770,7 +2771,8 @@ fn static_random_in_groups(kv: &[(&str, &str)]) -> (f64, u64) {
         }
     }
     let span = log.served.last().unwrap().time - log.served[0].time;
-    (held as f64 / span as f64, log.per_flow.iter().sum())
+    let worst = log.latency[1..].iter().flatten().copied().max().unwrap();
+    (held as f64 / span as f64, log.per_flow.iter().sum(), worst)
 }
 
 /// Random flows in groups get time shares (2010 paper Sec. III-D: a flow
@@ -2786,14 +2788,35 @@ fn static_random_in_groups(kv: &[(&str, &str)]) -> (f64, u64) {
 /// total. (Both, as before: 0.82 and 0.72.)
 #[test]
 fn random_groups_share_the_time_and_fill_the_device() {
-    let (time, total) = static_random_in_groups(&[]);
-    let (_, uncapped) = static_random_in_groups(&[("inject_share_cap", "0")]);
+    let (time, total, _) = static_random_in_groups(&[]);
+    let (_, uncapped, _) = static_random_in_groups(&[("inject_share_cap", "0")]);
     let ratio = total as f64 / uncapped as f64;
     eprintln!(
         "target's turns: {time:.3} of the time; total {total} sectors, {ratio:.3} of uncapped"
     );
     assert!((time - 3.0 / 7.0).abs() <= 0.12, "{time:.3}");
     assert!(ratio >= 0.9, "{total} vs {uncapped}");
+}
+
+/// A random reader whose group's T_max turn was charged its time
+/// (`Bfq::held_time`) is injected into the other groups' turns right
+/// after it: its next budget doubles as after any timeout charged its
+/// time (kernel budget feedback), so `inject_ahead_bound` (two budgets
+/// ahead of V) covers the B_max / w its time charge moved its S. Each of
+/// the four readers in groups of 100 waits at most 2 T_max (250 ms) for a
+/// request (measured 122 ms; without injection a weight-100 group waits
+/// for the others' six T_max turns, 750 ms), and the target's turns keep
+/// their time share (`random_groups_share_the_time_and_fill_the_device`).
+/// Mutation: the next budget set to the turn's service (`groups_timed_out`
+/// passed false to `Bfq::next_budget`): 748 ms, and 0.72 of the total.
+#[test]
+fn a_random_group_charged_its_time_is_injected_in_the_next_turn() {
+    let (time, total, worst) = static_random_in_groups(&[]);
+    eprintln!(
+        "readers' worst latency {:.1} ms; target's turns {time:.3} of the time; total {total}",
+        worst as f64 / MS as f64
+    );
+    assert!(worst <= 250 * MS, "{} us", worst / US);
 }
 
 /// On a rotational disk queueing 4 requests, a random reader in a group

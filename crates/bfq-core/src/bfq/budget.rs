@@ -26,7 +26,9 @@
 //! injected requests) instead of doubling it: the flow was not slow, it
 //! shared the device, and an oversized budget makes B-WF2Q+ timestamp it
 //! with an F far beyond what it will consume, delaying its turns (a
-//! weight-100 reader among 1:2:3:4:5 ones got 91% of its share).
+//! weight-100 reader among 1:2:3:4:5 ones got 91% of its share). A turn
+//! charged its time at T_max for the other groups it shared the device
+//! with is not such a turn: its budget doubles (`Bfq::next_budget`).
 //!
 //! Every rule is capped at B_max and floored at B_min = B_max/32. When
 //! B_max is auto-tuned from the peak rate ([`super::peak_rate`]), the
