@@ -85,7 +85,9 @@ pub fn apply_sets(settings: &mut bfq_core::Settings, sets: &[String]) -> anyhow:
     Ok(())
 }
 
-/// A scheduler error for the user: an unknown name lists the known ones.
+/// A scheduler error for the user: an unknown name lists the known ones;
+/// an unknown setting names the closest setting the scheduler has (see
+/// [`setting_hint`]) and where they are listed.
 pub fn sched_error(e: bfq_core::SchedError) -> anyhow::Error {
     match e {
         bfq_core::SchedError::UnknownScheduler(n) => anyhow::anyhow!(
@@ -94,8 +96,70 @@ pub fn sched_error(e: bfq_core::SchedError) -> anyhow::Error {
             bfq_schedulers::names(),
             bfq_real::desc::KERNEL_SCHEDULERS.join(", kernel:")
         ),
+        bfq_core::SchedError::UnknownSetting { scheduler, key } => anyhow::anyhow!(
+            "scheduler '{scheduler}' has no setting '{key}' ({})",
+            setting_hint(&scheduler, &key)
+        ),
         e => anyhow::Error::new(e),
     }
+}
+
+/// What to say about setting `key` that scheduler `name` does not have:
+/// that it has none; or the setting whose name is closest to `key` (at
+/// most a third of its letters changed, at least one: a typo such as
+/// `max_budgte`), and that `bfq schedulers NAME` lists them all.
+pub fn setting_hint(name: &str, key: &str) -> String {
+    let keys: Vec<String> = bfq_schedulers::settings_of(name)
+        .map(|infos| infos.into_iter().map(|i| i.key).collect())
+        .unwrap_or_default();
+    if keys.is_empty() {
+        return format!("{name} has no settings; `bfq schedulers` lists the schedulers");
+    }
+    let key = key.trim().replace('-', "_").to_ascii_lowercase();
+    let near = keys
+        .iter()
+        .map(|k| (edit_distance(k, &key), k))
+        .filter(|(d, k)| *d <= (k.len() / 3).max(1))
+        .min_by_key(|(d, _)| *d);
+    match near {
+        Some((_, k)) => format!("did you mean '{k}'? `bfq schedulers {name}` lists its settings"),
+        None => format!("`bfq schedulers {name}` lists its settings"),
+    }
+}
+
+/// The Damerau-Levenshtein distance between `a` and `b` (insertions,
+/// deletions, substitutions and swaps of two neighbouring characters).
+fn edit_distance(a: &str, b: &str) -> usize {
+    let (a, b): (Vec<char>, Vec<char>) = (a.chars().collect(), b.chars().collect());
+    let mut d = vec![vec![0usize; b.len() + 1]; a.len() + 1];
+    for (i, row) in d.iter_mut().enumerate() {
+        row[0] = i;
+    }
+    for j in 0..=b.len() {
+        d[0][j] = j;
+    }
+    for i in 1..=a.len() {
+        for j in 1..=b.len() {
+            let cost = usize::from(a[i - 1] != b[j - 1]);
+            let mut v = (d[i - 1][j] + 1)
+                .min(d[i][j - 1] + 1)
+                .min(d[i - 1][j - 1] + cost);
+            if i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] {
+                v = v.min(d[i - 2][j - 2] + 1);
+            }
+            d[i][j] = v;
+        }
+    }
+    d[a.len()][b.len()]
+}
+
+/// Builds scheduler `name` with `settings` once, so that a bad name or
+/// setting is refused with [`sched_error`]'s words before anything is
+/// mounted or run.
+pub fn check_scheduler(name: &str, settings: &bfq_core::Settings) -> anyhow::Result<()> {
+    bfq_schedulers::build(name, settings)
+        .map(drop)
+        .map_err(sched_error)
 }
 
 /// Refuses a scheduler a real run cannot use, naming the known ones: a

@@ -301,7 +301,11 @@ fn backend(a: &Args, sc_sched: Option<(String, Settings)>) -> anyhow::Result<Bac
         anyhow::bail!("--set applies to the project's schedulers, not kernel:*");
     }
     match &backend {
-        Backend::Engine { scheduler, .. } => {
+        Backend::Engine {
+            scheduler,
+            settings,
+        } => {
+            crate::args::check_scheduler(scheduler, settings)?;
             if a.kernel_groups.is_some() {
                 anyhow::bail!(
                     "--kernel-groups applies to kernel:* schedulers, not {scheduler} (its groups \

@@ -193,22 +193,26 @@ pub fn mount(cfg: &MountConfig) -> std::io::Result<Mounted> {
     })
 }
 
+/// Refuses `path` unless it is a directory: one that does not exist is
+/// said to be missing (with the OS's reason when it cannot be looked at),
+/// anything else not to be a directory.
+fn check_dir(path: &Path) -> std::io::Result<()> {
+    match std::fs::metadata(path) {
+        Ok(m) if m.is_dir() => Ok(()),
+        Ok(_) => Err(invalid(format!("{}: not a directory", path.display()))),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            Err(invalid(format!("{}: does not exist", path.display())))
+        }
+        Err(e) => Err(invalid(format!("{}: {e}", path.display()))),
+    }
+}
+
 /// Checks a mount's directories (both exist, the mountpoint empty and not
 /// a bfq mount's unless `nonempty`), threads ([`THREADS_RANGE`]) and depth
 /// ([`DEPTH_RANGE`]).
 fn check_config(cfg: &MountConfig) -> std::io::Result<()> {
-    if !cfg.backing.is_dir() {
-        return Err(invalid(format!(
-            "{}: not a directory",
-            cfg.backing.display()
-        )));
-    }
-    if !cfg.mountpoint.is_dir() {
-        return Err(invalid(format!(
-            "{}: not a directory",
-            cfg.mountpoint.display()
-        )));
-    }
+    check_dir(&cfg.backing)?;
+    check_dir(&cfg.mountpoint)?;
     if let Some(m) = mounts::bfq_mount_at(&cfg.mountpoint.canonicalize()?) {
         if !cfg.nonempty {
             return Err(invalid(format!(
@@ -374,7 +378,11 @@ mod tests {
         let e = mount(&MountConfig::new(back.path().join("nope"), mnt.path()))
             .err()
             .unwrap();
-        assert!(e.to_string().contains("not a directory"), "{e}");
+        assert!(e.to_string().ends_with("nope: does not exist"), "{e}");
+        let file = back.path().join("f");
+        std::fs::write(&file, b"f").unwrap();
+        let e = mount(&MountConfig::new(back.path(), &file)).err().unwrap();
+        assert!(e.to_string().ends_with("f: not a directory"), "{e}");
     }
 
     #[test]
