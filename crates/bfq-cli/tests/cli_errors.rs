@@ -622,7 +622,7 @@ fn fairness_refuses_bad_options_before_making_its_file() {
 /// What users get wrong is refused before anything runs, with what to do
 /// instead: a misspelt setting names the closest one (or that the
 /// scheduler has none) and `bfq schedulers NAME`, in `sim`, `run` and
-/// `mount` alike; `mount` lists the known schedulers; `sim --duration`
+/// `mount` alike; `mount` and `bench-core` list the known schedulers; `sim --duration`
 /// out of range names `--duration` (not the scenario's own fields) and,
 /// past its series' bound, the interval that would do; `suite --jobs 0`
 /// is refused.
@@ -661,6 +661,10 @@ fn mistakes_are_refused_saying_what_to_give() {
     refused_first(
         &[&mount[..], &["--set", "slice_idl=1ms"]].concat(),
         "(did you mean 'slice_idle'? `bfq schedulers bfq` lists its settings)",
+    );
+    refused_first(
+        &["bench-core", "--scheduler", "nope", "--requests", "10"],
+        "unknown scheduler 'nope' (known: bfq,",
     );
     for (d, says) in [
         ("0", "--duration 0: must be more than 0"),
