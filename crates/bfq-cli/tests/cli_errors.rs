@@ -62,7 +62,10 @@ fn refuses_bad_run_values(t: &str) {
             "name=a,every=0ms,batch=4k",
             "--flow[0] 'a'.every/batch: every must be",
         ),
-        ("name=a,depth=0", "--flow[0] 'a'.depth: must be in 1..=4096"),
+        (
+            "name=a,depth=0",
+            "--flow[0] 'a'.depth: 0 is not in 1..=4096",
+        ),
         ("name=,bs=4k", "--flow[0] ''.name: must not be empty"),
         (
             "name=a,weight=0",

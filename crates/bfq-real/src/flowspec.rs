@@ -437,7 +437,10 @@ mod tests {
                 "name=a,weight=x",
                 "--flow[0] 'a'.weight: 'x' is not a whole number",
             ),
-            ("name=a,depth=0", "--flow[0] 'a'.depth: must be in 1..=4096"),
+            (
+                "name=a,depth=0",
+                "--flow[0] 'a'.depth: 0 is not in 1..=4096",
+            ),
             (
                 "name=a,bs=1000",
                 "--flow[0] 'a'.bs: 1000 bytes is not a positive",

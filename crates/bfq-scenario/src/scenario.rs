@@ -1022,7 +1022,7 @@ impl Scenario {
             return Err(self.flow_err(i, "name", format!("'{}' is used by another flow", f.name)));
         }
         if f.count == 0 || f.count > 100_000 {
-            return Err(self.flow_err(i, "count", "must be in 1..=100000"));
+            return Err(self.flow_err(i, "count", format!("{} is not in 1..=100000", f.count)));
         }
         Ok(())
     }
@@ -1036,7 +1036,7 @@ impl Scenario {
         let sync = f.sync.unwrap_or(op == Op::Read);
         let depth = f.depth.unwrap_or(1);
         if depth == 0 || depth > 4096 {
-            return Err(self.flow_err(i, "depth", "must be in 1..=4096"));
+            return Err(self.flow_err(i, "depth", format!("{depth} is not in 1..=4096")));
         }
         self.check_buffered(i, f, op)?;
         let (readahead, ra) = self.flow_readahead(i, f, op, sync, depth)?;
@@ -1698,6 +1698,10 @@ mod tests {
         Scenario::from_toml_str(&region("{ start = \"-1G\" }"), "t").unwrap();
         let e = err("name = \"x\"\n[[group]]\npath = \"/g\"\nweight = 0\n[[flow]]\nname = \"a\"\n");
         assert!(e.contains("group[0].weight: 0 is not in 1..=1000"), "{e}");
+        let e = err("name = \"x\"\n[[flow]]\nname = \"a\"\ndepth = 5000\n");
+        assert!(e.contains("'a'.depth: 5000 is not in 1..=4096"), "{e}");
+        let e = err("name = \"x\"\n[[flow]]\nname = \"a\"\ncount = 0\n");
+        assert!(e.contains("'a'.count: 0 is not in 1..=100000"), "{e}");
         let long = |d: &str, more: &str| {
             format!("name = \"x\"\nduration = \"{d}\"\n{more}[[flow]]\nname = \"a\"\n")
         };
