@@ -107,7 +107,9 @@ pub fn sched_error(e: bfq_core::SchedError) -> anyhow::Error {
 /// What to say about setting `key` that scheduler `name` does not have:
 /// that it has none; or the setting whose name is closest to `key` (at
 /// most a third of its letters changed, at least one: a typo such as
-/// `max_budgte`), and that `bfq schedulers NAME` lists them all.
+/// `max_budgte`; for a per-flow or per-group key such as `max_bsp.g1`,
+/// the family closest to its part before the dot), and that `bfq
+/// schedulers NAME` lists them all.
 pub fn setting_hint(name: &str, key: &str) -> String {
     let keys: Vec<String> = bfq_schedulers::settings_of(name)
         .map(|infos| infos.into_iter().map(|i| i.key).collect())
@@ -116,13 +118,24 @@ pub fn setting_hint(name: &str, key: &str) -> String {
         return format!("{name} has no settings; `bfq schedulers` lists the schedulers");
     }
     let key = key.trim().replace('-', "_").to_ascii_lowercase();
-    let near = keys
-        .iter()
-        .map(|k| (edit_distance(k, &key), k))
-        .filter(|(d, k)| *d <= (k.len() / 3).max(1))
-        .min_by_key(|(d, _)| *d);
-    match near {
-        Some((_, k)) => format!("did you mean '{k}'? `bfq schedulers {name}` lists its settings"),
+    let (family, node) = match key.find(['.', ':', '@']) {
+        Some(i) => (&key[..i], &key[i..]),
+        None => (key.as_str(), ""),
+    };
+    let near = |cands: &mut dyn Iterator<Item = &str>, k: &str| {
+        cands
+            .map(|c| (edit_distance(c, k), c.to_string()))
+            .filter(|(d, c)| *d <= (c.len() / 3).max(1))
+            .min_by_key(|(d, _)| *d)
+    };
+    let guess = if node.is_empty() {
+        near(&mut keys.iter().map(String::as_str), &key).map(|(_, k)| k)
+    } else {
+        let families = bfq_schedulers::node_settings_of(name);
+        near(&mut families.iter().copied(), family).map(|(_, f)| f + node)
+    };
+    match guess {
+        Some(k) => format!("did you mean '{k}'? `bfq schedulers {name}` lists its settings"),
         None => format!("`bfq schedulers {name}` lists its settings"),
     }
 }

@@ -640,6 +640,18 @@ fn mistakes_are_refused_saying_what_to_give() {
          `bfq schedulers bfq-2010` lists its settings)",
     );
     refused_first(
+        &[
+            "sim",
+            &scenario(),
+            "-q",
+            "--scheduler",
+            "throttle-max",
+            "--set",
+            "max_bsp.g1=1M",
+        ],
+        "has no setting 'max_bsp.g1' (did you mean 'max_bps.g1'?",
+    );
+    refused_first(
         &["sim", &scenario(), "-q", "--set", "colour=1"],
         "has no setting 'colour' (`bfq schedulers bfq-2010` lists its settings)",
     );
