@@ -166,6 +166,36 @@ fn edit_distance(a: &str, b: &str) -> usize {
     d[a.len()][b.len()]
 }
 
+/// [`sched_error`] for a scheduler a scenario file chose: an error about
+/// a setting its `[scheduler]` table gave (`from_file`; the command
+/// line's `--set`s, `sets`, did not give it again) names the file and
+/// the table, so that the user knows where to look.
+pub fn scenario_sched_error(
+    e: bfq_core::SchedError,
+    file: &std::path::Path,
+    from_file: &bfq_core::Settings,
+    sets: &[String],
+) -> anyhow::Error {
+    use bfq_core::SchedError::{InvalidSetting, UnknownSetting};
+    let key = match &e {
+        UnknownSetting { key, .. } | InvalidSetting { key, .. } => Some(key.clone()),
+        _ => None,
+    };
+    let mut given = bfq_core::Settings::new();
+    let _ = apply_sets(&mut given, sets);
+    let has = |s: &bfq_core::Settings| {
+        key.as_deref()
+            .is_some_and(|k| s.pairs().any(|(sk, _)| sk == k))
+    };
+    let in_file = has(from_file) && !has(&given);
+    let e = sched_error(e);
+    if in_file {
+        e.context(format!("{}: [scheduler]", file.display()))
+    } else {
+        e
+    }
+}
+
 /// Builds scheduler `name` with `settings` once, so that a bad name or
 /// setting is refused with [`sched_error`]'s words before anything is
 /// mounted or run.

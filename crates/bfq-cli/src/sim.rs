@@ -112,8 +112,10 @@ fn load(a: &Args) -> anyhow::Result<(Scenario, Box<dyn Scheduler>)> {
         } else {
             sc.scheduler.settings.clone()
         };
+    let from_file = settings.clone();
     crate::args::apply_sets(&mut settings, &a.set)?;
-    let sched = bfq_schedulers::build(&name, &settings).map_err(crate::args::sched_error)?;
+    let sched = bfq_schedulers::build(&name, &settings)
+        .map_err(|e| crate::args::scenario_sched_error(e, &a.scenario, &from_file, &a.set))?;
     Ok((sc, sched))
 }
 

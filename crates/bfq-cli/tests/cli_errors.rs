@@ -625,7 +625,7 @@ fn fairness_refuses_bad_options_before_making_its_file() {
 /// What users get wrong is refused before anything runs, with what to do
 /// instead: a misspelt setting names the closest one (or that the
 /// scheduler has none) and `bfq schedulers NAME`, in `sim`, `run` and
-/// `mount` alike; `mount` and `bench-core` list the known schedulers; `sim --duration`
+/// `mount` alike, and the scenario file when its `[scheduler]` gave it; `mount` and `bench-core` list the known schedulers; `sim --duration`
 /// out of range names `--duration` (not the scenario's own fields) and,
 /// past its series' bound, the interval that would do; `suite --jobs 0`
 /// is refused.
@@ -655,6 +655,19 @@ fn mistakes_are_refused_saying_what_to_give() {
         &["sim", &scenario(), "-q", "--set", "colour=1"],
         "has no setting 'colour' (`bfq schedulers bfq-2010` lists its settings)",
     );
+    // A setting of the scenario file's [scheduler] table names the file.
+    let sc = dir.path().join("typo.toml");
+    std::fs::write(
+        &sc,
+        "name = \"t\"\n[scheduler]\nname = \"bfq\"\nmax_budgte = 1\n[[flow]]\nname = \"a\"\n",
+    )
+    .unwrap();
+    let sc = sc.to_str().unwrap();
+    let in_file = format!("{sc}: [scheduler]: scheduler 'bfq' has no setting 'max_budgte'");
+    refused_first(&["sim", sc, "-q"], &in_file);
+    refused_first(&["run", sc, "--target", t, "--create", "4M"], &in_file);
+    let o = refused(&["sim", sc, "-q", "--set", "max_budgte=2"], "'max_budgte'");
+    assert!(!stderr(&o).contains("[scheduler]"), "{}", stderr(&o));
     let run = ["run", "--target", t, "--create", "4M", "--flow", "name=a"];
     refused_first(
         &[&run[..], &["--set", "max_budget=64"]].concat(),
