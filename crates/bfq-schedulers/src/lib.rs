@@ -136,15 +136,8 @@ pub fn settings_of(name: &str) -> Result<Vec<SettingInfo>, SchedError> {
 /// relative deadlines, blk-throttle's limits (max, and low with its idle
 /// time and latency target). Empty for the others.
 pub fn node_settings_of(name: &str) -> &'static [&'static str] {
-    const MAX: [&str; 6] = [
-        "max_bps",
-        "max_iops",
-        "max_rbps",
-        "max_riops",
-        "max_wbps",
-        "max_wiops",
-    ];
-    const LOW: [&str; 14] = [
+    // throttle-max reads the first six (its max limits), throttle-low all.
+    const THROTTLE: [&str; 14] = [
         "max_bps",
         "max_iops",
         "max_rbps",
@@ -162,8 +155,8 @@ pub fn node_settings_of(name: &str) -> &'static [&'static str] {
     ];
     match name {
         "scan-edf" => &["deadline"],
-        "throttle-max" => &MAX,
-        "throttle-low" => &LOW,
+        "throttle-max" => &THROTTLE[..6],
+        "throttle-low" => &THROTTLE,
         _ => &[],
     }
 }
