@@ -85,7 +85,9 @@ pub fn apply_sets(settings: &mut bfq_core::Settings, sets: &[String]) -> anyhow:
     Ok(())
 }
 
-/// A scheduler error for the user: an unknown name lists the known ones.
+/// A scheduler error for the user: an unknown name lists the known ones;
+/// an unknown setting names the closest setting the scheduler has (see
+/// [`setting_hint`]) and where they are listed.
 pub fn sched_error(e: bfq_core::SchedError) -> anyhow::Error {
     match e {
         bfq_core::SchedError::UnknownScheduler(n) => anyhow::anyhow!(
@@ -94,8 +96,113 @@ pub fn sched_error(e: bfq_core::SchedError) -> anyhow::Error {
             bfq_schedulers::names(),
             bfq_real::desc::KERNEL_SCHEDULERS.join(", kernel:")
         ),
+        bfq_core::SchedError::UnknownSetting { scheduler, key } => anyhow::anyhow!(
+            "scheduler '{scheduler}' has no setting '{key}' ({})",
+            setting_hint(&scheduler, &key)
+        ),
         e => anyhow::Error::new(e),
     }
+}
+
+/// What to say about setting `key` that scheduler `name` does not have:
+/// that it has none; or the setting whose name is closest to `key` (at
+/// most a third of its letters changed, at least one: a typo such as
+/// `max_budgte`; for a per-flow or per-group key such as `max_bsp.g1`,
+/// the family closest to its part before the dot), and that `bfq
+/// schedulers NAME` lists them all.
+pub fn setting_hint(name: &str, key: &str) -> String {
+    let keys: Vec<String> = bfq_schedulers::settings_of(name)
+        .map(|infos| infos.into_iter().map(|i| i.key).collect())
+        .unwrap_or_default();
+    if keys.is_empty() {
+        return format!("{name} has no settings; `bfq schedulers` lists the schedulers");
+    }
+    let key = key.trim().replace('-', "_").to_ascii_lowercase();
+    let (family, node) = match key.find(['.', ':', '@']) {
+        Some(i) => (&key[..i], &key[i..]),
+        None => (key.as_str(), ""),
+    };
+    let near = |cands: &mut dyn Iterator<Item = &str>, k: &str| {
+        cands
+            .map(|c| (edit_distance(c, k), c.to_string()))
+            .filter(|(d, c)| *d <= (c.len() / 3).max(1))
+            .min_by_key(|(d, _)| *d)
+    };
+    let guess = if node.is_empty() {
+        near(&mut keys.iter().map(String::as_str), &key).map(|(_, k)| k)
+    } else {
+        let families = bfq_schedulers::node_settings_of(name);
+        near(&mut families.iter().copied(), family).map(|(_, f)| f + node)
+    };
+    match guess {
+        Some(k) => format!("did you mean '{k}'? `bfq schedulers {name}` lists its settings"),
+        None => format!("`bfq schedulers {name}` lists its settings"),
+    }
+}
+
+/// The Damerau-Levenshtein distance between `a` and `b` (insertions,
+/// deletions, substitutions and swaps of two neighbouring characters).
+fn edit_distance(a: &str, b: &str) -> usize {
+    let (a, b): (Vec<char>, Vec<char>) = (a.chars().collect(), b.chars().collect());
+    let mut d = vec![vec![0usize; b.len() + 1]; a.len() + 1];
+    for (i, row) in d.iter_mut().enumerate() {
+        row[0] = i;
+    }
+    for (j, cell) in d[0].iter_mut().enumerate() {
+        *cell = j;
+    }
+    for i in 1..=a.len() {
+        for j in 1..=b.len() {
+            let cost = usize::from(a[i - 1] != b[j - 1]);
+            let mut v = (d[i - 1][j] + 1)
+                .min(d[i][j - 1] + 1)
+                .min(d[i - 1][j - 1] + cost);
+            if i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] {
+                v = v.min(d[i - 2][j - 2] + 1);
+            }
+            d[i][j] = v;
+        }
+    }
+    d[a.len()][b.len()]
+}
+
+/// [`sched_error`] for a scheduler a scenario file chose: an error about
+/// a setting its `[scheduler]` table gave (`from_file`; the command
+/// line's `--set`s, `sets`, did not give it again) names the file and
+/// the table, so that the user knows where to look.
+pub fn scenario_sched_error(
+    e: bfq_core::SchedError,
+    file: &std::path::Path,
+    from_file: &bfq_core::Settings,
+    sets: &[String],
+) -> anyhow::Error {
+    use bfq_core::SchedError::{InvalidSetting, UnknownSetting};
+    let key = match &e {
+        UnknownSetting { key, .. } | InvalidSetting { key, .. } => Some(key.clone()),
+        _ => None,
+    };
+    let mut given = bfq_core::Settings::new();
+    let _ = apply_sets(&mut given, sets);
+    let has = |s: &bfq_core::Settings| {
+        key.as_deref()
+            .is_some_and(|k| s.pairs().any(|(sk, _)| sk == k))
+    };
+    let in_file = has(from_file) && !has(&given);
+    let e = sched_error(e);
+    if in_file {
+        e.context(format!("{}: [scheduler]", file.display()))
+    } else {
+        e
+    }
+}
+
+/// Builds scheduler `name` with `settings` once, so that a bad name or
+/// setting is refused with [`sched_error`]'s words before anything is
+/// mounted or run.
+pub fn check_scheduler(name: &str, settings: &bfq_core::Settings) -> anyhow::Result<()> {
+    bfq_schedulers::build(name, settings)
+        .map(drop)
+        .map_err(sched_error)
 }
 
 /// Refuses a scheduler a real run cannot use, naming the known ones: a

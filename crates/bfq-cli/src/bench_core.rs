@@ -517,6 +517,16 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     }
     let mut settings = Settings::new();
     crate::args::apply_sets(&mut settings, &a.set)?;
+    // A bad name or setting is refused before any measurement (fifo takes
+    // no settings: measure_all gives it none).
+    for name in &scheds {
+        let set = if name == "fifo" {
+            &Settings::new()
+        } else {
+            &settings
+        };
+        crate::args::check_scheduler(name, set)?;
+    }
     let results = measure_all(&a, &flows, &scheds, &settings)?;
     if a.json {
         println!("{}", serde_json::to_string_pretty(&Report { results })?);

@@ -171,7 +171,7 @@ fn cleanup(dry: bool) -> anyhow::Result<()> {
 
 /// Prints each setting of scheduler `name`: key, default, and kind with
 /// the values accepted (the ranges and words the scheduler checks), or
-/// that it has none.
+/// that it has none; then its per-flow and per-group settings' names.
 fn list_settings(name: &str) -> anyhow::Result<()> {
     use bfq_core::settings::{bool_spellings, SettingKind};
     let infos = bfq_schedulers::settings_of(name).map_err(args::sched_error)?;
@@ -188,6 +188,13 @@ fn list_settings(name: &str) -> anyhow::Result<()> {
     }
     if infos.iter().any(|i| i.kind == SettingKind::Bool) {
         println!("(a boolean is any of {})", bool_spellings());
+    }
+    let nodes = bfq_schedulers::node_settings_of(name);
+    if !nodes.is_empty() {
+        println!(
+            "per flow N or group N, as NAME.fN or NAME.gN (docs/schedulers.md): {}",
+            nodes.join(", ")
+        );
     }
     Ok(())
 }

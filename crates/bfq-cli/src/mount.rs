@@ -156,6 +156,10 @@ fn config(a: Args) -> Result<(MountConfig, Option<Duration>)> {
     let mut cfg = MountConfig::new(backing, mountpoint);
     cfg.scheduler = a.scheduler;
     cfg.settings = parse_settings(&a.set)?;
+    crate::args::check_scheduler(
+        &cfg.scheduler,
+        &bfq_core::Settings::from_pairs(cfg.settings.iter().cloned()),
+    )?;
     if let Some(p) = &a.policy {
         cfg.policy = Policy::load(p).map_err(anyhow::Error::msg)?;
     }

@@ -295,13 +295,23 @@ fn backend(a: &Args, sc_sched: Option<(String, Settings)>) -> anyhow::Result<Bac
         (None, None) => ("fifo".to_string(), Settings::new()),
     };
     crate::args::check_backend(&name, true)?;
+    let from_file = settings.clone();
     crate::args::apply_sets(&mut settings, &a.set)?;
     let backend = Backend::parse(&name, settings);
     if matches!(backend, Backend::Kernel { .. }) && !a.set.is_empty() {
         anyhow::bail!("--set applies to the project's schedulers, not kernel:*");
     }
     match &backend {
-        Backend::Engine { scheduler, .. } => {
+        Backend::Engine {
+            scheduler,
+            settings,
+        } => {
+            if let Err(e) = bfq_schedulers::build(scheduler, settings) {
+                return Err(match &a.scenario {
+                    Some(file) => crate::args::scenario_sched_error(e, file, &from_file, &a.set),
+                    None => crate::args::sched_error(e),
+                });
+            }
             if a.kernel_groups.is_some() {
                 anyhow::bail!(
                     "--kernel-groups applies to kernel:* schedulers, not {scheduler} (its groups \

@@ -99,10 +99,7 @@ fn load(a: &Args) -> anyhow::Result<(Scenario, Box<dyn Scheduler>)> {
         eprintln!("bfq: warning: {}: {w}", a.scenario.display());
     }
     if let Some(d) = &a.duration {
-        let ns = crate::args::duration(d)
-            .map_err(|e| anyhow::anyhow!("--duration: {e}"))?
-            .as_nanos() as u64;
-        sc.duration = bfq_sim::units::Dur(ns);
+        sc.duration = bfq_sim::units::Dur(sim_duration(&sc, d)?);
     }
     let name = a
         .scheduler
@@ -115,9 +112,28 @@ fn load(a: &Args) -> anyhow::Result<(Scenario, Box<dyn Scheduler>)> {
         } else {
             sc.scheduler.settings.clone()
         };
+    let from_file = settings.clone();
     crate::args::apply_sets(&mut settings, &a.set)?;
-    let sched = bfq_schedulers::build(&name, &settings).map_err(crate::args::sched_error)?;
+    let sched = bfq_schedulers::build(&name, &settings)
+        .map_err(|e| crate::args::scenario_sched_error(e, &a.scenario, &from_file, &a.set))?;
     Ok((sc, sched))
+}
+
+/// `--duration D` in ns for scenario `sc`: more than 0, at most 7 days
+/// of simulated time, and within the bounds of the scenario's outputs
+/// (its series' points, its flows' runs); an error names `--duration`.
+fn sim_duration(sc: &Scenario, d: &str) -> anyhow::Result<Time> {
+    let ns = crate::args::duration(d).map_err(|e| anyhow::anyhow!("--duration: {e}"))?;
+    let ns = ns.as_nanos().min(u128::from(u64::MAX)) as u64;
+    if ns == 0 {
+        anyhow::bail!("--duration {d}: must be more than 0");
+    }
+    if ns > bfq_scenario::scenario::MAX_SIM_DURATION {
+        anyhow::bail!("--duration {d}: must be at most 7 days of simulated time (168h)");
+    }
+    sc.check_output_bounds(ns)
+        .map_err(|e| anyhow::anyhow!("--duration {d}: {e}"))?;
+    Ok(ns)
 }
 
 /// Where the results go: `--json` and `--trace` (files, or one of them

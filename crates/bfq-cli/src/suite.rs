@@ -52,6 +52,9 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     if a.out.exists() && !a.out.is_dir() {
         anyhow::bail!("--out {}: exists and is not a directory", a.out.display());
     }
+    if a.jobs == Some(0) {
+        anyhow::bail!("--jobs must be at least 1");
+    }
     let jobs = a
         .jobs
         .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));

@@ -62,7 +62,10 @@ fn refuses_bad_run_values(t: &str) {
             "name=a,every=0ms,batch=4k",
             "--flow[0] 'a'.every/batch: every must be",
         ),
-        ("name=a,depth=0", "--flow[0] 'a'.depth: must be in 1..=4096"),
+        (
+            "name=a,depth=0",
+            "--flow[0] 'a'.depth: 0 is not in 1..=4096",
+        ),
         ("name=,bs=4k", "--flow[0] ''.name: must not be empty"),
         (
             "name=a,weight=0",
@@ -617,4 +620,122 @@ fn fairness_refuses_bad_options_before_making_its_file() {
         refused_first(&args, says);
         assert!(!file.exists(), "{more:?}: the file was made");
     }
+}
+
+/// What users get wrong is refused before anything runs, with what to do
+/// instead: a misspelt setting names the closest one (or that the
+/// scheduler has none) and `bfq schedulers NAME`, in `sim`, `run` and
+/// `mount` alike, and the scenario file when its `[scheduler]` gave it; `mount` and `bench-core` list the known schedulers; `sim --duration`
+/// out of range names `--duration` (not the scenario's own fields) and,
+/// past its series' bound, the interval that would do; `suite --jobs 0`
+/// is refused.
+#[test]
+fn mistakes_are_refused_saying_what_to_give() {
+    let dir = tempfile::tempdir().unwrap();
+    let t = dir.path().join("t.img");
+    let t = t.to_str().unwrap();
+    refused_first(
+        &["sim", &scenario(), "-q", "--set", "max_budgte=1"],
+        "scheduler 'bfq-2010' has no setting 'max_budgte' (did you mean 'max_budget'? \
+         `bfq schedulers bfq-2010` lists its settings)",
+    );
+    refused_first(
+        &[
+            "sim",
+            &scenario(),
+            "-q",
+            "--scheduler",
+            "throttle-max",
+            "--set",
+            "max_bsp.g1=1M",
+        ],
+        "has no setting 'max_bsp.g1' (did you mean 'max_bps.g1'?",
+    );
+    refused_first(
+        &["sim", &scenario(), "-q", "--set", "colour=1"],
+        "has no setting 'colour' (`bfq schedulers bfq-2010` lists its settings)",
+    );
+    // A setting of the scenario file's [scheduler] table names the file.
+    let sc = dir.path().join("typo.toml");
+    std::fs::write(
+        &sc,
+        "name = \"t\"\n[scheduler]\nname = \"bfq\"\nmax_budgte = 1\n[[flow]]\nname = \"a\"\n",
+    )
+    .unwrap();
+    let sc = sc.to_str().unwrap();
+    let in_file = format!("{sc}: [scheduler]: scheduler 'bfq' has no setting 'max_budgte'");
+    refused_first(&["sim", sc, "-q"], &in_file);
+    refused_first(&["run", sc, "--target", t, "--create", "4M"], &in_file);
+    let o = refused(&["sim", sc, "-q", "--set", "max_budgte=2"], "'max_budgte'");
+    assert!(!stderr(&o).contains("[scheduler]"), "{}", stderr(&o));
+    let run = ["run", "--target", t, "--create", "4M", "--flow", "name=a"];
+    refused_first(
+        &[&run[..], &["--set", "max_budget=64"]].concat(),
+        "scheduler 'fifo' has no setting 'max_budget' (fifo has no settings;",
+    );
+    refused_first(
+        &[&run[..], &["--scheduler", "bfq", "--set", "slice-idl=2ms"]].concat(),
+        "(did you mean 'slice_idle'?",
+    );
+    assert!(!Path::new(t).exists(), "{t} was created");
+    let (back, mnt) = (dir.path().join("back"), dir.path().join("mnt"));
+    std::fs::create_dir_all(&back).unwrap();
+    std::fs::create_dir_all(&mnt).unwrap();
+    let mount = ["mount", back.to_str().unwrap(), mnt.to_str().unwrap()];
+    refused_first(
+        &[&mount[..], &["--scheduler", "nope"]].concat(),
+        "unknown scheduler 'nope' (known: bfq,",
+    );
+    refused_first(
+        &[&mount[..], &["--set", "slice_idl=1ms"]].concat(),
+        "(did you mean 'slice_idle'? `bfq schedulers bfq` lists its settings)",
+    );
+    refused_first(
+        &["bench-core", "--scheduler", "nope", "--requests", "10"],
+        "unknown scheduler 'nope' (known: bfq,",
+    );
+    for (d, says) in [
+        ("0", "--duration 0: must be more than 0"),
+        ("169h", "--duration 169h: must be at most 7 days"),
+        ("30h", "series_interval to at least 1.08s"),
+    ] {
+        let o = refused(&["sim", &scenario(), "-q", "--duration", d], says);
+        assert!(stderr(&o).contains("--duration"), "{}", stderr(&o));
+    }
+    let out = dir.path().join("out");
+    let out = out.to_str().unwrap();
+    let suite = [
+        "suite",
+        "--quick",
+        "--only",
+        "2010-fairness",
+        "--no-progress",
+    ];
+    refused_first(
+        &[&suite[..], &["--jobs", "0", "--out", out]].concat(),
+        "--jobs must be at least 1",
+    );
+    assert!(!Path::new(out).exists(), "{out} was written");
+}
+
+/// `bfq loop remove` of a loop device with no file attached says so
+/// (not losetup's "No such device or address"). Root only.
+#[test]
+fn removing_a_loop_device_with_no_file_says_so() {
+    if !bfq_real::sys::is_root() {
+        eprintln!("skipped: needs root");
+        return;
+    }
+    let free = (0..256).map(|n| format!("loop{n}")).find(|n| {
+        Path::new("/dev").join(n).exists() && !Path::new("/sys/block").join(n).join("loop").exists()
+    });
+    let Some(free) = free else {
+        eprintln!("skipped: no loop device without a file");
+        return;
+    };
+    let dev = format!("/dev/{free}");
+    refused_first(
+        &["loop", "remove", &dev],
+        &format!("{dev} has no file attached"),
+    );
 }

@@ -54,6 +54,16 @@ fn schedulers_lists_the_ranges_and_words_checked() {
     assert!(out.contains("yes/no"), "{out}");
     let o = bfq(&["schedulers", "fifo"]);
     assert_eq!(stdout(&o), "fifo has no settings\n");
+    // The per-flow and per-group settings are named too.
+    let o = bfq(&["schedulers", "scan-edf"]);
+    assert!(
+        stdout(&o).ends_with(
+            "per flow N or group N, as NAME.fN or NAME.gN (docs/schedulers.md): deadline\n"
+        ),
+        "{}",
+        stdout(&o)
+    );
+    assert!(!stdout(&bfq(&["schedulers", "bfq"])).contains("per flow N"));
 }
 
 #[test]

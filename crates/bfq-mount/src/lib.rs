@@ -173,7 +173,8 @@ pub fn mount(cfg: &MountConfig) -> std::io::Result<Mounted> {
     // accessing thread waits uninterruptibly for an answer, so the device
     // stays open).
     let mountpoint = cfg.mountpoint.canonicalize()?;
-    let session = fuser::spawn_mount(fs, &mountpoint, &fuse_config(cfg))?;
+    let session =
+        fuser::spawn_mount(fs, &mountpoint, &fuse_config(cfg)).map_err(explain_mount_error)?;
     // The id is what the server unmounts and the device number (its
     // connection) what a busy unmount aborts: a mount that cannot be named
     // so is refused (dropping the session unmounts).
@@ -193,22 +194,42 @@ pub fn mount(cfg: &MountConfig) -> std::io::Result<Mounted> {
     })
 }
 
+/// FUSE's refusal to mount, for the user: a permission error (no access
+/// to `/dev/fuse` or `fusermount3` for this user) says that mounting needs
+/// root or that access; others are kept as they are.
+fn explain_mount_error(e: std::io::Error) -> std::io::Error {
+    if e.kind() != std::io::ErrorKind::PermissionDenied {
+        return e;
+    }
+    std::io::Error::new(
+        e.kind(),
+        format!(
+            "{e}: FUSE did not let this user mount (it needs /dev/fuse and fusermount3 \
+             for this user): run bfq mount as root"
+        ),
+    )
+}
+
+/// Refuses `path` unless it is a directory: one that does not exist is
+/// said to be missing (with the OS's reason when it cannot be looked at),
+/// anything else not to be a directory.
+fn check_dir(path: &Path) -> std::io::Result<()> {
+    match std::fs::metadata(path) {
+        Ok(m) if m.is_dir() => Ok(()),
+        Ok(_) => Err(invalid(format!("{}: not a directory", path.display()))),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            Err(invalid(format!("{}: does not exist", path.display())))
+        }
+        Err(e) => Err(invalid(format!("{}: {e}", path.display()))),
+    }
+}
+
 /// Checks a mount's directories (both exist, the mountpoint empty and not
 /// a bfq mount's unless `nonempty`), threads ([`THREADS_RANGE`]) and depth
 /// ([`DEPTH_RANGE`]).
 fn check_config(cfg: &MountConfig) -> std::io::Result<()> {
-    if !cfg.backing.is_dir() {
-        return Err(invalid(format!(
-            "{}: not a directory",
-            cfg.backing.display()
-        )));
-    }
-    if !cfg.mountpoint.is_dir() {
-        return Err(invalid(format!(
-            "{}: not a directory",
-            cfg.mountpoint.display()
-        )));
-    }
+    check_dir(&cfg.backing)?;
+    check_dir(&cfg.mountpoint)?;
     if let Some(m) = mounts::bfq_mount_at(&cfg.mountpoint.canonicalize()?) {
         if !cfg.nonempty {
             return Err(invalid(format!(
@@ -374,7 +395,22 @@ mod tests {
         let e = mount(&MountConfig::new(back.path().join("nope"), mnt.path()))
             .err()
             .unwrap();
-        assert!(e.to_string().contains("not a directory"), "{e}");
+        assert!(e.to_string().ends_with("nope: does not exist"), "{e}");
+        let file = back.path().join("f");
+        std::fs::write(&file, b"f").unwrap();
+        let e = mount(&MountConfig::new(back.path(), &file)).err().unwrap();
+        assert!(e.to_string().ends_with("f: not a directory"), "{e}");
+    }
+
+    /// A permission error from FUSE says what to do; others are kept.
+    #[test]
+    fn a_mount_refused_for_permission_says_to_run_as_root() {
+        let denied = std::io::Error::from(std::io::ErrorKind::PermissionDenied);
+        let e = explain_mount_error(denied);
+        assert_eq!(e.kind(), std::io::ErrorKind::PermissionDenied);
+        assert!(e.to_string().ends_with("run bfq mount as root"), "{e}");
+        let other = explain_mount_error(std::io::Error::other("busy"));
+        assert_eq!(other.to_string(), "busy");
     }
 
     #[test]

@@ -121,6 +121,13 @@ pub fn parse(s: &str, index: usize) -> Result<FlowSpec, String> {
     })
 }
 
+/// The keys of a `--flow`, as [`set_key`] takes them.
+pub const FLOW_KEYS: [&str; 24] = [
+    "name", "op", "pattern", "bs", "depth", "sync", "weight", "class", "level", "bytes", "think",
+    "on", "off", "every", "batch", "runs", "repeat", "start", "stop", "duration", "after",
+    "offset", "len", "group",
+];
+
 /// Sets key `k` of a flow to `v`: in `f`, or in `p` for the keys that
 /// count only with another. The error says what is wrong with `v`.
 fn set_key(f: &mut FlowDef, p: &mut Pairs, k: &str, v: &str) -> Result<(), String> {
@@ -130,14 +137,14 @@ fn set_key(f: &mut FlowDef, p: &mut Pairs, k: &str, v: &str) -> Result<(), Strin
             f.op = match v {
                 "read" | "r" => OpDef::Read,
                 "write" | "w" => OpDef::Write,
-                _ => return Err("is read or write".into()),
+                _ => return Err(format!("'{v}' is not read or write")),
             }
         }
         "pattern" => {
             f.pattern = match v {
                 "seq" => Pattern::Seq,
                 "rand" => Pattern::Rand,
-                _ => return Err("is seq or rand".into()),
+                _ => return Err(format!("'{v}' is not seq or rand")),
             }
         }
         "bs" => f.block = Some(size(v)?),
@@ -151,7 +158,7 @@ fn set_key(f: &mut FlowDef, p: &mut Pairs, k: &str, v: &str) -> Result<(), Strin
                 Some(IoClass::Rt) => ClassDef::Rt,
                 Some(IoClass::Be) => ClassDef::Be,
                 Some(IoClass::Idle) => ClassDef::Idle,
-                None => return Err("is rt, be or idle".into()),
+                None => return Err(format!("'{v}' is not rt, be or idle")),
             })
         }
         "level" => f.level = Some(number(v, "0..=7")?),
@@ -177,7 +184,7 @@ fn set_key(f: &mut FlowDef, p: &mut Pairs, k: &str, v: &str) -> Result<(), Strin
         "offset" => p.offset = Some(size(v)?.0),
         "len" => p.len = Some(size(v)?.0),
         "group" => f.group = Some(v.to_string()),
-        _ => return Err("unknown key".into()),
+        _ => return Err(format!("unknown key (the keys: {})", FLOW_KEYS.join(", "))),
     }
     Ok(())
 }
@@ -430,13 +437,27 @@ mod tests {
                 "name=a,weight=x",
                 "--flow[0] 'a'.weight: 'x' is not a whole number",
             ),
-            ("name=a,depth=0", "--flow[0] 'a'.depth: must be in 1..=4096"),
+            (
+                "name=a,depth=0",
+                "--flow[0] 'a'.depth: 0 is not in 1..=4096",
+            ),
             (
                 "name=a,bs=1000",
                 "--flow[0] 'a'.bs: 1000 bytes is not a positive",
             ),
             ("bs=65M", "--flow[0] 'flow0'.bs: must be at most 64M"),
-            ("name=a,bogus=1", "--flow[0] 'a'.bogus: unknown key"),
+            (
+                "name=a,bogus=1",
+                "--flow[0] 'a'.bogus: unknown key (the keys: name, op, pattern, bs,",
+            ),
+            (
+                "name=a,pattern=zig",
+                "--flow[0] 'a'.pattern: 'zig' is not seq or rand",
+            ),
+            (
+                "name=a,class=rr",
+                "--flow[0] 'a'.class: 'rr' is not rt, be or idle",
+            ),
             ("name=a,on=1M", "--flow[0] 'a'.on: needs off"),
             ("name=a,offset=4k", "--flow[0] 'a'.offset: needs len"),
             (
@@ -464,11 +485,25 @@ mod tests {
                 "name=a,repeat=1x",
                 "--flow[0] 'a'.repeat: '1x' is not a duration",
             ),
-            ("name=a,op=erase", "--flow[0] 'a'.op: is read or write"),
+            (
+                "name=a,op=erase",
+                "--flow[0] 'a'.op: 'erase' is not read or write",
+            ),
             ("name=a,bs", "--flow[0]: 'bs' is not key=value"),
         ] {
             let e = error(&[spec]);
             assert!(e.starts_with(want), "{spec}: {e}");
+        }
+    }
+
+    /// Every key the unknown-key error lists is one `--flow` takes.
+    #[test]
+    fn the_listed_keys_are_the_keys_taken() {
+        for k in FLOW_KEYS {
+            let (mut f, mut p) = (FlowDef::named("a"), Pairs::default());
+            if let Err(e) = set_key(&mut f, &mut p, k, "") {
+                assert!(!e.starts_with("unknown key"), "{k}: {e}");
+            }
         }
     }
 
@@ -591,7 +626,7 @@ mod tests {
         assert_eq!((g.weight, g.parent.as_deref()), (300, Some("/g1")));
         let bad = [parse_group("path=/g,weight=0", 0).unwrap()];
         let e = plan(&flows, &bad, Duration::from_secs(10), GIB).unwrap_err();
-        assert_eq!(e, "--group[0].weight: must be in 1..=1000");
+        assert_eq!(e, "--group[0].weight: 0 is not in 1..=1000");
         let e = parse_group("weight=5", 1).unwrap_err();
         assert!(e.starts_with("--group[1].path: missing"), "{e}");
         let e = parse_group("path=/a,path=/b", 1).unwrap_err();

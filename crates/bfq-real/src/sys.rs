@@ -287,7 +287,8 @@ fn parse_losetup_j(out: &str) -> Vec<PathBuf> {
 }
 
 /// Detaches a loop device (`losetup -d`). Refuses anything but
-/// `/dev/loopN` and devices holding a mounted filesystem.
+/// `/dev/loopN`, a loop device with no file attached (no
+/// `/sys/block/loopN/loop`) and devices holding a mounted filesystem.
 pub fn detach_loop(dev: &Path) -> io::Result<()> {
     require_root("removing a loop device")?;
     let name = dev_name(dev)?;
@@ -295,6 +296,15 @@ pub fn detach_loop(dev: &Path) -> io::Result<()> {
         return Err(io::Error::new(
             io::ErrorKind::InvalidInput,
             format!("{} is not a loop device", dev.display()),
+        ));
+    }
+    if !Path::new(&format!("/sys/block/{name}/loop")).exists() {
+        return Err(io::Error::new(
+            io::ErrorKind::NotFound,
+            format!(
+                "{} has no file attached (`losetup -a` lists those that have)",
+                dev.display()
+            ),
         ));
     }
     check_not_mounted(dev)?;

@@ -124,7 +124,9 @@ impl<'de> Deserialize<'de> for DeviceDef {
 }
 
 /// `[scheduler]`: `name` plus the scheduler's settings by their documented
-/// names (values may be strings, integers, floats or booleans).
+/// names (values may be strings, integers, floats or booleans). A nested
+/// table, as TOML reads a dotted key (`max_bps.g1 = "10M"`) or a
+/// `[scheduler.max_bps]` table, is flattened to `outer.inner` keys.
 #[derive(Clone, Debug, PartialEq, Default)]
 pub struct SchedulerDef {
     /// Scheduler name for `bfq_schedulers::build` (default `fifo`).
@@ -137,18 +139,9 @@ impl<'de> Deserialize<'de> for SchedulerDef {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let t = toml::Table::deserialize(d)?;
         let mut def = SchedulerDef::default();
-        for (k, v) in t {
-            let s = match &v {
-                toml::Value::String(s) => s.clone(),
-                toml::Value::Integer(i) => i.to_string(),
-                toml::Value::Float(f) => f.to_string(),
-                toml::Value::Boolean(b) => b.to_string(),
-                _ => {
-                    return Err(de::Error::custom(format!(
-                        "scheduler setting '{k}' must be a string, number or boolean"
-                    )))
-                }
-            };
+        let mut flat = Vec::new();
+        flatten_settings("", t, &mut flat).map_err(de::Error::custom)?;
+        for (k, s) in flat {
             if k == "name" {
                 def.name = Some(s);
             } else {
@@ -157,6 +150,37 @@ impl<'de> Deserialize<'de> for SchedulerDef {
         }
         Ok(def)
     }
+}
+
+/// Appends the settings of table `t` to `out` as (key, value text), a
+/// nested table's keys prefixed with its own and a dot (`prefix` is the
+/// tables' keys so far, with the dot); a value that is neither a table, a
+/// string, a number nor a boolean is an error naming its key.
+fn flatten_settings(
+    prefix: &str,
+    t: toml::Table,
+    out: &mut Vec<(String, String)>,
+) -> Result<(), String> {
+    for (k, v) in t {
+        let key = format!("{prefix}{k}");
+        let s = match v {
+            toml::Value::Table(inner) => {
+                flatten_settings(&format!("{key}."), inner, out)?;
+                continue;
+            }
+            toml::Value::String(s) => s,
+            toml::Value::Integer(i) => i.to_string(),
+            toml::Value::Float(f) => f.to_string(),
+            toml::Value::Boolean(b) => b.to_string(),
+            _ => {
+                return Err(format!(
+                    "scheduler setting '{key}' must be a string, number or boolean"
+                ))
+            }
+        };
+        out.push((key, s));
+    }
+    Ok(())
 }
 
 /// `[[group]]`: a group (cgroup) by path; parents are created as needed
@@ -830,11 +854,10 @@ impl Scenario {
         if self.output.series_interval.0 == 0 {
             return Err(self.err("output.series_interval", "must be positive"));
         }
-        self.check_output_bounds(self.duration.0)?;
         if self.duration.0 > MAX_SIM_DURATION {
             return Err(self.err("duration", "must be at most 7 days of simulated time"));
         }
-        Ok(())
+        self.check_output_bounds(self.duration.0)
     }
 
     /// Checks that a run of `duration` ns keeps every per-flow output
@@ -846,13 +869,24 @@ impl Scenario {
     /// another length checks that one.
     pub fn check_output_bounds(&self, duration: Time) -> Result<(), ScenarioError> {
         let interval = self.output.series_interval.0;
-        if interval < bfq_core::MS || duration / interval.max(1) > MAX_SERIES_POINTS {
+        if interval < bfq_core::MS {
+            return Err(self.err(
+                "output.series_interval",
+                format!("{} is below the least, 1ms", secs(interval)),
+            ));
+        }
+        let points = duration / interval;
+        if points > MAX_SERIES_POINTS {
+            // The shortest interval in whole ms that gives few enough.
+            let least = duration.div_ceil(MAX_SERIES_POINTS).div_ceil(bfq_core::MS) * bfq_core::MS;
             return Err(self.err(
                 "output.series_interval",
                 format!(
-                    "must be at least 1ms and give at most {MAX_SERIES_POINTS} points over \
-                     the duration ({} here)",
-                    secs(duration)
+                    "{} gives {points} points over the duration ({}), at most \
+                     {MAX_SERIES_POINTS}: set [output] series_interval to at least {}",
+                    secs(interval),
+                    secs(duration),
+                    secs(least)
                 ),
             ));
         }
@@ -889,7 +923,10 @@ impl Scenario {
                 ));
             }
             if !(bfq_core::MIN_WEIGHT..=bfq_core::MAX_WEIGHT).contains(&g.weight) {
-                return Err(self.err(format!("group[{i}].weight"), "must be in 1..=1000"));
+                return Err(self.err(
+                    format!("group[{i}].weight"),
+                    format!("{} is not in 1..=1000", g.weight),
+                ));
             }
             if self.groups[..i]
                 .iter()
@@ -985,7 +1022,7 @@ impl Scenario {
             return Err(self.flow_err(i, "name", format!("'{}' is used by another flow", f.name)));
         }
         if f.count == 0 || f.count > 100_000 {
-            return Err(self.flow_err(i, "count", "must be in 1..=100000"));
+            return Err(self.flow_err(i, "count", format!("{} is not in 1..=100000", f.count)));
         }
         Ok(())
     }
@@ -999,7 +1036,7 @@ impl Scenario {
         let sync = f.sync.unwrap_or(op == Op::Read);
         let depth = f.depth.unwrap_or(1);
         if depth == 0 || depth > 4096 {
-            return Err(self.flow_err(i, "depth", "must be in 1..=4096"));
+            return Err(self.flow_err(i, "depth", format!("{depth} is not in 1..=4096")));
         }
         self.check_buffered(i, f, op)?;
         let (readahead, ra) = self.flow_readahead(i, f, op, sync, depth)?;
@@ -1173,8 +1210,20 @@ impl Scenario {
     /// Checks that flow `i`'s region, where given in bytes, starts and
     /// ends on a 512-byte sector: requests are laid out from the region's
     /// start in whole sectors, and O_DIRECT refuses others (a percentage is
-    /// rounded down to a sector).
+    /// rounded down to a sector); and that its size is a length, not a
+    /// position counted back from the end (`"-1G"`, which only the start
+    /// may be).
     fn check_region_sectors(&self, i: usize, r: &RegionDef) -> Result<(), ScenarioError> {
+        if let Some(Extent::FromEnd(b)) = r.size {
+            return Err(self.flow_err(
+                i,
+                "region.size",
+                format!(
+                    "-{b} bytes counts back from the device's end, which only region.start \
+                     may: give a length (\"128M\", \"10%\"), or none for the rest of the device"
+                ),
+            ));
+        }
         let unaligned = |e: Option<Extent>| match e {
             Some(Extent::Bytes(b) | Extent::FromEnd(b)) => !b.is_multiple_of(SECTOR_BYTES),
             _ => false,
@@ -1632,6 +1681,72 @@ mod tests {
         assert!(e.contains("'a'.region.size: must be a multiple"), "{e}");
         // Percentages are rounded down to a sector.
         Scenario::from_toml_str(&region("{ start = \"33.3%\", size = \"1M\" }"), "t").unwrap();
+    }
+
+    /// What users get wrong is refused naming the value and what to give:
+    /// a region's size counted back from the end (which only its start
+    /// may be), a group of weight 0, a run too long for its series'
+    /// interval (with the interval that would do) or for 7 days.
+    #[test]
+    fn mistakes_are_refused_naming_the_value() {
+        let region = |r: &str| format!("name = \"x\"\n[[flow]]\nname = \"a\"\nregion = {r}\n");
+        let e = err(&region("{ size = \"-1G\" }"));
+        assert!(
+            e.contains("'a'.region.size: -1073741824 bytes counts back from the device's end"),
+            "{e}"
+        );
+        Scenario::from_toml_str(&region("{ start = \"-1G\" }"), "t").unwrap();
+        let e = err("name = \"x\"\n[[group]]\npath = \"/g\"\nweight = 0\n[[flow]]\nname = \"a\"\n");
+        assert!(e.contains("group[0].weight: 0 is not in 1..=1000"), "{e}");
+        let e = err("name = \"x\"\n[[flow]]\nname = \"a\"\ndepth = 5000\n");
+        assert!(e.contains("'a'.depth: 5000 is not in 1..=4096"), "{e}");
+        let e = err("name = \"x\"\n[[flow]]\nname = \"a\"\ncount = 0\n");
+        assert!(e.contains("'a'.count: 0 is not in 1..=100000"), "{e}");
+        let long = |d: &str, more: &str| {
+            format!("name = \"x\"\nduration = \"{d}\"\n{more}[[flow]]\nname = \"a\"\n")
+        };
+        let e = err(&long("30h", ""));
+        assert!(
+            e.contains(
+                "output.series_interval: 1s gives 108000 points over the duration (108000s), \
+                 at most 100000: set [output] series_interval to at least 1.08s"
+            ),
+            "{e}"
+        );
+        Scenario::from_toml_str(&long("30h", "[output]\nseries_interval = \"1.08s\"\n"), "t")
+            .unwrap();
+        let e = err(&long("200h", ""));
+        assert!(e.contains("duration: must be at most 7 days"), "{e}");
+        let e = err(&long("1s", "[output]\nseries_interval = \"500us\"\n"));
+        assert!(
+            e.contains("output.series_interval: 0.0005s is below the least, 1ms"),
+            "{e}"
+        );
+    }
+
+    /// A dotted key in `[scheduler]` (a nested table to TOML) and a
+    /// `[scheduler.KEY]` table are settings `KEY.inner`, as quoted keys.
+    #[test]
+    fn nested_scheduler_tables_are_dotted_settings() {
+        let s = Scenario::from_toml_str(
+            "name = \"x\"\n[scheduler]\nname = \"throttle-max\"\nmax_bps.g1 = \"10M\"\n\
+             \"max_iops.f0\" = 200\n[scheduler.max_iops]\ng2 = 5\n[[flow]]\nname = \"a\"\n",
+            "t",
+        )
+        .unwrap();
+        let pairs: Vec<_> = s.scheduler.settings.pairs().collect();
+        for want in [
+            ("max_bps.g1", "10M"),
+            ("max_iops.g2", "5"),
+            ("max_iops.f0", "200"),
+        ] {
+            assert!(pairs.contains(&want), "{want:?} in {pairs:?}");
+        }
+        let e = err("name = \"x\"\n[scheduler]\nmax_bps.g1 = [1]\n[[flow]]\nname = \"a\"\n");
+        assert!(
+            e.contains("scheduler setting 'max_bps.g1' must be a string"),
+            "{e}"
+        );
     }
 
     /// The error of planning a 4 KiB reader of region `r` (a TOML inline

@@ -121,12 +121,44 @@ pub fn build(name: &str, settings: &Settings) -> Result<Box<dyn Scheduler>, Sche
 }
 
 /// The settings scheduler `name` takes, with their kinds, valid ranges and
-/// defaults (per-flow and per-group `NAME.fN` settings are not listed).
+/// defaults (per-flow and per-group `NAME.fN` settings are not listed:
+/// [`node_settings_of`] names them).
 pub fn settings_of(name: &str) -> Result<Vec<SettingInfo>, SchedError> {
     let mut s = Settings::new();
     s.for_scheduler(name);
     construct(name, &mut s)?;
     Ok(s.read().to_vec())
+}
+
+/// The per-flow and per-group settings of scheduler `name`, by the
+/// prefix of their keys (`PREFIX.fN` for flow `N`, `PREFIX.gN` for group
+/// `N`; docs/schedulers.md, "Per-flow and per-group settings"): SCAN-EDF's
+/// relative deadlines, blk-throttle's limits (max, and low with its idle
+/// time and latency target). Empty for the others.
+pub fn node_settings_of(name: &str) -> &'static [&'static str] {
+    // throttle-max reads the first six (its max limits), throttle-low all.
+    const THROTTLE: [&str; 14] = [
+        "max_bps",
+        "max_iops",
+        "max_rbps",
+        "max_riops",
+        "max_wbps",
+        "max_wiops",
+        "low_bps",
+        "low_iops",
+        "low_rbps",
+        "low_riops",
+        "low_wbps",
+        "low_wiops",
+        "idle_time",
+        "latency",
+    ];
+    match name {
+        "scan-edf" => &["deadline"],
+        "throttle-max" => &THROTTLE[..6],
+        "throttle-low" => &THROTTLE,
+        _ => &[],
+    }
 }
 
 /// Every registered name, comma separated (for error messages).

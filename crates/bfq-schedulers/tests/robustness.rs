@@ -469,3 +469,40 @@ fn times_past_the_end_of_the_clock_are_refused() {
         assert_eq!((s.queued(), s.in_flight()), (0, 0), "{what}");
     }
 }
+
+/// `node_settings_of` names exactly the `PREFIX.fN|gN` families each
+/// scheduler reads: a key of a listed family with a bad node (`.x0`) is
+/// read and refused as a value, any other family's is an unknown setting.
+#[test]
+fn node_settings_of_names_the_families_each_scheduler_reads() {
+    // Every family docs/schedulers.md names, and any the lists add.
+    let mut all: std::collections::BTreeSet<&str> =
+        ["deadline", "idle_time", "latency", "slice_idle", "weight"].into();
+    for side in ["max", "low"] {
+        for what in ["bps", "iops", "rbps", "riops", "wbps", "wiops"] {
+            all.insert(format!("{side}_{what}").leak());
+        }
+    }
+    all.extend(
+        SCHEDULERS
+            .iter()
+            .flat_map(|e| bfq_schedulers::node_settings_of(e.name).iter().copied()),
+    );
+    for e in SCHEDULERS {
+        let listed = bfq_schedulers::node_settings_of(e.name);
+        for prefix in &all {
+            let s = bfq_core::Settings::from_pairs([(format!("{prefix}.x0"), "1".to_string())]);
+            match build(e.name, &s).err() {
+                Some(bfq_core::SchedError::InvalidSetting { why, .. }) => assert!(
+                    listed.contains(prefix) && why.contains(&format!("expected {prefix}.fN")),
+                    "{}: {prefix}: {why}",
+                    e.name
+                ),
+                Some(bfq_core::SchedError::UnknownSetting { .. }) => {
+                    assert!(!listed.contains(prefix), "{}: {prefix} not read", e.name)
+                }
+                other => panic!("{}: {prefix}: {other:?}", e.name),
+            }
+        }
+    }
+}
