@@ -124,7 +124,7 @@ pub fn setting_hint(name: &str, key: &str) -> String {
     };
     let near = |cands: &mut dyn Iterator<Item = &str>, k: &str| {
         cands
-            .map(|c| (edit_distance(c, k), c.to_string()))
+            .map(|c| (strsim::osa_distance(c, k), c.to_string()))
             .filter(|(d, c)| *d <= (c.len() / 3).max(1))
             .min_by_key(|(d, _)| *d)
     };
@@ -138,32 +138,6 @@ pub fn setting_hint(name: &str, key: &str) -> String {
         Some(k) => format!("did you mean '{k}'? `bfq schedulers {name}` lists its settings"),
         None => format!("`bfq schedulers {name}` lists its settings"),
     }
-}
-
-/// The Damerau-Levenshtein distance between `a` and `b` (insertions,
-/// deletions, substitutions and swaps of two neighbouring characters).
-fn edit_distance(a: &str, b: &str) -> usize {
-    let (a, b): (Vec<char>, Vec<char>) = (a.chars().collect(), b.chars().collect());
-    let mut d = vec![vec![0usize; b.len() + 1]; a.len() + 1];
-    for (i, row) in d.iter_mut().enumerate() {
-        row[0] = i;
-    }
-    for (j, cell) in d[0].iter_mut().enumerate() {
-        *cell = j;
-    }
-    for i in 1..=a.len() {
-        for j in 1..=b.len() {
-            let cost = usize::from(a[i - 1] != b[j - 1]);
-            let mut v = (d[i - 1][j] + 1)
-                .min(d[i][j - 1] + 1)
-                .min(d[i - 1][j - 1] + cost);
-            if i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] {
-                v = v.min(d[i - 2][j - 2] + 1);
-            }
-            d[i][j] = v;
-        }
-    }
-    d[a.len()][b.len()]
 }
 
 /// [`sched_error`] for a scheduler a scenario file chose: an error about
