@@ -143,6 +143,9 @@ struct Outputs {
     trace_stdout: bool,
     json_file: Option<crate::args::JsonFile>,
     trace: Option<BufWriter<Box<dyn Write>>>,
+    /// The `--trace` file, put in place once the run has finished (an
+    /// interrupted run leaves the previous one: [`bfq_real::outfile`]).
+    trace_file: Option<bfq_real::outfile::Replacing>,
     /// The `--trace` argument, for errors.
     trace_name: String,
 }
@@ -154,24 +157,24 @@ impl Outputs {
     fn open(a: &Args) -> anyhow::Result<Outputs> {
         let (json_stdout, trace_stdout, json_file) =
             crate::args::json_and_trace(&a.json, &a.trace)?;
-        let trace: Option<BufWriter<Box<dyn Write>>> = match &a.trace {
-            Some(_) if trace_stdout => Some(BufWriter::with_capacity(
-                1 << 20,
-                Box::new(std::io::stdout()),
-            )),
-            Some(p) => Some(BufWriter::with_capacity(
-                1 << 20,
-                Box::new(
-                    std::fs::File::create(p).with_context(|| format!("--trace {}", p.display()))?,
-                ),
-            )),
+        let mut trace_file = None;
+        let trace: Option<Box<dyn Write>> = match &a.trace {
+            Some(_) if trace_stdout => Some(Box::new(std::io::stdout())),
+            Some(p) => {
+                let (file, w) = bfq_real::outfile::Replacing::create(p)
+                    .with_context(|| format!("--trace {}", p.display()))?;
+                trace_file = Some(file);
+                Some(Box::new(w))
+            }
             None => None,
         };
+        let trace = trace.map(|w| BufWriter::with_capacity(1 << 20, w));
         Ok(Outputs {
             json_stdout,
             trace_stdout,
             json_file,
             trace,
+            trace_file,
             trace_name: a
                 .trace
                 .as_ref()
@@ -183,6 +186,10 @@ impl Outputs {
     fn write(self, r: &SimResult) -> anyhow::Result<()> {
         if let Some(mut w) = self.trace {
             w.flush()
+                .with_context(|| format!("writing --trace {}", self.trace_name))?;
+        }
+        if let Some(f) = self.trace_file {
+            f.finish()
                 .with_context(|| format!("writing --trace {}", self.trace_name))?;
         }
         // stdout carries only the JSON or the trace when either goes there.

@@ -40,6 +40,7 @@ pub mod flowproc;
 pub mod flowspec;
 pub mod kernel;
 pub mod leftovers;
+pub mod outfile;
 mod pace;
 pub mod report;
 mod run;

@@ -6,6 +6,7 @@
 
 use crate::desc::{parents_first, Backend, Dir, EngineClient, FlowDesc, Pattern, RunConfig};
 use crate::kernel::run_kernel;
+use crate::outfile::Replacing;
 use crate::pace::{cursor, gates, room, Acc, Cursor, Gate, Pacer};
 use crate::report::{FlowReport, RunReport};
 use crate::sys;
@@ -485,7 +486,7 @@ fn run_engine(
     warm: Option<((u64, u64), Duration)>,
 ) -> io::Result<RunReport> {
     let names: Names = Default::default();
-    let trace_out = open_trace(cfg)?;
+    let (trace_out, trace_file) = open_trace(cfg)?.unzip();
     let held =
         flows.iter().map(|f| u64::from(f.depth)).sum::<u64>() + u64::from(warmup::WARM_UP_DEPTH);
     let out = (trace_out.as_ref(), &names);
@@ -515,6 +516,9 @@ fn run_engine(
     if let Some(out) = trace_out {
         out.lock().unwrap_or_else(|p| p.into_inner()).flush()?;
     }
+    if let Some(f) = trace_file.flatten() {
+        f.finish().map_err(|e| named_err(cfg.trace.as_deref(), e))?;
+    }
     let mut report = RunReport::of(cfg, seconds, reports);
     report.scheduler = internals;
     report.engine = Some(stats);
@@ -523,21 +527,28 @@ fn run_engine(
 }
 
 /// Opens `--trace` (`-` for stdout) and writes the CSV header; `None`
-/// without a trace.
-fn open_trace(cfg: &RunConfig) -> io::Result<Option<TraceOut>> {
+/// without a trace. A file replaces what was at its path only once the
+/// run has finished ([`crate::outfile`]): an interrupted run leaves the
+/// previous trace.
+fn open_trace(cfg: &RunConfig) -> io::Result<Option<(TraceOut, Option<Replacing>)>> {
     let Some(p) = &cfg.trace else {
         return Ok(None);
     };
-    let out: Box<dyn Write + Send> = if p.as_os_str() == "-" {
-        Box::new(io::stdout())
+    let (out, file): (Box<dyn Write + Send>, _) = if p.as_os_str() == "-" {
+        (Box::new(io::stdout()), None)
     } else {
-        let f = std::fs::File::create(p)
-            .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", p.display())))?;
-        Box::new(f)
+        let (file, w) = Replacing::create(p).map_err(|e| named_err(Some(p), e))?;
+        (Box::new(w), Some(file))
     };
     let mut w = io::BufWriter::with_capacity(1 << 20, out);
     writeln!(w, "t_ns,event,flow,req,sector,sectors,op")?;
-    Ok(Some(Arc::new(Mutex::new(w))))
+    Ok(Some((Arc::new(Mutex::new(w)), file)))
+}
+
+/// `e` with the path it is about in front.
+fn named_err(p: Option<&std::path::Path>, e: io::Error) -> io::Error {
+    let name = p.map(|p| p.display().to_string()).unwrap_or_default();
+    io::Error::new(e.kind(), format!("{name}: {e}"))
 }
 
 /// Opens the engine on the target as `cfg` says, writing each traced

@@ -1,0 +1,212 @@
+//! An output file that replaces its path only once complete.
+//!
+//! A long run streams its trace (`--trace FILE`) as it goes. Written to
+//! FILE directly, an interrupted or killed run would leave FILE cut off
+//! and the previous trace lost. A [`Replacing`] file is written unnamed
+//! in FILE's directory (Linux `O_TMPFILE`: a killed process leaves
+//! nothing behind, the kernel frees it) and linked over FILE by
+//! [`Replacing::finish`]. Where the filesystem cannot make unnamed
+//! files, a hidden `.FILE.part-XXXXXX` beside FILE stands in for it
+//! (removed on an error; a killed run leaves it). A path that is not a
+//! regular file (a FIFO, `/dev/null`) is written directly.
+
+use std::ffi::{CString, OsString};
+use std::fs::{File, OpenOptions};
+use std::io;
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::OpenOptionsExt;
+use std::os::unix::io::AsRawFd;
+use std::path::{Path, PathBuf};
+
+/// Where the data goes until [`Replacing::finish`].
+enum Stage {
+    /// An `O_TMPFILE` file in FILE's directory.
+    Unnamed(File),
+    /// A named temporary file beside FILE.
+    Named(tempfile::TempPath),
+    /// FILE itself (not a regular file).
+    Direct,
+}
+
+/// A file written elsewhere and put in place at its path once complete.
+pub struct Replacing {
+    path: PathBuf,
+    stage: Stage,
+}
+
+impl Replacing {
+    /// Makes the file for `path`; returns it and a handle to write to.
+    /// Fails at once for a path that cannot be written (a directory, a
+    /// missing or read-only directory).
+    pub fn create(path: &Path) -> io::Result<(Replacing, File)> {
+        let meta = std::fs::metadata(path).ok();
+        if meta.as_ref().is_some_and(|m| m.is_dir()) {
+            return Err(io::Error::new(
+                io::ErrorKind::IsADirectory,
+                "is a directory",
+            ));
+        }
+        if meta.is_some_and(|m| !m.is_file()) {
+            let f = OpenOptions::new().write(true).open(path)?;
+            return Ok((Self::at(path, Stage::Direct), f));
+        }
+        let dir = parent(path);
+        let unnamed = OpenOptions::new()
+            .write(true)
+            .mode(0o644)
+            .custom_flags(libc::O_TMPFILE)
+            .open(dir);
+        match unnamed {
+            Ok(f) => {
+                let w = f.try_clone()?;
+                Ok((Self::at(path, Stage::Unnamed(f)), w))
+            }
+            // Any other error (no such directory, no permission) is the
+            // path's own.
+            Err(e) if !unnamed_unsupported(&e) => Err(e),
+            Err(_) => {
+                let tmp = tempfile::Builder::new()
+                    .prefix(&part_prefix(path))
+                    .tempfile_in(dir)?;
+                let (f, p) = tmp.into_parts();
+                Ok((Self::at(path, Stage::Named(p)), f))
+            }
+        }
+    }
+
+    fn at(path: &Path, stage: Stage) -> Replacing {
+        Replacing {
+            path: path.to_path_buf(),
+            stage,
+        }
+    }
+
+    /// Puts the written file at its path, replacing what was there. Call
+    /// it once every write through the handle has been flushed.
+    pub fn finish(self) -> io::Result<()> {
+        match self.stage {
+            Stage::Direct => Ok(()),
+            Stage::Named(p) => p.persist(&self.path).map_err(|e| e.error),
+            Stage::Unnamed(f) => link_over(&f, &self.path),
+        }
+    }
+}
+
+/// Links the unnamed file `f` at a fresh hidden name beside `path`, then
+/// renames it over `path` (`linkat` cannot replace a name).
+fn link_over(f: &File, path: &Path) -> io::Result<()> {
+    let from = CString::new(format!("/proc/self/fd/{}", f.as_raw_fd()))?;
+    for n in 0..16u32 {
+        let mut name = part_prefix(path);
+        name.push(format!("{}-{n}", std::process::id()));
+        let tmp = parent(path).join(name);
+        let to = CString::new(tmp.as_os_str().as_bytes())?;
+        // SAFETY: two valid C strings; no pointers kept.
+        let rc = unsafe {
+            libc::linkat(
+                libc::AT_FDCWD,
+                from.as_ptr(),
+                libc::AT_FDCWD,
+                to.as_ptr(),
+                libc::AT_SYMLINK_FOLLOW,
+            )
+        };
+        if rc == 0 {
+            return std::fs::rename(&tmp, path).inspect_err(|_| {
+                let _ = std::fs::remove_file(&tmp);
+            });
+        }
+        let e = io::Error::last_os_error();
+        if e.kind() != io::ErrorKind::AlreadyExists {
+            return Err(e);
+        }
+    }
+    Err(io::Error::new(
+        io::ErrorKind::AlreadyExists,
+        "no free temporary name beside the file",
+    ))
+}
+
+/// Whether `open(O_TMPFILE)` failed because the filesystem (or kernel)
+/// cannot make unnamed files.
+fn unnamed_unsupported(e: &io::Error) -> bool {
+    matches!(
+        e.raw_os_error(),
+        Some(libc::EOPNOTSUPP | libc::EISDIR | libc::EINVAL)
+    )
+}
+
+/// `path`'s directory (`.` for a bare name).
+fn parent(path: &Path) -> &Path {
+    match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    }
+}
+
+/// `.NAME.part-`, the prefix of the hidden names beside `path`.
+fn part_prefix(path: &Path) -> OsString {
+    let mut p = OsString::from(".");
+    p.push(path.file_name().unwrap_or_default());
+    p.push(".part-");
+    p
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Write;
+
+    fn names(dir: &Path) -> Vec<String> {
+        let mut v: Vec<String> = std::fs::read_dir(dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        v.sort();
+        v
+    }
+
+    #[test]
+    fn the_old_file_stays_until_the_new_one_is_finished() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("trace.csv");
+        std::fs::write(&p, "old\n").unwrap();
+        let (r, mut w) = Replacing::create(&p).unwrap();
+        w.write_all(b"new\n").unwrap();
+        assert_eq!(std::fs::read_to_string(&p).unwrap(), "old\n");
+        r.finish().unwrap();
+        assert_eq!(std::fs::read_to_string(&p).unwrap(), "new\n");
+        assert_eq!(names(dir.path()), ["trace.csv"]);
+    }
+
+    #[test]
+    fn an_unfinished_file_leaves_the_old_one_and_nothing_else() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("t");
+        std::fs::write(&p, "old").unwrap();
+        let (r, mut w) = Replacing::create(&p).unwrap();
+        w.write_all(b"partial").unwrap();
+        drop((r, w));
+        assert_eq!(std::fs::read_to_string(&p).unwrap(), "old");
+        assert_eq!(names(dir.path()), ["t"]);
+    }
+
+    #[test]
+    fn a_new_path_is_made_and_a_directory_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("new");
+        let (r, mut w) = Replacing::create(&p).unwrap();
+        w.write_all(b"x").unwrap();
+        r.finish().unwrap();
+        assert_eq!(std::fs::read_to_string(&p).unwrap(), "x");
+        assert!(Replacing::create(dir.path()).is_err());
+        assert!(Replacing::create(&dir.path().join("no/such/dir/f")).is_err());
+    }
+
+    #[test]
+    fn a_device_is_written_directly() {
+        let (r, mut w) = Replacing::create(Path::new("/dev/null")).unwrap();
+        w.write_all(b"x").unwrap();
+        r.finish().unwrap();
+    }
+}
