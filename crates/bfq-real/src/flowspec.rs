@@ -121,7 +121,7 @@ pub fn parse(s: &str, index: usize) -> Result<FlowSpec, String> {
     })
 }
 
-/// The keys of a `--flow`, as [`set_key`] takes them.
+/// The keys of a `--flow`, as it takes them (`set_key`).
 pub const FLOW_KEYS: [&str; 24] = [
     "name", "op", "pattern", "bs", "depth", "sync", "weight", "class", "level", "bytes", "think",
     "on", "off", "every", "batch", "runs", "repeat", "start", "stop", "duration", "after",
