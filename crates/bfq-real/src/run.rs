@@ -931,16 +931,7 @@ impl Driver<'_> {
 mod tests {
     use super::*;
     use crate::desc::Pattern;
-
-    /// The names in `dir`.
-    fn names(dir: &Path) -> Vec<String> {
-        let mut v: Vec<String> = std::fs::read_dir(dir)
-            .unwrap()
-            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-            .collect();
-        v.sort();
-        v
-    }
+    use crate::outfile::tests::names;
 
     #[test]
     fn a_created_file_appears_whole_or_not_at_all() {
