@@ -168,7 +168,7 @@ fn unnamed_unsupported(e: &io::Error) -> bool {
 }
 
 /// `path`'s directory (`.` for a bare name).
-fn parent(path: &Path) -> &Path {
+pub fn parent(path: &Path) -> &Path {
     match path.parent() {
         Some(d) if !d.as_os_str().is_empty() => d,
         _ => Path::new("."),
@@ -176,7 +176,7 @@ fn parent(path: &Path) -> &Path {
 }
 
 /// `.NAME.part-`, the prefix of the hidden names beside `path`.
-fn part_prefix(path: &Path) -> OsString {
+pub fn part_prefix(path: &Path) -> OsString {
     let mut p = OsString::from(".");
     p.push(path.file_name().unwrap_or_default());
     p.push(".part-");
