@@ -254,14 +254,10 @@ impl JsonFile {
 
     /// A new temporary file beside `path`, removed when dropped.
     fn temporary(path: &std::path::Path) -> std::io::Result<tempfile::NamedTempFile> {
-        let dir = match path.parent() {
-            Some(d) if !d.as_os_str().is_empty() => d,
-            _ => std::path::Path::new("."),
-        };
-        let mut prefix = std::ffi::OsString::from(".");
-        prefix.push(path.file_name().unwrap_or_default());
-        prefix.push(".part-");
-        tempfile::Builder::new().prefix(&prefix).tempfile_in(dir)
+        use bfq_real::outfile::{parent, part_prefix};
+        tempfile::Builder::new()
+            .prefix(&part_prefix(path))
+            .tempfile_in(parent(path))
     }
 
     /// Writes `text`: to FILE itself if it is not a regular file, else

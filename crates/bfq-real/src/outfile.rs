@@ -7,14 +7,19 @@
 //! nothing behind, the kernel frees it) and linked over FILE by
 //! [`Replacing::finish`]. Where the filesystem cannot make unnamed
 //! files, a hidden `.FILE.part-XXXXXX` beside FILE stands in for it
-//! (removed on an error; a killed run leaves it). A path that is not a
-//! regular file (a FIFO, `/dev/null`) is written directly.
+//! (removed on an error; a killed run leaves it), as it does where
+//! `/proc` is not mounted (the unnamed file is linked through
+//! `/proc/self/fd`). A symbolic link is followed: the file it names is
+//! replaced and the link kept. The new file gets the permissions of the
+//! one it replaces (a new path: 0666 less the umask, as `File::create`).
+//! A path that is not a regular file (a FIFO, `/dev/null`) is written
+//! directly.
 
 use std::ffi::{CString, OsString};
 use std::fs::{File, OpenOptions};
 use std::io;
 use std::os::unix::ffi::OsStrExt;
-use std::os::unix::fs::OpenOptionsExt;
+use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::os::unix::io::AsRawFd;
 use std::path::{Path, PathBuf};
 
@@ -39,6 +44,18 @@ impl Replacing {
     /// Fails at once for a path that cannot be written (a directory, a
     /// missing or read-only directory).
     pub fn create(path: &Path) -> io::Result<(Replacing, File)> {
+        Self::create_as(path, Path::new(PROC_FD).is_dir())
+    }
+
+    /// [`Replacing::create`], with an unnamed file if `unnamed` (else a
+    /// named one).
+    fn create_as(path: &Path, unnamed: bool) -> io::Result<(Replacing, File)> {
+        let real = match std::fs::canonicalize(path) {
+            Ok(real) => real,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => path.to_path_buf(),
+            Err(e) => return Err(e),
+        };
+        let path = real.as_path();
         let meta = std::fs::metadata(path).ok();
         if meta.as_ref().is_some_and(|m| m.is_dir()) {
             return Err(io::Error::new(
@@ -46,32 +63,42 @@ impl Replacing {
                 "is a directory",
             ));
         }
-        if meta.is_some_and(|m| !m.is_file()) {
+        if meta.as_ref().is_some_and(|m| !m.is_file()) {
             let f = OpenOptions::new().write(true).open(path)?;
             return Ok((Self::at(path, Stage::Direct), f));
         }
         let dir = parent(path);
-        let unnamed = OpenOptions::new()
-            .write(true)
-            .mode(0o644)
-            .custom_flags(libc::O_TMPFILE)
-            .open(dir);
-        match unnamed {
-            Ok(f) => {
-                let w = f.try_clone()?;
-                Ok((Self::at(path, Stage::Unnamed(f)), w))
-            }
+        let mode = meta
+            .as_ref()
+            .map_or(0o666, |m| m.permissions().mode() & 0o777);
+        let unnamed = if unnamed {
+            OpenOptions::new()
+                .write(true)
+                .mode(mode)
+                .custom_flags(libc::O_TMPFILE)
+                .open(dir)
+        } else {
+            Err(io::Error::from_raw_os_error(libc::EOPNOTSUPP))
+        };
+        let (stage, f) = match unnamed {
+            Ok(f) => (Stage::Unnamed(f.try_clone()?), f),
             // Any other error (no such directory, no permission) is the
             // path's own.
-            Err(e) if !unnamed_unsupported(&e) => Err(e),
+            Err(e) if !unnamed_unsupported(&e) => return Err(e),
             Err(_) => {
                 let tmp = tempfile::Builder::new()
                     .prefix(&part_prefix(path))
+                    .permissions(std::fs::Permissions::from_mode(mode))
                     .tempfile_in(dir)?;
                 let (f, p) = tmp.into_parts();
-                Ok((Self::at(path, Stage::Named(p)), f))
+                (Stage::Named(p), f)
             }
+        };
+        if meta.is_some() {
+            // The mode asked for at creation lost the umask's bits.
+            let _ = f.set_permissions(std::fs::Permissions::from_mode(mode));
         }
+        Ok((Self::at(path, stage), f))
     }
 
     fn at(path: &Path, stage: Stage) -> Replacing {
@@ -92,10 +119,14 @@ impl Replacing {
     }
 }
 
+/// Where a process's open files are named (`linkat` of an unnamed file
+/// goes through it).
+const PROC_FD: &str = "/proc/self/fd";
+
 /// Links the unnamed file `f` at a fresh hidden name beside `path`, then
 /// renames it over `path` (`linkat` cannot replace a name).
 fn link_over(f: &File, path: &Path) -> io::Result<()> {
-    let from = CString::new(format!("/proc/self/fd/{}", f.as_raw_fd()))?;
+    let from = CString::new(format!("{PROC_FD}/{}", f.as_raw_fd()))?;
     for n in 0..16u32 {
         let mut name = part_prefix(path);
         name.push(format!("{}-{n}", std::process::id()));
@@ -137,7 +168,7 @@ fn unnamed_unsupported(e: &io::Error) -> bool {
 }
 
 /// `path`'s directory (`.` for a bare name).
-fn parent(path: &Path) -> &Path {
+pub fn parent(path: &Path) -> &Path {
     match path.parent() {
         Some(d) if !d.as_os_str().is_empty() => d,
         _ => Path::new("."),
@@ -145,7 +176,7 @@ fn parent(path: &Path) -> &Path {
 }
 
 /// `.NAME.part-`, the prefix of the hidden names beside `path`.
-fn part_prefix(path: &Path) -> OsString {
+pub fn part_prefix(path: &Path) -> OsString {
     let mut p = OsString::from(".");
     p.push(path.file_name().unwrap_or_default());
     p.push(".part-");
@@ -202,6 +233,67 @@ pub(crate) mod tests {
         assert_eq!(std::fs::read_to_string(&p).unwrap(), "x");
         assert!(Replacing::create(dir.path()).is_err());
         assert!(Replacing::create(&dir.path().join("no/such/dir/f")).is_err());
+    }
+
+    /// Replaces `p` through a new file, unnamed or named, with `text`.
+    fn replace(p: &Path, unnamed: bool, text: &str) {
+        let (r, mut w) = Replacing::create_as(p, unnamed).unwrap();
+        w.write_all(text.as_bytes()).unwrap();
+        r.finish().unwrap();
+    }
+
+    /// Mutation: `create_as` without its `canonicalize` (the link replaced
+    /// by a regular file, the file it named left as it was).
+    #[test]
+    fn a_link_is_kept_and_the_file_it_names_replaced() {
+        for unnamed in [true, false] {
+            let dir = tempfile::tempdir().unwrap();
+            let (file, link) = (dir.path().join("real"), dir.path().join("link"));
+            std::fs::write(&file, "old").unwrap();
+            std::os::unix::fs::symlink("real", &link).unwrap();
+            replace(&link, unnamed, "new");
+            let kind = std::fs::symlink_metadata(&link).unwrap().file_type();
+            assert!(kind.is_symlink(), "unnamed {unnamed}");
+            assert_eq!(std::fs::read_to_string(&file).unwrap(), "new");
+            assert_eq!(names(dir.path()), ["link", "real"]);
+        }
+    }
+
+    /// Mutation: the new file made with a fixed mode (0644 and no
+    /// `set_permissions`): an old 0600 file came back 0644 (unnamed) or
+    /// 0600 only by tempfile's default (named), an old 0664 one 0644.
+    #[test]
+    fn the_new_file_keeps_the_old_ones_permissions() {
+        for unnamed in [true, false] {
+            for mode in [0o600, 0o664, 0o640] {
+                let dir = tempfile::tempdir().unwrap();
+                let p = dir.path().join("t");
+                std::fs::write(&p, "old").unwrap();
+                std::fs::set_permissions(&p, std::fs::Permissions::from_mode(mode)).unwrap();
+                replace(&p, unnamed, "new");
+                let got = std::fs::metadata(&p).unwrap().permissions().mode() & 0o777;
+                assert_eq!(got, mode, "unnamed {unnamed}: {got:o}");
+                assert_eq!(std::fs::read_to_string(&p).unwrap(), "new");
+            }
+        }
+    }
+
+    /// Without an unnamed file (no `O_TMPFILE`, no `/proc`) the named one
+    /// replaces the old file at the end and is gone if never finished.
+    /// Mutation: `finish` drops the named file instead of persisting it.
+    #[test]
+    fn a_named_file_replaces_the_old_one_or_leaves_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("t");
+        std::fs::write(&p, "old").unwrap();
+        let (r, mut w) = Replacing::create_as(&p, false).unwrap();
+        w.write_all(b"partial").unwrap();
+        assert_eq!(names(dir.path()).len(), 2);
+        drop((r, w));
+        assert_eq!(names(dir.path()), ["t"]);
+        replace(&p, false, "new");
+        assert_eq!(std::fs::read_to_string(&p).unwrap(), "new");
+        assert_eq!(names(dir.path()), ["t"]);
     }
 
     #[test]

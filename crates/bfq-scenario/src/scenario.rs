@@ -144,8 +144,17 @@ impl<'de> Deserialize<'de> for SchedulerDef {
         for (k, s) in flat {
             if k == "name" {
                 def.name = Some(s);
-            } else {
-                def.settings.set(k, s);
+                continue;
+            }
+            // Two spellings of one setting ("max_bps.g1" and a dotted
+            // max_bps.g1, or max-budget and max_budget): TOML refuses a
+            // key given twice, and so does this.
+            let before = def.settings.pairs().count();
+            def.settings.set(k.as_str(), s);
+            if def.settings.pairs().count() == before {
+                return Err(de::Error::custom(format!(
+                    "scheduler setting '{k}' is given twice"
+                )));
             }
         }
         Ok(def)
@@ -1747,6 +1756,18 @@ mod tests {
             e.contains("scheduler setting 'max_bps.g1' must be a string"),
             "{e}"
         );
+        // One setting twice, quoted and dotted, or with '-' and '_'.
+        // Mutation: the count check in `SchedulerDef`'s deserializer
+        // removed (the one read last silently wins).
+        for twice in [
+            "\"max_bps.g1\" = \"1M\"\nmax_bps.g1 = \"2M\"\n",
+            "max-budget = 1000\nmax_budget = 2000\n",
+        ] {
+            let e = err(&format!(
+                "name = \"x\"\n[scheduler]\nname = \"bfq\"\n{twice}[[flow]]\nname = \"a\"\n"
+            ));
+            assert!(e.contains("is given twice"), "{twice}: {e}");
+        }
     }
 
     /// The error of planning a 4 KiB reader of region `r` (a TOML inline
