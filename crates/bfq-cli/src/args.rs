@@ -117,7 +117,7 @@ pub fn setting_hint(name: &str, key: &str) -> String {
     if keys.is_empty() {
         return format!("{name} has no settings; `bfq schedulers` lists the schedulers");
     }
-    let key = key.trim().replace('-', "_").to_ascii_lowercase();
+    let key = bfq_core::settings::normalize(key);
     let (family, node) = match key.find(['.', ':', '@']) {
         Some(i) => (&key[..i], &key[i..]),
         None => (key.as_str(), ""),

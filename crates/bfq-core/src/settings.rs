@@ -369,7 +369,9 @@ impl Settings {
     }
 }
 
-fn normalize(key: &str) -> String {
+/// A setting's key as the schedulers match it: trimmed, `-` as `_`,
+/// lower case.
+pub fn normalize(key: &str) -> String {
     key.trim().replace('-', "_").to_ascii_lowercase()
 }
 

@@ -198,16 +198,25 @@ pub fn mount(cfg: &MountConfig) -> std::io::Result<Mounted> {
 /// to `/dev/fuse` or `fusermount3` for this user) says that mounting needs
 /// root or that access; others are kept as they are.
 fn explain_mount_error(e: std::io::Error) -> std::io::Error {
+    // SAFETY: plain syscall.
+    explain_mount_error_as(e, unsafe { libc::geteuid() } == 0)
+}
+
+/// [`explain_mount_error`] for a process running as root or not: root
+/// refused is missing the capability (`CAP_SYS_ADMIN`, often dropped in
+/// a container), anyone else is not root.
+fn explain_mount_error_as(e: std::io::Error, root: bool) -> std::io::Error {
     if e.kind() != std::io::ErrorKind::PermissionDenied {
         return e;
     }
-    std::io::Error::new(
-        e.kind(),
-        format!(
-            "{e}: FUSE did not let this user mount (it needs /dev/fuse and fusermount3 \
-             for this user): run bfq mount as root"
-        ),
-    )
+    let what = if root {
+        "FUSE did not let root mount: the process needs CAP_SYS_ADMIN (a container \
+         may drop it) and access to /dev/fuse"
+    } else {
+        "FUSE did not let this user mount (it needs /dev/fuse and fusermount3 for this \
+         user): run bfq mount as root"
+    };
+    std::io::Error::new(e.kind(), format!("{e}: {what}"))
 }
 
 /// Refuses `path` unless it is a directory: one that does not exist is
@@ -402,13 +411,17 @@ mod tests {
         assert!(e.to_string().ends_with("f: not a directory"), "{e}");
     }
 
-    /// A permission error from FUSE says what to do; others are kept.
+    /// A permission error from FUSE says what to do (as root: the
+    /// capability; otherwise: root); others are kept.
     #[test]
-    fn a_mount_refused_for_permission_says_to_run_as_root() {
-        let denied = std::io::Error::from(std::io::ErrorKind::PermissionDenied);
-        let e = explain_mount_error(denied);
+    fn a_mount_refused_for_permission_says_what_is_missing() {
+        let denied = || std::io::Error::from(std::io::ErrorKind::PermissionDenied);
+        let e = explain_mount_error_as(denied(), false);
         assert_eq!(e.kind(), std::io::ErrorKind::PermissionDenied);
         assert!(e.to_string().ends_with("run bfq mount as root"), "{e}");
+        let e = explain_mount_error_as(denied(), true);
+        assert!(e.to_string().contains("CAP_SYS_ADMIN"), "{e}");
+        assert!(!e.to_string().contains("as root"), "{e}");
         let other = explain_mount_error(std::io::Error::other("busy"));
         assert_eq!(other.to_string(), "busy");
     }
