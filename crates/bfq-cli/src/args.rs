@@ -273,7 +273,7 @@ impl JsonFile {
         tmp.write_all(text.as_bytes()).with_context(named)?;
         tmp.as_file().sync_all().with_context(named)?;
         if let Ok(m) = std::fs::metadata(&self.path) {
-            let _ = tmp.as_file().set_permissions(m.permissions());
+            bfq_real::outfile::keep_owner_and_mode(tmp.as_file(), &m);
         }
         tmp.persist(&self.path)
             .map_err(|e| e.error)

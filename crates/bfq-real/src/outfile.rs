@@ -94,9 +94,9 @@ impl Replacing {
                 (Stage::Named(p), f)
             }
         };
-        if meta.is_some() {
+        if let Some(m) = &meta {
             // The mode asked for at creation lost the umask's bits.
-            let _ = f.set_permissions(std::fs::Permissions::from_mode(mode));
+            keep_owner_and_mode(&f, m);
         }
         Ok((Self::at(path, stage), f))
     }
@@ -122,6 +122,16 @@ impl Replacing {
 /// Where a process's open files are named (`linkat` of an unnamed file
 /// goes through it).
 const PROC_FD: &str = "/proc/self/fd";
+
+/// Gives `f`, made to replace a file, that file's owner and permission
+/// bits: run as root, a user's file stays the user's (otherwise the
+/// owner's part is a no-op or refused, and ignored).
+pub fn keep_owner_and_mode(f: &File, old: &std::fs::Metadata) {
+    use std::os::unix::fs::MetadataExt;
+    let _ = std::os::unix::fs::fchown(f, Some(old.uid()), Some(old.gid()));
+    let mode = old.permissions().mode() & 0o777;
+    let _ = f.set_permissions(std::fs::Permissions::from_mode(mode));
+}
 
 /// Links the unnamed file `f` at a fresh hidden name beside `path`, then
 /// renames it over `path` (`linkat` cannot replace a name).
@@ -301,5 +311,28 @@ pub(crate) mod tests {
         let (r, mut w) = Replacing::create(Path::new("/dev/null")).unwrap();
         w.write_all(b"x").unwrap();
         r.finish().unwrap();
+    }
+
+    /// Run as root, the new file keeps the old one's owner. Mutation:
+    /// without the `fchown`: owned by root.
+    #[test]
+    fn the_new_file_keeps_the_old_ones_owner() {
+        use std::os::unix::fs::MetadataExt;
+        // SAFETY: plain syscall.
+        if unsafe { libc::geteuid() } != 0 {
+            eprintln!("skipped: needs root to give a file another owner");
+            return;
+        }
+        for unnamed in [true, false] {
+            let dir = tempfile::tempdir().unwrap();
+            let p = dir.path().join("t");
+            std::fs::write(&p, "old").unwrap();
+            std::os::unix::fs::chown(&p, Some(65534), Some(65534)).unwrap();
+            let (r, mut w) = Replacing::create_as(&p, unnamed).unwrap();
+            w.write_all(b"new").unwrap();
+            r.finish().unwrap();
+            let m = std::fs::metadata(&p).unwrap();
+            assert_eq!((m.uid(), m.gid()), (65534, 65534), "unnamed {unnamed}");
+        }
     }
 }
