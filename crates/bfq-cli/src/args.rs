@@ -215,11 +215,11 @@ pub fn json_and_trace(
 }
 
 /// A `--json FILE` written whole or not at all. A regular FILE (or one
-/// that does not exist yet) gets the results through a temporary file of
-/// a random name made beside it (never following a link there), synced,
-/// given FILE's permissions and renamed over it, so that a run that fails
-/// or is interrupted (SIGINT, SIGTERM, SIGKILL) leaves an earlier FILE as
-/// it was. A symbolic link is followed: the file it names is replaced and
+/// that does not exist yet) gets the results through a file put in place
+/// over it once written and synced ([`bfq_real::outfile::Replacing`]:
+/// unnamed until then, FILE's permissions and, run as root, its owner),
+/// so that a run that fails or is interrupted (SIGINT, SIGTERM, SIGKILL)
+/// leaves an earlier FILE as it was. A symbolic link is followed: the file it names is replaced and
 /// the link kept. Anything else (`/dev/stdout`, `/dev/null`, a pipe) is
 /// written to directly at the end.
 pub struct JsonFile {
@@ -236,32 +236,17 @@ impl JsonFile {
     pub fn check(path: &std::path::Path) -> anyhow::Result<JsonFile> {
         use anyhow::Context;
         let named = || format!("--json {}", path.display());
-        let path = match std::fs::canonicalize(path) {
-            Ok(real) => real,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => path.to_path_buf(),
-            Err(e) => return Err(e).with_context(named),
-        };
-        let meta = std::fs::metadata(&path).ok();
-        if meta.as_ref().is_some_and(|m| m.is_dir()) {
-            anyhow::bail!("{}: is a directory", named());
-        }
+        let (path, meta) = bfq_real::outfile::resolve(path).with_context(named)?;
         let direct = meta.is_some_and(|m| !m.is_file());
         if !direct {
-            Self::temporary(&path).with_context(named)?;
+            bfq_real::outfile::Replacing::create(&path).with_context(named)?;
         }
         Ok(JsonFile { path, direct })
     }
 
-    /// A new temporary file beside `path`, removed when dropped.
-    fn temporary(path: &std::path::Path) -> std::io::Result<tempfile::NamedTempFile> {
-        use bfq_real::outfile::{parent, part_prefix};
-        tempfile::Builder::new()
-            .prefix(&part_prefix(path))
-            .tempfile_in(parent(path))
-    }
-
     /// Writes `text`: to FILE itself if it is not a regular file, else
-    /// through a temporary file renamed over FILE (removed on an error).
+    /// through a file put in place over FILE once written and synced
+    /// ([`bfq_real::outfile::Replacing`]).
     pub fn write(&self, text: &str) -> anyhow::Result<()> {
         use anyhow::Context;
         use std::io::Write;
@@ -269,18 +254,12 @@ impl JsonFile {
         if self.direct {
             return std::fs::write(&self.path, text).with_context(named);
         }
-        let mut tmp = Self::temporary(&self.path).with_context(named)?;
-        tmp.write_all(text.as_bytes()).with_context(named)?;
-        tmp.as_file().sync_all().with_context(named)?;
-        if let Ok(m) = std::fs::metadata(&self.path) {
-            bfq_real::outfile::keep_owner_and_mode(tmp.as_file(), &m);
-        }
-        tmp.persist(&self.path)
-            .map_err(|e| e.error)
-            .with_context(named)?;
-        if let Some(dir) = self.path.parent().filter(|d| !d.as_os_str().is_empty()) {
-            let _ = std::fs::File::open(dir).and_then(|d| d.sync_all());
-        }
+        let (file, mut w) = bfq_real::outfile::Replacing::create(&self.path).with_context(named)?;
+        w.write_all(text.as_bytes()).with_context(named)?;
+        w.sync_all().with_context(named)?;
+        file.finish().with_context(named)?;
+        let dir = bfq_real::outfile::parent(&self.path);
+        let _ = std::fs::File::open(dir).and_then(|d| d.sync_all());
         Ok(())
     }
 }

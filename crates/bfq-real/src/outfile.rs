@@ -11,7 +11,8 @@
 //! `/proc` is not mounted (the unnamed file is linked through
 //! `/proc/self/fd`). A symbolic link is followed: the file it names is
 //! replaced and the link kept. The new file gets the permissions of the
-//! one it replaces (a new path: 0666 less the umask, as `File::create`).
+//! one it replaces (a new path: 0666 less the umask, as `File::create`)
+//! and, run as root, its owner.
 //! A path that is not a regular file (a FIFO, `/dev/null`) is written
 //! directly.
 
@@ -50,19 +51,8 @@ impl Replacing {
     /// [`Replacing::create`], with an unnamed file if `unnamed` (else a
     /// named one).
     fn create_as(path: &Path, unnamed: bool) -> io::Result<(Replacing, File)> {
-        let real = match std::fs::canonicalize(path) {
-            Ok(real) => real,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => path.to_path_buf(),
-            Err(e) => return Err(e),
-        };
+        let (real, meta) = resolve(path)?;
         let path = real.as_path();
-        let meta = std::fs::metadata(path).ok();
-        if meta.as_ref().is_some_and(|m| m.is_dir()) {
-            return Err(io::Error::new(
-                io::ErrorKind::IsADirectory,
-                "is a directory",
-            ));
-        }
         if meta.as_ref().is_some_and(|m| !m.is_file()) {
             let f = OpenOptions::new().write(true).open(path)?;
             return Ok((Self::at(path, Stage::Direct), f));
@@ -117,6 +107,25 @@ impl Replacing {
             Stage::Unnamed(f) => link_over(&f, &self.path),
         }
     }
+}
+
+/// The file `path` names (a symbolic link followed; a path that does
+/// not exist yet as it is) and what is there now; a directory is
+/// refused.
+pub fn resolve(path: &Path) -> io::Result<(PathBuf, Option<std::fs::Metadata>)> {
+    let real = match std::fs::canonicalize(path) {
+        Ok(real) => real,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => path.to_path_buf(),
+        Err(e) => return Err(e),
+    };
+    let meta = std::fs::metadata(&real).ok();
+    if meta.as_ref().is_some_and(|m| m.is_dir()) {
+        return Err(io::Error::new(
+            io::ErrorKind::IsADirectory,
+            "is a directory",
+        ));
+    }
+    Ok((real, meta))
 }
 
 /// Where a process's open files are named (`linkat` of an unnamed file
@@ -186,7 +195,7 @@ pub fn parent(path: &Path) -> &Path {
 }
 
 /// `.NAME.part-`, the prefix of the hidden names beside `path`.
-pub fn part_prefix(path: &Path) -> OsString {
+fn part_prefix(path: &Path) -> OsString {
     let mut p = OsString::from(".");
     p.push(path.file_name().unwrap_or_default());
     p.push(".part-");
