@@ -214,6 +214,20 @@ pub struct InjectConfig {
     /// project's rule): its large requests beside the seeky flow's small
     /// ones slow each of them, in a turn charged its time.
     pub protect_seeky: bool,
+    /// Flows of other groups are not injected into the turn of a seeky
+    /// flow alone in its group that has had two or more requests in flight
+    /// in that turn (`inject_protect_deep_seeky`; this project's rule, on
+    /// in `bfq`). Such a flow uses the device's parallelism itself: its
+    /// group's turn is its time share (2010 paper Sec. III-D, 2014 report
+    /// Sec. 3.5), and the other groups' requests beside its own took that
+    /// time's throughput from it. The kernel injects nothing there either:
+    /// it takes an inject limit's baseline only with the queue's one
+    /// request alone in the drive (`bfq_update_inject_limit`,
+    /// `tot_rq_in_driver == 1`) and injects only below that limit counting
+    /// every request in the drive (`bfq_choose_bfqq_for_injection`). A
+    /// sync reader of depth 1 keeps its uncapped injection
+    /// ([`super::Bfq`]'s `shares_time_with`).
+    pub protect_deep_seeky: bool,
     /// How many flows B-WF2Q+ offers for injection, besides the waker and
     /// the woken flow (`inject_candidates`, 1..=8, default 8): the first
     /// flows under the tops of the root's service tree, each within its
@@ -283,6 +297,7 @@ impl Default for InjectConfig {
             ahead_bound: false,
             read_floor: true,
             protect_seeky: true,
+            protect_deep_seeky: true,
             candidates: super::INJECT_CANDIDATES,
             recent_first: false,
             when_idling_boosts: true,
@@ -591,6 +606,7 @@ impl InjectConfig {
             ahead_bound: s.bool("inject_ahead_bound", d.ahead_bound)?,
             read_floor: s.bool("inject_read_floor", d.read_floor)?,
             protect_seeky: s.bool("inject_protect_seeky", d.protect_seeky)?,
+            protect_deep_seeky: s.bool("inject_protect_deep_seeky", d.protect_deep_seeky)?,
             candidates: s.u64_in(
                 "inject_candidates",
                 d.candidates as u64,
