@@ -103,8 +103,10 @@
 //! The four rules on charging, the share cap, the protection of seeky
 //! flows and the read floor are this project's, not the kernel's:
 //! `inject_charge_service`, `inject_share_cap`, `inject_protect_seeky` and
-//! `inject_read_floor` (off in profile `bfq-kernel`); so is
-//! `inject_ahead_bound`.
+//! `inject_read_floor` (off in profile `bfq-kernel`); so are
+//! `inject_ahead_bound` and `inject_protect_deep_seeky` (other groups kept
+//! out of the turn of a seeky flow with several requests in flight, which
+//! the kernel does through its inject limit).
 //!
 //! `inject_limit` is learned per flow from the service time of the
 //! idling flow's first request after it refills: with nothing else in

@@ -1666,7 +1666,9 @@ impl Bfq {
     /// rotational. `f` is then not share-capped in the turn
     /// ([`Bfq::injectable_share`]) and the turn, if it reaches T_max, is
     /// charged its time ([`Bfq::held_time`]): random groups share time by
-    /// weight (2010 paper Sec. III-D, 2014 report Sec. 3.5).
+    /// weight (2010 paper Sec. III-D, 2014 report Sec. 3.5). Once `active`
+    /// has had two or more requests in flight in its turn, such flows are
+    /// not injected at all (`inject_protect_deep_seeky`).
     fn shares_time_with(&self, f: FlowId, active: FlowId) -> bool {
         let a = self.flow_state(active);
         !self.device.rotational
