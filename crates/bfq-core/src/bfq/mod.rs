@@ -1667,8 +1667,8 @@ impl Bfq {
     /// ([`Bfq::injectable_share`]) and the turn, if it reaches T_max, is
     /// charged its time ([`Bfq::held_time`]): random groups share time by
     /// weight (2010 paper Sec. III-D, 2014 report Sec. 3.5). Once `active`
-    /// has had two or more requests in flight in its turn, such flows are
-    /// not injected at all (`inject_protect_deep_seeky`).
+    /// has had two or more requests in flight in its turn, such flows of
+    /// lighter groups are not injected at all (`inject_protect_deep_seeky`).
     fn shares_time_with(&self, f: FlowId, active: FlowId) -> bool {
         let a = self.flow_state(active);
         !self.device.rotational
@@ -1682,7 +1682,7 @@ impl Bfq {
     /// within its share of what the active flow got in this turn (weights
     /// decide, not timing; `inject_share_cap`), and is not a lighter
     /// sequential flow kept out of a seeky flow's turn
-    /// (`inject_protect_seeky`), nor another group's flow kept out of the
+    /// (`inject_protect_seeky`), nor a lighter group's flow kept out of the
     /// turn of a seeky flow that keeps several requests in flight
     /// (`inject_protect_deep_seeky`). No cap for a sequential flow injected into
     /// a seeky flow's turn, nor for a flow of another group injected into
@@ -1711,7 +1711,7 @@ impl Bfq {
         }
         let seq_into_seeky = active_seeky && !fs.seek.is_seeky();
         let time_shared = self.shares_time_with(f, turn.flow);
-        if self.cfg.inject.protect_deep_seeky && time_shared && turn.deep {
+        if self.cfg.inject.protect_deep_seeky && time_shared && turn.deep && wc < wa {
             return None;
         }
         let capped = self.cfg.inject.share_cap && !seq_into_seeky && !time_shared;
