@@ -200,6 +200,7 @@ impl BfqConfig {
                 ahead_bound: true,
                 read_floor: true,
                 protect_seeky: true,
+                protect_deep_seeky: true,
                 waker_kernel_detection: false,
                 waker_beyond_limit: false,
                 limit_counts_all: false,
@@ -281,6 +282,7 @@ impl BfqConfig {
                 ahead_bound: false,
                 read_floor: false,
                 protect_seeky: false,
+                protect_deep_seeky: false,
                 waker_kernel_detection: true,
                 recent_first: true,
                 when_idling_boosts: false,
@@ -570,6 +572,9 @@ struct Turn {
     /// Whether a flow that shares the device's time with the active flow
     /// as another group was injected ([`Bfq::shares_time_with`]).
     time_shared: bool,
+    /// Whether the active flow has had two or more requests in flight in
+    /// this turn (`inject_protect_deep_seeky`).
+    deep: bool,
     /// Serial number of the turn (the per-flow injection counts name it).
     serial: u64,
 }
@@ -1351,6 +1356,7 @@ impl Bfq {
             injected: 0,
             injected_seq: 0,
             time_shared: false,
+            deep: false,
             serial: self.stats.turns,
         });
         true
@@ -1660,7 +1666,9 @@ impl Bfq {
     /// rotational. `f` is then not share-capped in the turn
     /// ([`Bfq::injectable_share`]) and the turn, if it reaches T_max, is
     /// charged its time ([`Bfq::held_time`]): random groups share time by
-    /// weight (2010 paper Sec. III-D, 2014 report Sec. 3.5).
+    /// weight (2010 paper Sec. III-D, 2014 report Sec. 3.5). Once `active`
+    /// has had two or more requests in flight in its turn, such flows of
+    /// lighter groups are not injected at all (`inject_protect_deep_seeky`).
     fn shares_time_with(&self, f: FlowId, active: FlowId) -> bool {
         let a = self.flow_state(active);
         !self.device.rotational
@@ -1674,7 +1682,9 @@ impl Bfq {
     /// within its share of what the active flow got in this turn (weights
     /// decide, not timing; `inject_share_cap`), and is not a lighter
     /// sequential flow kept out of a seeky flow's turn
-    /// (`inject_protect_seeky`). No cap for a sequential flow injected into
+    /// (`inject_protect_seeky`), nor a lighter group's flow kept out of the
+    /// turn of a seeky flow that keeps several requests in flight
+    /// (`inject_protect_deep_seeky`). No cap for a sequential flow injected into
     /// a seeky flow's turn, nor for a flow of another group injected into
     /// the turn of a seeky flow alone in its group: the turn is then
     /// charged its time ([`Bfq::held_time`]; for another group's flows,
@@ -1701,6 +1711,9 @@ impl Bfq {
         }
         let seq_into_seeky = active_seeky && !fs.seek.is_seeky();
         let time_shared = self.shares_time_with(f, turn.flow);
+        if self.cfg.inject.protect_deep_seeky && time_shared && turn.deep && wc < wa {
+            return None;
+        }
         let capped = self.cfg.inject.share_cap && !seq_into_seeky && !time_shared;
         let mine = fs.inj.injected_in(turn.serial);
         if capped && mine * wa >= turn.real * wc {
@@ -2195,6 +2208,7 @@ impl Bfq {
             t.written += sectors;
         }
         t.idle_until = None;
+        t.deep |= self.topo.any_flow(turn.flow).data.in_flight >= 2;
         self.wf2q.served(turn.entity, charge);
         self.note_dispatch(now, req, turn.flow);
         #[cfg(debug_assertions)]

@@ -65,6 +65,12 @@ pub enum Kind {
     Async {
         depth: u32,
     },
+    /// Synchronous (O_DIRECT through io_uring or AIO, flagged sync as Linux
+    /// flags them), `depth` requests outstanding, each issued again as
+    /// one completes.
+    Direct {
+        depth: u32,
+    },
     Sync {
         think: Time,
     },
@@ -261,7 +267,7 @@ impl<'a> Harness<'a> {
             self.log.flows.push(s.add_flow(0, d.spec).expect("flow"));
             self.pos[i] = d.base;
             let n = match d.kind {
-                Kind::Async { depth } => depth,
+                Kind::Async { depth } | Kind::Direct { depth } => depth,
                 Kind::Sync { .. } | Kind::Bursts { .. } => 1,
             };
             for _ in 0..n {
@@ -407,7 +413,7 @@ impl<'a> Harness<'a> {
                     0
                 }
             }
-            Kind::Async { .. } => 0,
+            Kind::Async { .. } | Kind::Direct { .. } => 0,
         };
         self.push(now + think, Ev::Issue(i));
     }
