@@ -193,7 +193,13 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     if let Some(w) = r.engine.as_ref().and_then(bfq_real::ring_setup_warning) {
         eprintln!("bfq: warning: {w}");
     }
-    check_errors(&r)
+    // The report is out: a trace that was not written whole fails the
+    // command after it, as failed requests do.
+    match (&r.trace_error, check_errors(&r)) {
+        (Some(t), Err(e)) => anyhow::bail!("{e}; {t}"),
+        (Some(t), Ok(())) => anyhow::bail!("{t}"),
+        (None, done) => done,
+    }
 }
 
 /// Warns of each flow that starts at or after the end of a run of
@@ -354,14 +360,9 @@ impl Outputs {
         })
     }
 
-    /// Writes the JSON results and the table.
+    /// Writes the table, then the JSON results (so that a JSON file that
+    /// cannot be written leaves the table printed).
     fn write(self, sim: &bfq_scenario::SimResult, r: &RunReport) -> anyhow::Result<()> {
-        if self.json_to_stdout {
-            println!("{}", sim.to_json());
-        }
-        if let Some(f) = self.json_file {
-            f.write(&(sim.to_json() + "\n"))?;
-        }
         // With `--json -` or `--trace -` stdout carries only the JSON or the
         // trace: the table goes to stderr.
         let mut table: Box<dyn Write> = if self.json_to_stdout || self.trace_to_stdout {
@@ -370,6 +371,12 @@ impl Outputs {
             Box::new(std::io::stdout())
         };
         print_table(&mut table, r)?;
+        if self.json_to_stdout {
+            println!("{}", sim.to_json());
+        }
+        if let Some(f) = self.json_file {
+            f.write(&(sim.to_json() + "\n"))?;
+        }
         Ok(())
     }
 }

@@ -450,6 +450,50 @@ fn run_writes_its_trace_to_stdout() {
     );
 }
 
+/// A trace that cannot be written whole (`/dev/full`: every write
+/// fails) fails `bfq run` only after its report: the table is printed and
+/// `--json FILE` written, then the error names the trace, exit 1. Fails
+/// with the trace's error returned by `bfq_real::run` before the report
+/// (`trace::finish(..)?` in `run_engine`, as it was) or with the command
+/// ignoring `RunReport::trace_error`.
+#[test]
+fn a_trace_that_fails_keeps_the_report() {
+    let dir = tempfile::tempdir().unwrap();
+    let o = Command::new(env!("CARGO_BIN_EXE_bfq"))
+        .args([
+            "run",
+            "--target",
+            "t.img",
+            "--create",
+            "4M",
+            "--buffered",
+            "--flow",
+            "name=a,bytes=256k",
+            "--seconds",
+            "5",
+            "--json",
+            "r.json",
+            "--trace",
+            "/dev/full",
+        ])
+        .current_dir(dir.path())
+        .output()
+        .unwrap();
+    let e = stderr(&o);
+    assert_eq!(o.status.code(), Some(1), "{e}");
+    assert!(
+        e.contains("trace /dev/full: No space left on device")
+            && e.contains("the run itself completed"),
+        "{e}"
+    );
+    assert!(
+        String::from_utf8_lossy(&o.stdout).contains("MiB/s"),
+        "the table is printed"
+    );
+    let json = std::fs::read_to_string(dir.path().join("r.json")).unwrap();
+    assert!(json.contains("\"name\": \"a\""), "{json}");
+}
+
 #[test]
 fn a_closed_pipe_ends_the_process_quietly() {
     let mut child = Command::new(env!("CARGO_BIN_EXE_bfq"))
