@@ -302,7 +302,7 @@ fn backend(a: &Args, sc_sched: Option<(String, Settings)>) -> anyhow::Result<Bac
     };
     crate::args::check_backend(&name, true)?;
     let from_file = settings.clone();
-    crate::args::apply_sets(&mut settings, &a.set)?;
+    let given = crate::args::overlay_sets(&mut settings, &a.set)?;
     let backend = Backend::parse(&name, settings);
     if matches!(backend, Backend::Kernel { .. }) && !a.set.is_empty() {
         anyhow::bail!("--set applies to the project's schedulers, not kernel:*");
@@ -314,7 +314,7 @@ fn backend(a: &Args, sc_sched: Option<(String, Settings)>) -> anyhow::Result<Bac
         } => {
             if let Err(e) = bfq_schedulers::build(scheduler, settings) {
                 return Err(match &a.scenario {
-                    Some(file) => crate::args::scenario_sched_error(e, file, &from_file, &a.set),
+                    Some(file) => crate::args::scenario_sched_error(e, file, &from_file, &given),
                     None => crate::args::sched_error(e),
                 });
             }
