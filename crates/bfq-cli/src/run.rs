@@ -50,7 +50,11 @@ pub struct Args {
     /// Engine device queue depth (1..=4096).
     #[arg(long, default_value_t = 32, value_parser = clap::value_parser!(u32).range(1..=4096))]
     pub depth: u32,
-    /// Allow the workload to write to the target.
+    /// Allow the workload to write to the target, overwriting its data
+    /// in the flows' regions: on a block device, a filesystem or
+    /// partition table that is not mounted is overwritten too (a
+    /// mounted filesystem, active swap and a device another one is
+    /// stacked on are refused, with or without it).
     #[arg(long)]
     pub allow_writes: bool,
     /// Buffered I/O instead of O_DIRECT.

@@ -52,6 +52,18 @@ fn refuses_bad_run_values(t: &str) {
         &["run", "--target", t, "--flow", "name=a", "--depth", "0"],
         "--depth",
     );
+    // randread's flows share --depth: one below a flow count would put
+    // more requests out than it says; --repeat 0 would measure once.
+    // (`--size 1k` fails at once should either check be missing.)
+    let randread = ["bench-engine", "randread", "--size", "1k", "--no-fio"];
+    refused(
+        &[&randread[..], &["--depth", "8", "--flows", "4,16"]].concat(),
+        "--depth 8 is below --flows 16",
+    );
+    refused(
+        &[&randread[..], &["--repeat", "0"]].concat(),
+        "invalid value '0' for '--repeat <REPEAT>': 0 is not in 1..",
+    );
     for (flow, says) in [
         (
             "name=a,bs=1000",
