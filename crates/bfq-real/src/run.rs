@@ -228,6 +228,18 @@ pub fn target_len(path: &Path) -> io::Result<u64> {
 /// file is not run on), else `create` (the size `create_filled` will give
 /// it). Errors name the target.
 pub fn target_size(path: &Path, create: Option<u64>) -> io::Result<u64> {
+    if !path.exists() && under_dev(path) {
+        // A mistyped device name: `--create` would make a regular file in
+        // /dev (memory, and left behind) and measure that.
+        return Err(io::Error::new(
+            io::ErrorKind::NotFound,
+            format!(
+                "{}: no such device (`--create` makes regular files, not under /dev; \
+                 `lsblk` lists the block devices, `bfq loop create FILE SIZE` makes one)",
+                path.display()
+            ),
+        ));
+    }
     if !path.exists() {
         return create.ok_or_else(|| {
             io::Error::new(
@@ -256,6 +268,12 @@ pub fn target_size(path: &Path, create: Option<u64>) -> io::Result<u64> {
         )),
         _ => Ok(len),
     }
+}
+
+/// Whether `path` names something in /dev (where a missing name is a
+/// device that is not there, not a file to make).
+fn under_dev(path: &Path) -> bool {
+    std::path::absolute(path).is_ok_and(|p| p.starts_with("/dev"))
 }
 
 /// Runs `flows` against the target as `cfg` says. Everything is checked
@@ -899,6 +917,25 @@ impl Driver<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A missing path in /dev is a device that is not there: refused,
+    /// `--create` or not (it made a regular file in /dev and measured
+    /// memory). Fails without the `under_dev` check in `target_size`.
+    #[test]
+    fn a_missing_device_is_not_created() {
+        for create in [None, Some(8 << 20)] {
+            let e = target_size(Path::new("/dev/bfq-rs-test-no-such-device"), create)
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains("no such device"), "{e}");
+        }
+        assert!(!Path::new("/dev/bfq-rs-test-no-such-device").exists());
+        let dir = tempfile::tempdir().unwrap();
+        assert_eq!(
+            target_size(&dir.path().join("new.img"), Some(8 << 20)).unwrap(),
+            8 << 20
+        );
+    }
     use crate::desc::Pattern;
     use crate::outfile::tests::names;
 
