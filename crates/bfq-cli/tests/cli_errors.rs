@@ -52,6 +52,25 @@ fn refuses_bad_run_values(t: &str) {
         &["run", "--target", t, "--flow", "name=a", "--depth", "0"],
         "--depth",
     );
+    // fuzz: a run of nothing is not "clean"; --minutes panicked on
+    // nan, inf, negative and huge values.
+    for (arg, says) in [
+        (
+            "--cases=0",
+            "invalid value '0' for '--cases <CASES>': 0 is not in 1..",
+        ),
+        (
+            "--ops=0",
+            "invalid value '0' for '--ops <OPS>': 0 is not in 1..",
+        ),
+        ("--minutes=0", "give minutes above 0 and at most 10080"),
+        ("--minutes=nan", "give minutes above 0 and at most 10080"),
+        ("--minutes=inf", "give minutes above 0 and at most 10080"),
+        ("--minutes=-1", "give minutes above 0 and at most 10080"),
+        ("--minutes=1e300", "give minutes above 0 and at most 10080"),
+    ] {
+        refused(&["fuzz", "--target", "fifo", arg], says);
+    }
     // randread's flows share --depth: one below a flow count would put
     // more requests out than it says; --repeat 0 would measure once.
     // (`--size 1k` fails at once should either check be missing.)
