@@ -154,7 +154,8 @@ pub enum BenchCmd {
     },
     /// Greedy sequential readers with weights, engine vs kernel:bfq.
     Fairness {
-        /// Engine scheduler(s) (default: bfq if registered, else fifo);
+        /// Engine scheduler(s) (default: bfq if registered, else fifo),
+        /// each a column before kernel:bfq's (not to be given here);
         /// `NAME@dispatcher` submits through one dispatcher thread,
         /// `NAME@tpc` serves the readers from one tokio runtime per CPU.
         #[arg(long, value_delimiter = ',')]
@@ -542,6 +543,12 @@ pub fn run(a: Args) -> anyhow::Result<()> {
             engine_groups,
         } => {
             check_columns(&schedulers, true)?;
+            if schedulers.iter().any(|s| s == "kernel:bfq") {
+                anyhow::bail!(
+                    "--schedulers kernel:bfq: fairness runs kernel:bfq after the engine's \
+                     columns anyway (it ran twice); --schedulers takes engine schedulers"
+                );
+            }
             let timeline = timeline.map(Duration::from_secs_f64);
             fairness(
                 schedulers,

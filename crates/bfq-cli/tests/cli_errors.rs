@@ -71,6 +71,19 @@ fn refuses_bad_run_values(t: &str) {
     ] {
         refused(&["fuzz", "--target", "fifo", arg], says);
     }
+    // fairness always ends with kernel:bfq: given in --schedulers it ran
+    // twice.
+    refused(
+        &[
+            "bench-engine",
+            "fairness",
+            "--schedulers",
+            "bfq,kernel:bfq",
+            "--size",
+            "1k",
+        ],
+        "--schedulers kernel:bfq: fairness runs kernel:bfq after the engine's columns anyway",
+    );
     // randread's flows share --depth: one below a flow count would put
     // more requests out than it says; --repeat 0 would measure once.
     // (`--size 1k` fails at once should either check be missing.)
