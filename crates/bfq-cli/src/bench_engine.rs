@@ -1345,7 +1345,8 @@ fn fairness_check(
             settings,
         } = &config(s)?.backend
         {
-            bfq_schedulers::build(scheduler, settings).map_err(|e| anyhow::anyhow!("{s}: {e}"))?;
+            bfq_schedulers::build(scheduler, settings)
+                .map_err(|e| crate::args::sched_error(e).context(format!("--set for {s}")))?;
         }
     }
     if !(1..=bfq_engine::MAX_QUEUE_DEPTH).contains(&depth) {

@@ -84,6 +84,18 @@ fn refuses_bad_run_values(t: &str) {
         ],
         "--schedulers kernel:bfq: fairness runs kernel:bfq after the engine's columns anyway",
     );
+    // fairness --set: the closest setting named, as everywhere else.
+    refused(
+        &[
+            "bench-engine",
+            "fairness",
+            "--set",
+            "max_budgte=1",
+            "--size",
+            "1M",
+        ],
+        "--set for bfq: scheduler 'bfq' has no setting 'max_budgte' (did you mean 'max_budget'?",
+    );
     // randread's flows share --depth: one below a flow count would put
     // more requests out than it says; --repeat 0 would measure once.
     // (`--size 1k` fails at once should either check be missing.)
