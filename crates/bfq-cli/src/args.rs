@@ -221,11 +221,36 @@ pub fn json_and_trace(
     if json_stdout && trace_stdout {
         anyhow::bail!("--json - and --trace - cannot both write to stdout");
     }
+    if let (Some(j), Some(t)) = (json, trace) {
+        if !json_stdout && one_file(j, t) {
+            anyhow::bail!(
+                "--json {} and --trace {} are one file: the JSON would replace the trace",
+                j.display(),
+                t.display()
+            );
+        }
+    }
     let json_file = match json {
         Some(p) if !json_stdout => Some(JsonFile::check(p)?),
         _ => None,
     };
     Ok((json_stdout, trace_stdout, json_file))
+}
+
+/// Whether paths `a` and `b` name one regular file, or one that does not
+/// exist yet (through links, `.` and `..`); a device such as /dev/null
+/// may take both.
+fn one_file(a: &std::path::Path, b: &std::path::Path) -> bool {
+    let real = |p: &std::path::Path| -> Option<std::path::PathBuf> {
+        match std::fs::canonicalize(p) {
+            Ok(r) => std::fs::metadata(&r).ok()?.is_file().then_some(r),
+            Err(_) => {
+                let dir = std::fs::canonicalize(bfq_real::outfile::parent(p)).ok()?;
+                Some(dir.join(p.file_name()?))
+            }
+        }
+    };
+    matches!((real(a), real(b)), (Some(x), Some(y)) if x == y)
 }
 
 /// A `--json FILE` written whole or not at all. A regular FILE (or one
@@ -281,6 +306,21 @@ impl JsonFile {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `--json` and `--trace` naming one file (a new one, spelled two
+    /// ways) are refused: the JSON replaced the trace without a word.
+    /// /dev/null takes both. Fails with `one_file` answering false.
+    #[test]
+    fn json_and_trace_are_not_one_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let a = dir.path().join("out");
+        let b = dir.path().join(".").join("out");
+        let e = json_and_trace(&Some(a.clone()), &Some(b)).err().unwrap();
+        assert!(e.to_string().contains("are one file"), "{e}");
+        let null = Some(std::path::PathBuf::from("/dev/null"));
+        json_and_trace(&null, &null).unwrap();
+        json_and_trace(&Some(a), &Some(dir.path().join("trace"))).unwrap();
+    }
 
     /// A setting the scenario file gave and `--set` gave again (spelled
     /// otherwise) is the command line's: its error does not name the
