@@ -459,29 +459,32 @@ fn stdout_carries_only_the_json_or_the_trace() {
 
 /// `bfq run --trace -` writes the engine's trace to stdout, and nothing
 /// else goes there (the table goes to stderr); no file named `-`.
+/// `bfq run` in `dir` of one buffered flow reading 256 KiB of a 4 MiB
+/// target `t.img` it makes, with `extra` arguments.
+fn small_run(dir: &Path, extra: &[&str]) -> std::process::Output {
+    let args = [
+        "run",
+        "--target",
+        "t.img",
+        "--create",
+        "4M",
+        "--buffered",
+        "--flow",
+        "name=a,bytes=256k",
+        "--seconds",
+        "5",
+    ];
+    Command::new(env!("CARGO_BIN_EXE_bfq"))
+        .args(args.iter().chain(extra))
+        .current_dir(dir)
+        .output()
+        .unwrap()
+}
+
 #[test]
 fn run_writes_its_trace_to_stdout() {
     let dir = tempfile::tempdir().unwrap();
-    let o = Command::new(env!("CARGO_BIN_EXE_bfq"))
-        .args([
-            "run",
-            "--target",
-            "t.img",
-            "--create",
-            "4M",
-            "--buffered",
-            "--scheduler",
-            "bfq",
-            "--flow",
-            "name=a,bytes=256k",
-            "--seconds",
-            "5",
-            "--trace",
-            "-",
-        ])
-        .current_dir(dir.path())
-        .output()
-        .unwrap();
+    let o = small_run(dir.path(), &["--scheduler", "bfq", "--trace", "-"]);
     assert!(o.status.success(), "{}", stderr(&o));
     let out = String::from_utf8_lossy(&o.stdout);
     assert!(
@@ -515,26 +518,7 @@ fn run_writes_its_trace_to_stdout() {
 #[test]
 fn a_trace_that_fails_keeps_the_report() {
     let dir = tempfile::tempdir().unwrap();
-    let o = Command::new(env!("CARGO_BIN_EXE_bfq"))
-        .args([
-            "run",
-            "--target",
-            "t.img",
-            "--create",
-            "4M",
-            "--buffered",
-            "--flow",
-            "name=a,bytes=256k",
-            "--seconds",
-            "5",
-            "--json",
-            "r.json",
-            "--trace",
-            "/dev/full",
-        ])
-        .current_dir(dir.path())
-        .output()
-        .unwrap();
+    let o = small_run(dir.path(), &["--json", "r.json", "--trace", "/dev/full"]);
     let e = stderr(&o);
     assert_eq!(o.status.code(), Some(1), "{e}");
     assert!(
