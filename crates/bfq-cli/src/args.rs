@@ -85,6 +85,21 @@ pub fn apply_sets(settings: &mut bfq_core::Settings, sets: &[String]) -> anyhow:
     Ok(())
 }
 
+/// Adds each `--set` to `settings` as [`apply_sets`] does (over a
+/// scenario's settings) and returns the `--set`s alone, parsed once:
+/// [`scenario_sched_error`] tells them from the file's.
+pub fn overlay_sets(
+    settings: &mut bfq_core::Settings,
+    sets: &[String],
+) -> anyhow::Result<bfq_core::Settings> {
+    let mut given = bfq_core::Settings::new();
+    apply_sets(&mut given, sets)?;
+    for (k, v) in given.pairs() {
+        settings.set(k, v);
+    }
+    Ok(given)
+}
+
 /// A scheduler error for the user: an unknown name lists the known ones;
 /// an unknown setting names the closest setting the scheduler has (see
 /// [`setting_hint`]) and where they are listed.
@@ -142,26 +157,25 @@ pub fn setting_hint(name: &str, key: &str) -> String {
 
 /// [`sched_error`] for a scheduler a scenario file chose: an error about
 /// a setting its `[scheduler]` table gave (`from_file`; the command
-/// line's `--set`s, `sets`, did not give it again) names the file and
-/// the table, so that the user knows where to look.
+/// line's `--set`s, `given` as [`overlay_sets`] returns them, did not
+/// give it again) names the file and the table, so that the user knows
+/// where to look.
 pub fn scenario_sched_error(
     e: bfq_core::SchedError,
     file: &std::path::Path,
     from_file: &bfq_core::Settings,
-    sets: &[String],
+    given: &bfq_core::Settings,
 ) -> anyhow::Error {
     use bfq_core::SchedError::{InvalidSetting, UnknownSetting};
     let key = match &e {
         UnknownSetting { key, .. } | InvalidSetting { key, .. } => Some(key.clone()),
         _ => None,
     };
-    let mut given = bfq_core::Settings::new();
-    let _ = apply_sets(&mut given, sets);
     let has = |s: &bfq_core::Settings| {
         key.as_deref()
             .is_some_and(|k| s.pairs().any(|(sk, _)| sk == k))
     };
-    let in_file = has(from_file) && !has(&given);
+    let in_file = has(from_file) && !has(given);
     let e = sched_error(e);
     if in_file {
         e.context(format!("{}: [scheduler]", file.display()))
@@ -207,11 +221,36 @@ pub fn json_and_trace(
     if json_stdout && trace_stdout {
         anyhow::bail!("--json - and --trace - cannot both write to stdout");
     }
+    if let (Some(j), Some(t)) = (json, trace) {
+        if !json_stdout && one_file(j, t) {
+            anyhow::bail!(
+                "--json {} and --trace {} are one file: the JSON would replace the trace",
+                j.display(),
+                t.display()
+            );
+        }
+    }
     let json_file = match json {
         Some(p) if !json_stdout => Some(JsonFile::check(p)?),
         _ => None,
     };
     Ok((json_stdout, trace_stdout, json_file))
+}
+
+/// Whether paths `a` and `b` name one regular file, or one that does not
+/// exist yet (through links, `.` and `..`); a device such as /dev/null
+/// may take both.
+fn one_file(a: &std::path::Path, b: &std::path::Path) -> bool {
+    let real = |p: &std::path::Path| -> Option<std::path::PathBuf> {
+        match std::fs::canonicalize(p) {
+            Ok(r) => std::fs::metadata(&r).ok()?.is_file().then_some(r),
+            Err(_) => {
+                let dir = std::fs::canonicalize(bfq_real::outfile::parent(p)).ok()?;
+                Some(dir.join(p.file_name()?))
+            }
+        }
+    };
+    matches!((real(a), real(b)), (Some(x), Some(y)) if x == y)
 }
 
 /// A `--json FILE` written whole or not at all. A regular FILE (or one
@@ -267,6 +306,48 @@ impl JsonFile {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `--json` and `--trace` naming one file (a new one, spelled two
+    /// ways) are refused: the JSON replaced the trace without a word.
+    /// /dev/null takes both. Fails with `one_file` answering false.
+    #[test]
+    fn json_and_trace_are_not_one_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let a = dir.path().join("out");
+        let b = dir.path().join(".").join("out");
+        let e = json_and_trace(&Some(a.clone()), &Some(b)).err().unwrap();
+        assert!(e.to_string().contains("are one file"), "{e}");
+        let null = Some(std::path::PathBuf::from("/dev/null"));
+        json_and_trace(&null, &null).unwrap();
+        json_and_trace(&Some(a), &Some(dir.path().join("trace"))).unwrap();
+    }
+
+    /// A setting the scenario file gave and `--set` gave again (spelled
+    /// otherwise) is the command line's: its error does not name the
+    /// file; one from the file alone does. Fails with `overlay_sets`
+    /// returning no settings (every error then named the file).
+    #[test]
+    fn a_setting_given_again_by_set_is_not_the_files() {
+        let file = std::path::Path::new("s.toml");
+        let from_file = bfq_core::Settings::from_pairs([("max_budgte", "1")]);
+        let mut settings = from_file.clone();
+        let given = overlay_sets(&mut settings, &["Max-Budgte=2".into()]).unwrap();
+        assert_eq!(settings.pairs().collect::<Vec<_>>(), [("max_budgte", "2")]);
+        let unknown = || bfq_core::SchedError::UnknownSetting {
+            scheduler: "bfq".into(),
+            key: "max_budgte".into(),
+        };
+        let e = scenario_sched_error(unknown(), file, &from_file, &given);
+        assert!(!format!("{e:#}").contains("s.toml"), "{e:#}");
+        let none = bfq_core::Settings::new();
+        let e = scenario_sched_error(unknown(), file, &from_file, &none);
+        assert!(
+            format!("{e:#}").starts_with("s.toml: [scheduler]: "),
+            "{e:#}"
+        );
+        let e = overlay_sets(&mut settings, &["oops".into()]).unwrap_err();
+        assert!(e.to_string().contains("oops"), "{e}");
+    }
 
     #[test]
     fn bad_run_lengths_are_errors() {

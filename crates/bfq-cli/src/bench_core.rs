@@ -26,7 +26,7 @@ pub struct Args {
     /// Schedulers to measure (repeatable; default bfq and fifo).
     #[arg(long = "scheduler")]
     pub schedulers: Vec<String>,
-    /// Requests kept queued per flow.
+    /// Requests kept queued per flow (flows x queued at most 16777216).
     #[arg(long, default_value_t = 2)]
     pub queued: u32,
     /// Flows that wait for each request: every flow has one read at a time
@@ -506,15 +506,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     } else {
         a.schedulers.clone()
     };
-    if a.requests == 0 {
-        anyhow::bail!("--requests must be positive");
-    }
-    if a.queued == 0 {
-        anyhow::bail!("--queued must be positive");
-    }
-    if !(1..=64).contains(&a.threads.unwrap_or(1)) || !(1..=1_000_000).contains(&a.batch) {
-        anyhow::bail!("--threads must be 1-64 and --batch 1-1000000");
-    }
+    check_counts(&a, &flows)?;
     let mut settings = Settings::new();
     crate::args::apply_sets(&mut settings, &a.set)?;
     // A bad name or setting is refused before any measurement (fifo takes
@@ -536,6 +528,42 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// The most requests `bfq bench-core` queues at once (flows x
+/// `--queued`; about 150 bytes each in bfq: some 2.5 GB).
+const MAX_QUEUED_TOTAL: u64 = 1 << 24;
+
+/// Refuses counts out of range before anything is measured, naming the
+/// value and its range: `--requests`, each of `--flows` and `--queued`
+/// positive, flows x queued at most [`MAX_QUEUED_TOTAL`] (each flow's
+/// requests are queued at once), `--threads` 1-64, `--batch` 1-1000000.
+fn check_counts(a: &Args, flows: &[u32]) -> anyhow::Result<()> {
+    if a.requests == 0 {
+        anyhow::bail!("--requests 0: must be positive");
+    }
+    if a.queued == 0 {
+        anyhow::bail!("--queued 0: must be positive");
+    }
+    if flows.contains(&0) {
+        anyhow::bail!("--flows 0: must be positive");
+    }
+    let most = u64::from(flows.iter().copied().max().unwrap_or(1));
+    if !a.blocking && most * u64::from(a.queued) > MAX_QUEUED_TOTAL {
+        anyhow::bail!(
+            "--flows {most} x --queued {}: {} requests queued at once, more than the \
+             {MAX_QUEUED_TOTAL} bench-core holds",
+            a.queued,
+            most * u64::from(a.queued)
+        );
+    }
+    if let Some(t) = a.threads.filter(|t| !(1..=64).contains(t)) {
+        anyhow::bail!("--threads {t}: must be 1-64");
+    }
+    if !(1..=1_000_000).contains(&a.batch) {
+        anyhow::bail!("--batch {}: must be 1-1000000", a.batch);
+    }
+    Ok(())
+}
+
 /// Measures each scheduler at each number of flows (`settings` for the
 /// schedulers that know them, not fifo); with `--json`, each row goes to
 /// stderr as it is measured.
@@ -552,9 +580,6 @@ fn measure_all(
     let no_settings = Settings::new();
     let mut results = vec![];
     for &n in flows {
-        if n == 0 {
-            anyhow::bail!("--flows must be positive");
-        }
         for name in scheds {
             // Settings apply to the schedulers that know them (BFQ).
             let set = if name == "fifo" {
@@ -620,6 +645,38 @@ fn print_table(results: &[Row]) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Counts out of range are refused naming the value, before anything
+    /// is queued: 10000 flows x 10^8 queued requests would be 10^12
+    /// requests, hundreds of terabytes. Fails with the product's check
+    /// left out of `check_counts`.
+    #[test]
+    fn counts_out_of_range_are_refused_naming_them() {
+        #[derive(clap::Parser)]
+        struct W {
+            #[command(flatten)]
+            a: Args,
+        }
+        let check = |args: &[&str], flows: &[u32]| {
+            let w = <W as clap::Parser>::try_parse_from([&["bfq"], args].concat()).unwrap();
+            check_counts(&w.a, flows).map_err(|e| e.to_string())
+        };
+        assert_eq!(
+            check(&["--queued", "100000000"], &[1, 10000]).unwrap_err(),
+            "--flows 10000 x --queued 100000000: 1000000000000 requests queued at once, more \
+             than the 16777216 bench-core holds"
+        );
+        check(&["--queued", "1677"], &[10000]).unwrap();
+        assert!(check(&["--queued", "1678"], &[10000]).is_err());
+        assert_eq!(
+            check(&[], &[4, 0]).unwrap_err(),
+            "--flows 0: must be positive"
+        );
+        let e = check(&["--blocking", "--threads", "2", "--batch", "0"], &[1]).unwrap_err();
+        assert_eq!(e, "--batch 0: must be 1-1000000");
+        let e = check(&["--blocking", "--threads", "65"], &[1]).unwrap_err();
+        assert_eq!(e, "--threads 65: must be 1-64");
+    }
 
     /// BFQ's turns in `n` requests of `--blocking` flows after a warm-up.
     fn turns(nflows: u32, sync: bool, n: u64) -> u64 {

@@ -61,8 +61,9 @@ pub enum BenchCmd {
         /// Seconds per measurement (above 0, at most 604800: a week).
         #[arg(long, default_value_t = 3.0, value_parser = crate::args::seconds)]
         seconds: f64,
-        /// Requests outstanding in total (split among the flows), and the
-        /// engine's device queue depth (1..=4096).
+        /// Requests outstanding in total (split among the flows: depth /
+        /// flows each, rounded down), and the engine's device queue depth
+        /// (1..=4096, at least the largest of `--flows`).
         #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u32).range(1..=4096))]
         depth: u32,
         /// Size of the backing file in /dev/shm (default 1G); with
@@ -96,7 +97,8 @@ pub enum BenchCmd {
         /// then each column's paired per-round ratios to the kernel and
         /// fio columns, to the engine's fifo on the same client and, for
         /// NAME@MODE, to the plain NAME (`paired_ratios` in --json).
-        #[arg(long, default_value_t = 1)]
+        /// At least 1.
+        #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
         repeat: u32,
         /// Pin the benchmark's threads (the engine's flow threads and its
         /// service thread, which with `NAME@dispatcher` submits every
@@ -152,7 +154,8 @@ pub enum BenchCmd {
     },
     /// Greedy sequential readers with weights, engine vs kernel:bfq.
     Fairness {
-        /// Engine scheduler(s) (default: bfq if registered, else fifo);
+        /// Engine scheduler(s) (default: bfq if registered, else fifo),
+        /// each a column before kernel:bfq's (not to be given here);
         /// `NAME@dispatcher` submits through one dispatcher thread,
         /// `NAME@tpc` serves the readers from one tokio runtime per CPU.
         #[arg(long, value_delimiter = ',')]
@@ -452,10 +455,12 @@ impl Drop for TempLoop {
 /// Checks randread's columns (`--schedulers`, `--fio-on`) before anything
 /// runs, and pins the benchmark to `--cpus`.
 fn randread_prepare(
+    (flows, depth): (&[u32], u32),
     schedulers: &[String],
     fio_on: &[String],
     cpus: &[usize],
 ) -> anyhow::Result<()> {
+    check_depth_for_flows(flows, depth)?;
     check_columns(schedulers, true)?;
     for k in fio_on {
         bfq_real::desc::check_kernel_scheduler(k).map_err(|e| anyhow::anyhow!("--fio-on: {e}"))?;
@@ -464,6 +469,19 @@ fn randread_prepare(
         sys::pin_current_thread(cpus)?;
     }
     Ok(())
+}
+
+/// Refuses a `--depth` below a `--flows` count: the flows share the
+/// depth (depth / flows each, rounded down), and a flow keeps one request
+/// out at least, so more than `depth` would be outstanding.
+fn check_depth_for_flows(flows: &[u32], depth: u32) -> anyhow::Result<()> {
+    match flows.iter().copied().max() {
+        Some(n) if n > depth => anyhow::bail!(
+            "--depth {depth} is below --flows {n}: the flows share --depth, each keeping one \
+             request out at least; give --depth {n} or more (at most 4096), or fewer flows"
+        ),
+        _ => Ok(()),
+    }
 }
 
 pub fn run(a: Args) -> anyhow::Result<()> {
@@ -485,7 +503,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
             no_fio,
             fio_on,
         } => {
-            randread_prepare(&schedulers, &fio_on, &cpus)?;
+            randread_prepare((&flows, depth), &schedulers, &fio_on, &cpus)?;
             randread(
                 flows,
                 schedulers,
@@ -525,6 +543,12 @@ pub fn run(a: Args) -> anyhow::Result<()> {
             engine_groups,
         } => {
             check_columns(&schedulers, true)?;
+            if schedulers.iter().any(|s| s == "kernel:bfq") {
+                anyhow::bail!(
+                    "--schedulers kernel:bfq: fairness runs kernel:bfq after the engine's \
+                     columns anyway (it ran twice); --schedulers takes engine schedulers"
+                );
+            }
             let timeline = timeline.map(Duration::from_secs_f64);
             fairness(
                 schedulers,
@@ -877,7 +901,7 @@ impl Randread {
             None => "",
         };
         println!(
-            "4 KiB random reads on {}{dio} (the first {} MiB), {} requests outstanding in total, {seconds} s each, \
+            "4 KiB random reads on {}{dio} (the first {} MiB), {} requests outstanding in total (qd/fl per flow), {seconds} s each, \
              threads on CPUs {cpus:?}; kernel:* flows {}, {} at depth 1{}",
             dev.display(),
             size >> 20,
@@ -1321,7 +1345,8 @@ fn fairness_check(
             settings,
         } = &config(s)?.backend
         {
-            bfq_schedulers::build(scheduler, settings).map_err(|e| anyhow::anyhow!("{s}: {e}"))?;
+            bfq_schedulers::build(scheduler, settings)
+                .map_err(|e| crate::args::sched_error(e).context(format!("--set for {s}")))?;
         }
     }
     if !(1..=bfq_engine::MAX_QUEUE_DEPTH).contains(&depth) {

@@ -132,6 +132,7 @@ fn parse(text: &str, dev: &Path, process_cpu_seconds: f64) -> anyhow::Result<Run
         scheduler: None,
         engine: None,
         timeline: Vec::new(),
+        trace_error: None,
     })
 }
 

@@ -37,15 +37,15 @@ pub struct Args {
     #[arg(long, default_value = "all")]
     pub target: String,
     /// Cases per target (one case: a scheduler driven through `--ops`
-    /// calls, or one mutated scenario).
-    #[arg(long, default_value_t = 100)]
+    /// calls, or one mutated scenario); at least 1.
+    #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(u64).range(1..))]
     pub cases: u64,
     /// Instead of a number of cases, run each target for this many
-    /// minutes of wall time.
-    #[arg(long)]
+    /// minutes of wall time (above 0, at most 10080: a week).
+    #[arg(long, value_parser = minutes)]
     pub minutes: Option<f64>,
-    /// Scheduler calls per scheduler case.
-    #[arg(long, default_value_t = 2000)]
+    /// Scheduler calls per scheduler case (at least 1).
+    #[arg(long, default_value_t = 2000, value_parser = clap::value_parser!(u32).range(1..))]
     pub ops: u32,
     /// First seed; case N uses seed + N.
     #[arg(long, default_value_t = 1)]
@@ -57,6 +57,17 @@ pub struct Args {
     /// runs.
     #[arg(long)]
     pub scenarios: Option<PathBuf>,
+}
+
+/// `--minutes`: above 0 and at most a week (it panicked on `nan`, `inf`,
+/// a negative or a huge value, building the time budget).
+fn minutes(s: &str) -> Result<f64, String> {
+    match s.trim().parse::<f64>() {
+        Ok(m) if m.is_finite() && m > 0.0 && m <= 10_080.0 => Ok(m),
+        _ => Err(format!(
+            "'{s}': give minutes above 0 and at most 10080 (a week)"
+        )),
+    }
 }
 
 /// The shipped scenarios: `scenarios/` of the source tree this binary

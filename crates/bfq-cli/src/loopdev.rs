@@ -84,7 +84,8 @@ pub fn run(a: Args) -> anyhow::Result<()> {
             }
             sys::require_root("bfq loop create")?;
             check_backing(&file, size, again)?;
-            if fill && !file.exists() {
+            let filled = fill && !file.exists();
+            if filled {
                 bfq_real::create_filled(&file, size)?;
             }
             let dev = sys::LoopDevice::create_with(&file, size, !buffered, sector_size)
@@ -95,6 +96,13 @@ pub fn run(a: Args) -> anyhow::Result<()> {
                         // Backing filesystems without O_DIRECT: buffered
                         // (said below).
                         sys::LoopDevice::create_with(&file, size, false, sector_size)
+                    }
+                })
+                .inspect_err(|_| {
+                    // The file filled here goes too (one made by
+                    // create_with is removed by it).
+                    if filled {
+                        let _ = std::fs::remove_file(&file);
                     }
                 })
                 .with_context(|| format!("loop create {}", file.display()))?;

@@ -50,7 +50,11 @@ pub struct Args {
     /// Engine device queue depth (1..=4096).
     #[arg(long, default_value_t = 32, value_parser = clap::value_parser!(u32).range(1..=4096))]
     pub depth: u32,
-    /// Allow the workload to write to the target.
+    /// Allow the workload to write to the target, overwriting its data
+    /// in the flows' regions: on a block device, a filesystem or
+    /// partition table that is not mounted is overwritten too (a
+    /// mounted filesystem, active swap and a device another one is
+    /// stacked on are refused, with or without it).
     #[arg(long)]
     pub allow_writes: bool,
     /// Buffered I/O instead of O_DIRECT.
@@ -193,7 +197,13 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     if let Some(w) = r.engine.as_ref().and_then(bfq_real::ring_setup_warning) {
         eprintln!("bfq: warning: {w}");
     }
-    check_errors(&r)
+    // The report is out: a trace that was not written whole fails the
+    // command after it, as failed requests do.
+    match (&r.trace_error, check_errors(&r)) {
+        (Some(t), Err(e)) => anyhow::bail!("{e}; {t}"),
+        (Some(t), Ok(())) => anyhow::bail!("{t}"),
+        (None, done) => done,
+    }
 }
 
 /// Warns of each flow that starts at or after the end of a run of
@@ -296,7 +306,7 @@ fn backend(a: &Args, sc_sched: Option<(String, Settings)>) -> anyhow::Result<Bac
     };
     crate::args::check_backend(&name, true)?;
     let from_file = settings.clone();
-    crate::args::apply_sets(&mut settings, &a.set)?;
+    let given = crate::args::overlay_sets(&mut settings, &a.set)?;
     let backend = Backend::parse(&name, settings);
     if matches!(backend, Backend::Kernel { .. }) && !a.set.is_empty() {
         anyhow::bail!("--set applies to the project's schedulers, not kernel:*");
@@ -308,7 +318,7 @@ fn backend(a: &Args, sc_sched: Option<(String, Settings)>) -> anyhow::Result<Bac
         } => {
             if let Err(e) = bfq_schedulers::build(scheduler, settings) {
                 return Err(match &a.scenario {
-                    Some(file) => crate::args::scenario_sched_error(e, file, &from_file, &a.set),
+                    Some(file) => crate::args::scenario_sched_error(e, file, &from_file, &given),
                     None => crate::args::sched_error(e),
                 });
             }
@@ -354,14 +364,9 @@ impl Outputs {
         })
     }
 
-    /// Writes the JSON results and the table.
+    /// Writes the table, then the JSON results (so that a JSON file that
+    /// cannot be written leaves the table printed).
     fn write(self, sim: &bfq_scenario::SimResult, r: &RunReport) -> anyhow::Result<()> {
-        if self.json_to_stdout {
-            println!("{}", sim.to_json());
-        }
-        if let Some(f) = self.json_file {
-            f.write(&(sim.to_json() + "\n"))?;
-        }
         // With `--json -` or `--trace -` stdout carries only the JSON or the
         // trace: the table goes to stderr.
         let mut table: Box<dyn Write> = if self.json_to_stdout || self.trace_to_stdout {
@@ -370,6 +375,12 @@ impl Outputs {
             Box::new(std::io::stdout())
         };
         print_table(&mut table, r)?;
+        if self.json_to_stdout {
+            println!("{}", sim.to_json());
+        }
+        if let Some(f) = self.json_file {
+            f.write(&(sim.to_json() + "\n"))?;
+        }
         Ok(())
     }
 }

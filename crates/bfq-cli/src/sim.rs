@@ -113,9 +113,9 @@ fn load(a: &Args) -> anyhow::Result<(Scenario, Box<dyn Scheduler>)> {
             sc.scheduler.settings.clone()
         };
     let from_file = settings.clone();
-    crate::args::apply_sets(&mut settings, &a.set)?;
+    let given = crate::args::overlay_sets(&mut settings, &a.set)?;
     let sched = bfq_schedulers::build(&name, &settings)
-        .map_err(|e| crate::args::scenario_sched_error(e, &a.scenario, &from_file, &a.set))?;
+        .map_err(|e| crate::args::scenario_sched_error(e, &a.scenario, &from_file, &given))?;
     Ok((sc, sched))
 }
 

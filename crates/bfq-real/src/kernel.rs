@@ -69,30 +69,47 @@ fn flow_cgroups(cfg: &RunConfig, scheduler: &str, flows: &[FlowDesc]) -> io::Res
         return Ok((Vec::new(), vec![None; flows.len()], false));
     }
     let layout = sys::CgroupLayout::detect();
-    if let Some(l) = &layout {
-        // Once per scheduler and process: a benchmark runs kernel:* many
-        // times.
-        static SAID: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
-        let mut said = SAID.lock().unwrap_or_else(|e| e.into_inner());
-        if !said.iter().any(|s| s == scheduler) {
-            said.push(scheduler.to_string());
-            eprintln!("kernel:{scheduler}: {}", l.describe(scheduler));
-        }
-    }
     let Some(layout) = layout else {
         levels_carry_weights(
             cfg,
             flows,
             "no cgroup v1 blkio hierarchy and no cgroup v2 hierarchy with the io controller",
         )?;
+        say_layout(None, scheduler);
         return Ok((Vec::new(), vec![None; flows.len()], false));
     };
+    say_layout(Some(&layout), scheduler);
     flow_cgroups_in(
         cfg,
         &layout,
         &format!("bfq-rs-{}", std::process::id()),
         flows,
     )
+}
+
+/// Prints [`layout_line`] on stderr, once per scheduler and process (a
+/// benchmark runs kernel:* many times).
+fn say_layout(layout: Option<&sys::CgroupLayout>, scheduler: &str) {
+    static SAID: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
+    let mut said = SAID.lock().unwrap_or_else(|e| e.into_inner());
+    if !said.iter().any(|s| s == scheduler) {
+        said.push(scheduler.to_string());
+        eprintln!("kernel:{scheduler}: {}", layout_line(layout, scheduler));
+    }
+}
+
+/// What a `kernel:*` run says of where its flows are: the hierarchy
+/// used ([`sys::CgroupLayout::describe`]), or, without one, that every
+/// flow stays in the run's own cgroup (as `--kernel-groups one`: the
+/// flows' weights must then be their I/O priorities').
+fn layout_line(layout: Option<&sys::CgroupLayout>, scheduler: &str) -> String {
+    match layout {
+        Some(l) => l.describe(scheduler),
+        None => "no cgroup v1 blkio hierarchy and no cgroup v2 hierarchy with the io \
+                 controller: every flow stays in the run's own cgroup, as with \
+                 --kernel-groups one"
+            .to_string(),
+    }
 }
 
 /// [`flow_cgroups`] in `layout`, the run's cgroups named from `prefix`
@@ -446,6 +463,19 @@ fn kernel_ring_loop(
 mod tests {
     use super::*;
     use crate::desc::{Backend, GroupDesc, Pattern};
+
+    /// Without a cgroup hierarchy a run says its flows stay in its own
+    /// cgroup (it said nothing, so a `per-flow` run that was not looked
+    /// the same as one that was). Fails with `layout_line` giving nothing
+    /// for `None`.
+    #[test]
+    fn a_run_without_cgroups_says_so() {
+        let l = layout_line(None, "bfq");
+        assert!(
+            l.contains("every flow stays in the run's own cgroup"),
+            "{l}"
+        );
+    }
     use bfq_core::{IoClass, IoPrio};
 
     fn g(name: &str, parent: Option<&str>) -> GroupDesc {

@@ -48,6 +48,7 @@ mod runtime_client;
 pub mod scenario;
 pub mod sys;
 pub mod timeline;
+mod trace;
 pub mod warmup;
 
 pub use desc::{

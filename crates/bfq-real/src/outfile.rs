@@ -76,10 +76,13 @@ impl Replacing {
             // path's own.
             Err(e) if !unnamed_unsupported(&e) => return Err(e),
             Err(_) => {
+                // The error without the temporary name it carries (the
+                // caller names the path it was asked for).
                 let tmp = tempfile::Builder::new()
                     .prefix(&part_prefix(path))
                     .permissions(std::fs::Permissions::from_mode(mode))
-                    .tempfile_in(dir)?;
+                    .tempfile_in(dir)
+                    .map_err(|e| io::Error::from(e.kind()))?;
                 let (f, p) = tmp.into_parts();
                 (Stage::Named(p), f)
             }
@@ -255,6 +258,19 @@ pub(crate) mod tests {
     }
 
     /// Replaces `p` through a new file, unnamed or named, with `text`.
+    /// A named file that cannot be made is an error without the hidden
+    /// temporary name nobody asked for (`--json /sys/x.json` said
+    /// `Permission denied (os error 13) at path "/sys/.x.json.part-lnbvI9"`).
+    /// Fails without the `map_err` after `tempfile_in`.
+    #[test]
+    fn an_error_names_no_temporary_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("missing").join("x.json");
+        let e = Replacing::create_as(&p, false).err().unwrap().to_string();
+        assert!(!e.contains(".part-"), "{e}");
+        assert!(e.contains("not found"), "{e}");
+    }
+
     fn replace(p: &Path, unnamed: bool, text: &str) {
         let (r, mut w) = Replacing::create_as(p, unnamed).unwrap();
         w.write_all(text.as_bytes()).unwrap();

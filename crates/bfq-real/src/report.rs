@@ -82,6 +82,10 @@ pub struct RunReport {
     /// The scheduler read for each flow every `RunConfig::timeline`
     /// ([`crate::timeline`]); empty without it, and for kernel:*.
     pub timeline: Vec<crate::timeline::TimelinePoint>,
+    /// Why the run's trace (`RunConfig::trace`) was not written whole: a
+    /// failed write or flush, or putting the file in place. The rest of
+    /// the report is complete; `None` without a trace or when it was.
+    pub trace_error: Option<String>,
 }
 
 impl RunReport {
@@ -106,6 +110,7 @@ impl RunReport {
             scheduler: None,
             engine: None,
             timeline: Vec::new(),
+            trace_error: None,
         }
     }
 

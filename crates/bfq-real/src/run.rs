@@ -6,10 +6,10 @@
 
 use crate::desc::{parents_first, Backend, Dir, EngineClient, FlowDesc, Pattern, RunConfig};
 use crate::kernel::run_kernel;
-use crate::outfile::Replacing;
 use crate::pace::{cursor, gates, room, Acc, Cursor, Gate, Pacer};
 use crate::report::{FlowReport, RunReport};
 use crate::sys;
+use crate::trace::{self, TraceOut};
 use crate::warmup;
 use bfq_core::{GroupId, Settings};
 use bfq_engine::{
@@ -18,7 +18,7 @@ use bfq_engine::{
 };
 use std::collections::HashMap;
 use std::fs::OpenOptions;
-use std::io::{self, Write};
+use std::io;
 use std::os::fd::AsRawFd;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
@@ -228,6 +228,18 @@ pub fn target_len(path: &Path) -> io::Result<u64> {
 /// file is not run on), else `create` (the size `create_filled` will give
 /// it). Errors name the target.
 pub fn target_size(path: &Path, create: Option<u64>) -> io::Result<u64> {
+    if !path.exists() && under_dev(path) {
+        // A mistyped device name: `--create` would make a regular file in
+        // /dev (memory, and left behind) and measure that.
+        return Err(io::Error::new(
+            io::ErrorKind::NotFound,
+            format!(
+                "{}: no such device (`--create` makes regular files, not under /dev; \
+                 `lsblk` lists the block devices, `bfq loop create FILE SIZE` makes one)",
+                path.display()
+            ),
+        ));
+    }
     if !path.exists() {
         return create.ok_or_else(|| {
             io::Error::new(
@@ -256,6 +268,12 @@ pub fn target_size(path: &Path, create: Option<u64>) -> io::Result<u64> {
         )),
         _ => Ok(len),
     }
+}
+
+/// Whether `path` names something in /dev (where a missing name is a
+/// device that is not there, not a file to make).
+fn under_dev(path: &Path) -> bool {
+    std::path::absolute(path).is_ok_and(|p| p.starts_with("/dev"))
 }
 
 /// Runs `flows` against the target as `cfg` says. Everything is checked
@@ -469,8 +487,6 @@ fn rusage_seconds(who: libc::c_int) -> f64 {
     tv(ru.ru_utime) + tv(ru.ru_stime)
 }
 
-/// The engine's trace as CSV, shared by the engine's trace callback.
-type TraceOut = Arc<Mutex<io::BufWriter<Box<dyn Write + Send>>>>;
 /// Flow names by engine flow id, for the trace.
 type Names = Arc<Mutex<HashMap<u32, String>>>;
 
@@ -486,7 +502,7 @@ fn run_engine(
     warm: Option<((u64, u64), Duration)>,
 ) -> io::Result<RunReport> {
     let names: Names = Default::default();
-    let (trace_out, trace_file) = open_trace(cfg)?.unzip();
+    let (trace_out, trace_file) = trace::open(cfg)?.unzip();
     let held =
         flows.iter().map(|f| u64::from(f.depth)).sum::<u64>() + u64::from(warmup::WARM_UP_DEPTH);
     let out = (trace_out.as_ref(), &names);
@@ -513,42 +529,14 @@ fn run_engine(
     drop(handles);
     let internals = engine.scheduler_internals().ok();
     let stats = engine.shutdown(ShutdownMode::Cancel)?;
-    if let Some(out) = trace_out {
-        out.lock().unwrap_or_else(|p| p.into_inner()).flush()?;
-    }
-    if let Some(f) = trace_file.flatten() {
-        f.finish().map_err(|e| named_err(cfg.trace.as_deref(), e))?;
-    }
     let mut report = RunReport::of(cfg, seconds, reports);
+    if let Some(out) = trace_out {
+        report.trace_error = trace::finish(cfg.trace.as_deref(), out, trace_file.flatten()).err();
+    }
     report.scheduler = internals;
     report.engine = Some(stats);
     report.timeline = timeline;
     Ok(report)
-}
-
-/// Opens `--trace` (`-` for stdout) and writes the CSV header; `None`
-/// without a trace. A file replaces what was at its path only once the
-/// run has finished ([`crate::outfile`]): an interrupted run leaves the
-/// previous trace.
-fn open_trace(cfg: &RunConfig) -> io::Result<Option<(TraceOut, Option<Replacing>)>> {
-    let Some(p) = &cfg.trace else {
-        return Ok(None);
-    };
-    let (out, file): (Box<dyn Write + Send>, _) = if p.as_os_str() == "-" {
-        (Box::new(io::stdout()), None)
-    } else {
-        let (file, w) = Replacing::create(p).map_err(|e| named_err(Some(p), e))?;
-        (Box::new(w), Some(file))
-    };
-    let mut w = io::BufWriter::with_capacity(1 << 20, out);
-    writeln!(w, "t_ns,event,flow,req,sector,sectors,op")?;
-    Ok(Some((Arc::new(Mutex::new(w)), file)))
-}
-
-/// `e` with the path it is about in front.
-fn named_err(p: Option<&std::path::Path>, e: io::Error) -> io::Error {
-    let name = p.map(|p| p.display().to_string()).unwrap_or_default();
-    io::Error::new(e.kind(), format!("{name}: {e}"))
 }
 
 /// Opens the engine on the target as `cfg` says, writing each traced
@@ -573,9 +561,8 @@ fn open_engine(
             let names = names.lock().unwrap_or_else(|p| p.into_inner());
             let name = names.get(&e.flow.0).map(String::as_str).unwrap_or("?");
             let mut w = out.lock().unwrap_or_else(|p| p.into_inner());
-            let _ = writeln!(
-                w,
-                "{},{},{},{},{},{},{}",
+            w.line(format_args!(
+                "{},{},{},{},{},{},{}\n",
                 e.t,
                 e.event,
                 name,
@@ -583,7 +570,7 @@ fn open_engine(
                 e.sector,
                 e.sectors,
                 if e.write { 'W' } else { 'R' }
-            );
+            ));
         });
     }
     builder
@@ -930,6 +917,25 @@ impl Driver<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A missing path in /dev is a device that is not there: refused,
+    /// `--create` or not (it made a regular file in /dev and measured
+    /// memory). Fails without the `under_dev` check in `target_size`.
+    #[test]
+    fn a_missing_device_is_not_created() {
+        for create in [None, Some(8 << 20)] {
+            let e = target_size(Path::new("/dev/bfq-rs-test-no-such-device"), create)
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains("no such device"), "{e}");
+        }
+        assert!(!Path::new("/dev/bfq-rs-test-no-such-device").exists());
+        let dir = tempfile::tempdir().unwrap();
+        assert_eq!(
+            target_size(&dir.path().join("new.img"), Some(8 << 20)).unwrap(),
+            8 << 20
+        );
+    }
     use crate::desc::Pattern;
     use crate::outfile::tests::names;
 

@@ -238,6 +238,7 @@ on_off = { on = "1M", off = "10ms" }
             engine: None,
             flows,
             timeline: Vec::new(),
+            trace_error: None,
         }
     }
 

@@ -9,7 +9,7 @@
 //! else is an error naming the option.
 
 use crate::scenario::{Scenario, ScenarioError};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 use toml::{Table, Value};
 
@@ -253,14 +253,19 @@ pub fn to_scenario_toml(text: &str, title: &str) -> Result<FioScenario, String> 
     let mut flows = Vec::new();
     let mut groups: BTreeMap<String, u64> = BTreeMap::new();
     let mut outs: Vec<JobOut> = Vec::new();
-    for (k, job) in jobs.iter().enumerate() {
+    let mut taken = Taken {
+        used: BTreeSet::new(),
+        sections: jobs.iter().map(|j| j.name.to_string()).collect(),
+    };
+    for job in &jobs {
         check_options(job, &mut warnings)?;
-        let (after, phase) = waits_for(&jobs[..k], &outs, job)?;
+        let (after, phase) = waits_for(&jobs, &outs)?;
         let names: Vec<String> = after
             .iter()
             .flat_map(|&j| outs[j].names.iter().cloned())
             .collect();
         let mut out = job_flows(job, &names, &mut groups, &mut warnings).map_err(|e| job.err(e))?;
+        rename_taken(job, &mut out, &mut taken, &mut warnings);
         out.phase = phase;
         out.after = after;
         flows.extend(out.flows.iter().cloned());
@@ -291,6 +296,38 @@ pub fn to_scenario_toml(text: &str, title: &str) -> Result<FioScenario, String> 
     top.insert("flow".into(), Value::Array(flows));
     let toml = toml::to_string(&top).map_err(|e| e.to_string())?;
     Ok(FioScenario { toml, warnings })
+}
+
+/// The flow names given so far, and every job section's name.
+struct Taken {
+    used: BTreeSet<String>,
+    sections: BTreeSet<String>,
+}
+
+/// Gives `out`'s flows names no earlier flow has. fio runs two jobs of
+/// one name as two jobs (its reports name both alike); a scenario's flows
+/// need names of their own, so a repeated name becomes `NAME#K`, K the
+/// smallest from 2 that names no other flow or job section, with a
+/// warning. The names later jobs wait for follow the new names.
+fn rename_taken(job: &Job, out: &mut JobOut, taken: &mut Taken, warnings: &mut Vec<String>) {
+    for (f, name) in out.flows.iter_mut().zip(out.names.iter_mut()) {
+        if taken.used.contains(name.as_str()) {
+            let new = (2..)
+                .map(|k| format!("{name}#{k}"))
+                .find(|n| !taken.used.contains(n) && !taken.sections.contains(n))
+                .expect("a free name");
+            warnings.push(format!(
+                "job [{}]: flow '{name}' is named '{new}': an earlier job has its name (fio runs \
+                 both, as two jobs)",
+                job.name
+            ));
+            if let Some(t) = f.as_table_mut() {
+                t.insert("name".into(), Value::String(new.clone()));
+            }
+            *name = new;
+        }
+        taken.used.insert(name.clone());
+    }
 }
 
 fn check_options(job: &Job, warnings: &mut Vec<String>) -> Result<(), String> {
@@ -390,9 +427,10 @@ struct JobOut {
 /// a job with `stonewall` waits until every job before it has ended, and
 /// the jobs after it (up to the next `stonewall`) start with it, so a
 /// phase waits for the phase before it (which waited for the one before);
-/// `wait_for=NAME` waits for the earlier job NAME. A job also waits for
+/// `wait_for=NAME` waits for the jobs named NAME ([`wait_for_jobs`]). A job also waits for
 /// its own `startdelay`, counted from the start of the run as in fio.
-fn waits_for(earlier: &[Job], outs: &[JobOut], job: &Job) -> Result<(Vec<usize>, usize), String> {
+fn waits_for(jobs: &[Job], outs: &[JobOut]) -> Result<(Vec<usize>, usize), String> {
+    let (earlier, job) = (&jobs[..outs.len()], &jobs[outs.len()]);
     let stonewall = job
         .get("stonewall")
         .map(|v| flag("stonewall", v))
@@ -412,14 +450,10 @@ fn waits_for(earlier: &[Job], outs: &[JobOut], job: &Job) -> Result<(Vec<usize>,
             .collect(),
     };
     if let Some(name) = job.get("wait_for") {
-        let k = earlier.iter().position(|j| j.name == name).ok_or_else(|| {
-            job.err(format!(
-                "wait_for={name}: no job of that name before this one (fio waits only for \
-                 earlier jobs)"
-            ))
-        })?;
-        if !after.contains(&k) {
-            after.push(k);
+        for k in wait_for_jobs(jobs, outs.len(), name).map_err(|e| job.err(e))? {
+            if !after.contains(&k) {
+                after.push(k);
+            }
         }
     }
     if let Some(&k) = after.iter().find(|&&k| !outs[k].bounded) {
@@ -430,6 +464,32 @@ fn waits_for(earlier: &[Job], outs: &[JobOut], job: &Job) -> Result<(Vec<usize>,
         )));
     }
     Ok((after, phase))
+}
+
+/// The jobs that `wait_for=NAME` in job `k` waits for, as fio's: every
+/// job named NAME, unless NAME is job `k`'s own name (fio then waits for
+/// none). fio needs one of them before job `k`; one after it is refused
+/// here, as a flow waits only for flows before it.
+fn wait_for_jobs(jobs: &[Job], k: usize, name: &str) -> Result<Vec<usize>, String> {
+    if jobs[k].name == name {
+        return Ok(Vec::new());
+    }
+    let named = |r: std::ops::Range<usize>| r.filter(|&j| jobs[j].name == name).collect::<Vec<_>>();
+    let before = named(0..k);
+    if before.is_empty() {
+        return Err(format!(
+            "wait_for={name}: no job of that name before this one (fio waits only for \
+             earlier jobs)"
+        ));
+    }
+    if let Some(&later) = named(k + 1..jobs.len()).first() {
+        return Err(format!(
+            "wait_for={name}: job section {} is also named [{name}], after this one: fio would wait for \
+             it too, but a flow here waits only for flows before it (rename it)",
+            later + 1
+        ));
+    }
+    Ok(before)
 }
 
 /// The run's `duration` (us; None: the scenario default, 30 s). Without

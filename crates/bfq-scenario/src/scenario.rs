@@ -1211,9 +1211,31 @@ impl Scenario {
             self.check_region_sectors(i, r)?;
         }
         match region_misfit(f.region.as_ref(), cap, block) {
-            Some(why) => Err(self.flow_err(i, "region", why)),
+            Some(why) => Err(self.flow_err(i, "region", why + &self.device_needed(cap))),
             None => Ok(resolve_region(f.region.as_ref(), cap)),
         }
+    }
+
+    /// `: the scenario needs a device of at least N bytes`, N the
+    /// smallest device above `cap` sectors on which every flow's region
+    /// holds one of its blocks (not only the region found too small:
+    /// the next one may need more), or nothing where no device would.
+    fn device_needed(&self, cap: u64) -> String {
+        let blocks: Vec<u64> = (0..self.flows.len())
+            .map(|j| self.flow_block(j, &self.flows[j]).map_or(1, u64::from))
+            .collect();
+        let fits = |c: u64| {
+            self.flows
+                .iter()
+                .zip(&blocks)
+                .all(|(f, &b)| region_fits(f.region.as_ref(), c, b))
+        };
+        smallest_fit(cap, fits).map_or(String::new(), |need| {
+            format!(
+                ": the scenario needs a device of at least {} bytes",
+                u128::from(need) * u128::from(SECTOR_BYTES)
+            )
+        })
     }
 
     /// Checks that flow `i`'s region, where given in bytes, starts and
@@ -1469,25 +1491,28 @@ fn resolve_region(given: Option<&RegionDef>, cap: u64) -> (u64, u64) {
     (s, l)
 }
 
+/// Whether a region (`given`, or the whole device when `None`) holds a
+/// request of `block` sectors within a device of `cap` sectors.
+fn region_fits(given: Option<&RegionDef>, cap: u64, block: u64) -> bool {
+    let (s, l) = resolve_region(given, cap);
+    l >= block && s + l <= cap
+}
+
 /// Why a region (`given`, or the whole device when `None`) does not fit
 /// a device of `cap` sectors and requests of `block` sectors, or `None`
 /// where it fits. Its two causes have their own words: a region given
-/// past the device's end, and a region shorter than one block; either
-/// names the smallest device that would hold it, where one would.
+/// past the device's end, and a region shorter than one block
+/// (`Scenario::device_needed` then names the device every region fits).
 fn region_misfit(given: Option<&RegionDef>, cap: u64, block: u32) -> Option<String> {
     let block = u64::from(block);
-    let fits = |c: u64| {
-        let (s, l) = resolve_region(given, c);
-        l >= block && s + l <= c
-    };
-    if fits(cap) {
+    if region_fits(given, cap, block) {
         return None;
     }
     let (rs, rl) = resolve_region(given, cap);
     let bytes = |sectors: u128| sectors * u128::from(SECTOR_BYTES);
     let (start, end) = (bytes(rs.into()), bytes(u128::from(rs) + u128::from(rl)));
     let device = bytes(cap.into());
-    let mut why = if given.is_none() || (rs + rl <= cap && rs < cap) {
+    let why = if given.is_none() || (rs + rl <= cap && rs < cap) {
         format!(
             "[{start} .. {end}) bytes is shorter than one {}-byte block (the device has {device} bytes)",
             bytes(block.into())
@@ -1499,12 +1524,6 @@ fn region_misfit(given: Option<&RegionDef>, cap: u64, block: u32) -> Option<Stri
             "[{start} .. {end}) bytes ends at {end} bytes, past the device's end at {device} bytes"
         )
     };
-    if let Some(need) = smallest_fit(cap, fits) {
-        why += &format!(
-            ": the scenario needs a device of at least {} bytes",
-            bytes(need.into())
-        );
-    }
     Some(why)
 }
 
@@ -1820,6 +1839,29 @@ mod tests {
             "name = \"x\"\n[[flow]]\nname = \"a\"\nregion = { start = \"32M\", size = \"64M\" }\n";
         let s: Scenario = toml::from_str(text).unwrap();
         s.plan_with_capacity(96 << 20).unwrap();
+    }
+
+    /// The device named is one that holds every flow's region, not only
+    /// the first that does not fit (the regions of
+    /// `scenarios/2010-table4-w2-1.toml`: the first flow needs 256 MiB, the
+    /// second, 128M from 96.6667%, 3.75 GiB). Fails with `device_needed`
+    /// checking the failing flow's region alone.
+    #[test]
+    fn the_device_needed_holds_every_region() {
+        let text = "name = \"x\"\n[[flow]]\nname = \"a\"\n\
+                    region = { start = \"0%\", size = \"256M\" }\n[[flow]]\nname = \"b\"\n\
+                    region = { start = \"96.6667%\", size = \"128M\" }\n";
+        let s: Scenario = toml::from_str(text).unwrap();
+        let e = s.plan_with_capacity(64 << 20).unwrap_err().to_string();
+        assert!(
+            e.contains(
+                "flow[0] 'a'.region: [0 .. 268435456) bytes ends at 268435456 bytes, past the \
+                 device's end at 67108864 bytes: the scenario needs a device of at least \
+                 4026556928 bytes"
+            ),
+            "{e}"
+        );
+        s.plan_with_capacity(4026556928).unwrap();
     }
 
     #[test]

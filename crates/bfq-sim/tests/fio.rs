@@ -264,3 +264,49 @@ fn jobs_have_their_own_ends_and_stonewall_phases_follow_each_other() {
     assert_eq!(r.flows[3].bytes, 32 << 20);
     assert!(r.sim_time_s < 10.0, "the run ends with its last job");
 }
+
+/// Two jobs of one name are two jobs, as fio runs them (`fio
+/// --parse-only` accepts such a file and fio reports both); the second
+/// flow is named `NAME#2`, and `wait_for=NAME` waits for every earlier
+/// job of that name (fio's `waitee_running` checks each one).
+/// Fails with the names left as they are (`rename_taken` not called:
+/// the scenario refuses `'job' is used by another flow`), or with
+/// `wait_for_jobs` returning the first job of the name alone.
+#[test]
+fn jobs_of_one_name_are_separate_jobs_as_in_fio() {
+    let (sc, warnings) = scenario("[global]\nsize=1m\n[job]\nrw=read\n[job]\nrw=randread\n");
+    let plan = sc.plan().unwrap();
+    let names: Vec<&str> = plan.flows.iter().map(|f| f.name.as_str()).collect();
+    assert_eq!(names, ["job", "job#2"]);
+    assert!(
+        warnings
+            .iter()
+            .any(|w| w.contains("flow 'job' is named 'job#2'")),
+        "{warnings:?}"
+    );
+    // wait_for waits for both jobs named b
+    let (sc, _) = scenario("[b]\nsize=1m\n[b]\nsize=2m\n[a]\nsize=1m\nwait_for=b\n");
+    let plan = sc.plan().unwrap();
+    assert_eq!(plan.flows[2].after, [0, 1]);
+    // a job waiting for its own name waits for none (fio skips its name)
+    let (sc, _) = scenario("[b]\nsize=1m\n[b]\nsize=1m\nwait_for=b\n");
+    assert!(sc.plan().unwrap().flows[1].after.is_empty());
+    // a renamed flow does not take the name of a later section, nor of a
+    // read/write pair's flow
+    let (sc, _) = scenario(
+        "[a]\nsize=1m\n[a]\nsize=1m\n[a#2]\nsize=1m\n[x]\nrw=randrw\nsize=1m\n[x-read]\nsize=1m\n",
+    );
+    let plan = sc.plan().unwrap();
+    let names: Vec<&str> = plan.flows.iter().map(|f| f.name.as_str()).collect();
+    assert_eq!(names, ["a", "a#3", "a#2", "x-read", "x-write", "x-read#2"]);
+    // fio would also wait for a later job of the name: refused, naming it
+    let e = to_scenario_toml(
+        "[b]\nsize=1m\n[a]\nsize=1m\nwait_for=b\n[b]\nsize=1m\n",
+        "t",
+    )
+    .unwrap_err();
+    assert!(
+        e.contains("job [a]: wait_for=b: job section 3 is also named [b], after this one"),
+        "{e}"
+    );
+}
