@@ -51,12 +51,18 @@ pub struct Args {
     #[arg(long, default_value_t = 32, value_parser = clap::value_parser!(u32).range(1..=4096))]
     pub depth: u32,
     /// Allow the workload to write to the target, overwriting its data
-    /// in the flows' regions: on a block device, a filesystem or
-    /// partition table that is not mounted is overwritten too (a
-    /// mounted filesystem, active swap and a device another one is
-    /// stacked on are refused, with or without it).
+    /// in the flows' regions. A target whose start holds a filesystem,
+    /// partition table, swap area or encrypted volume is refused unless
+    /// `--force-overwrite` is given too; a mounted filesystem, active
+    /// swap and a device another one is stacked on are refused in any
+    /// case.
     #[arg(long)]
     pub allow_writes: bool,
+    /// With `--allow-writes`: write even over a filesystem, partition
+    /// table, swap area or encrypted volume found at the target's start
+    /// (not mounted), destroying it.
+    #[arg(long, requires = "allow_writes")]
+    pub force_overwrite: bool,
     /// Buffered I/O instead of O_DIRECT.
     #[arg(long)]
     pub buffered: bool,
@@ -173,6 +179,7 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     let mut cfg = RunConfig::new(&a.target, backend, duration);
     cfg.queue_depth = a.depth;
     cfg.allow_writes = a.allow_writes;
+    cfg.force_overwrite = a.force_overwrite;
     cfg.direct = !a.buffered;
     cfg.create_size = create;
     cfg.groups = w.groups;

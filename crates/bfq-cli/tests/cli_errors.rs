@@ -823,3 +823,44 @@ fn removing_a_loop_device_with_no_file_says_so() {
         &format!("{dev} has no file attached"),
     );
 }
+
+/// A write run over a target that holds a filesystem is refused, naming
+/// it, unless `--force-overwrite` is given with `--allow-writes` (fails
+/// without the signature check in bfq-real's `check_flows`).
+#[test]
+fn writes_over_a_filesystem_need_force_overwrite() {
+    let dir = tempfile::tempdir().unwrap();
+    let img = dir.path().join("xfs.img");
+    let mut data = vec![0u8; 4 << 20];
+    data[..4].copy_from_slice(b"XFSB");
+    std::fs::write(&img, &data).unwrap();
+    let t = img.to_str().unwrap();
+    let write = [
+        "run",
+        "--target",
+        t,
+        "--flow",
+        "name=w,op=write,bs=64k,bytes=256k",
+        "--buffered",
+        "--allow-writes",
+        "--seconds",
+        "5",
+    ];
+    refused(&write, "holds an XFS filesystem");
+    refused(&write, "--force-overwrite");
+    let o = Command::new(env!("CARGO_BIN_EXE_bfq"))
+        .args(write)
+        .arg("--force-overwrite")
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    let alone = [
+        "run",
+        "--target",
+        t,
+        "--flow",
+        "name=r",
+        "--force-overwrite",
+    ];
+    refused(&alone, "--allow-writes");
+}

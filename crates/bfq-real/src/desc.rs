@@ -358,6 +358,10 @@ pub struct RunConfig {
     pub direct: bool,
     /// Writes are refused unless this is set.
     pub allow_writes: bool,
+    /// Writes are refused, even when allowed, to a target whose start holds
+    /// a filesystem, partition table, swap area or encrypted volume
+    /// ([`crate::signature`]) unless this is set too.
+    pub force_overwrite: bool,
     /// The engine's device queue depth.
     pub queue_depth: u32,
     /// Size of a regular-file target to create (filled with data) if it
@@ -420,6 +424,7 @@ impl RunConfig {
             duration,
             direct: true,
             allow_writes: false,
+            force_overwrite: false,
             queue_depth: 64,
             create_size: None,
             groups: Vec::new(),

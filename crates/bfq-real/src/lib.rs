@@ -23,6 +23,8 @@
 //! - [`sys`]: the kernel peers: loop devices, a block device's scheduler,
 //!   blkio cgroups, I/O priorities, mount checks, interrupt handling.
 //!   Every resource is a guard undone on drop.
+//! - [`signature`]: what a write run would destroy (filesystem,
+//!   partition table, swap and encrypted volume signatures).
 //! - [`leftovers`]: what a run notes of its changes so that `bfq cleanup`
 //!   can undo them after a SIGKILL, and that cleanup.
 //! - [`report`]: what a run did.
@@ -46,6 +48,7 @@ pub mod report;
 mod run;
 mod runtime_client;
 pub mod scenario;
+pub mod signature;
 pub mod sys;
 pub mod timeline;
 mod trace;

@@ -317,8 +317,10 @@ pub fn run(cfg: &RunConfig, flows: &[FlowDesc]) -> io::Result<RunReport> {
     Ok(r)
 }
 
-/// Refuses no flows, writes without `--allow-writes`, a zero block size
-/// or depth, and a group that is not among the run's.
+/// Refuses no flows, writes without `--allow-writes` (or over a
+/// filesystem, partition table, swap area or encrypted volume without
+/// `--force-overwrite`, [`crate::signature`]), a zero block size or
+/// depth, and a group that is not among the run's.
 fn check_flows(cfg: &RunConfig, flows: &[FlowDesc]) -> io::Result<()> {
     if flows.is_empty() {
         return Err(io::Error::new(io::ErrorKind::InvalidInput, "no flows"));
@@ -332,6 +334,9 @@ fn check_flows(cfg: &RunConfig, flows: &[FlowDesc]) -> io::Result<()> {
                 cfg.target.display()
             ),
         ));
+    }
+    if writes && !cfg.force_overwrite && cfg.target.exists() {
+        crate::signature::check_none(&cfg.target)?;
     }
     let invalid = |f: &FlowDesc, why: String| {
         io::Error::new(
