@@ -441,6 +441,7 @@ impl Acc {
             name: d.name.clone(),
             weight: d.effective_weight(),
             group: d.group.clone(),
+            class: d.prio.class as u8,
             due_share: 0.0,
             ios: self.ios,
             bytes: self.bytes,
