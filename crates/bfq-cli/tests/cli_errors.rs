@@ -864,3 +864,49 @@ fn writes_over_a_filesystem_need_force_overwrite() {
     ];
     refused(&alone, "--allow-writes");
 }
+
+/// A block device a user cannot open: the error says who can (root or
+/// the device's group), not only "Permission denied". Run as root, the
+/// command as `nobody` (skipped where that cannot be done). Fails without
+/// the PermissionDenied arm of bfq-real's `target_size`.
+#[test]
+fn a_device_without_permission_says_who_may_open_it() {
+    if !bfq_real::sys::is_root() {
+        eprintln!("skipped: needs root");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let dev = match bfq_real::sys::LoopDevice::create(&dir.path().join("d.img"), 16 << 20, false) {
+        Ok(d) => d,
+        Err(e) => {
+            eprintln!("skipped: no loop device: {e}");
+            return;
+        }
+    };
+    let o = Command::new("runuser")
+        .args([
+            "-u",
+            "nobody",
+            "--",
+            env!("CARGO_BIN_EXE_bfq"),
+            "run",
+            "--target",
+        ])
+        .arg(dev.path())
+        .args(["--flow", "name=r", "--seconds", "1"])
+        .output();
+    let Ok(o) = o else {
+        eprintln!("skipped: no runuser");
+        return;
+    };
+    let err = stderr(&o);
+    if !err.contains("bfq: error") {
+        eprintln!("skipped: bfq did not run as nobody: {err}");
+        return;
+    }
+    assert!(!o.status.success());
+    assert!(
+        err.contains("Permission denied") && err.contains("run as root"),
+        "{err}"
+    );
+}

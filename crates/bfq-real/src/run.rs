@@ -253,6 +253,13 @@ pub fn target_size(path: &Path, create: Option<u64>) -> io::Result<u64> {
     }
     let len = target_len(path).map_err(|e| match e.kind() {
         io::ErrorKind::IsADirectory => e,
+        io::ErrorKind::PermissionDenied if sys::is_block_device(path) => io::Error::new(
+            e.kind(),
+            format!(
+                "{}: {e}: a block device is read and written by root or its owning group                  (`ls -l {0}`; run as root, e.g. with sudo)",
+                path.display()
+            ),
+        ),
         k => io::Error::new(k, format!("{}: {e}", path.display())),
     })?;
     match create {
