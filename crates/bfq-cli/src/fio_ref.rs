@@ -133,6 +133,7 @@ fn parse(text: &str, dev: &Path, process_cpu_seconds: f64) -> anyhow::Result<Run
         engine: None,
         timeline: Vec::new(),
         trace_error: None,
+        interrupted: None,
     })
 }
 

@@ -198,7 +198,19 @@ pub fn run(a: Args) -> anyhow::Result<()> {
     }
     bfq_real::flowspec::check_names(&w.flows).map_err(|e| anyhow::anyhow!(e))?;
     let out = Outputs::open(&a)?;
+    // SIGINT and SIGTERM end the flows early; the table then shows what
+    // they did until then.
+    cfg.keep_partial = true;
+    let _signals = bfq_real::sys::catch_interrupts();
     let r = bfq_real::run(&cfg, &w.flows)?;
+    if let Some(sig) = r.interrupted {
+        out.write_table(&r)?;
+        anyhow::bail!(
+            "interrupted by signal {sig} after {:.2} s: the table covers the run until then; \
+             no --json or --trace file was written (one there keeps its content)",
+            r.seconds
+        );
+    }
     let sim = to_sim_result(&r, &w.scenario, w.seed, w.series_interval);
     out.write(&sim, &r)?;
     if let Some(w) = r.engine.as_ref().and_then(bfq_real::ring_setup_warning) {
@@ -371,17 +383,21 @@ impl Outputs {
         })
     }
 
-    /// Writes the table, then the JSON results (so that a JSON file that
-    /// cannot be written leaves the table printed).
-    fn write(self, sim: &bfq_scenario::SimResult, r: &RunReport) -> anyhow::Result<()> {
-        // With `--json -` or `--trace -` stdout carries only the JSON or the
-        // trace: the table goes to stderr.
+    /// Writes the table: with `--json -` or `--trace -` stdout carries
+    /// only the JSON or the trace, and the table goes to stderr.
+    fn write_table(&self, r: &RunReport) -> std::io::Result<()> {
         let mut table: Box<dyn Write> = if self.json_to_stdout || self.trace_to_stdout {
             Box::new(std::io::stderr())
         } else {
             Box::new(std::io::stdout())
         };
-        print_table(&mut table, r)?;
+        print_table(&mut table, r)
+    }
+
+    /// Writes the table, then the JSON results (so that a JSON file that
+    /// cannot be written leaves the table printed).
+    fn write(self, sim: &bfq_scenario::SimResult, r: &RunReport) -> anyhow::Result<()> {
+        self.write_table(r)?;
         if self.json_to_stdout {
             println!("{}", sim.to_json());
         }

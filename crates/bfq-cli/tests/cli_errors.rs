@@ -910,3 +910,55 @@ fn a_device_without_permission_says_who_may_open_it() {
         "{err}"
     );
 }
+
+/// Whether process `pid` has a handler for signal `sig` installed
+/// (`SigCgt` in /proc/PID/status).
+fn catches(pid: u32, sig: i32) -> bool {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("SigCgt:"))
+        .and_then(|m| u64::from_str_radix(m.trim(), 16).ok())
+        .is_some_and(|m| m & (1 << (sig - 1)) != 0)
+}
+
+/// SIGTERM during an engine `bfq run` ends the flows early: the table of
+/// what they did until then is printed, the command exits 143 saying so,
+/// and no `--json` file is written (fails with `keep_partial` left false:
+/// no table).
+#[test]
+fn an_interrupted_run_prints_what_it_did() {
+    let dir = tempfile::tempdir().unwrap();
+    let (t, json) = (dir.path().join("t.img"), dir.path().join("r.json"));
+    std::fs::write(&t, vec![1u8; 4 << 20]).unwrap();
+    let child = Command::new(env!("CARGO_BIN_EXE_bfq"))
+        .args(["run", "--target"])
+        .arg(&t)
+        .args([
+            "--buffered",
+            "--flow",
+            "name=a",
+            "--seconds",
+            "600",
+            "--json",
+        ])
+        .arg(&json)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // (A one-minute guard against a hang, not a measurement.)
+    let give_up = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while !catches(child.id(), libc::SIGTERM) {
+        assert!(std::time::Instant::now() < give_up, "the run did not start");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    let o = child.wait_with_output().unwrap();
+    let (out, err) = (String::from_utf8_lossy(&o.stdout), stderr(&o));
+    assert_eq!(o.status.code(), Some(143), "{err}");
+    assert!(out.contains(" for ") && out.contains("\n  a "), "{out}");
+    assert!(err.contains("interrupted by signal 15 after"), "{err}");
+    assert!(!json.exists(), "no --json file");
+}

@@ -413,6 +413,13 @@ pub struct RunConfig {
     /// device's peak rate starts the flows with it ([`crate::warmup`];
     /// more than 0 and at most 60 s; default None: a cold start).
     pub warm_up: Option<Duration>,
+    /// Where the caller catches SIGINT and SIGTERM
+    /// ([`crate::sys::catch_interrupts`]): end the flows early and report
+    /// what they did until then ([`crate::RunReport::interrupted`]) rather
+    /// than fail (default false: the run fails with
+    /// `ErrorKind::Interrupted`). An engine run's trace is then not put in
+    /// place.
+    pub keep_partial: bool,
 }
 
 impl RunConfig {
@@ -441,6 +448,7 @@ impl RunConfig {
             timeline: None,
             trace: None,
             warm_up: None,
+            keep_partial: false,
         }
     }
 }

@@ -355,7 +355,7 @@ pub(crate) fn run_kernel(
     while let Some(g) = group_cgs.pop() {
         drop(g);
     }
-    if let Some(sig) = sys::interrupted() {
+    if let Some(sig) = sys::interrupted().filter(|_| !cfg.keep_partial) {
         return Err(io::Error::new(
             io::ErrorKind::Interrupted,
             format!(

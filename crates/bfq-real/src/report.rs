@@ -91,6 +91,10 @@ pub struct RunReport {
     /// failed write or flush, or putting the file in place. The rest of
     /// the report is complete; `None` without a trace or when it was.
     pub trace_error: Option<String>,
+    /// The signal (SIGINT, SIGTERM) that ended the run before its end,
+    /// with `RunConfig::keep_partial`: the figures cover its `seconds`
+    /// until then. `None` for a run that ran to its end.
+    pub interrupted: Option<i32>,
 }
 
 impl RunReport {
@@ -116,6 +120,7 @@ impl RunReport {
             engine: None,
             timeline: Vec::new(),
             trace_error: None,
+            interrupted: crate::sys::interrupted(),
         }
     }
 

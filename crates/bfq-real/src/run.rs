@@ -542,7 +542,9 @@ fn run_engine(
     let internals = engine.scheduler_internals().ok();
     let stats = engine.shutdown(ShutdownMode::Cancel)?;
     let mut report = RunReport::of(cfg, seconds, reports);
-    if let Some(out) = trace_out {
+    // An interrupted run's trace is dropped: a file at its path keeps
+    // its content.
+    if let Some(out) = trace_out.filter(|_| report.interrupted.is_none()) {
         report.trace_error = trace::finish(cfg.trace.as_deref(), out, trace_file.flatten()).err();
     }
     report.scheduler = internals;
@@ -718,19 +720,20 @@ fn run_threads(
         reports.push(r);
     }
     drop(watch);
-    interrupted_error()?;
+    interrupted_error(cfg)?;
     Ok((t0.elapsed().as_secs_f64(), reports))
 }
 
 /// A run's error once SIGINT or SIGTERM stopped its flows
-/// ([`sys::watch_interrupts`]).
-pub(crate) fn interrupted_error() -> io::Result<()> {
+/// ([`sys::watch_interrupts`]), unless `cfg` keeps what they did
+/// ([`RunConfig::keep_partial`]).
+pub(crate) fn interrupted_error(cfg: &RunConfig) -> io::Result<()> {
     match sys::interrupted() {
-        Some(sig) => Err(io::Error::new(
+        Some(sig) if !cfg.keep_partial => Err(io::Error::new(
             io::ErrorKind::Interrupted,
             format!("interrupted by signal {sig}"),
         )),
-        None => Ok(()),
+        _ => Ok(()),
     }
 }
 

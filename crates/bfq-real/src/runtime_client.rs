@@ -157,7 +157,7 @@ pub(crate) fn run_runtimes(
             }
         }
     }
-    interrupted_error()?;
+    interrupted_error(cfg)?;
     let reports = flows.iter().zip(accs).map(|(d, a)| match a {
         Some((acc, first)) => acc.report(d, (Some(first), &[])),
         None => Acc::new(run.interval).report(d, (None, &[])),

@@ -78,7 +78,8 @@ pub fn through_engine(flow: &Flow, region: (u64, u64), d: Duration) -> io::Resul
         .map(|_| AlignedBuf::new(WARM_UP_BLOCK as usize))
         .collect();
     for off in offsets(region) {
-        if Instant::now() >= end {
+        // SIGINT or SIGTERM, where caught, end the warm-up as its time does.
+        if Instant::now() >= end || crate::sys::interrupted().is_some() {
             break;
         }
         if let Some(b) = bufs.pop() {
