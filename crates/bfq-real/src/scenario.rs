@@ -239,6 +239,7 @@ on_off = { on = "1M", off = "10ms" }
             flows,
             timeline: Vec::new(),
             trace_error: None,
+            interrupted: None,
         }
     }
 
