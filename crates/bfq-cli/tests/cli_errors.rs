@@ -374,30 +374,10 @@ fn a_killed_run_leaves_earlier_json_results() {
     let dir = tempfile::tempdir().unwrap();
     let (t, json) = (dir.path().join("t.img"), dir.path().join("r.json"));
     std::fs::write(&json, "earlier\n").unwrap();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_bfq"))
-        .args(["run", "--target"])
-        .arg(&t)
-        .args([
-            "--create",
-            "4M",
-            "--flow",
-            "name=a",
-            "--seconds",
-            "600",
-            "--json",
-        ])
-        .arg(&json)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
+    let mut child = long_run(&t, &["--create", "4M"], &json, Stdio::null);
     // The target is created after the outputs are checked, as the run
-    // starts. (A one-minute guard against a hang, not a measurement.)
-    let give_up = std::time::Instant::now() + std::time::Duration::from_secs(60);
-    while !t.exists() && child.try_wait().unwrap().is_none() {
-        assert!(std::time::Instant::now() < give_up, "the run did not start");
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
+    // starts.
+    wait_until(|| t.exists() || child.try_wait().unwrap().is_some());
     // SAFETY: signalling our own child.
     unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
     assert!(!child.wait().unwrap().success());
@@ -911,6 +891,31 @@ fn a_device_without_permission_says_who_may_open_it() {
     );
 }
 
+/// A 600 s `bfq run` of one reader on `t` with `--json json` and
+/// `extra`, started with standard output and error as `io` makes them.
+fn long_run(t: &Path, extra: &[&str], json: &Path, io: fn() -> Stdio) -> std::process::Child {
+    Command::new(env!("CARGO_BIN_EXE_bfq"))
+        .args(["run", "--target"])
+        .arg(t)
+        .args(extra)
+        .args(["--flow", "name=a", "--seconds", "600", "--json"])
+        .arg(json)
+        .stdout(io())
+        .stderr(io())
+        .spawn()
+        .unwrap()
+}
+
+/// Waits until `cond` holds (a one-minute guard against a hang, not a
+/// measurement).
+fn wait_until(mut cond: impl FnMut() -> bool) {
+    let give_up = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while !cond() {
+        assert!(std::time::Instant::now() < give_up, "the run did not start");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
 /// Whether process `pid` has a handler for signal `sig` installed
 /// (`SigCgt` in /proc/PID/status).
 fn catches(pid: u32, sig: i32) -> bool {
@@ -931,28 +936,8 @@ fn an_interrupted_run_prints_what_it_did() {
     let dir = tempfile::tempdir().unwrap();
     let (t, json) = (dir.path().join("t.img"), dir.path().join("r.json"));
     std::fs::write(&t, vec![1u8; 4 << 20]).unwrap();
-    let child = Command::new(env!("CARGO_BIN_EXE_bfq"))
-        .args(["run", "--target"])
-        .arg(&t)
-        .args([
-            "--buffered",
-            "--flow",
-            "name=a",
-            "--seconds",
-            "600",
-            "--json",
-        ])
-        .arg(&json)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    // (A one-minute guard against a hang, not a measurement.)
-    let give_up = std::time::Instant::now() + std::time::Duration::from_secs(60);
-    while !catches(child.id(), libc::SIGTERM) {
-        assert!(std::time::Instant::now() < give_up, "the run did not start");
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
+    let child = long_run(&t, &["--buffered"], &json, Stdio::piped);
+    wait_until(|| catches(child.id(), libc::SIGTERM));
     // SAFETY: signalling our own child.
     unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
     let o = child.wait_with_output().unwrap();
