@@ -92,7 +92,9 @@
 //!   up to 123% on a device serving 8 requests at once;
 //! - a flow that does leave with requests in flight and whose next request
 //!   arrives within `preempt_in_time` of its last completion re-enters
-//!   with S = its old F instead of max(V, F) (it keeps its place);
+//!   with S = its old F instead of max(V, F) (it keeps its place; one
+//!   that left between turns of its own, emptied by injection, only
+//!   within B_max / w of the backlogged flows: `inject_return_lag_bound`);
 //! - a turn into which others were injected is charged its service, not
 //!   its time (heuristic 3, [`super::charging`]): the device was not held
 //!   idle for it (except for a seeky flow on a disk, a seeky flow
@@ -104,7 +106,8 @@
 //! flows and the read floor are this project's, not the kernel's:
 //! `inject_charge_service`, `inject_share_cap`, `inject_protect_seeky` and
 //! `inject_read_floor` (off in profile `bfq-kernel`); so are
-//! `inject_ahead_bound` and `inject_protect_deep_seeky` (lighter groups
+//! `inject_ahead_bound`, `inject_return_lag_bound` and
+//! `inject_protect_deep_seeky` (lighter groups
 //! kept out of the turn of a seeky flow with several requests in flight,
 //! which the kernel's inject limit does for every queue but the waker and
 //! the same process's async one).
