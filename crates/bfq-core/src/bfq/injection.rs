@@ -93,8 +93,9 @@
 //! - a flow that does leave with requests in flight and whose next request
 //!   arrives within `preempt_in_time` of its last completion re-enters
 //!   with S = its old F instead of max(V, F) (it keeps its place; one
-//!   that left between turns of its own, emptied by injection, only
-//!   within B_max / w of the backlogged flows: `inject_return_lag_bound`);
+//!   that left between turns of its own, emptied by an injection or kept
+//!   backlogged with an empty queue and then idle, only within B_max / w
+//!   of the backlogged flows: `inject_return_lag_bound`);
 //! - a turn into which others were injected is charged its service, not
 //!   its time (heuristic 3, [`super::charging`]): the device was not held
 //!   idle for it (except for a seeky flow on a disk, a seeky flow
@@ -209,9 +210,11 @@ pub struct InjectConfig {
     /// 0.74 for two, 0.78 for three (2.54 and 3.62 when the group was
     /// charged only on going idle).
     pub ahead_bound: bool,
-    /// A flow that left B-WF2Q+ between turns of its own (kept backlogged
-    /// with an empty queue after an injection, then gone idle once its
-    /// last request completed) and whose next request comes within
+    /// A flow that left B-WF2Q+ between turns of its own (emptied by an
+    /// injection, or kept backlogged with an empty queue, after an
+    /// injection or after its turn ended with requests in flight, then
+    /// gone idle once its last request completed) and whose next request
+    /// comes within
     /// `preempt_in_time` keeps its place, S = its F, only within B_max / w
     /// of the backlogged flows' least F (or V, if lower): beyond that it
     /// is pushed up, as `backshift_lag_bound` pushes every back-shifted
@@ -228,8 +231,8 @@ pub struct InjectConfig {
     /// through its think times, while `inject_ahead_bound`, measured from
     /// its group's F, kept the deep reader out: the deep reader waited
     /// 2.1-3.6 s (seeds 1-3) and the total fell to 40-47 MB/s; with the
-    /// rule 0.5-0.6 ms and 78.6-78.7 MB/s. Returns after a turn of the
-    /// flow's own keep their lag (the turns spend it).
+    /// rule 0.5-0.6 ms and 78.6-78.7 MB/s. A flow that leaves B-WF2Q+ as
+    /// its own turn ends keeps its lag on its return (its turns spend it).
     pub return_lag_bound: bool,
     /// One read may always be injected into a seeky flow's idle time,
     /// whatever the learned limit (`inject_read_floor`; the 2018 article's
@@ -429,9 +432,9 @@ pub struct InjectState {
     /// was idled for (`timeout_keeps_place`): it keeps its place if its
     /// next request comes in time.
     pub returning: bool,
-    /// The flow left B-WF2Q+ outside a turn of its own (kept backlogged
-    /// with an empty queue after an injection, then gone idle): its return
-    /// in time is held to `inject_return_lag_bound`.
+    /// The flow left B-WF2Q+ outside a turn of its own (emptied by an
+    /// injection, or kept backlogged with an empty queue, then gone idle):
+    /// its return in time is held to `inject_return_lag_bound`.
     pub left_between_turns: bool,
     /// Serial number of the turn `turn_injected` counts in.
     pub turn_serial: u64,
