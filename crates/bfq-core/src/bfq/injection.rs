@@ -92,7 +92,10 @@
 //!   up to 123% on a device serving 8 requests at once;
 //! - a flow that does leave with requests in flight and whose next request
 //!   arrives within `preempt_in_time` of its last completion re-enters
-//!   with S = its old F instead of max(V, F) (it keeps its place);
+//!   with S = its old F instead of max(V, F) (it keeps its place; one
+//!   that left between turns of its own, emptied by an injection or kept
+//!   backlogged with an empty queue and then idle, only within B_max / w
+//!   of the backlogged flows: `inject_return_lag_bound`);
 //! - a turn into which others were injected is charged its service, not
 //!   its time (heuristic 3, [`super::charging`]): the device was not held
 //!   idle for it (except for a seeky flow on a disk, a seeky flow
@@ -104,7 +107,8 @@
 //! flows and the read floor are this project's, not the kernel's:
 //! `inject_charge_service`, `inject_share_cap`, `inject_protect_seeky` and
 //! `inject_read_floor` (off in profile `bfq-kernel`); so are
-//! `inject_ahead_bound` and `inject_protect_deep_seeky` (lighter groups
+//! `inject_ahead_bound`, `inject_return_lag_bound` and
+//! `inject_protect_deep_seeky` (lighter groups
 //! kept out of the turn of a seeky flow with several requests in flight,
 //! which the kernel's inject limit does for every queue but the waker and
 //! the same process's async one).
@@ -206,6 +210,30 @@ pub struct InjectConfig {
     /// 0.74 for two, 0.78 for three (2.54 and 3.62 when the group was
     /// charged only on going idle).
     pub ahead_bound: bool,
+    /// A flow that left B-WF2Q+ between turns of its own (emptied by an
+    /// injection, or kept backlogged with an empty queue, after an
+    /// injection or after its turn ended with requests in flight, then
+    /// gone idle once its last request completed) and whose next request
+    /// comes within
+    /// `preempt_in_time` keeps its place, S = its F, only within B_max / w
+    /// of the backlogged flows' least F (or V, if lower): beyond that it
+    /// is pushed up, as `backshift_lag_bound` pushes every back-shifted
+    /// flow (`inject_return_lag_bound`; this project's rule, on in `bfq`,
+    /// off in the other profiles, where `bfq-kernel`'s `backshift_push_up`
+    /// moves every back-shifted flow up to F = V). The back-shift claims
+    /// the flow stayed backlogged, and a continuously backlogged flow lags
+    /// by at most B_max + L_max (2010 paper, appendix, Lemma 2). A reader
+    /// whose every read is injected has no turn that would spend the lag
+    /// it keeps across its think times: a random 4 KiB reader thinking
+    /// 5 ms beside one at depth 4, each in a group of 100 (simulated SSD,
+    /// `low_latency` off), had its group twelve budgets behind V after
+    /// 1.4 s, then held the device in T_max turns back to back, idle
+    /// through its think times, while `inject_ahead_bound`, measured from
+    /// its group's F, kept the deep reader out: the deep reader waited
+    /// 2.1-3.6 s (seeds 1-3) and the total fell to 40-47 MB/s; with the
+    /// rule 0.5-0.6 ms and 78.6-78.7 MB/s. A flow that leaves B-WF2Q+ as
+    /// its own turn ends keeps its lag on its return (its turns spend it).
+    pub return_lag_bound: bool,
     /// One read may always be injected into a seeky flow's idle time,
     /// whatever the learned limit (`inject_read_floor`; the 2018 article's
     /// improved bfq injected into seeky queues unconditionally; this
@@ -302,6 +330,7 @@ impl Default for InjectConfig {
             charge_service: true,
             share_cap: true,
             ahead_bound: false,
+            return_lag_bound: false,
             read_floor: true,
             protect_seeky: true,
             protect_deep_seeky: true,
@@ -403,6 +432,10 @@ pub struct InjectState {
     /// was idled for (`timeout_keeps_place`): it keeps its place if its
     /// next request comes in time.
     pub returning: bool,
+    /// The flow left B-WF2Q+ outside a turn of its own (emptied by an
+    /// injection, or kept backlogged with an empty queue, then gone idle):
+    /// its return in time is held to `inject_return_lag_bound`.
+    pub left_between_turns: bool,
     /// Serial number of the turn `turn_injected` counts in.
     pub turn_serial: u64,
     /// Sectors of this flow injected into that turn (`inject_share_cap`).
@@ -424,6 +457,7 @@ impl Default for InjectState {
             waker_since: 0,
             woken: None,
             returning: false,
+            left_between_turns: false,
             turn_serial: u64::MAX,
             turn_injected: 0,
         }
@@ -611,6 +645,7 @@ impl InjectConfig {
             charge_service: s.bool("inject_charge_service", d.charge_service)?,
             share_cap: s.bool("inject_share_cap", d.share_cap)?,
             ahead_bound: s.bool("inject_ahead_bound", d.ahead_bound)?,
+            return_lag_bound: s.bool("inject_return_lag_bound", d.return_lag_bound)?,
             read_floor: s.bool("inject_read_floor", d.read_floor)?,
             protect_seeky: s.bool("inject_protect_seeky", d.protect_seeky)?,
             protect_deep_seeky: s.bool("inject_protect_deep_seeky", d.protect_deep_seeky)?,

@@ -198,6 +198,7 @@ impl BfqConfig {
                 charge_service: true,
                 share_cap: true,
                 ahead_bound: true,
+                return_lag_bound: true,
                 read_floor: true,
                 protect_seeky: true,
                 protect_deep_seeky: true,
@@ -280,6 +281,7 @@ impl BfqConfig {
                 charge_service: false,
                 share_cap: false,
                 ahead_bound: false,
+                return_lag_bound: false,
                 read_floor: false,
                 protect_seeky: false,
                 protect_deep_seeky: false,
@@ -904,6 +906,7 @@ impl Bfq {
         }
         let debt = std::mem::take(&mut fs.inj.debt);
         fs.inj.returning = true;
+        fs.inj.left_between_turns = true;
         let entity = fs.entity;
         self.wf2q.charge_and_deactivate(entity, debt);
     }
@@ -1066,6 +1069,7 @@ impl Bfq {
             && self.cfg.preempt.timeout_keeps_place
             && self.idled_for_while_empty(&turn);
         let fs = &mut self.topo.any_flow_mut(turn.flow).data;
+        fs.inj.left_between_turns = false;
         fs.inj.returning =
             (out && !keep && shift && fs.sync && self.cfg.inject.enabled) || idled_for_past_timeout;
         fs.charged += charge;
@@ -2412,7 +2416,7 @@ impl Bfq {
     /// 13), back in time if it woke in time (heuristic 9) or returns after
     /// leaving with requests in flight (heuristic 7), and may preempt.
     fn refill(&mut self, now: Time, owner: FlowId, sectors: u32, in_time: bool) {
-        let (preempt, max_budget) = (self.cfg.preempt, self.cfg.budget.max_budget);
+        let preempt = self.cfg.preempt;
         let fs = &mut self.topo.any_flow_mut(owner).data;
         if let Some(ref mut t) = self.turn {
             if t.flow == owner {
@@ -2430,19 +2434,10 @@ impl Bfq {
         }
         let returning = std::mem::take(&mut fs.inj.returning)
             && now.saturating_sub(fs.last_completion) <= preempt.in_time;
-        let push_up = if preempt.push_up {
-            Some(PushUp {
-                slack: 0,
-                div: u64::from(fs.raise.coeff.max(1)),
-                anchored: false,
-            })
-        } else {
-            preempt.lag_bound.then_some(PushUp {
-                slack: max_budget,
-                div: 1,
-                anchored: true,
-            })
-        };
+        let between = std::mem::take(&mut fs.inj.left_between_turns) && returning && !in_time;
+        let coeff = fs.raise.coeff;
+        let push_up = self.back_shift_push_up(coeff, between);
+        let fs = &mut self.topo.any_flow_mut(owner).data;
         let forfeited = if in_time {
             // Keep the leftover budget and the old timestamps.
             let b = fs.budget_left.max(u64::from(sectors));
@@ -2469,6 +2464,29 @@ impl Bfq {
 }
 
 impl Bfq {
+    /// How a flow's back-shifted activation is pushed up
+    /// ([`wf2q::PushUp`]): to F = V (`backshift_push_up`), else to within
+    /// B_max / w of the backlogged flows' least F (`backshift_lag_bound`;
+    /// for a return in time after leaving B-WF2Q+ between turns of its
+    /// own, `between`, `inject_return_lag_bound`). `coeff`: its raising
+    /// coefficient.
+    fn back_shift_push_up(&self, coeff: u32, between: bool) -> Option<PushUp> {
+        let preempt = &self.cfg.preempt;
+        if preempt.push_up {
+            return Some(PushUp {
+                slack: 0,
+                div: u64::from(coeff.max(1)),
+                anchored: false,
+            });
+        }
+        let bounded = preempt.lag_bound || (between && self.cfg.inject.return_lag_bound);
+        bounded.then_some(PushUp {
+            slack: self.cfg.budget.max_budget,
+            div: 1,
+            anchored: true,
+        })
+    }
+
     /// Heuristic 9: a waking flow preempts the in-service one.
     fn maybe_preempt(&mut self, now: Time, x: FlowId, in_time: bool) {
         let Some(turn) = self.turn else { return };
