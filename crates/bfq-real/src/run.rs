@@ -256,7 +256,8 @@ pub fn target_size(path: &Path, create: Option<u64>) -> io::Result<u64> {
         io::ErrorKind::PermissionDenied if sys::is_block_device(path) => io::Error::new(
             e.kind(),
             format!(
-                "{}: {e}: a block device is read and written by root or its owning group                  (`ls -l {0}`; run as root, e.g. with sudo)",
+                "{}: {e}: a block device is read and written by root or its owning group \
+                 (`ls -l {0}`; run as root, e.g. with sudo)",
                 path.display()
             ),
         ),
