@@ -1695,9 +1695,13 @@ mod tests {
         assert_eq!(FlowDef::named("a"), parsed);
     }
 
+    /// A scenario of one flow `a` with the region `r` (a TOML table).
+    fn region(r: &str) -> String {
+        format!("name = \"x\"\n[[flow]]\nname = \"a\"\nregion = {r}\n")
+    }
+
     #[test]
     fn regions_in_bytes_are_whole_sectors() {
-        let region = |r: &str| format!("name = \"x\"\n[[flow]]\nname = \"a\"\nregion = {r}\n");
         let e = err(&region("{ start = 1, size = \"4M\" }"));
         assert!(
             e.contains("flow[0] 'a'.region.start: must be a multiple of 512"),
@@ -1717,7 +1721,6 @@ mod tests {
     /// interval (with the interval that would do) or for 7 days.
     #[test]
     fn mistakes_are_refused_naming_the_value() {
-        let region = |r: &str| format!("name = \"x\"\n[[flow]]\nname = \"a\"\nregion = {r}\n");
         let e = err(&region("{ size = \"-1G\" }"));
         assert!(
             e.contains("'a'.region.size: -1073741824 bytes counts back from the device's end"),
