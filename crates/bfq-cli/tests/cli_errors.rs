@@ -947,3 +947,31 @@ fn an_interrupted_run_prints_what_it_did() {
     assert!(err.contains("interrupted by signal 15 after"), "{err}");
     assert!(!json.exists(), "no --json file");
 }
+
+/// A second signal during a run (the first one's orderly stop taking
+/// too long, as on a device that does not answer) exits at once, saying
+/// that `bfq cleanup` puts back what the run changed (fails with the
+/// handler only noting the signal: the run stops as after one, without
+/// the message).
+#[test]
+fn a_second_interrupt_exits_at_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let (t, json) = (dir.path().join("t.img"), dir.path().join("r.json"));
+    std::fs::write(&t, vec![1u8; 4 << 20]).unwrap();
+    let child = long_run(&t, &["--buffered"], &json, Stdio::piped);
+    wait_until(|| catches(child.id(), libc::SIGTERM) && catches(child.id(), libc::SIGINT));
+    // SAFETY: signalling our own child; two different signals, so that
+    // the second is not merged into the first while that one is pending.
+    unsafe {
+        libc::kill(child.id() as i32, libc::SIGTERM);
+        libc::kill(child.id() as i32, libc::SIGINT);
+    }
+    let o = child.wait_with_output().unwrap();
+    let err = stderr(&o);
+    assert!(matches!(o.status.code(), Some(130 | 143)), "{err}");
+    assert!(
+        err.contains("interrupted again: exiting now; `sudo bfq cleanup`"),
+        "{err}"
+    );
+    assert!(!json.exists(), "no --json file");
+}

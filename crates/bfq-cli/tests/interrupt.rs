@@ -403,6 +403,63 @@ fn flows_as_processes_sit_in_their_cgroups_and_stop_with_the_run() {
     }
 }
 
+/// Ctrl-C at a terminal signals the whole process group: the flow
+/// processes get SIGINT from the terminal and then SIGTERM from the run,
+/// and take the two as one orderly stop: the run prints what each flow
+/// did and exits 130 (fails with a second signal exiting a flow process
+/// at once, as it does the run itself: no flow's report).
+#[test]
+fn ctrl_c_at_a_terminal_stops_flow_processes_in_order() {
+    use std::os::unix::process::CommandExt;
+    let _serial = serial();
+    let Some((_dir, dev)) = loop_device_or_skip() else {
+        return;
+    };
+    let mut cmd = bfq();
+    cmd.args(["run", "--target"]).arg(dev.path());
+    cmd.args([
+        "--scheduler",
+        "kernel:none",
+        "--kernel-groups",
+        "per-process",
+    ]);
+    cmd.args([
+        "--seconds",
+        "600",
+        "--flow",
+        "name=a,bs=4k",
+        "--flow",
+        "name=b,bs=4k",
+    ]);
+    let child = cmd
+        .process_group(0)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut run = Run(Some(child));
+    let pid = run.id();
+    wait_for("each flow's process in its cgroup", || {
+        let cgs = cgroups_of(pid);
+        cgs.len() == 2 && cgs.iter().all(|c| procs_in(c).len() == 1) || !run.running()
+    });
+    assert!(run.running(), "the run ended early");
+    // SAFETY: signalling our own child's process group, as a terminal does.
+    unsafe { libc::kill(-(pid as i32), libc::SIGINT) };
+    let out = run.take().wait_with_output().unwrap();
+    let (table, err) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert_eq!(out.status.code(), Some(130), "{err}");
+    assert!(!err.contains("interrupted again"), "{err}");
+    assert!(
+        table.contains("\n  a ") && table.contains("\n  b "),
+        "{table}\n{err}"
+    );
+    assert!(cgroups_of(pid).is_empty(), "cgroups removed");
+}
+
 #[test]
 fn flows_as_processes_report_and_follow_after() {
     let _serial = serial();

@@ -37,7 +37,7 @@ fn bad(why: String) -> io::Error {
 /// The child's side: reads its job on `input`, opens the device, waits for
 /// `go NS`, submits, and writes its report on `output`.
 pub fn serve(mut input: impl BufRead, mut output: impl Write) -> io::Result<()> {
-    let _signals = sys::catch_interrupts();
+    let _signals = sys::catch_forwarded_interrupts();
     // A run killed outright (SIGKILL) leaves no flow process behind: the
     // child gets SIGTERM when its parent dies (the thread that started it
     // waits for it), and stops as on an interrupt.

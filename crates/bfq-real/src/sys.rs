@@ -749,9 +749,28 @@ impl Drop for Cgroup {
 /// in force, 0 if none.
 static INTERRUPTED: AtomicI32 = AtomicI32::new(0);
 
+/// What a second SIGINT or SIGTERM prints before the process exits at once.
+const SECOND_INTERRUPT: &[u8] =
+    b"bfq: interrupted again: exiting now; `sudo bfq cleanup` puts back what the run changed\n";
+
+/// Whether a second SIGINT or SIGTERM exits at once: false in a flow
+/// process ([`catch_forwarded_interrupts`]).
+static SECOND_INTERRUPT_EXITS: AtomicBool = AtomicBool::new(true);
+
+/// The first SIGINT or SIGTERM sets [`INTERRUPTED`], and the run stops
+/// and puts the machine back; a second one (a run stuck on a device that
+/// does not answer) exits at once with status 128 + the signal, leaving
+/// what the run changed to `bfq cleanup` (its notes, [`crate::leftovers`]).
 extern "C" fn on_interrupt(sig: libc::c_int) {
-    // Async-signal-safe: one atomic store.
-    INTERRUPTED.store(sig, Ordering::SeqCst);
+    // Async-signal-safe: atomic loads and swaps, write(2) and _exit(2).
+    let first = INTERRUPTED.swap(sig, Ordering::SeqCst) == 0;
+    if !first && SECOND_INTERRUPT_EXITS.load(Ordering::SeqCst) {
+        // SAFETY: write and _exit are async-signal-safe; the buffer is static.
+        unsafe {
+            libc::write(2, SECOND_INTERRUPT.as_ptr().cast(), SECOND_INTERRUPT.len());
+            libc::_exit(128 + sig);
+        }
+    }
 }
 
 /// SIGINT and SIGTERM turned into a flag ([`interrupted`]) while this guard
@@ -794,6 +813,14 @@ impl Drop for InterruptWatch {
             let _ = t.join();
         }
     }
+}
+
+/// [`catch_interrupts`] in a process whose parent forwards its stop (a
+/// flow process: a terminal's Ctrl-C reaches it, then its parent's
+/// SIGTERM): any number of signals is one, the orderly stop.
+pub fn catch_forwarded_interrupts() -> InterruptGuard {
+    SECOND_INTERRUPT_EXITS.store(false, Ordering::SeqCst);
+    catch_interrupts()
 }
 
 /// Catches SIGINT and SIGTERM until the guard is dropped.
