@@ -234,25 +234,6 @@ pub struct InjectConfig {
     /// rule 0.5-0.6 ms and 78.6-78.7 MB/s. A flow that leaves B-WF2Q+ as
     /// its own turn ends keeps its lag on its return (its turns spend it).
     pub return_lag_bound: bool,
-    /// A weight-raised flow's every back-shift (a return in time, with its
-    /// leftover budget or after its turn ended idle) is held to the bound
-    /// of `inject_return_lag_bound`: S = its F only within B_max / w of
-    /// the backlogged flows' least F (or V, if lower), pushed up beyond
-    /// (`inject_raised_lag_bound`; this project's rule, on in `bfq`, off
-    /// in the other profiles). A continuously backlogged flow lags by at
-    /// most B_max + L_max (2010 paper, appendix, Lemma 2); a raised flow is
-    /// charged its service, not its time, so a raised reader that thinks
-    /// through its T_max turns and returns back-shifted after each one
-    /// keeps, at every level, its place plus what the others were served
-    /// meanwhile. A random 4 KiB reader thinking 5 ms beside one at depth
-    /// 4, each in a group of 100 (simulated SSD, `low_latency` on), took
-    /// 200 sectors per 125 ms turn while its group fell about 3.6 budgets
-    /// behind V in 2.6 s; once its smaller leftover budget pinned the
-    /// anchor, `inject_ahead_bound` kept the deep reader out of four turns
-    /// in a row: the deep reader waited 388-518 ms (seeds 1-3). Unraised
-    /// flows keep their lag: their timed-out turns are charged their time,
-    /// and bounding every back-shift (`backshift_lag_bound`) costs weights.
-    pub raised_lag_bound: bool,
     /// One read may always be injected into a seeky flow's idle time,
     /// whatever the learned limit (`inject_read_floor`; the 2018 article's
     /// improved bfq injected into seeky queues unconditionally; this
@@ -350,7 +331,6 @@ impl Default for InjectConfig {
             share_cap: true,
             ahead_bound: false,
             return_lag_bound: false,
-            raised_lag_bound: false,
             read_floor: true,
             protect_seeky: true,
             protect_deep_seeky: true,
@@ -666,7 +646,6 @@ impl InjectConfig {
             share_cap: s.bool("inject_share_cap", d.share_cap)?,
             ahead_bound: s.bool("inject_ahead_bound", d.ahead_bound)?,
             return_lag_bound: s.bool("inject_return_lag_bound", d.return_lag_bound)?,
-            raised_lag_bound: s.bool("inject_raised_lag_bound", d.raised_lag_bound)?,
             read_floor: s.bool("inject_read_floor", d.read_floor)?,
             protect_seeky: s.bool("inject_protect_seeky", d.protect_seeky)?,
             protect_deep_seeky: s.bool("inject_protect_deep_seeky", d.protect_deep_seeky)?,

@@ -180,6 +180,7 @@ impl BfqConfig {
                 push_up: false,
                 lag_anchor: false,
                 lag_bound: false,
+                raised_lag_bound: false,
             },
             timeout_grace: false,
             timeout_defers_to_idling: false,
@@ -199,7 +200,6 @@ impl BfqConfig {
                 share_cap: true,
                 ahead_bound: true,
                 return_lag_bound: true,
-                raised_lag_bound: true,
                 read_floor: true,
                 protect_seeky: true,
                 protect_deep_seeky: true,
@@ -242,6 +242,7 @@ impl BfqConfig {
                 push_up: false,
                 lag_anchor: true,
                 lag_bound: false,
+                raised_lag_bound: true,
                 ..k.preempt
             },
             timeout_defers_to_idling: false,
@@ -283,7 +284,6 @@ impl BfqConfig {
                 share_cap: false,
                 ahead_bound: false,
                 return_lag_bound: false,
-                raised_lag_bound: false,
                 read_floor: false,
                 protect_seeky: false,
                 protect_deep_seeky: false,
@@ -307,6 +307,7 @@ impl BfqConfig {
                 push_up: true,
                 lag_anchor: false,
                 lag_bound: false,
+                raised_lag_bound: false,
             },
             timeout_grace: true,
             timeout_defers_to_idling: true,
@@ -2471,7 +2472,7 @@ impl Bfq {
     /// B_max / w of the backlogged flows' least F (`backshift_lag_bound`;
     /// for a return in time after leaving B-WF2Q+ between turns of its
     /// own, `between`, `inject_return_lag_bound`; for a weight-raised
-    /// flow, `raised`, `inject_raised_lag_bound`). `coeff`: its raising
+    /// flow, `raised`, `raised_backshift_lag_bound`). `coeff`: its raising
     /// coefficient.
     fn back_shift_push_up(&self, coeff: u32, between: bool, raised: bool) -> Option<PushUp> {
         let preempt = &self.cfg.preempt;
@@ -2485,7 +2486,7 @@ impl Bfq {
         let inject = &self.cfg.inject;
         let bounded = preempt.lag_bound
             || (between && inject.return_lag_bound)
-            || (raised && inject.raised_lag_bound);
+            || (raised && preempt.raised_lag_bound);
         bounded.then_some(PushUp {
             slack: self.cfg.budget.max_budget,
             div: 1,
