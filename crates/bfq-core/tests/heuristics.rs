@@ -1973,6 +1973,7 @@ fn bfq_kernel_is_the_kernel_without_this_projects_rules() {
             ("inject_kernel_sampling", "1"),
             ("inject_ahead_bound", "0"),
             ("inject_return_lag_bound", "0"),
+            ("raised_backshift_lag_bound", "0"),
             ("in_time_after_timeout", "0"),
             ("timeout_keeps_place", "0"),
             ("timeout_defers_to_idling", "1"),

@@ -180,6 +180,7 @@ impl BfqConfig {
                 push_up: false,
                 lag_anchor: false,
                 lag_bound: false,
+                raised_lag_bound: false,
             },
             timeout_grace: false,
             timeout_defers_to_idling: false,
@@ -241,6 +242,7 @@ impl BfqConfig {
                 push_up: false,
                 lag_anchor: true,
                 lag_bound: false,
+                raised_lag_bound: true,
                 ..k.preempt
             },
             timeout_defers_to_idling: false,
@@ -305,6 +307,7 @@ impl BfqConfig {
                 push_up: true,
                 lag_anchor: false,
                 lag_bound: false,
+                raised_lag_bound: false,
             },
             timeout_grace: true,
             timeout_defers_to_idling: true,
@@ -2435,8 +2438,8 @@ impl Bfq {
         let returning = std::mem::take(&mut fs.inj.returning)
             && now.saturating_sub(fs.last_completion) <= preempt.in_time;
         let between = std::mem::take(&mut fs.inj.left_between_turns) && returning && !in_time;
-        let coeff = fs.raise.coeff;
-        let push_up = self.back_shift_push_up(coeff, between);
+        let (coeff, raised) = (fs.raise.coeff, fs.raise.on());
+        let push_up = self.back_shift_push_up(coeff, between, raised);
         let fs = &mut self.topo.any_flow_mut(owner).data;
         let forfeited = if in_time {
             // Keep the leftover budget and the old timestamps.
@@ -2468,9 +2471,10 @@ impl Bfq {
     /// ([`wf2q::PushUp`]): to F = V (`backshift_push_up`), else to within
     /// B_max / w of the backlogged flows' least F (`backshift_lag_bound`;
     /// for a return in time after leaving B-WF2Q+ between turns of its
-    /// own, `between`, `inject_return_lag_bound`). `coeff`: its raising
+    /// own, `between`, `inject_return_lag_bound`; for a weight-raised
+    /// flow, `raised`, `raised_backshift_lag_bound`). `coeff`: its raising
     /// coefficient.
-    fn back_shift_push_up(&self, coeff: u32, between: bool) -> Option<PushUp> {
+    fn back_shift_push_up(&self, coeff: u32, between: bool, raised: bool) -> Option<PushUp> {
         let preempt = &self.cfg.preempt;
         if preempt.push_up {
             return Some(PushUp {
@@ -2479,7 +2483,10 @@ impl Bfq {
                 anchored: false,
             });
         }
-        let bounded = preempt.lag_bound || (between && self.cfg.inject.return_lag_bound);
+        let inject = &self.cfg.inject;
+        let bounded = preempt.lag_bound
+            || (between && inject.return_lag_bound)
+            || (raised && preempt.raised_lag_bound);
         bounded.then_some(PushUp {
             slack: self.cfg.budget.max_budget,
             div: 1,
