@@ -276,6 +276,14 @@ pub struct InjectConfig {
     /// `bfq`: B-WF2Q+'s next flow first, then the least injected per unit
     /// of weight, reads only ([`RecentActivations`]).
     pub recent_first: bool,
+    /// The candidates that may give any request (the waker, the woken
+    /// flow and the first other candidate, at most three) are tried least
+    /// injected into the current turn per unit of weight first
+    /// (`inject_fair_candidates`; on in `bfq`, off by default and in
+    /// `bfq-kernel`, whose `bfq_select_queue` tries the waker, then the
+    /// woken queue, before any other). See [`super::Bfq`]'s
+    /// `fair_candidates`.
+    pub fair_candidates: bool,
     /// Other flows are injected also where idling boosts throughput (a
     /// sequential, I/O-bound flow of short think time on a rotational or
     /// non-queueing device) and into a weight-raised flow of short think
@@ -336,6 +344,7 @@ impl Default for InjectConfig {
             protect_deep_seeky: true,
             candidates: super::INJECT_CANDIDATES,
             recent_first: false,
+            fair_candidates: false,
             when_idling_boosts: true,
             kernel_sampling: false,
         }
@@ -660,6 +669,7 @@ impl InjectConfig {
             limit_counts_all: s.bool("inject_limit_counts_all", d.limit_counts_all)?,
             large_once: s.bool("inject_large_once", d.large_once)?,
             recent_first: s.bool("inject_recent_first", d.recent_first)?,
+            fair_candidates: s.bool("inject_fair_candidates", d.fair_candidates)?,
             when_idling_boosts: s.bool("inject_when_idling_boosts", d.when_idling_boosts)?,
             kernel_sampling: s.bool("inject_kernel_sampling", d.kernel_sampling)?,
             ..*d
