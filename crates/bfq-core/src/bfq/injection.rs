@@ -267,7 +267,7 @@ pub struct InjectConfig {
     /// the woken flow (`inject_candidates`, 1..=8, default 8): the first
     /// flows under the tops of the root's service tree, each within its
     /// own share ([`super::INJECT_CANDIDATES`]).
-    pub candidates: usize,
+    pub candidates: u8,
     /// Candidates are tried most recently (re)activated first
     /// (`inject_recent_first`; on in `bfq-kernel`: kernel
     /// `bfq_choose_bfqq_for_injection` walks `active_list` from its head,
@@ -342,7 +342,7 @@ impl Default for InjectConfig {
             read_floor: true,
             protect_seeky: true,
             protect_deep_seeky: true,
-            candidates: super::INJECT_CANDIDATES,
+            candidates: super::INJECT_CANDIDATES as u8,
             recent_first: false,
             fair_candidates: false,
             when_idling_boosts: true,
@@ -663,7 +663,7 @@ impl InjectConfig {
                 d.candidates as u64,
                 1,
                 max_candidates as u64,
-            )? as usize,
+            )? as u8,
             waker_kernel_detection: s.bool("waker_kernel_detection", d.waker_kernel_detection)?,
             waker_beyond_limit: s.bool("inject_waker_beyond_limit", d.waker_beyond_limit)?,
             limit_counts_all: s.bool("inject_limit_counts_all", d.limit_counts_all)?,

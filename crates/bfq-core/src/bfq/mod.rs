@@ -1540,7 +1540,7 @@ impl Bfq {
         let mut next = [0u32; INJECT_CANDIDATES];
         let m = self
             .wf2q
-            .peek_flows(now, &mut next[..self.cfg.inject.candidates]);
+            .peek_flows(now, &mut next[..usize::from(self.cfg.inject.candidates)]);
         if self.cfg.inject.recent_first {
             // Kernel `active_list` order: the latest (re)activated first,
             // any request; the flows activated before those remembered
