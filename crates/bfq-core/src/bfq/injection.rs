@@ -25,7 +25,10 @@
 //!    on a device serving several requests at once got 0.937 of its share
 //!    (`h7_returning_flow_keeps_its_place`, tolerance 5%);
 //! 3. the flow it last woke;
-//! 4. B-WF2Q+'s next flow;
+//! 4. B-WF2Q+'s next flow (with `inject_fair_candidates`, on in `bfq`,
+//!    2 to 4 are tried least injected into this turn per unit of weight
+//!    first: a waker whose next request is always queued no longer takes
+//!    every slot while the woken or next flow waits);
 //! 5. up to `inject_candidates` flows (default 8): below the first
 //!    entities of the root's service tree, the flow B-WF2Q+ would pick in
 //!    each, the least injected into this turn per unit of weight first
