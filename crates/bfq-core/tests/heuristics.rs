@@ -1465,6 +1465,22 @@ fn debug_values(dump: &str, field: &str) -> Vec<u64> {
         .collect()
 }
 
+/// A real-time flow of weight 100 (level 4) in the root group.
+fn rt_flow(s: &mut Bfq) -> FlowId {
+    let prio = IoPrio {
+        class: IoClass::Rt,
+        level: 4,
+    };
+    s.add_flow(
+        0,
+        FlowSpec {
+            prio,
+            ..FlowSpec::with_weight(100)
+        },
+    )
+    .unwrap()
+}
+
 #[test]
 fn h7_waker_is_injected_first() {
     // X (weight 300) wakes up each time W completes: W becomes X's waker.
@@ -1482,18 +1498,7 @@ fn h7_waker_is_injected_first() {
         let x = s.add_flow(0, FlowSpec::with_weight(300)).unwrap();
         let w = s.add_flow(0, FlowSpec::with_weight(100)).unwrap();
         // Z is real-time: B-WF2Q+ serves it first.
-        let z = s
-            .add_flow(
-                0,
-                FlowSpec {
-                    prio: IoPrio {
-                        class: IoClass::Rt,
-                        level: 4,
-                    },
-                    ..FlowSpec::with_weight(100)
-                },
-            )
-            .unwrap();
+        let z = rt_flow(&mut s);
         let mut id = 0;
         let mut now: Time = 0;
         let mut req = |flow: FlowId, sector: u64| {
@@ -1639,18 +1644,7 @@ fn waker_reads_before_next_flow(fair: &str) -> Option<u64> {
     });
     let x = s.add_flow(0, FlowSpec::with_weight(100)).unwrap();
     let w = s.add_flow(0, FlowSpec::with_weight(100)).unwrap();
-    let z = s
-        .add_flow(
-            0,
-            FlowSpec {
-                prio: IoPrio {
-                    class: IoClass::Rt,
-                    level: 4,
-                },
-                ..FlowSpec::with_weight(100)
-            },
-        )
-        .unwrap();
+    let z = rt_flow(&mut s);
     let (mut id, mut now, mut w_next, mut x_next) = (0u64, 0, 0u64, 10_000_000u64);
     let mut req = |flow: FlowId| {
         id += 1;
