@@ -1578,8 +1578,26 @@ impl Bfq {
     /// per unit of weight, least first (ties: B-WF2Q+'s order), so that
     /// the injection slots go to the flows by weight.
     fn least_injected_first(&self, turn: &Turn, flows: &mut [u32]) {
-        // Stable and allocation-free for the few candidates.
-        flows.sort_by_key(|&c| self.injected_per_weight(turn, c));
+        self.sort_least_injected(turn, flows, |&c| c);
+    }
+
+    /// Sorts `items` (at most [`INJECT_LIST`]) by the service their flow
+    /// (`flow`) had injected into this turn per unit of weight, least
+    /// first, stable; each key computed once (a division and two weight
+    /// lookups), no allocation.
+    fn sort_least_injected<T>(&self, turn: &Turn, items: &mut [T], flow: impl Fn(&T) -> u32) {
+        let mut keys = [0u64; INJECT_LIST];
+        for (k, it) in keys.iter_mut().zip(items.iter()) {
+            *k = self.injected_per_weight(turn, flow(it));
+        }
+        for i in 1..items.len() {
+            let mut j = i;
+            while j > 0 && keys[j - 1] > keys[j] {
+                keys.swap(j - 1, j);
+                items.swap(j - 1, j);
+                j -= 1;
+            }
+        }
     }
 
     /// Rule switch `inject_fair_candidates`: the candidates that may give
@@ -1596,7 +1614,7 @@ impl Bfq {
     fn fair_candidates(&self, turn: &Turn, cands: &mut [(u32, Take, bool)]) {
         let linked = cands.iter().take_while(|c| !c.2).count();
         let k = (linked + 1).min(cands.len());
-        cands[..k].sort_by_key(|c| self.injected_per_weight(turn, c.0));
+        self.sort_least_injected(turn, &mut cands[..k], |c| c.0);
     }
 
     /// Sectors of flow `c` injected into this turn per unit of its weight
