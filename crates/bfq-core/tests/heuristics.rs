@@ -1622,12 +1622,14 @@ fn h7_a_waker_is_injected_beyond_the_limit() {
 }
 
 /// `inject_fair_candidates`: X (weight 100, random 4 KiB reads) wakes up
-/// 1 ms after each completion of W (weight 100, sequential 32 KiB
+/// 1 ms after each completion of W (weight `w_weight`, sequential 32 KiB
 /// reads, not seeky on flash), so W is X's waker; then X is idled for while W has
-/// `W_QUEUED` reads queued and Z (real-time, so B-WF2Q+'s next flow;
-/// preemption off so that it waits) one. Returns how many of W's reads
-/// were injected before Z's (None: Z's never was, X's idling ran out).
-fn waker_reads_before_next_flow(fair: &str) -> Option<u64> {
+/// `W_QUEUED` reads queued and Z (real-time, weight 100, so B-WF2Q+'s
+/// next flow; preemption off so that it waits) `z_queued` random 4 KiB
+/// reads. Returns, for the requests injected in order until `n` were or
+/// X's idling ran out, whether each was W's (each completes 100 us after
+/// dispatch).
+fn injected_beside_waker(fair: &str, w_weight: u32, z_queued: u64, n: usize) -> Vec<bool> {
     const W_QUEUED: u64 = 64;
     let mut s = profile(
         "bfq",
@@ -1643,7 +1645,7 @@ fn waker_reads_before_next_flow(fair: &str) -> Option<u64> {
         rotational: false,
     });
     let x = s.add_flow(0, FlowSpec::with_weight(100)).unwrap();
-    let w = s.add_flow(0, FlowSpec::with_weight(100)).unwrap();
+    let w = s.add_flow(0, FlowSpec::with_weight(w_weight)).unwrap();
     let z = rt_flow(&mut s);
     let (mut id, mut now, mut w_next, mut x_next) = (0u64, 0, 0u64, 10_000_000u64);
     let mut req = |flow: FlowId| {
@@ -1689,24 +1691,30 @@ fn waker_reads_before_next_flow(fair: &str) -> Option<u64> {
     for _ in 0..W_QUEUED {
         s.add_request(now, req(w)).unwrap();
     }
-    s.add_request(now, sync_read(9999, z, 90_000_000, 8))
-        .unwrap();
+    for i in 0..z_queued {
+        s.add_request(now, sync_read(9999 + i, z, 90_000_000 + i * 7919 * 8, 8))
+            .unwrap();
+    }
     now += 100 * US;
     s.complete(now, r.id).unwrap();
-    // X idled for: each injected read completes 100 us after dispatch.
-    let mut before = 0;
-    loop {
-        match s.dispatch(now) {
-            Dispatch::Request(r) if r.flow == z => return Some(before),
-            Dispatch::Request(r) => {
-                assert_eq!(r.flow, w, "only W and Z are queued");
-                before += 1;
-                now += 100 * US;
-                s.complete(now, r.id).unwrap();
-            }
-            _ => return None,
-        }
+    let mut order = Vec::new();
+    while order.len() < n {
+        let Dispatch::Request(r) = s.dispatch(now) else {
+            break;
+        };
+        assert!(r.flow == w || r.flow == z, "only W and Z are queued");
+        order.push(r.flow == w);
+        now += 100 * US;
+        s.complete(now, r.id).unwrap();
     }
+    order
+}
+
+/// How many of W's reads were injected before Z's only one (W of weight
+/// 100; None: Z's never was, X's idling ran out).
+fn waker_reads_before_next_flow(fair: &str) -> Option<u64> {
+    let order = injected_beside_waker(fair, 100, 1, usize::MAX);
+    order.iter().position(|&is_w| !is_w).map(|i| i as u64)
 }
 
 #[test]
@@ -1726,6 +1734,19 @@ fn h7_fair_candidates_share_the_slots_with_an_always_queued_waker() {
         kernel_order.is_none_or(|n| n > 1),
         "waker first: {kernel_order:?}"
     );
+}
+
+#[test]
+fn h7_fair_candidates_share_the_slots_by_weight() {
+    // W (waker, weight 800, 64-sector reads) and Z (B-WF2Q+'s next flow,
+    // weight 100, 8-sector reads) have reads queued; one read at a time
+    // is injected into X's idle time. Tried least injected into the turn
+    // per unit of weight first: W (tie at 0, waker first), Z (0 < W's
+    // 64/800), then W and Z again (tie: Z's 8/100 equals W's 64/800).
+    // Exact order, no tolerance. Mutation (the key without the weight,
+    // sectors only): W, Z, Z, W (Z's 16 sectors still below W's 64).
+    let order = injected_beside_waker("1", 800, 64, 4);
+    assert_eq!(order, [true, false, true, false], "W's reads: {order:?}");
 }
 
 #[test]
