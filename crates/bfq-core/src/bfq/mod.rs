@@ -628,6 +628,9 @@ enum Take {
 /// the dispatch O(1) in the number of flows).
 pub const INJECT_CANDIDATES: usize = 8;
 
+// `InjectConfig::candidates` is a u8: the bound must fit (checked at build).
+const _: () = assert!(INJECT_CANDIDATES <= u8::MAX as usize);
+
 /// Room for every injection candidate of one dispatch: the waker, the
 /// woken flow, the remembered activations and B-WF2Q+'s candidates.
 const INJECT_LIST: usize = 2 + RECENT_ACTIVATIONS + INJECT_CANDIDATES;
