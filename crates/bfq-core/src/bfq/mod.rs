@@ -1648,7 +1648,8 @@ impl Bfq {
     /// Injects the head request of flow `f` into the active flow's turn
     /// (heuristic 7), if `f`'s share of the turn, the rules that protect a
     /// seeky active flow, `take`, its budget and the device's slots allow.
-    /// `listed`: `f` is the active flow's waker or woken flow.
+    /// `listed`: `f` is one of the listed candidates, not the active flow's
+    /// waker or woken flow.
     fn dispatch_injected(
         &mut self,
         f: FlowId,
