@@ -1465,6 +1465,22 @@ fn debug_values(dump: &str, field: &str) -> Vec<u64> {
         .collect()
 }
 
+/// A real-time flow of weight 100 (level 4) in the root group.
+fn rt_flow(s: &mut Bfq) -> FlowId {
+    let prio = IoPrio {
+        class: IoClass::Rt,
+        level: 4,
+    };
+    s.add_flow(
+        0,
+        FlowSpec {
+            prio,
+            ..FlowSpec::with_weight(100)
+        },
+    )
+    .unwrap()
+}
+
 #[test]
 fn h7_waker_is_injected_first() {
     // X (weight 300) wakes up each time W completes: W becomes X's waker.
@@ -1482,18 +1498,7 @@ fn h7_waker_is_injected_first() {
         let x = s.add_flow(0, FlowSpec::with_weight(300)).unwrap();
         let w = s.add_flow(0, FlowSpec::with_weight(100)).unwrap();
         // Z is real-time: B-WF2Q+ serves it first.
-        let z = s
-            .add_flow(
-                0,
-                FlowSpec {
-                    prio: IoPrio {
-                        class: IoClass::Rt,
-                        level: 4,
-                    },
-                    ..FlowSpec::with_weight(100)
-                },
-            )
-            .unwrap();
+        let z = rt_flow(&mut s);
         let mut id = 0;
         let mut now: Time = 0;
         let mut req = |flow: FlowId, sector: u64| {
@@ -1614,6 +1619,134 @@ fn h7_a_waker_is_injected_beyond_the_limit() {
     };
     assert_eq!(injected("1"), Some(FlowId(1)), "the waker goes in");
     assert_eq!(injected("0"), None, "limit 0: nothing injected");
+}
+
+/// `inject_fair_candidates`: X (weight 100, random 4 KiB reads) wakes up
+/// 1 ms after each completion of W (weight `w_weight`, sequential 32 KiB
+/// reads, not seeky on flash), so W is X's waker; then X is idled for while W has
+/// `W_QUEUED` reads queued and Z (real-time, weight 100, so B-WF2Q+'s
+/// next flow; preemption off so that it waits) `z_queued` random 4 KiB
+/// reads. Returns, for the requests injected in order until `n` were or
+/// X's idling ran out, whether each was W's (each completes 100 us after
+/// dispatch).
+fn injected_beside_waker(fair: &str, w_weight: u32, z_queued: u64, n: usize) -> Vec<bool> {
+    const W_QUEUED: u64 = 64;
+    let mut s = profile(
+        "bfq",
+        &[
+            ("low_latency", "0"),
+            ("preemption", "0"),
+            ("inject_fair_candidates", fair),
+        ],
+    );
+    s.set_device(DeviceInfo {
+        queue_depth: 32,
+        queues_internally: true,
+        rotational: false,
+    });
+    let x = s.add_flow(0, FlowSpec::with_weight(100)).unwrap();
+    let w = s.add_flow(0, FlowSpec::with_weight(w_weight)).unwrap();
+    let z = rt_flow(&mut s);
+    let (mut id, mut now, mut w_next, mut x_next) = (0u64, 0, 0u64, 10_000_000u64);
+    let mut req = |flow: FlowId| {
+        id += 1;
+        if flow == w {
+            w_next += 64;
+            sync_read(id, flow, w_next - 64, 64)
+        } else {
+            x_next += 7919 * 8;
+            sync_read(id, flow, x_next, 8)
+        }
+    };
+    // X's reads are seeks (kernel: more than 19 of its last 32); then W
+    // wakes X three times (the waker); X's turn starts, and its next read,
+    // arriving while it is idled for and served with nothing else in
+    // flight, gives its baseline service time.
+    for _ in 0..24 {
+        s.add_request(now, req(x)).unwrap();
+        serve_queued(&mut s, &mut now, true);
+        now += MS;
+    }
+    for _ in 0..3 {
+        s.add_request(now, req(w)).unwrap();
+        serve_queued(&mut s, &mut now, false);
+        now += MS;
+        s.add_request(now, req(x)).unwrap();
+        serve_queued(&mut s, &mut now, true);
+        now += 50 * MS;
+    }
+    let mut r = sync_read(0, x, 0, 8);
+    for k in 0..2 {
+        if k > 0 {
+            now += 100 * US;
+            s.complete(now, r.id).unwrap();
+        }
+        s.add_request(now, req(x)).unwrap();
+        let Dispatch::Request(d) = s.dispatch(now) else {
+            panic!()
+        };
+        assert_eq!(d.flow, x);
+        r = d;
+    }
+    for _ in 0..W_QUEUED {
+        s.add_request(now, req(w)).unwrap();
+    }
+    for i in 0..z_queued {
+        s.add_request(now, sync_read(9999 + i, z, 90_000_000 + i * 7919 * 8, 8))
+            .unwrap();
+    }
+    now += 100 * US;
+    s.complete(now, r.id).unwrap();
+    let mut order = Vec::new();
+    while order.len() < n {
+        let Dispatch::Request(r) = s.dispatch(now) else {
+            break;
+        };
+        assert!(r.flow == w || r.flow == z, "only W and Z are queued");
+        order.push(r.flow == w);
+        now += 100 * US;
+        s.complete(now, r.id).unwrap();
+    }
+    order
+}
+
+/// How many of W's reads were injected before Z's only one (W of weight
+/// 100; None: Z's never was, X's idling ran out).
+fn waker_reads_before_next_flow(fair: &str) -> Option<u64> {
+    let order = injected_beside_waker(fair, 100, 1, usize::MAX);
+    order.iter().position(|&is_w| !is_w).map(|i| i as u64)
+}
+
+#[test]
+fn h7_fair_candidates_share_the_slots_with_an_always_queued_waker() {
+    // One read at a time is injected into X's idle time (its limit, 1).
+    // Tried waker first, W (always a read queued) takes each slot until
+    // its injected service reaches its budget (8 of its reads here) or
+    // X's idling ends; tried least
+    // injected into the turn per unit of weight first, Z (0 injected)
+    // goes before W once W has had one read injected: at most one of W's
+    // reads before Z's (the bound: one per other candidate that may give
+    // any request, W; no tolerance, the order is exact).
+    let fair = waker_reads_before_next_flow("1");
+    let kernel_order = waker_reads_before_next_flow("0");
+    assert!(fair.is_some_and(|n| n <= 1), "fair: {fair:?}");
+    assert!(
+        kernel_order.is_none_or(|n| n > 1),
+        "waker first: {kernel_order:?}"
+    );
+}
+
+#[test]
+fn h7_fair_candidates_share_the_slots_by_weight() {
+    // W (waker, weight 800, 64-sector reads) and Z (B-WF2Q+'s next flow,
+    // weight 100, 8-sector reads) have reads queued; one read at a time
+    // is injected into X's idle time. Tried least injected into the turn
+    // per unit of weight first: W (tie at 0, waker first), Z (0 < W's
+    // 64/800), then W and Z again (tie: Z's 8/100 equals W's 64/800).
+    // Exact order, no tolerance. Mutation (the key without the weight,
+    // sectors only): W, Z, Z, W (Z's 16 sectors still below W's 64).
+    let order = injected_beside_waker("1", 800, 64, 4);
+    assert_eq!(order, [true, false, true, false], "W's reads: {order:?}");
 }
 
 #[test]
@@ -1940,6 +2073,7 @@ fn bfq_kernel_is_the_kernel_without_this_projects_rules() {
     assert!(k.inject.waker_beyond_limit && !b.inject.waker_beyond_limit);
     assert!(k.inject.limit_counts_all && !b.inject.limit_counts_all);
     assert!(k.inject.recent_first && !b.inject.recent_first);
+    assert!(b.inject.fair_candidates && !k.inject.fair_candidates);
     assert!(!k.inject.when_idling_boosts && b.inject.when_idling_boosts);
     assert!(k.inject.kernel_sampling && !b.inject.kernel_sampling);
     assert!(b.preempt.after_timeout && !k.preempt.after_timeout);
@@ -1969,6 +2103,7 @@ fn bfq_kernel_is_the_kernel_without_this_projects_rules() {
             ("inject_waker_beyond_limit", "1"),
             ("inject_limit_counts_all", "1"),
             ("inject_recent_first", "1"),
+            ("inject_fair_candidates", "0"),
             ("inject_when_idling_boosts", "0"),
             ("inject_kernel_sampling", "1"),
             ("inject_ahead_bound", "0"),

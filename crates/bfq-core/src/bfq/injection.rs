@@ -25,7 +25,10 @@
 //!    on a device serving several requests at once got 0.937 of its share
 //!    (`h7_returning_flow_keeps_its_place`, tolerance 5%);
 //! 3. the flow it last woke;
-//! 4. B-WF2Q+'s next flow;
+//! 4. B-WF2Q+'s next flow (with `inject_fair_candidates`, on in `bfq`,
+//!    2 to 4 are tried least injected into this turn per unit of weight
+//!    first: a waker whose next request is always queued no longer takes
+//!    every slot while the woken or next flow waits);
 //! 5. up to `inject_candidates` flows (default 8): below the first
 //!    entities of the root's service tree, the flow B-WF2Q+ would pick in
 //!    each, the least injected into this turn per unit of weight first
@@ -268,7 +271,7 @@ pub struct InjectConfig {
     /// the woken flow (`inject_candidates`, 1..=8, default 8): the first
     /// flows under the tops of the root's service tree, each within its
     /// own share ([`super::INJECT_CANDIDATES`]).
-    pub candidates: usize,
+    pub candidates: u8,
     /// Candidates are tried most recently (re)activated first
     /// (`inject_recent_first`; on in `bfq-kernel`: kernel
     /// `bfq_choose_bfqq_for_injection` walks `active_list` from its head,
@@ -277,6 +280,14 @@ pub struct InjectConfig {
     /// `bfq`: B-WF2Q+'s next flow first, then the least injected per unit
     /// of weight, reads only ([`RecentActivations`]).
     pub recent_first: bool,
+    /// The candidates that may give any request (the waker, the woken
+    /// flow and the first other candidate, at most three) are tried least
+    /// injected into the current turn per unit of weight first
+    /// (`inject_fair_candidates`; on in `bfq`, off by default and in
+    /// `bfq-kernel`, whose `bfq_select_queue` tries the waker, then the
+    /// woken queue, before any other). See [`super::Bfq`]'s
+    /// `fair_candidates`.
+    pub fair_candidates: bool,
     /// Other flows are injected also where idling boosts throughput (a
     /// sequential, I/O-bound flow of short think time on a rotational or
     /// non-queueing device) and into a weight-raised flow of short think
@@ -335,8 +346,9 @@ impl Default for InjectConfig {
             read_floor: true,
             protect_seeky: true,
             protect_deep_seeky: true,
-            candidates: super::INJECT_CANDIDATES,
+            candidates: super::INJECT_CANDIDATES as u8,
             recent_first: false,
+            fair_candidates: false,
             when_idling_boosts: true,
             kernel_sampling: false,
         }
@@ -655,12 +667,13 @@ impl InjectConfig {
                 d.candidates as u64,
                 1,
                 max_candidates as u64,
-            )? as usize,
+            )? as u8,
             waker_kernel_detection: s.bool("waker_kernel_detection", d.waker_kernel_detection)?,
             waker_beyond_limit: s.bool("inject_waker_beyond_limit", d.waker_beyond_limit)?,
             limit_counts_all: s.bool("inject_limit_counts_all", d.limit_counts_all)?,
             large_once: s.bool("inject_large_once", d.large_once)?,
             recent_first: s.bool("inject_recent_first", d.recent_first)?,
+            fair_candidates: s.bool("inject_fair_candidates", d.fair_candidates)?,
             when_idling_boosts: s.bool("inject_when_idling_boosts", d.when_idling_boosts)?,
             kernel_sampling: s.bool("inject_kernel_sampling", d.kernel_sampling)?,
             ..*d

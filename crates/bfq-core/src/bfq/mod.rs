@@ -207,6 +207,7 @@ impl BfqConfig {
                 waker_beyond_limit: false,
                 limit_counts_all: false,
                 recent_first: false,
+                fair_candidates: true,
                 when_idling_boosts: true,
                 kernel_sampling: false,
                 ..k.inject
@@ -629,6 +630,9 @@ enum Take {
 /// `inject_candidates` (the kernel tries every busy queue; a bound keeps
 /// the dispatch O(1) in the number of flows).
 pub const INJECT_CANDIDATES: usize = 8;
+
+// `InjectConfig::candidates` is a u8: the bound must fit (checked at build).
+const _: () = assert!(INJECT_CANDIDATES <= u8::MAX as usize);
 
 /// Room for every injection candidate of one dispatch: the waker, the
 /// woken flow, the remembered activations and B-WF2Q+'s candidates.
@@ -1464,6 +1468,9 @@ impl Bfq {
         let others_too = !over && self.injects_others(&turn);
         let mut cands = [(0u32, Take::Any, false); INJECT_LIST];
         let n = self.injection_candidates(&turn, now, others_too, &mut cands);
+        if self.cfg.inject.fair_candidates {
+            self.fair_candidates(&turn, &mut cands[..n]);
+        }
         for &(c, take, listed) in &cands[..n] {
             let cf = FlowId(c);
             if cf == turn.flow {
@@ -1539,7 +1546,7 @@ impl Bfq {
         let mut next = [0u32; INJECT_CANDIDATES];
         let m = self
             .wf2q
-            .peek_flows(now, &mut next[..self.cfg.inject.candidates]);
+            .peek_flows(now, &mut next[..usize::from(self.cfg.inject.candidates)]);
         if self.cfg.inject.recent_first {
             // Kernel `active_list` order: the latest (re)activated first,
             // any request; the flows activated before those remembered
@@ -1577,18 +1584,55 @@ impl Bfq {
     /// per unit of weight, least first (ties: B-WF2Q+'s order), so that
     /// the injection slots go to the flows by weight.
     fn least_injected_first(&self, turn: &Turn, flows: &mut [u32]) {
-        let mut keyed = [(0u64, 0u32); INJECT_CANDIDATES];
-        for (k, &c) in keyed.iter_mut().zip(flows.iter()) {
-            let (_, wc) = self.inject_weights(turn.flow, FlowId(c));
-            let mine = self.flow_state(FlowId(c)).inj.injected_in(turn.serial);
-            *k = ((mine << 16) / wc.max(1), c);
+        self.sort_least_injected(turn, flows, |&c| c);
+    }
+
+    /// Sorts `items` (at most [`INJECT_LIST`]) by the service their flow
+    /// (`flow`) had injected into this turn per unit of weight, least
+    /// first, stable; each key computed once (a division and two weight
+    /// lookups), no allocation.
+    fn sort_least_injected<T>(&self, turn: &Turn, items: &mut [T], flow: impl Fn(&T) -> u32) {
+        let mut keys = [0u64; INJECT_LIST];
+        for (k, it) in keys.iter_mut().zip(items.iter()) {
+            *k = self.injected_per_weight(turn, flow(it));
         }
-        let keyed = &mut keyed[..flows.len()];
-        // Stable and allocation-free for the few candidates.
-        keyed.sort_by_key(|k| k.0);
-        for (f, k) in flows.iter_mut().zip(keyed.iter()) {
-            *f = k.1;
+        for i in 1..items.len() {
+            let mut j = i;
+            while j > 0 && keys[j - 1] > keys[j] {
+                keys.swap(j - 1, j);
+                items.swap(j - 1, j);
+                j -= 1;
+            }
         }
+    }
+
+    /// Rule switch `inject_fair_candidates`: the candidates that may give
+    /// any request — the idling flow's waker, the flow it woke and
+    /// B-WF2Q+'s next flow, at most three — are tried least injected into
+    /// this turn per unit of weight first (stable: ties keep the kernel's
+    /// order, waker first). The kernel tries the waker, then the woken
+    /// queue, before any other (`bfq_select_queue`); a waker whose next
+    /// request is always queued then takes every slot the limit leaves
+    /// (one, `inject_read_floor`) until its budget is spent, and the woken
+    /// or next flow waits the idling flow's whole turn. Ordering them by
+    /// injected service per weight shares those slots as B-WF2Q+ shares
+    /// the device (2010 paper Sec. II-D; 2018 article, injection).
+    fn fair_candidates(&self, turn: &Turn, cands: &mut [(u32, Take, bool)]) {
+        let linked = cands.iter().take_while(|c| !c.2).count();
+        let k = (linked + 1).min(cands.len());
+        self.sort_least_injected(turn, &mut cands[..k], |c| c.0);
+    }
+
+    /// Sectors of flow `c` injected into this turn per unit of its weight
+    /// (as [`Self::inject_weights`] compares it with the active flow),
+    /// scaled by 2^16; 0 for a flow removed since it was recorded.
+    fn injected_per_weight(&self, turn: &Turn, c: u32) -> u64 {
+        let Ok(e) = self.topo.flow(FlowId(c)) else {
+            return 0;
+        };
+        let mine = e.data.inj.injected_in(turn.serial);
+        let (_, wc) = self.inject_weights(turn.flow, FlowId(c));
+        (mine << 16) / wc.max(1)
     }
 
     /// Weights that compare the active flow `a` with flow `c` for
@@ -1607,7 +1651,8 @@ impl Bfq {
     /// Injects the head request of flow `f` into the active flow's turn
     /// (heuristic 7), if `f`'s share of the turn, the rules that protect a
     /// seeky active flow, `take`, its budget and the device's slots allow.
-    /// `listed`: `f` is the active flow's waker or woken flow.
+    /// `listed`: `f` is one of the listed candidates, not the active flow's
+    /// waker or woken flow.
     fn dispatch_injected(
         &mut self,
         f: FlowId,
