@@ -226,11 +226,25 @@ fn check_dir(path: &Path) -> std::io::Result<()> {
     match std::fs::metadata(path) {
         Ok(m) if m.is_dir() => Ok(()),
         Ok(_) => Err(invalid(format!("{}: not a directory", path.display()))),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            Err(invalid(format!("{}: does not exist", path.display())))
-        }
-        Err(e) => Err(invalid(format!("{}: {e}", path.display()))),
+        Err(e) => Err(dir_error(path, e)),
     }
+}
+
+/// Why `path` cannot be looked at, for the user: missing, or a FUSE mount
+/// whose server is gone (`ENOTCONN`: what a killed server leaves, which
+/// `bfq mount --cleanup` removes), or the OS's reason as it is.
+fn dir_error(path: &Path, e: std::io::Error) -> std::io::Error {
+    let p = path.display();
+    if e.kind() == std::io::ErrorKind::NotFound {
+        return invalid(format!("{p}: does not exist"));
+    }
+    if e.raw_os_error() == Some(libc::ENOTCONN) {
+        return invalid(format!(
+            "{p}: {e}: a FUSE mount whose server is gone (killed or crashed); \
+             `bfq mount --cleanup {p}` removes a bfq one (`fusermount -u` or `umount -l` any)"
+        ));
+    }
+    invalid(format!("{p}: {e}"))
 }
 
 /// Checks a mount's directories (both exist, the mountpoint empty and not
@@ -424,6 +438,23 @@ mod tests {
         assert!(!e.to_string().contains("as root"), "{e}");
         let other = explain_mount_error(std::io::Error::other("busy"));
         assert_eq!(other.to_string(), "busy");
+    }
+
+    /// A directory on a FUSE mount whose server is gone (`ENOTCONN`, as a
+    /// killed server's mount point) names the way out; other errors are
+    /// the OS's.
+    #[test]
+    fn a_dead_mount_in_the_way_names_cleanup() {
+        let p = Path::new("/mnt/x");
+        let e = dir_error(p, std::io::Error::from_raw_os_error(libc::ENOTCONN));
+        assert_eq!(e.kind(), std::io::ErrorKind::InvalidInput);
+        assert!(e.to_string().contains("bfq mount --cleanup /mnt/x"), "{e}");
+        let e = dir_error(p, std::io::Error::from_raw_os_error(libc::EACCES));
+        assert!(!e.to_string().contains("cleanup"), "{e}");
+        assert!(
+            e.to_string().starts_with("/mnt/x: Permission denied"),
+            "{e}"
+        );
     }
 
     #[test]
