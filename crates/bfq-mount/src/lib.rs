@@ -247,12 +247,35 @@ fn dir_error(path: &Path, e: std::io::Error) -> std::io::Error {
     invalid(format!("{p}: {e}"))
 }
 
-/// Checks a mount's directories (both exist, the mountpoint empty and not
-/// a bfq mount's unless `nonempty`), threads ([`THREADS_RANGE`]) and depth
+/// Refuses a mount point below the backing directory: the mount would
+/// serve itself (the backing directory's entry of the mount point is the
+/// mount), and a lookup through the mount of its own mount point waits for
+/// an answer the mount cannot give, so `ls MOUNTPOINT/...` hangs until the
+/// connection is aborted. The backing directory itself is allowed (the
+/// server opens it before mounting, so it serves what the mount covers).
+fn check_not_inside(backing: &Path, mountpoint: &Path) -> std::io::Result<()> {
+    if mountpoint != backing && mountpoint.starts_with(backing) {
+        return Err(invalid(format!(
+            "{} is inside {}: the mount would serve itself (a lookup of its mount point \
+             through it would never be answered); mount outside the backing directory, \
+             or on it",
+            mountpoint.display(),
+            backing.display()
+        )));
+    }
+    Ok(())
+}
+
+/// Checks a mount's directories (both exist, the mountpoint not inside
+/// the backing directory, empty and not a bfq mount's unless `nonempty`), threads ([`THREADS_RANGE`]) and depth
 /// ([`DEPTH_RANGE`]).
 fn check_config(cfg: &MountConfig) -> std::io::Result<()> {
     check_dir(&cfg.backing)?;
     check_dir(&cfg.mountpoint)?;
+    check_not_inside(
+        &cfg.backing.canonicalize()?,
+        &cfg.mountpoint.canonicalize()?,
+    )?;
     if let Some(m) = mounts::bfq_mount_at(&cfg.mountpoint.canonicalize()?) {
         if !cfg.nonempty {
             return Err(invalid(format!(
@@ -438,6 +461,21 @@ mod tests {
         assert!(!e.to_string().contains("as root"), "{e}");
         let other = explain_mount_error(std::io::Error::other("busy"));
         assert_eq!(other.to_string(), "busy");
+    }
+
+    /// A mount point inside the backing directory is refused before
+    /// mounting (the mount would serve itself); the backing directory
+    /// itself is not.
+    #[test]
+    fn refuses_a_mountpoint_inside_the_backing_directory() {
+        let back = tempfile::tempdir().unwrap();
+        let sub = back.path().join("a/b");
+        std::fs::create_dir_all(&sub).unwrap();
+        let e = mount(&MountConfig::new(back.path(), &sub)).err().unwrap();
+        assert_eq!(e.kind(), std::io::ErrorKind::InvalidInput);
+        assert!(e.to_string().contains("inside"), "{e}");
+        assert!(check_not_inside(back.path(), back.path()).is_ok());
+        assert!(check_not_inside(&sub, back.path()).is_ok());
     }
 
     /// A directory on a FUSE mount whose server is gone (`ENOTCONN`, as a
