@@ -1041,19 +1041,18 @@ fn every_idle_timer_fires_in_both_modes() {
     }
 }
 
-/// The API program of docs/engine.md is `examples/api.rs`, which `cargo
-/// test` compiles (up to spacing, which rustfmt sets in the example): the
-/// snippet cannot drift into code that does not compile.
-#[test]
-fn the_documented_api_snippet_is_the_compiled_example() {
-    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
-    let doc = std::fs::read_to_string(root.join("../../docs/engine.md")).unwrap();
+/// Whether the first rust block of `doc` (a path from the workspace's
+/// root) is the program `example`, up to spacing (which rustfmt sets in
+/// the example) and its `//!` lines.
+fn assert_snippet_is_example(doc: &str, example: &str) {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let doc = std::fs::read_to_string(root.join(doc)).unwrap();
     let snippet = doc
         .split("```rust\n")
         .nth(1)
         .and_then(|s| s.split("```").next())
-        .expect("a rust block in docs/engine.md");
-    let example = std::fs::read_to_string(root.join("examples/api.rs")).unwrap();
+        .expect("a rust block");
+    let example = std::fs::read_to_string(root.join(example)).unwrap();
     let code: String = example
         .lines()
         .filter(|l| !l.starts_with("//!"))
@@ -1061,6 +1060,19 @@ fn the_documented_api_snippet_is_the_compiled_example() {
         .join("\n");
     let squeeze = |s: &str| s.split_whitespace().collect::<Vec<_>>().join(" ");
     assert_eq!(squeeze(snippet), squeeze(&code));
+}
+
+/// The API program of docs/engine.md is `examples/api.rs`, and the
+/// example of docs/scheduler-interface.md bfq-schedulers'
+/// `examples/interface.rs`, which `cargo test` compiles: the snippets
+/// cannot drift into code that does not compile.
+#[test]
+fn the_documented_api_snippet_is_the_compiled_example() {
+    assert_snippet_is_example("docs/engine.md", "crates/bfq-engine/examples/api.rs");
+    assert_snippet_is_example(
+        "docs/scheduler-interface.md",
+        "crates/bfq-schedulers/examples/interface.rs",
+    );
 }
 
 /// Local mode's plug: a thread that submits asynchronously and then

@@ -11,9 +11,9 @@ use crate::io::DataFile;
 use crate::sys::{self, check, cstr, proc_path};
 use fuser::{
     AccessFlags, Errno, FileAttr, FileHandle, FileType, Filesystem, FopenFlags, Generation,
-    INodeNo, LockOwner, OpenFlags, RenameFlags, ReplyAttr, ReplyCreate, ReplyData, ReplyDirectory,
-    ReplyEmpty, ReplyEntry, ReplyOpen, ReplyStatfs, ReplyWrite, ReplyXattr, Request, TimeOrNow,
-    WriteFlags,
+    INodeNo, InitFlags, KernelConfig, LockOwner, OpenFlags, RenameFlags, ReplyAttr, ReplyCreate,
+    ReplyData, ReplyDirectory, ReplyEmpty, ReplyEntry, ReplyOpen, ReplyStatfs, ReplyWrite,
+    ReplyXattr, Request, TimeOrNow, WriteFlags,
 };
 use std::collections::HashMap;
 use std::ffi::{CString, OsStr};
@@ -405,6 +405,18 @@ impl PassFs {
 }
 
 impl Filesystem for PassFs {
+    /// With FUSE direct I/O (`--direct`), asks the kernel to let programs
+    /// `mmap` the files all the same (`FUSE_DIRECT_IO_ALLOW_MMAP`, Linux
+    /// 6.6 and later; the mapped pages go through the kernel's page cache
+    /// and reach the mount as its writeback). A kernel without it refuses
+    /// such an `mmap` with `ENODEV`.
+    fn init(&mut self, _req: &Request, config: &mut KernelConfig) -> io::Result<()> {
+        if self.opts.direct_io {
+            let _ = config.add_capabilities(InitFlags::FUSE_DIRECT_IO_ALLOW_MMAP);
+        }
+        Ok(())
+    }
+
     fn lookup(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
         self.reply_lookup(parent, name, reply)
     }

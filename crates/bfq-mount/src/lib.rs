@@ -226,19 +226,56 @@ fn check_dir(path: &Path) -> std::io::Result<()> {
     match std::fs::metadata(path) {
         Ok(m) if m.is_dir() => Ok(()),
         Ok(_) => Err(invalid(format!("{}: not a directory", path.display()))),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            Err(invalid(format!("{}: does not exist", path.display())))
-        }
-        Err(e) => Err(invalid(format!("{}: {e}", path.display()))),
+        Err(e) => Err(dir_error(path, e)),
     }
 }
 
-/// Checks a mount's directories (both exist, the mountpoint empty and not
-/// a bfq mount's unless `nonempty`), threads ([`THREADS_RANGE`]) and depth
+/// Why `path` cannot be looked at, for the user: missing, or a FUSE mount
+/// whose server is gone (`ENOTCONN`: what a killed server leaves, which
+/// `bfq mount --cleanup` removes), or the OS's reason as it is.
+fn dir_error(path: &Path, e: std::io::Error) -> std::io::Error {
+    let p = path.display();
+    if e.kind() == std::io::ErrorKind::NotFound {
+        return invalid(format!("{p}: does not exist"));
+    }
+    if e.raw_os_error() == Some(libc::ENOTCONN) {
+        return invalid(format!(
+            "{p}: {e}: a FUSE mount whose server is gone (killed or crashed); \
+             `bfq mount --cleanup {p}` removes a bfq one (`fusermount -u` or `umount -l` any)"
+        ));
+    }
+    invalid(format!("{p}: {e}"))
+}
+
+/// Refuses a mount point below the backing directory: the mount would
+/// serve itself (the backing directory's entry of the mount point is the
+/// mount), and a lookup through the mount of its own mount point waits for
+/// an answer the mount cannot give, so `ls MOUNTPOINT/...` hangs until the
+/// connection is aborted. The backing directory itself is allowed (the
+/// server opens it before mounting, so it serves what the mount covers).
+fn check_not_inside(backing: &Path, mountpoint: &Path) -> std::io::Result<()> {
+    if mountpoint != backing && mountpoint.starts_with(backing) {
+        return Err(invalid(format!(
+            "{} is inside {}: the mount would serve itself (a lookup of its mount point \
+             through it would never be answered); mount outside the backing directory, \
+             or on it",
+            mountpoint.display(),
+            backing.display()
+        )));
+    }
+    Ok(())
+}
+
+/// Checks a mount's directories (both exist, the mountpoint not inside
+/// the backing directory, empty and not a bfq mount's unless `nonempty`), threads ([`THREADS_RANGE`]) and depth
 /// ([`DEPTH_RANGE`]).
 fn check_config(cfg: &MountConfig) -> std::io::Result<()> {
     check_dir(&cfg.backing)?;
     check_dir(&cfg.mountpoint)?;
+    check_not_inside(
+        &cfg.backing.canonicalize()?,
+        &cfg.mountpoint.canonicalize()?,
+    )?;
     if let Some(m) = mounts::bfq_mount_at(&cfg.mountpoint.canonicalize()?) {
         if !cfg.nonempty {
             return Err(invalid(format!(
@@ -424,6 +461,38 @@ mod tests {
         assert!(!e.to_string().contains("as root"), "{e}");
         let other = explain_mount_error(std::io::Error::other("busy"));
         assert_eq!(other.to_string(), "busy");
+    }
+
+    /// A mount point inside the backing directory is refused before
+    /// mounting (the mount would serve itself); the backing directory
+    /// itself is not.
+    #[test]
+    fn refuses_a_mountpoint_inside_the_backing_directory() {
+        let back = tempfile::tempdir().unwrap();
+        let sub = back.path().join("a/b");
+        std::fs::create_dir_all(&sub).unwrap();
+        let e = mount(&MountConfig::new(back.path(), &sub)).err().unwrap();
+        assert_eq!(e.kind(), std::io::ErrorKind::InvalidInput);
+        assert!(e.to_string().contains("inside"), "{e}");
+        assert!(check_not_inside(back.path(), back.path()).is_ok());
+        assert!(check_not_inside(&sub, back.path()).is_ok());
+    }
+
+    /// A directory on a FUSE mount whose server is gone (`ENOTCONN`, as a
+    /// killed server's mount point) names the way out; other errors are
+    /// the OS's.
+    #[test]
+    fn a_dead_mount_in_the_way_names_cleanup() {
+        let p = Path::new("/mnt/x");
+        let e = dir_error(p, std::io::Error::from_raw_os_error(libc::ENOTCONN));
+        assert_eq!(e.kind(), std::io::ErrorKind::InvalidInput);
+        assert!(e.to_string().contains("bfq mount --cleanup /mnt/x"), "{e}");
+        let e = dir_error(p, std::io::Error::from_raw_os_error(libc::EACCES));
+        assert!(!e.to_string().contains("cleanup"), "{e}");
+        assert!(
+            e.to_string().starts_with("/mnt/x: Permission denied"),
+            "{e}"
+        );
     }
 
     #[test]

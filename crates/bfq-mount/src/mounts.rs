@@ -168,7 +168,8 @@ pub fn unmount_own(mountpoint: &Path, id: u64, dev: u64) -> io::Result<()> {
 /// Unmounts the top mount at `mountpoint`: a plain unmount, or if it is
 /// busy a lazy one that also aborts the FUSE connection `dev` (so the
 /// server's workers end and open files fail with `ENOTCONN` instead of
-/// hanging); without root, `fusermount -u -z`.
+/// hanging); without root, the same through fusermount
+/// ([`unmount_unprivileged`]).
 fn unmount_top(mountpoint: &Path, dev: u64) -> io::Result<()> {
     let c = cpath(mountpoint)?;
     // SAFETY: valid C string.
@@ -188,9 +189,30 @@ fn unmount_top(mountpoint: &Path, dev: u64) -> io::Result<()> {
             }
             Err(io::Error::last_os_error())
         }
-        Some(libc::EPERM) => fusermount_u(mountpoint),
+        Some(libc::EPERM) => unmount_unprivileged(
+            |lazy| fusermount_u(mountpoint, lazy),
+            || abort_connection(dev),
+        ),
         _ => Err(err),
     }
+}
+
+/// Unmounting without root, as `umount2` does with root: `fusermount -u`;
+/// if that fails (a busy mount: a file still open, a shell inside it), the
+/// connection is aborted, which its owner may do (the control files
+/// belong to the user who mounted), and the mount detached lazily
+/// (`fusermount -u -z`). Without the abort a busy mount's workers would
+/// serve its open files until they are closed, and the server would not
+/// exit before.
+fn unmount_unprivileged(
+    mut fusermount: impl FnMut(bool) -> io::Result<()>,
+    abort: impl FnOnce() -> bool,
+) -> io::Result<()> {
+    if fusermount(false).is_ok() {
+        return Ok(());
+    }
+    abort();
+    fusermount(true)
 }
 
 /// Writes the FUSE connection's `abort` file (connection id = the mount's
@@ -219,14 +241,16 @@ pub fn abort_connection(dev: u64) -> bool {
     std::fs::write(p, "1").is_ok()
 }
 
-fn fusermount_u(mountpoint: &Path) -> io::Result<()> {
+/// `fusermount3 -u` (or `fusermount`), with `-z` if `lazy`; the plain
+/// attempt's complaint (a busy mount) is not shown, as a lazy one follows.
+fn fusermount_u(mountpoint: &Path, lazy: bool) -> io::Result<()> {
     for bin in ["fusermount3", "fusermount"] {
-        if let Ok(s) = std::process::Command::new(bin)
-            .arg("-u")
-            .arg("-z")
-            .arg(mountpoint)
-            .status()
-        {
+        let mut cmd = std::process::Command::new(bin);
+        cmd.arg("-u").args(lazy.then_some("-z")).arg(mountpoint);
+        if !lazy {
+            cmd.stderr(std::process::Stdio::null());
+        }
+        if let Ok(s) = cmd.status() {
             if s.success() {
                 return Ok(());
             }
@@ -301,7 +325,7 @@ pub fn cleanup(mountpoint: Option<&Path>) -> io::Result<Cleaned> {
             let flags = libc::MNT_DETACH | libc::UMOUNT_NOFOLLOW;
             // SAFETY: valid C string.
             if unsafe { libc::umount2(c.as_ptr(), flags) } != 0 {
-                fusermount_u(&m.mountpoint)?;
+                fusermount_u(&m.mountpoint, true)?;
             }
             out.unmounted.push(m.mountpoint);
             progress = true;
@@ -348,6 +372,37 @@ mod tests {
         );
         assert!(!m[1].bfq && !m[2].bfq && m[3].bfq);
         assert_eq!((m[3].id, m[3].parent), (41, 36));
+    }
+
+    /// Without root, a busy mount (the plain fusermount fails) has its
+    /// connection aborted before the lazy detach, so the server's workers
+    /// end; a mount that is not busy is unmounted plainly, not aborted.
+    #[test]
+    fn unprivileged_unmount_of_a_busy_mount_aborts_before_detaching() {
+        for busy in [false, true] {
+            let calls = std::cell::RefCell::new(Vec::new());
+            let r = unmount_unprivileged(
+                |lazy| {
+                    calls.borrow_mut().push(if lazy { "lazy" } else { "plain" });
+                    if busy && !lazy {
+                        Err(io::Error::other("busy"))
+                    } else {
+                        Ok(())
+                    }
+                },
+                || {
+                    calls.borrow_mut().push("abort");
+                    true
+                },
+            );
+            assert!(r.is_ok());
+            let want: &[&str] = if busy {
+                &["plain", "abort", "lazy"]
+            } else {
+                &["plain"]
+            };
+            assert_eq!(calls.into_inner(), want, "busy = {busy}");
+        }
     }
 
     #[test]

@@ -179,6 +179,94 @@ fn a_mount_stacked_on_another_unmounts_only_itself() {
     assert_eq!(bfq_mounts_at(&mnt), 0);
 }
 
+/// A mount whose connection is gone (as a killed server leaves it: here
+/// aborted through the FUSE control filesystem) is in the way of a new
+/// mount at its mount point: the refusal names `bfq mount --cleanup`, which
+/// removes it, after which the mount point takes a new mount.
+#[test]
+fn a_dead_mount_in_the_way_is_refused_naming_cleanup() {
+    if !can_mount() {
+        return;
+    }
+    let _serial = serial();
+    let mut fx = Fixture::new();
+    fx.mount(|_| {});
+    let mnt = fx.mnt();
+    let dev = bfq_mount::mounts::bfq_mount_at(&mnt.canonicalize().unwrap())
+        .expect("the mount in mountinfo")
+        .dev;
+    assert!(bfq_mount::mounts::abort_connection(dev), "abort");
+    // As a killed server: nothing of it unmounts (its workers end with the
+    // aborted connection); the dead mount stays.
+    std::mem::forget(fx.mounted.take());
+    for nonempty in [false, true] {
+        let mut cfg = MountConfig::new(fx.back(), &mnt);
+        cfg.nonempty = nonempty;
+        let e = mount(&cfg).err().expect("mounted over a dead mount");
+        let want = format!("bfq mount --cleanup {}", mnt.display());
+        assert!(e.to_string().contains(&want), "{e}");
+    }
+    let cleaned = bfq_mount::cleanup(Some(&mnt)).unwrap();
+    assert_eq!(cleaned.unmounted.len(), 1, "{cleaned:?}");
+    fx.mount(|_| {});
+    assert!(fx.mounted.as_ref().unwrap().is_running());
+}
+
+/// Whether the running kernel is at least `major.minor` (`uname -r`).
+fn kernel_at_least(major: u32, minor: u32) -> bool {
+    let rel = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
+    let mut it = rel
+        .split(|c: char| !c.is_ascii_digit())
+        .map(|n| n.parse::<u32>());
+    matches!((it.next(), it.next()), (Some(Ok(a)), Some(Ok(b))) if (a, b) >= (major, minor))
+}
+
+/// With `--direct` (FUSE direct I/O) a program still maps a file and
+/// writes through the mapping on kernels that allow it (Linux 6.6 and
+/// later, `FUSE_DIRECT_IO_ALLOW_MMAP`), as SQLite's WAL mode does with its
+/// `-shm` file: the written bytes reach the backing file.
+#[test]
+fn a_direct_mount_lets_programs_map_files() {
+    if !can_mount() {
+        return;
+    }
+    if !kernel_at_least(6, 6) {
+        eprintln!("skipped: FUSE direct-I/O mmap needs Linux 6.6");
+        return;
+    }
+    let _serial = serial();
+    let mut fx = Fixture::new();
+    std::fs::write(fx.back().join("m"), vec![0u8; 3 * 4096 + 100]).unwrap();
+    fx.mount(|c| c.direct_io = true);
+    let f = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(fx.mnt().join("m"))
+        .unwrap();
+    let len = 3 * 4096 + 100;
+    // SAFETY: a shared mapping of an open file, unmapped below.
+    let p = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            len,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_SHARED,
+            std::os::fd::AsRawFd::as_raw_fd(&f),
+            0,
+        )
+    };
+    assert_ne!(p, libc::MAP_FAILED, "{}", std::io::Error::last_os_error());
+    let want = pattern(7, len);
+    // SAFETY: `p` maps `len` bytes; synced and unmapped before `f` closes.
+    unsafe {
+        std::ptr::copy_nonoverlapping(want.as_ptr(), p.cast::<u8>(), len);
+        assert_eq!(libc::msync(p, len, libc::MS_SYNC), 0);
+        libc::munmap(p, len);
+    }
+    drop(f);
+    assert!(std::fs::read(fx.back().join("m")).unwrap() == want);
+}
+
 /// Processes copying `src`'s f0..f5 into `mnt` with different write
 /// sizes: cp (large aligned), dd with 1000-byte, 7-byte and 4097-byte
 /// blocks (unaligned: read-modify-write), and two processes interleaving
