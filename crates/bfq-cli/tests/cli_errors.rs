@@ -927,6 +927,16 @@ fn catches(pid: u32, sig: i32) -> bool {
         .is_some_and(|m| m & (1 << (sig - 1)) != 0)
 }
 
+/// A long engine run on a file in `dir`, once it catches SIGINT and
+/// SIGTERM, with the `--json` path it was given.
+fn catching_run(dir: &Path) -> (std::process::Child, std::path::PathBuf) {
+    let (t, json) = (dir.join("t.img"), dir.join("r.json"));
+    std::fs::write(&t, vec![1u8; 4 << 20]).unwrap();
+    let child = long_run(&t, &["--buffered"], &json, Stdio::piped);
+    wait_until(|| catches(child.id(), libc::SIGTERM) && catches(child.id(), libc::SIGINT));
+    (child, json)
+}
+
 /// SIGTERM during an engine `bfq run` ends the flows early: the table of
 /// what they did until then is printed, the command exits 143 saying so,
 /// and no `--json` file is written (fails with `keep_partial` left false:
@@ -934,10 +944,7 @@ fn catches(pid: u32, sig: i32) -> bool {
 #[test]
 fn an_interrupted_run_prints_what_it_did() {
     let dir = tempfile::tempdir().unwrap();
-    let (t, json) = (dir.path().join("t.img"), dir.path().join("r.json"));
-    std::fs::write(&t, vec![1u8; 4 << 20]).unwrap();
-    let child = long_run(&t, &["--buffered"], &json, Stdio::piped);
-    wait_until(|| catches(child.id(), libc::SIGTERM));
+    let (child, json) = catching_run(dir.path());
     // SAFETY: signalling our own child.
     unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
     let o = child.wait_with_output().unwrap();
@@ -956,10 +963,7 @@ fn an_interrupted_run_prints_what_it_did() {
 #[test]
 fn a_second_interrupt_exits_at_once() {
     let dir = tempfile::tempdir().unwrap();
-    let (t, json) = (dir.path().join("t.img"), dir.path().join("r.json"));
-    std::fs::write(&t, vec![1u8; 4 << 20]).unwrap();
-    let child = long_run(&t, &["--buffered"], &json, Stdio::piped);
-    wait_until(|| catches(child.id(), libc::SIGTERM) && catches(child.id(), libc::SIGINT));
+    let (child, json) = catching_run(dir.path());
     // SAFETY: signalling our own child; two different signals, so that
     // the second is not merged into the first while that one is pending.
     unsafe {
