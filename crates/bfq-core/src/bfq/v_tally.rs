@@ -108,13 +108,12 @@ fn run(secs: u64, seed: u64) -> (Bfq, Seen) {
     let (mut now, mut id, mut rng, mut seen) = (0, 0u64, seed, Seen::default());
     let mut dev: VecDeque<(Time, Request)> = VecDeque::new();
     let mut arrivals: Vec<(Time, usize)> = (0..rs.len()).map(|i| (0, i)).collect();
-    let mut idle_until = None;
     while now < secs * SEC {
         let debts = |b: &Bfq, rs: &[Reader]| -> Vec<u64> {
             rs.iter().map(|r| b.flow_state(r.flow).inj.debt).collect()
         };
         let before = debts(&b, &rs);
-        match b.dispatch(now) {
+        let idle_until = match b.dispatch(now) {
             Dispatch::Request(r) => {
                 let i = rs.iter().position(|x| x.flow == r.flow).unwrap();
                 rs[i].dispatched += u64::from(r.sectors);
@@ -124,9 +123,9 @@ fn run(secs: u64, seed: u64) -> (Bfq, Seen) {
                 check(&b, &rs, &groups, &before, &mut seen);
                 continue;
             }
-            Dispatch::Idle { until } => idle_until = Some(until),
-            _ => idle_until = None,
-        }
+            Dispatch::Idle { until } => Some(until),
+            _ => None,
+        };
         check(&b, &rs, &groups, &before, &mut seen);
         let done = dev.front().map_or(Time::MAX, |r| r.0);
         let arrival = arrivals.iter().map(|a| a.0).min().unwrap_or(Time::MAX);
