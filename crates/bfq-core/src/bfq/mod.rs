@@ -2581,6 +2581,9 @@ impl Bfq {
 }
 
 #[cfg(test)]
+mod v_tally;
+
+#[cfg(test)]
 mod back_shift_lag {
     //! Two sync readers (weights 100 and 300, 64 KiB reads, one at a
     //! time) driven straight through BFQ with irregular times from a

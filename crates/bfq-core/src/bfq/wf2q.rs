@@ -136,6 +136,10 @@ struct Tree {
     elig: Vec<(u64, EntityId)>,
     /// Not yet eligible entities, min-heap on (S, id).
     inelig: Vec<(u64, EntityId)>,
+    /// Sectors of service that advanced V here, and of them the charges
+    /// beyond the service dispatched (`expire`'s over-charge); tests only.
+    #[cfg(test)]
+    tally: (u64, u64),
 }
 
 /// Per-group scheduling state.
@@ -644,6 +648,10 @@ impl Wf2q {
             let sd = live(&mut self.groups, parent);
             let t = &mut sd.trees[class as usize];
             t.v += vdelta(service, t.wsum.max(1));
+            #[cfg(test)]
+            {
+                t.tally.0 += service;
+            }
             let up = sd.entity;
             if t.v > REBASE_AT {
                 self.rebase(parent, class);
@@ -653,6 +661,31 @@ impl Wf2q {
                 None => break,
             }
         }
+    }
+
+    /// Moves `extra` sectors just charged along `id`'s path from the tally
+    /// of service to that of over-charges (tests only).
+    #[cfg(test)]
+    fn tally_extra(&mut self, id: EntityId, extra: u64) {
+        let mut id = id;
+        loop {
+            let e = self.entities[id as usize];
+            let sd = live(&mut self.groups, e.parent);
+            let t = &mut sd.trees[e.class as usize];
+            t.tally.0 -= extra;
+            t.tally.1 += extra;
+            match sd.entity {
+                Some(pe) => id = pe,
+                None => break,
+            }
+        }
+    }
+
+    /// Sectors of service and of over-charge that advanced V in `group`'s
+    /// tree for `class` ([`Wf2q::charge_path`]); tests only.
+    #[cfg(test)]
+    pub fn tally(&self, group: GroupId, class: IoClass) -> (u64, u64) {
+        self.sd(group).trees[class as usize].tally
     }
 
     /// Shifts every timestamp of one tree down by a common offset (the
@@ -717,6 +750,8 @@ impl Wf2q {
         // exhaustion, waited six readers' T_max turns for V to reach it).
         if extra > 0 {
             self.charge_path(id, extra, false);
+            #[cfg(test)]
+            self.tally_extra(id, extra);
         }
         let mut id = id;
         let mut budget = next_budget;
