@@ -248,9 +248,13 @@ pub struct InjectConfig {
     /// through its think times, while `inject_ahead_bound`, measured from
     /// its group's F, kept the deep reader out: the deep reader waited
     /// 2.1-3.6 s (seeds 1-3) and the total fell to 40-47 MB/s; with the
-    /// rule 0.5-0.6 ms and 78.6-78.7 MB/s. A flow that leaves B-WF2Q+ as
-    /// its own turn ends keeps its lag on its return (its turns spend it),
-    /// unless it is weight-raised (`raised_backshift_lag_bound`).
+    /// rule 0.5-0.6 ms and 78.6-78.7 MB/s (those figures with
+    /// `inject_ahead_waiting_anchor` off: with it on, the thinker's group
+    /// in service no longer holds the anchor down, and the deep reader's
+    /// worst wait is 0.5-0.6 ms without this rule too). A flow that
+    /// leaves B-WF2Q+ as its own turn ends keeps its lag on its return
+    /// (its turns spend it), unless it is weight-raised
+    /// (`raised_backshift_lag_bound`).
     pub return_lag_bound: bool,
     /// One read may always be injected into a seeky flow's idle time,
     /// whatever the learned limit (`inject_read_floor`; the 2018 article's
