@@ -3131,8 +3131,11 @@ fn deep_beside_thinker(kv: &[(&str, &str)]) -> (Time, u64, u64) {
 /// (31 ms: held out of no more than a quarter of a turn), and each
 /// second it gets at least half of what it gets alone (the fluid
 /// system's guarantee to one of two backlogged flows of equal weight;
-/// measured 0.905). Mutation: `inject_return_lag_bound=0` (checked here:
-/// over T_max).
+/// measured 0.905). Mutation: `inject_return_lag_bound=0` with
+/// `inject_ahead_waiting_anchor=0` (checked here: 128 ms, over T_max).
+/// `inject_return_lag_bound=0` alone no longer shows it (6.3 ms): the
+/// check's anchor leaves out the thinker's group in service, so its F
+/// no longer holds the deep reader out of that group's turns.
 #[test]
 fn a_thinking_reader_injected_at_every_read_keeps_no_lag_beyond_b_max() {
     let t_max = 125 * MS;
@@ -3144,6 +3147,13 @@ fn a_thinking_reader_injected_at_every_read_keeps_no_lag_beyond_b_max() {
     );
     assert!(worst <= t_max / 4, "{worst}");
     assert!(2 * least >= alone, "{least} of {alone}");
-    let (unbounded, _, _) = deep_beside_thinker(&[("inject_return_lag_bound", "0")]);
+    let lag = ("inject_return_lag_bound", "0");
+    let (unbounded, _, _) = deep_beside_thinker(&[lag, ("inject_ahead_waiting_anchor", "0")]);
     assert!(unbounded > t_max, "{unbounded}");
+    let (waiting, _, _) = deep_beside_thinker(&[lag]);
+    eprintln!(
+        "without the rule: {:.1} ms, {:.1} ms anchored on the group in service",
+        waiting as f64 / MS as f64,
+        unbounded as f64 / MS as f64
+    );
 }

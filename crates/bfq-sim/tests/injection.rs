@@ -296,11 +296,13 @@ fn deep_beside_thinker() -> Scenario {
 /// reader, of equal weight, waits at most about one T_max turn of the
 /// thinking reader's group (the bound: 2 T_max = 250 ms, twice the
 /// one-turn wait; measured 46.6 ms over the whole run, 0.5 ms after the
-/// first 5 s; seed 1). Mutation: `inject_return_lag_bound=0`: the
-/// thinking reader's group fell about twelve budgets behind V and held
-/// the device in T_max turns back to back, the deep reader kept out of
-/// them by `inject_ahead_bound` (2 977 ms; 2.1-3.6 s after the first 5 s,
-/// seeds 1-3, docs/bfq-settings.md).
+/// first 5 s; seed 1). Mutation: `inject_return_lag_bound=0` with
+/// `inject_ahead_waiting_anchor=0`: the thinking reader's group fell
+/// about twelve budgets behind V and held the device in T_max turns back
+/// to back, the deep reader kept out of them by `inject_ahead_bound`
+/// measured from an anchor that counted the group in service (2 977 ms;
+/// 2.1-3.6 s after the first 5 s, seeds 1-3, docs/bfq-settings.md);
+/// `inject_return_lag_bound=0` alone: 46.6 ms.
 #[test]
 fn a_deep_reader_is_not_kept_out_for_seconds_by_a_thinking_reader() {
     let worst = deep_readers_worst_wait(&[WARM, ("low_latency", "0")]);
@@ -331,24 +333,32 @@ fn deep_readers_worst_wait(kv: &[(&str, &str)]) -> f64 {
 /// B_max / w of the backlogged flows (`raised_backshift_lag_bound`; 2010
 /// paper, appendix, Lemma 2), and the deep reader waits at most about one
 /// T_max turn of the thinking reader's group (the same bound, 250 ms;
-/// measured 46.6 ms). Mutation: `raised_backshift_lag_bound=0` (checked
-/// here: the scenario still builds the lag): the thinking reader's group
+/// measured 46.6 ms). Mutation: `raised_backshift_lag_bound=0` with
+/// `inject_ahead_waiting_anchor=0` (checked here: the scenario still
+/// builds the lag): the thinking reader's group
 /// fell 3.3 B_max behind V in 2.6 s and, once its F pinned the anchor,
 /// took four T_max turns in a row, the deep reader kept out of them by
-/// `inject_ahead_bound` (518.4 ms).
+/// `inject_ahead_bound` measured from an anchor that counted the group in
+/// service (with `inject_ahead_waiting_anchor=0` too: 518.4 ms; alone,
+/// `raised_backshift_lag_bound=0` now leaves 46.6 ms, the check's anchor
+/// no longer held down by the group in service).
 #[test]
 fn a_deep_reader_is_not_kept_out_by_a_raised_thinking_reader() {
     let worst = deep_readers_worst_wait(&[WARM, ("low_latency", "1")]);
     assert!(worst <= 250.0, "{worst}");
-    let off = ("raised_backshift_lag_bound", "0");
-    let unbounded = deep_readers_worst_wait(&[WARM, ("low_latency", "1"), off]);
+    let off = [
+        ("raised_backshift_lag_bound", "0"),
+        ("inject_ahead_waiting_anchor", "0"),
+    ];
+    let unbounded = deep_readers_worst_wait(&[WARM, ("low_latency", "1"), off[0], off[1]]);
     assert!(unbounded > 250.0, "{unbounded}");
 }
 
 /// A sequential 128 KiB reader and two random 4 KiB readers thinking
-/// 5 ms and 30 ms, each in its own group of weight 100 (8 GiB regions of
-/// their own), on the simulated SSD.
-fn two_thinkers_beside_seq() -> Scenario {
+/// 5 ms and 30 ms, each in its own group, of weight 100 but the 5 ms
+/// reader's, `t5_weight` (8 GiB regions of their own), on the simulated
+/// SSD.
+fn two_thinkers_beside_seq(t5_weight: u32) -> Scenario {
     let mut s = String::from(
         "name = \"two thinkers beside a sequential reader\"\nduration = \"15s\"\n\
          [device]\npreset = \"ssd-plextor-m5s\"\n",
@@ -362,8 +372,9 @@ fn two_thinkers_beside_seq() -> Scenario {
         ),
     ];
     for (i, (name, io)) in flows.iter().enumerate() {
+        let w = if *name == "t5" { t5_weight } else { 100 };
         s += &format!(
-            "[[group]]\npath = \"/{name}\"\n\
+            "[[group]]\npath = \"/{name}\"\nweight = {w}\n\
              [[flow]]\nname = \"{name}\"\ngroup = \"/{name}\"\n{io}\n\
              region = {{ start = \"{}G\", size = \"8G\" }}\n",
             8 * i
@@ -404,22 +415,51 @@ fn p99_after(trace: &str, name: &str, from: u64) -> f64 {
 /// 99th-percentile wait stays below one idling period (slice_idle, 8 ms;
 /// measured 0.65 ms, seed 1). Mutation: `inject_fair_candidates=0` (the
 /// kernel's order, waker first): the sequential reader takes every slot
-/// until its budget is spent (measured 47.1 ms).
+/// until its budget is spent (measured 47.5 ms; 47.1 with
+/// `inject_ahead_waiting_anchor=0`).
 #[test]
 fn a_thinking_reader_is_injected_beside_an_always_queued_waker() {
-    let p99 = |fair: &str| {
-        let kv = [WARM, ("low_latency", "0"), ("inject_fair_candidates", fair)];
-        let bfq = Bfq::from_profile("bfq", &Settings::from_pairs(kv)).unwrap();
-        let mut trace = Vec::new();
-        let opts = SimOptions {
-            trace: Some(&mut trace),
-            ..SimOptions::default()
-        };
-        simulate(&two_thinkers_beside_seq(), Box::new(bfq), 1, opts).unwrap();
-        p99_after(&String::from_utf8(trace).unwrap(), "t30", 5_000_000_000)
-    };
+    let p99 = |fair| t30_p99(100, 1, &[("inject_fair_candidates", fair)]);
     let (on, off) = (p99("1"), p99("0"));
     eprintln!("30 ms thinker's p99 wait {on:.2} ms, {off:.2} ms waker first");
     assert!(on <= 8.0, "{on}");
     assert!(off > 8.0, "{off}");
+}
+
+/// The 30 ms thinker's 99th-percentile wait (ms) after the first 5 s
+/// beside [`two_thinkers_beside_seq`]`(t5_weight)`, on a warm `bfq`,
+/// `low_latency` off, seed `seed`, with settings `kv`.
+fn t30_p99(t5_weight: u32, seed: u64, kv: &[(&str, &str)]) -> f64 {
+    let mut all = vec![WARM, ("low_latency", "0")];
+    all.extend_from_slice(kv);
+    let bfq = Bfq::from_profile("bfq", &Settings::from_pairs(all)).unwrap();
+    let mut trace = Vec::new();
+    let opts = SimOptions {
+        trace: Some(&mut trace),
+        ..SimOptions::default()
+    };
+    let s = two_thinkers_beside_seq(t5_weight);
+    simulate(&s, Box::new(bfq), seed, opts).unwrap();
+    let p99 = p99_after(&String::from_utf8(trace).unwrap(), "t30", 5_000_000_000);
+    eprintln!("t5 weight {t5_weight}, seed {seed}, {kv:?}: 30 ms thinker's p99 wait {p99:.2} ms");
+    p99
+}
+
+/// `inject_ahead_waiting_anchor`: the 30 ms thinker's group, behind V,
+/// is injected into the 5 ms thinker's T_max turns (weight 300, idled
+/// through its think times) once the check's anchor leaves out the group
+/// in service, whose F is its S plus a budget / w, not its time charge:
+/// after the first 5 s the 30 ms thinker's 99th-percentile wait stays
+/// below one T_max turn (125 ms; 2010 paper Sec. III-D), measured
+/// 62.3 ms (seed 3; 57.3 and 64.1 with seeds 1 and 2). Mutation:
+/// `inject_ahead_waiting_anchor=0` (the anchor counts the in-service
+/// group, held at one budget past its S): it waits out such turns,
+/// 174.1 ms (127.9 and 160.6).
+#[test]
+fn a_waiting_group_behind_v_is_injected_into_a_heavier_thinkers_turns() {
+    let t_max = 125.0;
+    let on = t30_p99(300, 3, &[]);
+    assert!(on < t_max, "{on}");
+    let off = t30_p99(300, 3, &[("inject_ahead_waiting_anchor", "0")]);
+    assert!(off > t_max, "{off}");
 }

@@ -213,6 +213,20 @@ pub struct InjectConfig {
     /// 0.74 for two, 0.78 for three (2.54 and 3.62 when the group was
     /// charged only on going idle).
     pub ahead_bound: bool,
+    /// `inject_ahead_bound` measures from an anchor that leaves out the
+    /// entity in service at each level: min(V, F + B_max / w of the
+    /// eligible entity with the least F) ([`super::wf2q::Wf2q::within`];
+    /// `inject_ahead_waiting_anchor`, on in every profile; it acts only
+    /// with `inject_ahead_bound` and `lag_anchor`). The in-service entity's
+    /// F is its S plus its budget / w, not what its turn will be charged
+    /// (a T_max turn charged its time moves it on by up to B_max / w), so
+    /// counted it holds the anchor at one budget past its S: a reader
+    /// thinking 30 ms in a group of 100, beside one thinking 5 ms in a
+    /// group of 300 and a sequential reader in a group of 100 (simulated
+    /// SSD, `low_latency` off), its group behind V, was kept out of the
+    /// 5 ms reader's idled T_max turns: 99th-percentile wait 128-174 ms
+    /// after the first 5 s (seeds 1-3), 57-64 ms with the rule.
+    pub ahead_waiting_anchor: bool,
     /// A flow that left B-WF2Q+ between turns of its own (emptied by an
     /// injection, or kept backlogged with an empty queue, after an
     /// injection or after its turn ended with requests in flight, then
@@ -234,9 +248,13 @@ pub struct InjectConfig {
     /// through its think times, while `inject_ahead_bound`, measured from
     /// its group's F, kept the deep reader out: the deep reader waited
     /// 2.1-3.6 s (seeds 1-3) and the total fell to 40-47 MB/s; with the
-    /// rule 0.5-0.6 ms and 78.6-78.7 MB/s. A flow that leaves B-WF2Q+ as
-    /// its own turn ends keeps its lag on its return (its turns spend it),
-    /// unless it is weight-raised (`raised_backshift_lag_bound`).
+    /// rule 0.5-0.6 ms and 78.6-78.7 MB/s (those figures with
+    /// `inject_ahead_waiting_anchor` off: with it on, the thinker's group
+    /// in service no longer holds the anchor down, and the deep reader's
+    /// worst wait is 0.5-0.6 ms without this rule too). A flow that
+    /// leaves B-WF2Q+ as its own turn ends keeps its lag on its return
+    /// (its turns spend it), unless it is weight-raised
+    /// (`raised_backshift_lag_bound`).
     pub return_lag_bound: bool,
     /// One read may always be injected into a seeky flow's idle time,
     /// whatever the learned limit (`inject_read_floor`; the 2018 article's
@@ -342,6 +360,7 @@ impl Default for InjectConfig {
             charge_service: true,
             share_cap: true,
             ahead_bound: false,
+            ahead_waiting_anchor: true,
             return_lag_bound: false,
             read_floor: true,
             protect_seeky: true,
@@ -658,6 +677,7 @@ impl InjectConfig {
             charge_service: s.bool("inject_charge_service", d.charge_service)?,
             share_cap: s.bool("inject_share_cap", d.share_cap)?,
             ahead_bound: s.bool("inject_ahead_bound", d.ahead_bound)?,
+            ahead_waiting_anchor: s.bool("inject_ahead_waiting_anchor", d.ahead_waiting_anchor)?,
             return_lag_bound: s.bool("inject_return_lag_bound", d.return_lag_bound)?,
             read_floor: s.bool("inject_read_floor", d.read_floor)?,
             protect_seeky: s.bool("inject_protect_seeky", d.protect_seeky)?,

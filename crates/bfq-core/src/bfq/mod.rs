@@ -1696,7 +1696,12 @@ impl Bfq {
         let ahead = || {
             let budget = injection::AHEAD_BUDGETS * fs.budget;
             self.cfg.inject.ahead_bound
-                && !(self.wf2q).within(fs.entity, fs.inj.debt + charge, budget)
+                && !(self.wf2q).within(
+                    fs.entity,
+                    fs.inj.debt + charge,
+                    budget,
+                    !self.cfg.inject.ahead_waiting_anchor,
+                )
         };
         if fs.inj.debt + charge > fs.budget
             || ahead()

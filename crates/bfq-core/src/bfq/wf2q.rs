@@ -226,17 +226,19 @@ impl Wf2q {
     /// in-service entity's: an entity still in the ineligible heap with
     /// its S already passed by V (moved lazily) may have a smaller F,
     /// which only raises the anchor, never past V. The span keeps
-    /// timestamps within reach of [`Wf2q::rebase`].
+    /// timestamps within reach of [`Wf2q::rebase`]. Without `serving` the
+    /// in-service entity is left out ([`Wf2q::within`]).
     fn anchor(
         a: Option<Anchor>,
         sd: &SchedData,
         entities: &[Entity],
-        class: IoClass,
+        (class, serving): (IoClass, bool),
     ) -> (u64, u64) {
         let t = &sd.trees[class as usize];
         let Some(a) = a else { return (t.v, t.v) };
         let serving = sd
             .in_service
+            .filter(|_| serving)
             .map(|id| &entities[id as usize])
             .filter(|e| e.class == class);
         let first = t.elig.first().map(|x| &entities[x.1 as usize]);
@@ -532,7 +534,7 @@ impl Wf2q {
             // A back-shifted start without an anchored push-up needs neither.
             let wanted = start.is_none() || push_up.is_some_and(|p| p.anchored);
             let anchor = self.anchor.filter(|_| wanted);
-            let (from, least) = Self::anchor(anchor, sd, &self.entities, x.class);
+            let (from, least) = Self::anchor(anchor, sd, &self.entities, (x.class, true));
             let e = &mut self.entities[id as usize];
             debug_assert_eq!(e.state, EState::Idle);
             let t = &mut sd.trees[e.class as usize];
@@ -592,7 +594,8 @@ impl Wf2q {
     /// (`lag_anchor`, on in `bfq`; [`Wf2q::set_anchored`]), of what fresh
     /// activations are timestamped from: min(V, the least F + B_max / w of
     /// the in-service entity and of the eligible one with the least F)
-    /// ([`Anchor`]). The check stops at the first ancestor in service: from
+    /// ([`Anchor`]), the in-service entity left out unless `serving`
+    /// (`inject_ahead_waiting_anchor`, on by default). The check stops at the first ancestor in service: from
     /// there up the path is the one being served.
     ///
     /// 2010 paper, Sec. II-D (only flows with S <= V are served) and
@@ -606,15 +609,21 @@ impl Wf2q {
     /// `a_reader_back_in_time_leads_a_greedy_one_by_at_most_the_bound`).
     /// Without the flow's own debt, a reader back at S = its F after each
     /// burst was injected a further burst beyond the bound (drawn case
-    /// 1260: up to 2 budgets + 49 152 sectors ahead of V).
-    pub fn within(&self, id: EntityId, debt: u64, budget: u64) -> bool {
+    /// 1260: up to 2 budgets + 49 152 sectors ahead of V). The in-service
+    /// entity's F is S + its budget / w, not what its turn will be charged
+    /// (a turn charged its time, at T_max, moves it on by up to B_max / w):
+    /// counted (`serving`), it held the anchor down to one budget past its
+    /// S, and a waiting group behind V was kept out of the turn of a group
+    /// that idled through its think times.
+    pub fn within(&self, id: EntityId, debt: u64, budget: u64, serving: bool) -> bool {
         let (mut id, mut debt) = (id, debt);
         loop {
             let e = &self.entities[id as usize];
             if e.state != EState::Queued {
                 return true;
             }
-            let (v, _) = Self::anchor(self.anchor, self.sd(e.parent), &self.entities, e.class);
+            let sd = self.sd(e.parent);
+            let (v, _) = Self::anchor(self.anchor, sd, &self.entities, (e.class, serving));
             let w = u64::from(e.weight);
             if e.start + vdelta(debt, w) > v + vdelta(budget, w) {
                 return false;
@@ -1197,8 +1206,8 @@ mod tests {
             (s0 + vdelta(1000, 100), s0 + vdelta(2000, 100))
         );
         assert!(x.start > w.vtime(root, IoClass::Be));
-        assert!(!w.within(b, 0, 0));
-        assert!(w.within(b, 0, 1000));
+        assert!(!w.within(b, 0, 0, true));
+        assert!(w.within(b, 0, 1000, true));
         w.served(c, 500);
         w.expire(c, 500, false, 1000);
         assert_eq!(w.select(0), Some((1, b)));
