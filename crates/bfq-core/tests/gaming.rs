@@ -244,12 +244,12 @@ fn kernel_profile_against_the_property() {
 /// to 352 256 sectors, 96 120 beyond the bound's 256 136 (B_max
 /// 123 972), with 1.23 of G's service. Measured from the anchored V
 /// ([`bfq_core::bfq::wf2q::Wf2q::within`]; 2010 paper, appendix, Lemma
-/// 2): lead 32 768, X / G 0.95 (B_max 119 013); from the anchor without
-/// the entity in service (`inject_ahead_waiting_anchor`, as `bfq`
-/// ships): lead 131 072, X / G 1.06 (B_max 121 751), 120 622 sectors
-/// within the bound (0.80 with the in-service entity counted, as the
-/// code stands now; over the 160 drawn cases the least margin is 26 010
-/// sectors either way, case 42); with injection,
+/// 2) with the entity in service counted (`inject_ahead_waiting_anchor=0`):
+/// lead 32 768, X / G 0.95 (B_max 119 013) when first measured, 0.80 on
+/// the build that added that setting; from the anchor without the entity
+/// in service (as `bfq` ships): lead 131 072, X / G 1.06 (B_max
+/// 121 751), 120 622 sectors within the bound (over the 160 drawn cases
+/// the least margin is 26 010 sectors either way, case 42); with injection,
 /// preemption or the in-time back-shift after a timeout off 0.53, 0.85
 /// and 0.81; with `lag_anchor` off, which also takes the anchor from the
 /// check, 1.16 (8 394 sectors within the bound); `bfq-kernel` 0.65. Drawn

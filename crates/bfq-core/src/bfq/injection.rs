@@ -217,10 +217,11 @@ pub struct InjectConfig {
     /// entity in service at each level: min(V, F + B_max / w of the
     /// eligible entity with the least F) ([`super::wf2q::Wf2q::within`];
     /// `inject_ahead_waiting_anchor`, on in every profile; it acts only
-    /// with `inject_ahead_bound` and `lag_anchor`). The in-service entity's
-    /// F is its S plus its budget / w, not what its turn will be charged
-    /// (a T_max turn charged its time moves it on by up to B_max / w), so
-    /// counted it holds the anchor at one budget past its S: a reader
+    /// with `inject_ahead_bound` and `lag_anchor`). The entity in service
+    /// may itself lag V (a thinking reader back-shifted to its old F at
+    /// each return, idled for in its turn), and counted it holds the anchor
+    /// below V (counting it with its F moved on by its largest time charge,
+    /// B_max / w, did not help: 119-161 ms below): a reader
     /// thinking 30 ms in a group of 100, beside one thinking 5 ms in a
     /// group of 300 and a sequential reader in a group of 100 (simulated
     /// SSD, `low_latency` off), its group behind V, was kept out of the
