@@ -610,11 +610,10 @@ impl Wf2q {
     /// Without the flow's own debt, a reader back at S = its F after each
     /// burst was injected a further burst beyond the bound (drawn case
     /// 1260: up to 2 budgets + 49 152 sectors ahead of V). The in-service
-    /// entity's F is S + its budget / w, not what its turn will be charged
-    /// (a turn charged its time, at T_max, moves it on by up to B_max / w):
-    /// counted (`serving`), it held the anchor down to one budget past its
-    /// S, and a waiting group behind V was kept out of the turn of a group
-    /// that idled through its think times.
+    /// entity may itself lag V (a thinking reader back-shifted to its old
+    /// F, idled for in its turn): counted (`serving`), it held the anchor
+    /// below V, and a waiting group behind V was kept out of the turn of a
+    /// group that idled through its think times.
     pub fn within(&self, id: EntityId, debt: u64, budget: u64, serving: bool) -> bool {
         let (mut id, mut debt) = (id, debt);
         loop {
