@@ -1044,14 +1044,15 @@ impl Bfq {
         let elapsed = end.saturating_sub(turn.started);
         let fs = self.flow_state(turn.flow);
         let (seeky, raised, sync) = (fs.seek.is_seeky(), fs.raise.on(), fs.sync);
-        let own_charge = self.turn_charge(reason, &turn, elapsed, seeky);
+        let timed_out = self.groups_timed_out(reason, &turn, seeky);
+        let own_charge = self.turn_charge(reason, &turn, elapsed, seeky, timed_out);
         // Charged its time (more than the sectors it was served), not its
         // service.
         let time_charged = own_charge > turn.served;
         let charge = own_charge + turn.debt;
         self.sample_turn_rate(reason, &turn, elapsed, (seeky, sync));
         let shift = preemption::may_back_shift(&self.cfg.preempt, reason, time_charged);
-        let groups_timed_out = time_charged && self.groups_timed_out(reason, &turn, seeky);
+        let groups_timed_out = time_charged && timed_out;
         let (next, busy) = self.next_budget(reason, &turn, (raised, groups_timed_out), shift);
         if seeky {
             self.split_merged(turn.flow);
@@ -1076,7 +1077,6 @@ impl Bfq {
             && self.cfg.preempt.timeout_keeps_place
             && self.idled_for_while_empty(&turn);
         let fs = &mut self.topo.any_flow_mut(turn.flow).data;
-        fs.inj.left_between_turns = false;
         fs.inj.returning =
             (out && !keep && shift && fs.sync && self.cfg.inject.enabled) || idled_for_past_timeout;
         fs.charged += charge;
@@ -1101,12 +1101,20 @@ impl Bfq {
 
     /// What the ending turn costs its flow beyond its debt: its service or
     /// its time, by the charging rule (heuristic 3) and the injection
-    /// exceptions of `held_time`.
-    fn turn_charge(&self, reason: ExpireReason, turn: &Turn, elapsed: Time, seeky: bool) -> u64 {
+    /// exceptions of `held_time` (`groups_timed_out`:
+    /// [`Bfq::groups_timed_out`] for this turn).
+    fn turn_charge(
+        &self,
+        reason: ExpireReason,
+        turn: &Turn,
+        elapsed: Time,
+        seeky: bool,
+        groups_timed_out: bool,
+    ) -> u64 {
         let fs = self.flow_state(turn.flow);
         let starting = self.cfg.charge.new_flow_service
             && fs.served_total - fs.served_at_start <= self.cfg.budget.max_budget / 8;
-        let held = self.held_time(reason, turn, elapsed, seeky);
+        let held = self.held_time(turn, elapsed, seeky, groups_timed_out);
         // The debt is service received outside the turn: charged as it is,
         // never folded into a charge by time.
         let info = TurnInfo {
@@ -1173,11 +1181,11 @@ impl Bfq {
     ///   third reader in a group of its own, 1.77:1 when the pair's turns
     ///   were charged their time for the third reader's injections.
     ///
-    /// Rule switch `inject_charge_service` (off in `bfq-kernel`).
-    fn held_time(&self, reason: ExpireReason, turn: &Turn, elapsed: Time, seeky: bool) -> Time {
+    /// `groups_timed_out`: [`Bfq::groups_timed_out`] for this turn. Rule
+    /// switch `inject_charge_service` (off in `bfq-kernel`).
+    fn held_time(&self, turn: &Turn, elapsed: Time, seeky: bool, groups_timed_out: bool) -> Time {
         let shared = self.cfg.inject.charge_service && turn.injected > 0;
-        let time_anyway =
-            self.seeky_held_anyway(turn, seeky) || self.groups_timed_out(reason, turn, seeky);
+        let time_anyway = self.seeky_held_anyway(turn, seeky) || groups_timed_out;
         if shared && !time_anyway {
             0
         } else {

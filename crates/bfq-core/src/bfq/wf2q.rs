@@ -232,7 +232,8 @@ impl Wf2q {
         a: Option<Anchor>,
         sd: &SchedData,
         entities: &[Entity],
-        (class, serving): (IoClass, bool),
+        class: IoClass,
+        serving: bool,
     ) -> (u64, u64) {
         let t = &sd.trees[class as usize];
         let Some(a) = a else { return (t.v, t.v) };
@@ -534,7 +535,7 @@ impl Wf2q {
             // A back-shifted start without an anchored push-up needs neither.
             let wanted = start.is_none() || push_up.is_some_and(|p| p.anchored);
             let anchor = self.anchor.filter(|_| wanted);
-            let (from, least) = Self::anchor(anchor, sd, &self.entities, (x.class, true));
+            let (from, least) = Self::anchor(anchor, sd, &self.entities, x.class, true);
             let e = &mut self.entities[id as usize];
             debug_assert_eq!(e.state, EState::Idle);
             let t = &mut sd.trees[e.class as usize];
@@ -622,7 +623,7 @@ impl Wf2q {
                 return true;
             }
             let sd = self.sd(e.parent);
-            let (v, _) = Self::anchor(self.anchor, sd, &self.entities, (e.class, serving));
+            let (v, _) = Self::anchor(self.anchor, sd, &self.entities, e.class, serving);
             let w = u64::from(e.weight);
             if e.start + vdelta(debt, w) > v + vdelta(budget, w) {
                 return false;
