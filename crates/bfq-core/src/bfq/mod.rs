@@ -199,6 +199,7 @@ impl BfqConfig {
                 charge_service: true,
                 share_cap: true,
                 ahead_bound: true,
+                into_raised_b_max: true,
                 return_lag_bound: true,
                 read_floor: true,
                 protect_seeky: true,
@@ -1665,6 +1666,7 @@ impl Bfq {
         // been removed and freed since it was recorded.
         self.topo.existing_flow_mut(f)?;
         let share = self.injectable_share(f, &turn)?;
+        let riding = self.rides_raised_turn(f, &turn);
         let qcfg = self.cfg.queue;
         let asym = self.census.asymmetric();
         let fs = &mut self.topo.any_flow_mut(f).data;
@@ -1691,11 +1693,19 @@ impl Bfq {
             asym,
         );
         let raised_busy = self.census.raised_busy > 0;
+        // Rule switch `inject_into_raised_b_max`: into a raised flow's
+        // turn, B_max per turn instead of the lead on V.
+        let b_max = self.cfg.budget.max_budget;
+        let (debt_cap, bound) = match riding {
+            true => (fs.budget.max(b_max), false),
+            false => (fs.budget, self.cfg.inject.ahead_bound),
+        };
+        let over_turn = riding && share.0 + u64::from(r.sectors) > b_max;
         // Where the flow's next turn would start with this request
         // charged: S + (debt + charge) / w (2010 paper, Sec. II-D).
         let ahead = || {
             let budget = injection::AHEAD_BUDGETS * fs.budget;
-            self.cfg.inject.ahead_bound
+            bound
                 && !(self.wf2q).within(
                     fs.entity,
                     fs.inj.debt + charge,
@@ -1703,7 +1713,8 @@ impl Bfq {
                     !self.cfg.inject.ahead_waiting_anchor,
                 )
         };
-        if fs.inj.debt + charge > fs.budget
+        if fs.inj.debt + charge > debt_cap
+            || over_turn
             || ahead()
             || !self
                 .slots
@@ -1714,6 +1725,19 @@ impl Bfq {
         let req = fs.take(&mut self.table, slot, now);
         self.book_injected(now, f, &req, charge, share);
         Some(req)
+    }
+
+    /// Whether flow `f`, not weight-raised, is injected into the turn of a
+    /// raised flow under `inject_into_raised_b_max`: held to B_max sectors
+    /// injected into the turn (and a debt of at most B_max or its budget)
+    /// instead of `inject_share_cap` and `inject_ahead_bound`. A raised
+    /// flow's turn is charged its service (heuristic 3), which barely moves
+    /// V while the flow thinks through T_max turns; the kernel injects
+    /// others into it without a cap (2018 article, injection).
+    fn rides_raised_turn(&self, f: FlowId, turn: &Turn) -> bool {
+        self.cfg.inject.into_raised_b_max
+            && self.flow_state(turn.flow).raise.on()
+            && !self.flow_state(f).raise.on()
     }
 
     /// Whether flow `f`, injected into the turn of flow `active`, shares
@@ -1771,7 +1795,10 @@ impl Bfq {
         if self.cfg.inject.protect_deep_seeky && time_shared && turn.deep && wc < wa {
             return None;
         }
-        let capped = self.cfg.inject.share_cap && !seq_into_seeky && !time_shared;
+        let capped = self.cfg.inject.share_cap
+            && !seq_into_seeky
+            && !time_shared
+            && !self.rides_raised_turn(f, turn);
         let mine = fs.inj.injected_in(turn.serial);
         if capped && mine * wa >= turn.real * wc {
             return None;
