@@ -1781,6 +1781,9 @@ impl Bfq {
     /// take the head from its next read (a random reader in a group of
     /// 1000 beside one in a group of 100 on a disk queueing 4 requests:
     /// 0.870 of the sectors uncapped, 0.933 capped, for a weight's 0.909).
+    /// No cap either for a flow that is not raised injected into a raised
+    /// flow's turn under `inject_into_raised_b_max`
+    /// ([`Bfq::rides_raised_turn`]: held to B_max per turn instead).
     /// With it, whether `f` shares the device's time with the active flow
     /// ([`Bfq::shares_time_with`]).
     fn injectable_share(&self, f: FlowId, turn: &Turn) -> Option<(u64, bool)> {
