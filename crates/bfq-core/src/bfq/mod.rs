@@ -1694,18 +1694,16 @@ impl Bfq {
         );
         let raised_busy = self.census.raised_busy > 0;
         // Rule switch `inject_into_raised_b_max`: into a raised flow's
-        // turn, B_max per turn instead of the lead on V.
+        // turn, B_max per turn (and of debt) instead of the lead on V.
         let b_max = self.cfg.budget.max_budget;
-        let (debt_cap, bound) = match riding {
-            true => (fs.budget.max(b_max), false),
-            false => (fs.budget, self.cfg.inject.ahead_bound),
-        };
-        let over_turn = riding && share.0 + u64::from(r.sectors) > b_max;
+        let cap = fs.budget.max(if riding { b_max } else { 0 });
+        let over = fs.inj.debt + charge > cap || riding && share.0 + u64::from(r.sectors) > b_max;
         // Where the flow's next turn would start with this request
         // charged: S + (debt + charge) / w (2010 paper, Sec. II-D).
         let ahead = || {
             let budget = injection::AHEAD_BUDGETS * fs.budget;
-            bound
+            self.cfg.inject.ahead_bound
+                && !riding
                 && !(self.wf2q).within(
                     fs.entity,
                     fs.inj.debt + charge,
@@ -1713,8 +1711,7 @@ impl Bfq {
                     !self.cfg.inject.ahead_waiting_anchor,
                 )
         };
-        if fs.inj.debt + charge > debt_cap
-            || over_turn
+        if over
             || ahead()
             || !self
                 .slots
