@@ -2098,6 +2098,7 @@ fn bfq_kernel_is_the_kernel_without_this_projects_rules() {
             ("wr_budget_feedback", "0"),
             ("async_charge_asymmetric", "0"),
             ("new_flow_charge_service", "0"),
+            ("raised_group_time_charge", "0"),
             ("async_charge_factor", "3"),
             ("waker_kernel_detection", "1"),
             ("inject_waker_beyond_limit", "1"),
