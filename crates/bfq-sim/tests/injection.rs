@@ -337,8 +337,10 @@ fn first_flows_worst_wait(s: &Scenario, seed: u64, kv: &[(&str, &str)]) -> f64 {
 /// paper, appendix, Lemma 2), and the deep reader waits at most about one
 /// T_max turn of the thinking reader's group (the same bound, 250 ms;
 /// measured 46.6 ms). Mutation: `raised_backshift_lag_bound=0` with
-/// `inject_ahead_waiting_anchor=0` (checked here: the scenario still
-/// builds the lag): the thinking reader's group
+/// `inject_ahead_waiting_anchor=0` and `raised_group_time_charge=0`
+/// (checked here: the scenario still builds the lag; the thinking
+/// reader's idled T_max turns charged their time leave none): the
+/// thinking reader's group
 /// fell 3.3 B_max behind V in 2.6 s and, once its F pinned the anchor,
 /// took four T_max turns in a row, the deep reader kept out of them by
 /// `inject_ahead_bound` measured from an anchor that counted the group in
@@ -352,8 +354,9 @@ fn a_deep_reader_is_not_kept_out_by_a_raised_thinking_reader() {
     let off = [
         ("raised_backshift_lag_bound", "0"),
         ("inject_ahead_waiting_anchor", "0"),
+        ("raised_group_time_charge", "0"),
     ];
-    let unbounded = deep_readers_worst_wait(&[WARM, ("low_latency", "1"), off[0], off[1]]);
+    let unbounded = deep_readers_worst_wait(&[WARM, ("low_latency", "1"), off[0], off[1], off[2]]);
     assert!(unbounded > 250.0, "{unbounded}");
 }
 
@@ -364,10 +367,14 @@ fn a_deep_reader_is_not_kept_out_by_a_raised_thinking_reader() {
 /// of the backlogged flows (2010 paper, appendix, Lemma 2), the
 /// sequential reader, of equal group weight, is not kept out for seconds:
 /// its worst wait over the whole run stays below 16 T_max turns (2 s;
-/// measured 412.8 and 1186.3 ms, seeds 1 and 2). Mutation:
-/// `raised_backshift_lag_bound=0` alone (checked here): the thinkers'
-/// groups keep their lag and the sequential reader waits 3414.1 and
-/// 3658.8 ms.
+/// measured 412.8 and 1186.3 ms, seeds 1 and 2, with
+/// `raised_group_time_charge=0`; 124.0 and 124.1 ms with it, as shipped).
+/// Mutation: `raised_backshift_lag_bound=0` with
+/// `raised_group_time_charge=0` (checked here): the thinkers' groups keep
+/// their lag and the sequential reader waits 3414.1 and 3658.8 ms. With
+/// `raised_group_time_charge` on, `raised_backshift_lag_bound=0` alone
+/// leaves 124.0 and 124.1 ms: the thinkers' idled T_max turns, charged
+/// their time, build no lag.
 #[test]
 fn a_sequential_reader_is_not_kept_out_for_seconds_by_raised_thinkers() {
     let bound = 16.0 * 125.0;
@@ -375,7 +382,12 @@ fn a_sequential_reader_is_not_kept_out_for_seconds_by_raised_thinkers() {
     for seed in [1, 2] {
         let on = [WARM, ("low_latency", "1")];
         assert!(first_flows_worst_wait(&s, seed, &on) < bound);
-        let off = [on[0], on[1], ("raised_backshift_lag_bound", "0")];
+        let off = [
+            on[0],
+            on[1],
+            ("raised_backshift_lag_bound", "0"),
+            ("raised_group_time_charge", "0"),
+        ];
         assert!(first_flows_worst_wait(&s, seed, &off) > bound);
     }
 }
