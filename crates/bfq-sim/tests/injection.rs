@@ -568,7 +568,10 @@ fn a_raised_thinker_in_its_own_group_pays_for_its_idled_turns() {
     );
     let flows = [
         ("seq", "pattern = \"seq\"\nblock = \"128k\""),
-        ("t10", "pattern = \"rand\"\nblock = \"4k\"\nthink = \"10ms\""),
+        (
+            "t10",
+            "pattern = \"rand\"\nblock = \"4k\"\nthink = \"10ms\"",
+        ),
     ];
     for (i, (name, io)) in flows.iter().enumerate() {
         s += &format!(
