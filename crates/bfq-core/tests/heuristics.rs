@@ -2061,6 +2061,7 @@ fn bfq_kernel_is_the_kernel_without_this_projects_rules() {
     assert!(b.inject.protect_seeky && !k.inject.protect_seeky);
     assert!(b.inject.protect_deep_seeky && !k.inject.protect_deep_seeky);
     assert!(b.inject.ahead_bound && !k.inject.ahead_bound);
+    assert!(b.inject.into_raised_b_max && !k.inject.into_raised_b_max);
     assert_eq!(
         (b.peak_rate.lower_min_request, k.peak_rate.lower_min_request),
         (128, 0)
@@ -2115,6 +2116,7 @@ fn bfq_kernel_is_the_kernel_without_this_projects_rules() {
             ("inject_kernel_sampling", "1"),
             ("inject_ahead_bound", "0"),
             ("inject_return_lag_bound", "0"),
+            ("inject_into_raised_b_max", "0"),
             ("raised_backshift_lag_bound", "0"),
             ("in_time_after_timeout", "0"),
             ("timeout_keeps_place", "0"),

@@ -267,10 +267,11 @@ fn a_light_group_is_not_injected_past_a_heavy_groups_own_flows() {
     assert!(heavy >= 7.0 * light, "{heavy:.2} vs {light:.2}");
 }
 
-/// A random 4 KiB reader keeping 4 requests in flight in a group of 100
-/// beside a random 4 KiB reader thinking 5 ms between reads in another
-/// group of 100 (each in an 8 GiB region of its own).
-fn deep_beside_thinker() -> Scenario {
+/// A random 4 KiB reader keeping 4 requests in flight beside a random
+/// 4 KiB reader thinking 5 ms between reads (each in an 8 GiB region of
+/// its own), each in a group of 100 of its own (`groups`) or both in the
+/// root group.
+fn deep_beside_thinker_in(groups: bool) -> Scenario {
     let mut s = String::from(
         "name = \"deep reader beside a thinking reader\"\nduration = \"15s\"\n\
          [device]\npreset = \"ssd-plextor-m5s\"\n",
@@ -279,9 +280,16 @@ fn deep_beside_thinker() -> Scenario {
         .iter()
         .enumerate()
     {
+        let group = match groups {
+            true => format!("[[group]]\npath = \"/{name}\"\n"),
+            false => String::new(),
+        };
+        let member = match groups {
+            true => format!("group = \"/{name}\"\n"),
+            false => String::new(),
+        };
         s += &format!(
-            "[[group]]\npath = \"/{name}\"\n\
-             [[flow]]\nname = \"{name}\"\ngroup = \"/{name}\"\npattern = \"rand\"\nblock = \"4k\"\n\
+            "{group}[[flow]]\nname = \"{name}\"\n{member}pattern = \"rand\"\nblock = \"4k\"\n\
              {io}\nregion = {{ start = \"{}G\", size = \"8G\" }}\n",
             8 * i
         );
@@ -310,10 +318,15 @@ fn a_deep_reader_is_not_kept_out_for_seconds_by_a_thinking_reader() {
 }
 
 /// The deep reader's worst wait (ms, over the whole run, seed 1) beside
-/// the thinking reader of [`deep_beside_thinker`] on a warm `bfq` with
+/// the thinking reader of [`deep_beside_thinker_in`]`(true)` on a warm `bfq` with
 /// settings `kv`.
 fn deep_readers_worst_wait(kv: &[(&str, &str)]) -> f64 {
-    first_flows_worst_wait(&deep_beside_thinker(), 1, kv)
+    deep_readers_worst_wait_in(true, kv)
+}
+
+/// [`deep_readers_worst_wait`] with [`deep_beside_thinker_in`]`(groups)`.
+fn deep_readers_worst_wait_in(groups: bool, kv: &[(&str, &str)]) -> f64 {
+    first_flows_worst_wait(&deep_beside_thinker_in(groups), 1, kv)
 }
 
 /// The worst wait (ms, arrival to completion, over the whole run) of the
@@ -337,16 +350,18 @@ fn first_flows_worst_wait(s: &Scenario, seed: u64, kv: &[(&str, &str)]) -> f64 {
 /// paper, appendix, Lemma 2), and the deep reader waits at most about one
 /// T_max turn of the thinking reader's group (the same bound, 250 ms;
 /// measured 46.6 ms). Mutation: `raised_backshift_lag_bound=0` with
-/// `inject_ahead_waiting_anchor=0` and `raised_group_time_charge=0`
-/// (checked here: the scenario still builds the lag; the thinking
-/// reader's idled T_max turns charged their time leave none): the
-/// thinking reader's group
-/// fell 3.3 B_max behind V in 2.6 s and, once its F pinned the anchor,
+/// `inject_ahead_waiting_anchor=0`, `inject_into_raised_b_max=0` and
+/// `raised_group_time_charge=0` (checked here: the scenario still builds
+/// the lag; the thinking reader's idled T_max turns charged their time
+/// leave none): the thinking reader's group fell 3.3 B_max behind V in 2.6 s and, once its F pinned the anchor,
 /// took four T_max turns in a row, the deep reader kept out of them by
 /// `inject_ahead_bound` measured from an anchor that counted the group in
 /// service (with `inject_ahead_waiting_anchor=0` too: 518.4 ms; alone,
 /// `raised_backshift_lag_bound=0` now leaves 46.6 ms, the check's anchor
-/// no longer held down by the group in service).
+/// no longer held down by the group in service; with
+/// `inject_into_raised_b_max` on, 46.6 ms too: the deep reader, not
+/// raised, is then held to B_max per turn of the raised thinking reader
+/// instead of `inject_ahead_bound`, so the mutation turns it off as well).
 #[test]
 fn a_deep_reader_is_not_kept_out_by_a_raised_thinking_reader() {
     let worst = deep_readers_worst_wait(&[WARM, ("low_latency", "1")]);
@@ -354,9 +369,11 @@ fn a_deep_reader_is_not_kept_out_by_a_raised_thinking_reader() {
     let off = [
         ("raised_backshift_lag_bound", "0"),
         ("inject_ahead_waiting_anchor", "0"),
+        ("inject_into_raised_b_max", "0"),
         ("raised_group_time_charge", "0"),
     ];
-    let unbounded = deep_readers_worst_wait(&[WARM, ("low_latency", "1"), off[0], off[1], off[2]]);
+    let unbounded =
+        deep_readers_worst_wait(&[WARM, ("low_latency", "1"), off[0], off[1], off[2], off[3]]);
     assert!(unbounded > 250.0, "{unbounded}");
 }
 
@@ -390,6 +407,28 @@ fn a_sequential_reader_is_not_kept_out_for_seconds_by_raised_thinkers() {
         ];
         assert!(first_flows_worst_wait(&s, seed, &off) > bound);
     }
+}
+
+/// Both readers of [`a_deep_reader_is_not_kept_out_by_a_raised_thinking_reader`]
+/// in the root group, `low_latency` on: from 0.79 to 3.12 s the thinking
+/// reader is weight-raised (1200 against 40) and wins every B-WF2Q+
+/// selection, its T_max turns idled through its think times and charged
+/// their service (about 200 sectors each); the deep reader is served by
+/// injection into those turns. Held to no share of a raised flow's turn
+/// and no lead on V there, but to B_max per turn
+/// (`inject_into_raised_b_max`), it is injected about 19 000 sectors per
+/// turn and waits less than one of those turns (T_max, 125 ms; measured
+/// 6.1 ms, seed 1; `bfq-kernel` 0.5 ms). Mutation:
+/// `inject_into_raised_b_max=0`: `inject_share_cap` (40/1200 of the
+/// thinking reader's 200 sectors) and `inject_ahead_bound` (V barely
+/// moves) each keep it to about one read per turn (517.9 ms).
+#[test]
+fn a_deep_reader_rides_a_raised_thinking_readers_turns_in_the_root_group() {
+    let on = [WARM, ("low_latency", "1")];
+    let worst = deep_readers_worst_wait_in(false, &on);
+    assert!(worst <= 125.0, "{worst}");
+    let off = deep_readers_worst_wait_in(false, &[on[0], on[1], ("inject_into_raised_b_max", "0")]);
+    assert!(off > 125.0, "{off}");
 }
 
 /// A sequential 128 KiB reader and two random 4 KiB readers thinking

@@ -199,6 +199,7 @@ impl BfqConfig {
                 charge_service: true,
                 share_cap: true,
                 ahead_bound: true,
+                into_raised_b_max: true,
                 return_lag_bound: true,
                 read_floor: true,
                 protect_seeky: true,
@@ -1705,6 +1706,7 @@ impl Bfq {
         // been removed and freed since it was recorded.
         self.topo.existing_flow_mut(f)?;
         let share = self.injectable_share(f, &turn)?;
+        let riding = self.rides_raised_turn(f, &turn);
         let qcfg = self.cfg.queue;
         let asym = self.census.asymmetric();
         let fs = &mut self.topo.any_flow_mut(f).data;
@@ -1731,11 +1733,17 @@ impl Bfq {
             asym,
         );
         let raised_busy = self.census.raised_busy > 0;
+        // Rule switch `inject_into_raised_b_max`: into a raised flow's
+        // turn, B_max per turn (and of debt) instead of the lead on V.
+        let b_max = self.cfg.budget.max_budget;
+        let cap = fs.budget.max(if riding { b_max } else { 0 });
+        let over = fs.inj.debt + charge > cap || riding && share.0 + u64::from(r.sectors) > b_max;
         // Where the flow's next turn would start with this request
         // charged: S + (debt + charge) / w (2010 paper, Sec. II-D).
         let ahead = || {
             let budget = injection::AHEAD_BUDGETS * fs.budget;
             self.cfg.inject.ahead_bound
+                && !riding
                 && !(self.wf2q).within(
                     fs.entity,
                     fs.inj.debt + charge,
@@ -1743,7 +1751,7 @@ impl Bfq {
                     !self.cfg.inject.ahead_waiting_anchor,
                 )
         };
-        if fs.inj.debt + charge > fs.budget
+        if over
             || ahead()
             || !self
                 .slots
@@ -1754,6 +1762,19 @@ impl Bfq {
         let req = fs.take(&mut self.table, slot, now);
         self.book_injected(now, f, &req, charge, share);
         Some(req)
+    }
+
+    /// Whether flow `f`, not weight-raised, is injected into the turn of a
+    /// raised flow under `inject_into_raised_b_max`: held to B_max sectors
+    /// injected into the turn (and a debt of at most B_max or its budget)
+    /// instead of `inject_share_cap` and `inject_ahead_bound`. A raised
+    /// flow's turn is charged its service (heuristic 3), which barely moves
+    /// V while the flow thinks through T_max turns; the kernel injects
+    /// others into it without a cap (2018 article, injection).
+    fn rides_raised_turn(&self, f: FlowId, turn: &Turn) -> bool {
+        self.cfg.inject.into_raised_b_max
+            && self.flow_state(turn.flow).raise.on()
+            && !self.flow_state(f).raise.on()
     }
 
     /// Whether flow `f`, injected into the turn of flow `active`, shares
@@ -1797,6 +1818,9 @@ impl Bfq {
     /// take the head from its next read (a random reader in a group of
     /// 1000 beside one in a group of 100 on a disk queueing 4 requests:
     /// 0.870 of the sectors uncapped, 0.933 capped, for a weight's 0.909).
+    /// No cap either for a flow that is not raised injected into a raised
+    /// flow's turn under `inject_into_raised_b_max`
+    /// ([`Bfq::rides_raised_turn`]: held to B_max per turn instead).
     /// With it, whether `f` shares the device's time with the active flow
     /// ([`Bfq::shares_time_with`]).
     fn injectable_share(&self, f: FlowId, turn: &Turn) -> Option<(u64, bool)> {
@@ -1811,7 +1835,10 @@ impl Bfq {
         if self.cfg.inject.protect_deep_seeky && time_shared && turn.deep && wc < wa {
             return None;
         }
-        let capped = self.cfg.inject.share_cap && !seq_into_seeky && !time_shared;
+        let capped = self.cfg.inject.share_cap
+            && !seq_into_seeky
+            && !time_shared
+            && !self.rides_raised_turn(f, turn);
         let mine = fs.inj.injected_in(turn.serial);
         if capped && mine * wa >= turn.real * wc {
             return None;
