@@ -2051,7 +2051,11 @@ fn bfq_kernel_is_the_kernel_without_this_projects_rules() {
     // The kernel's rules only.
     assert!(!k.inject.charge_service && !k.inject.share_cap && !k.inject.read_floor);
     assert!(!k.peak_rate.turn_samples && !k.budget.raised_feedback);
-    assert!(!k.charge.overcharge_asymmetric && !k.charge.new_flow_service);
+    assert!(
+        !k.charge.overcharge_asymmetric
+            && !k.charge.new_flow_service
+            && !k.charge.raised_group_time
+    );
     // `bfq` = the kernel plus the rules listed in docs/bfq-settings.md.
     assert!(b.inject.charge_service && b.inject.share_cap && b.inject.read_floor);
     assert!(b.inject.protect_seeky && !k.inject.protect_seeky);
@@ -2065,7 +2069,9 @@ fn bfq_kernel_is_the_kernel_without_this_projects_rules() {
     assert!(!b.peak_rate.large_seq);
     assert!(b.peak_rate.turn_samples && b.budget.raised_feedback);
     assert!(k.peak_rate.large_seq);
-    assert!(b.charge.overcharge_asymmetric && b.charge.new_flow_service);
+    assert!(
+        b.charge.overcharge_asymmetric && b.charge.new_flow_service && b.charge.raised_group_time
+    );
     assert_eq!(
         (b.charge.async_charge_factor, k.charge.async_charge_factor),
         (10, 3)
@@ -2099,6 +2105,7 @@ fn bfq_kernel_is_the_kernel_without_this_projects_rules() {
             ("wr_budget_feedback", "0"),
             ("async_charge_asymmetric", "0"),
             ("new_flow_charge_service", "0"),
+            ("raised_group_time_charge", "0"),
             ("async_charge_factor", "3"),
             ("waker_kernel_detection", "1"),
             ("inject_waker_beyond_limit", "1"),

@@ -350,9 +350,10 @@ fn first_flows_worst_wait(s: &Scenario, seed: u64, kv: &[(&str, &str)]) -> f64 {
 /// paper, appendix, Lemma 2), and the deep reader waits at most about one
 /// T_max turn of the thinking reader's group (the same bound, 250 ms;
 /// measured 46.6 ms). Mutation: `raised_backshift_lag_bound=0` with
-/// `inject_ahead_waiting_anchor=0` (checked here: the scenario still
-/// builds the lag): the thinking reader's group
-/// fell 3.3 B_max behind V in 2.6 s and, once its F pinned the anchor,
+/// `inject_ahead_waiting_anchor=0`, `inject_into_raised_b_max=0` and
+/// `raised_group_time_charge=0` (checked here: the scenario still builds
+/// the lag; the thinking reader's idled T_max turns charged their time
+/// leave none): the thinking reader's group fell 3.3 B_max behind V in 2.6 s and, once its F pinned the anchor,
 /// took four T_max turns in a row, the deep reader kept out of them by
 /// `inject_ahead_bound` measured from an anchor that counted the group in
 /// service (with `inject_ahead_waiting_anchor=0` too: 518.4 ms; alone,
@@ -369,8 +370,10 @@ fn a_deep_reader_is_not_kept_out_by_a_raised_thinking_reader() {
         ("raised_backshift_lag_bound", "0"),
         ("inject_ahead_waiting_anchor", "0"),
         ("inject_into_raised_b_max", "0"),
+        ("raised_group_time_charge", "0"),
     ];
-    let unbounded = deep_readers_worst_wait(&[WARM, ("low_latency", "1"), off[0], off[1], off[2]]);
+    let unbounded =
+        deep_readers_worst_wait(&[WARM, ("low_latency", "1"), off[0], off[1], off[2], off[3]]);
     assert!(unbounded > 250.0, "{unbounded}");
 }
 
@@ -381,10 +384,14 @@ fn a_deep_reader_is_not_kept_out_by_a_raised_thinking_reader() {
 /// of the backlogged flows (2010 paper, appendix, Lemma 2), the
 /// sequential reader, of equal group weight, is not kept out for seconds:
 /// its worst wait over the whole run stays below 16 T_max turns (2 s;
-/// measured 412.8 and 1186.3 ms, seeds 1 and 2). Mutation:
-/// `raised_backshift_lag_bound=0` alone (checked here): the thinkers'
-/// groups keep their lag and the sequential reader waits 3414.1 and
-/// 3658.8 ms.
+/// measured 412.8 and 1186.3 ms, seeds 1 and 2, with
+/// `raised_group_time_charge=0`; 124.0 and 124.1 ms with it, as shipped).
+/// Mutation: `raised_backshift_lag_bound=0` with
+/// `raised_group_time_charge=0` (checked here): the thinkers' groups keep
+/// their lag and the sequential reader waits 3414.1 and 3658.8 ms. With
+/// `raised_group_time_charge` on, `raised_backshift_lag_bound=0` alone
+/// leaves 124.0 and 124.1 ms: the thinkers' idled T_max turns, charged
+/// their time, build no lag.
 #[test]
 fn a_sequential_reader_is_not_kept_out_for_seconds_by_raised_thinkers() {
     let bound = 16.0 * 125.0;
@@ -392,7 +399,12 @@ fn a_sequential_reader_is_not_kept_out_for_seconds_by_raised_thinkers() {
     for seed in [1, 2] {
         let on = [WARM, ("low_latency", "1")];
         assert!(first_flows_worst_wait(&s, seed, &on) < bound);
-        let off = [on[0], on[1], ("raised_backshift_lag_bound", "0")];
+        let off = [
+            on[0],
+            on[1],
+            ("raised_backshift_lag_bound", "0"),
+            ("raised_group_time_charge", "0"),
+        ];
         assert!(first_flows_worst_wait(&s, seed, &off) > bound);
     }
 }
@@ -570,4 +582,50 @@ fn a_thinker_is_injected_within_an_idling_period_beside_returning_thinkers() {
     assert!(on >= 5, "{on} of 10");
     let off = within(&[("inject_return_lag_bound", "0")]);
     assert!(off < 5, "{off} of 10");
+}
+
+/// `raised_group_time_charge`, `low_latency` on: a sequential 128 KiB
+/// reader and a random 4 KiB reader thinking 10 ms, each in a group of
+/// 100 on the simulated SSD, both weight-raised at their start. The
+/// thinker's turns, idled for, reach T_max having served ~104 sectors;
+/// charged their time for the other group (2010 paper Sec. III-D: a flow
+/// that does not use its budget within T_max pays B_max), they cost the
+/// thinker's group as much as a reader's turn of B_max costs the reader's,
+/// and the turns alternate: the reader waits about one thinker turn.
+/// Bound: four T_max (500 ms), measured 193.3 and 193.4 ms (seeds 1-2;
+/// `bfq-kernel` 1302 ms, the thinker's 1024-sector turns of 1.3 s).
+/// Mutation: `raised_group_time_charge=0` (checked here): each thinker
+/// turn charged its 104 sectors against the reader's 41-43 k, the thinker
+/// wins 27 turns back to back until its raising ends and the reader waits
+/// 3513.0 and 3512.8 ms.
+#[test]
+fn a_raised_thinker_in_its_own_group_pays_for_its_idled_turns() {
+    let bound = 4.0 * 125.0;
+    let mut s = String::from(
+        "name = \"raised thinker beside a sequential reader\"\nduration = \"10s\"\n\
+         [device]\npreset = \"ssd-plextor-m5s\"\n[scheduler]\nname = \"bfq\"\nlow_latency = true\n",
+    );
+    let flows = [
+        ("seq", "pattern = \"seq\"\nblock = \"128k\""),
+        (
+            "t10",
+            "pattern = \"rand\"\nblock = \"4k\"\nthink = \"10ms\"",
+        ),
+    ];
+    for (i, (name, io)) in flows.iter().enumerate() {
+        s += &format!(
+            "[[group]]\npath = \"/{name}\"\nweight = 100\n\
+             [[flow]]\nname = \"{name}\"\ngroup = \"/{name}\"\n{io}\n\
+             region = {{ start = \"{}G\", size = \"10G\" }}\n",
+            20 * i
+        );
+    }
+    let s = Scenario::from_toml_str(&s, "raised-thinker-beside-seq.toml").unwrap();
+    for seed in [1, 2] {
+        let on = first_flows_worst_wait(&s, seed, &[("low_latency", "1")]);
+        assert!(on < bound, "{on}");
+        let off = [("low_latency", "1"), ("raised_group_time_charge", "0")];
+        let off = first_flows_worst_wait(&s, seed, &off);
+        assert!(off > bound, "{off}");
+    }
 }

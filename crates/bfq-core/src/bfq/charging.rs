@@ -25,7 +25,10 @@
 //!   A turn ended by its flow staying idle (`TooIdle`) is timed only up to
 //!   the start of that idling (kernel `compensate`: the idling is the
 //!   scheduler's choice, not the flow's use of the device).
-//!   Weight-raised flows are never charged for time.
+//!   Weight-raised flows are never charged for time, but with
+//!   `raised_group_time_charge` (on in `bfq`) a raised seeky flow alone in
+//!   its group whose turn reaches T_max while another group is busy is
+//!   charged its time (`Bfq::raised_pays_time`).
 //! - `new_flow_charge_service` (on in `bfq`, off in the kernel profiles;
 //!   report Sec. 4.4 item 1): a flow that is just starting, one that has
 //!   received at most B_max/8 since it began doing I/O (its first request,
@@ -117,6 +120,8 @@ pub struct ChargeConfig {
     pub sync_write_depth_pct: u32,
     /// A non-seeky flow still within its first B_max/8 sectors is charged its service, not its time (`new_flow_charge_service`; report Sec. 4.4 item 1; `bfq` on, kernel off).
     pub new_flow_service: bool,
+    /// A weight-raised seeky flow alone in its group whose turn reaches T_max while another group is busy is charged its time, as if not raised (`raised_group_time_charge`; `bfq` on, kernel off; `Bfq::raised_pays_time`).
+    pub raised_group_time: bool,
 }
 
 impl ChargeConfig {
@@ -130,6 +135,7 @@ impl ChargeConfig {
             async_depth_pct: 100,
             sync_write_depth_pct: 100,
             new_flow_service: false,
+            raised_group_time: false,
         }
     }
 }
@@ -364,6 +370,7 @@ impl ChargeConfig {
             async_depth_pct: pct(s, "async_depth_pct", d.async_depth_pct)?,
             sync_write_depth_pct: pct(s, "sync_write_depth_pct", d.sync_write_depth_pct)?,
             new_flow_service: s.bool("new_flow_charge_service", d.new_flow_service)?,
+            raised_group_time: s.bool("raised_group_time_charge", d.raised_group_time)?,
         })
     }
 }
