@@ -323,7 +323,9 @@ fn breaking_beside(soft_rt: bool, kv: &[(&str, &str)]) -> Vec<(u64, i64, Outcome
 /// same with the rule off); X / G at most 1.18 and 1.37 (1.27 and 1.37
 /// off). The rider is raised at its dispatches (checked): the
 /// application as interactive, the player as soft real-time once its
-/// first second is over.
+/// first second is over. The player is sequential, so its turns are not
+/// ridden (only a seeky raised flow's are): beside it the rule must not
+/// act at all.
 /// Mutation: the rule in every turn, not only a raised flow's
 /// (`rides_raised_turn` without its raised check): 16 of 160 cases break
 /// the bound beside the application, up to 1 976 092 sectors beyond it

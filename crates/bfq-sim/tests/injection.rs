@@ -629,3 +629,59 @@ fn a_raised_thinker_in_its_own_group_pays_for_its_idled_turns() {
         assert!(off > bound, "{off}");
     }
 }
+
+/// A sequential reader and a buffered sequential writer, each in a group
+/// of 100, and a player reading 1 MiB every 40 ms in a group of 300
+/// (`ssd-plextor-m5s`, 10 s, regions of their own).
+fn seq_and_writer_beside_player() -> Scenario {
+    let s = "name = \"player beside a sequential reader and a writer\"\nduration = \"10s\"\n\
+         [device]\npreset = \"ssd-plextor-m5s\"\n\
+         [[group]]\npath = \"/s\"\nweight = 100\n\
+         [[group]]\npath = \"/w\"\nweight = 100\n\
+         [[group]]\npath = \"/v\"\nweight = 300\n\
+         [[flow]]\nname = \"s\"\npattern = \"seq\"\ngroup = \"/s\"\n\
+         region = { start = \"0G\", size = \"10G\" }\n\
+         [[flow]]\nname = \"w\"\nop = \"write\"\npattern = \"seq\"\nbuffered = true\ngroup = \"/w\"\n\
+         region = { start = \"20G\", size = \"10G\" }\n\
+         [[flow]]\nname = \"v\"\npattern = \"seq\"\ngroup = \"/v\"\n\
+         periodic = { every = \"40ms\", bytes = \"1M\", warm_up = \"1s\" }\n\
+         region = { start = \"40G\", size = \"10G\" }\n";
+    Scenario::from_toml_str(s, "seq-and-writer-beside-player.toml").unwrap()
+}
+
+/// The player's worst batch latency (ms, over the whole run) in
+/// [`seq_and_writer_beside_player`], `low_latency` on, seed `seed`.
+fn players_worst_batch(seed: u64) -> f64 {
+    let kv = Settings::from_pairs([("low_latency", "1")]);
+    let bfq = Bfq::from_profile("bfq", &kv).unwrap();
+    let r = simulate(
+        &seq_and_writer_beside_player(),
+        Box::new(bfq),
+        seed,
+        SimOptions::default(),
+    )
+    .unwrap();
+    let worst = r.flows[2].batch_latency_ms.max;
+    eprintln!("player seed {seed}: worst batch {worst:.1} ms");
+    worst
+}
+
+/// `inject_into_raised_b_max` rides only a seeky raised flow's turns (a
+/// thinking reader idled through T_max turns that barely move V). The
+/// player of [`seq_and_writer_beside_player`], raised as it starts, is
+/// sequential: its turns are its batches, and the sequential reader is
+/// injected there within its group's share (`inject_share_cap`, 100 of
+/// 300), so each 1 MiB batch waits for a few of the reader's reads at
+/// most: worst batch 9.5 and 8.6 ms, seeds 1-2 (the batch alone at the
+/// device's 470 MB/s: 2.2 ms; bound 20 ms, `bfq-kernel`'s 20.4 ms).
+/// Mutation: the rule in a sequential raised flow's turns too
+/// (`rides_raised_turn` without its seeky check): the reader is injected
+/// up to B_max (about 120 000 sectors) per turn, 45 312 sectors while one
+/// of the player's reads waited 48.4 ms; worst batch 50.2 and 49.9 ms.
+#[test]
+fn a_sequential_raised_player_is_not_ridden_past_its_groups_share() {
+    for seed in [1, 2] {
+        let worst = players_worst_batch(seed);
+        assert!(worst <= 20.0, "seed {seed}: {worst}");
+    }
+}
