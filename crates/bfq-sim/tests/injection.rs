@@ -629,3 +629,51 @@ fn a_raised_thinker_in_its_own_group_pays_for_its_idled_turns() {
         assert!(off > bound, "{off}");
     }
 }
+
+/// `raised_group_time_charge` spares a raised thinker that shares its
+/// group: within a group its raised weight is its share (weight raising,
+/// 2014 report Sec. 4.1), so its turns stay charged their service.
+/// The set-up of [`a_raised_thinker_in_its_own_group_pays_for_its_idled_turns`]
+/// with a second sequential reader, always busy, in the thinker's group:
+/// the rule must change nothing (the runs are deterministic, so the
+/// bytes each flow is served are compared exactly; no tolerance).
+/// Mutation: the rule without its `group_busy(group) <= 1` condition
+/// (checked here): the thinker's idled turns are charged their time
+/// against its sibling and it is served 0.07-0.08 MiB/s instead of
+/// 0.21-0.30 (seeds 1-2).
+#[test]
+fn a_raised_thinker_sharing_its_group_keeps_its_service_charge() {
+    let mut s = String::from(
+        "name = \"raised thinker sharing its group\"\nduration = \"10s\"\n\
+         [device]\npreset = \"ssd-plextor-m5s\"\n[scheduler]\nname = \"bfq\"\nlow_latency = true\n\
+         [[group]]\npath = \"/a\"\nweight = 100\n[[group]]\npath = \"/b\"\nweight = 100\n",
+    );
+    let flows = [
+        ("bseq", "/b", "pattern = \"seq\"\nblock = \"128k\""),
+        (
+            "t10",
+            "/a",
+            "pattern = \"rand\"\nblock = \"4k\"\nthink = \"10ms\"",
+        ),
+        ("aseq", "/a", "pattern = \"seq\"\nblock = \"128k\""),
+    ];
+    for (i, (name, group, io)) in flows.iter().enumerate() {
+        s += &format!(
+            "[[flow]]\nname = \"{name}\"\ngroup = \"{group}\"\n{io}\n\
+             region = {{ start = \"{}G\", size = \"10G\" }}\n",
+            20 * i
+        );
+    }
+    let s = Scenario::from_toml_str(&s, "raised-thinker-sharing-its-group.toml").unwrap();
+    let served = |seed: u64, rule: &str| -> Vec<u64> {
+        let kv = [("low_latency", "1"), ("raised_group_time_charge", rule)];
+        let bfq = Bfq::from_profile("bfq", &Settings::from_pairs(kv)).unwrap();
+        let r = simulate(&s, Box::new(bfq), seed, SimOptions::default()).unwrap();
+        r.flows.iter().map(|f| f.bytes).collect()
+    };
+    for seed in [1, 2] {
+        let (on, off) = (served(seed, "1"), served(seed, "0"));
+        eprintln!("seed {seed}: served {on:?} with the rule, {off:?} without");
+        assert_eq!(on, off);
+    }
+}
