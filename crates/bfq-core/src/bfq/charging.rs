@@ -27,8 +27,9 @@
 //!   scheduler's choice, not the flow's use of the device).
 //!   Weight-raised flows are never charged for time, but with
 //!   `raised_group_time_charge` (on in `bfq`) a raised seeky flow alone in
-//!   its group whose turn reaches T_max while another group is busy is
-//!   charged its time (`Bfq::raised_pays_time`).
+//!   its group whose turn reaches T_max while another group is busy, with
+//!   less than B_max/8 injected into it, is charged its time
+//!   (`Bfq::raised_pays_time`).
 //! - `new_flow_charge_service` (on in `bfq`, off in the kernel profiles;
 //!   report Sec. 4.4 item 1): a flow that is just starting, one that has
 //!   received at most B_max/8 since it began doing I/O (its first request,
@@ -120,7 +121,7 @@ pub struct ChargeConfig {
     pub sync_write_depth_pct: u32,
     /// A non-seeky flow still within its first B_max/8 sectors is charged its service, not its time (`new_flow_charge_service`; report Sec. 4.4 item 1; `bfq` on, kernel off).
     pub new_flow_service: bool,
-    /// A weight-raised seeky flow alone in its group whose turn reaches T_max while another group is busy is charged its time, as if not raised (`raised_group_time_charge`; `bfq` on, kernel off; `Bfq::raised_pays_time`).
+    /// A weight-raised seeky flow alone in its group whose turn reaches T_max while another group is busy, less than B_max/8 injected into it, is charged its time, as if not raised (`raised_group_time_charge`; `bfq` on, kernel off; `Bfq::raised_pays_time`).
     pub raised_group_time: bool,
 }
 
