@@ -613,14 +613,7 @@ fn a_raised_thinker_in_its_own_group_pays_for_its_idled_turns() {
             "pattern = \"rand\"\nblock = \"4k\"\nthink = \"10ms\"",
         ),
     ];
-    for (i, (name, io)) in flows.iter().enumerate() {
-        s += &format!(
-            "[[group]]\npath = \"/{name}\"\nweight = 100\n\
-             [[flow]]\nname = \"{name}\"\ngroup = \"/{name}\"\n{io}\n\
-             region = {{ start = \"{}G\", size = \"10G\" }}\n",
-            20 * i
-        );
-    }
+    each_in_a_group_of_100(&mut s, &flows, 20, 10);
     let s = Scenario::from_toml_str(&s, "raised-thinker-beside-seq.toml").unwrap();
     for seed in [1, 2] {
         let on = first_flows_worst_wait(&s, seed, &[("low_latency", "1")]);
@@ -770,14 +763,7 @@ fn a_raised_thinkers_turns_filled_by_injection_keep_their_service_charge() {
     for i in 0..10 {
         flows.push((format!("r{i}"), "pattern = \"seq\"".to_string()));
     }
-    for (i, (name, io)) in flows.iter().enumerate() {
-        s += &format!(
-            "[[group]]\npath = \"/{name}\"\nweight = 100\n\
-             [[flow]]\nname = \"{name}\"\ngroup = \"/{name}\"\n{io}\n\
-             region = {{ start = \"{}G\", size = \"5G\" }}\n",
-            10 * i
-        );
-    }
+    each_in_a_group_of_100(&mut s, &flows, 10, 5);
     let dir = std::path::Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../../scenarios"));
     let s = Scenario::from_toml_str_in(&s, "raised-thinker-beside-readers.toml", dir).unwrap();
     for seed in [1, 2] {
@@ -787,5 +773,24 @@ fn a_raised_thinkers_turns_filled_by_injection_keep_their_service_charge() {
         let p99 = r.flows[0].latency_ms.p99;
         eprintln!("seed {seed}: the thinker's p99 {p99:.1} ms");
         assert!(p99 < 2.0 * 125.0, "{p99}");
+    }
+}
+
+/// Appends to scenario text `s` each of `flows` (name, I/O lines) alone in
+/// a group of weight 100 named after it, flow i reading `size` GiB from
+/// `i * step` GiB.
+fn each_in_a_group_of_100<N: std::fmt::Display, I: std::fmt::Display>(
+    s: &mut String,
+    flows: &[(N, I)],
+    step: u64,
+    size: u64,
+) {
+    for (i, (name, io)) in flows.iter().enumerate() {
+        *s += &format!(
+            "[[group]]\npath = \"/{name}\"\nweight = 100\n\
+             [[flow]]\nname = \"{name}\"\ngroup = \"/{name}\"\n{io}\n\
+             region = {{ start = \"{}G\", size = \"{size}G\" }}\n",
+            step * i as u64
+        );
     }
 }
