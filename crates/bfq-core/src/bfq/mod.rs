@@ -1142,12 +1142,12 @@ impl Bfq {
         charging::turn_charge(self.cfg.charge.rule, &info)
     }
 
-    /// Whether the turn of raised flow `flow`, ending for `reason`, is
-    /// charged its time as if it were not raised: the flow is seeky and
-    /// alone (busy) in its group, the turn reached T_max, another group is
-    /// busy, the device is not rotational, and the turn held the device
-    /// mostly idle: less than B_max/8 of other flows' requests was injected
-    /// into it (`raised_group_time_charge`).
+    /// Whether `turn` of a raised flow, ending for `reason`, is charged its
+    /// time as if the flow were not raised: the flow is seeky and alone
+    /// (busy) in its group, the turn reached T_max, another group is busy,
+    /// the device is not rotational, and the turn held the device mostly
+    /// idle: less than B_max/8 of other flows' requests was injected into
+    /// it (`raised_group_time_charge`).
     ///
     /// Weight raising multiplies a flow's weight within its group only
     /// (kernel: the group's weight is unchanged); the groups share the
@@ -1161,20 +1161,21 @@ impl Bfq {
     /// charged 104 sectors for each 132 ms turn against the reader's
     /// 41-43 k, won 27 turns back to back with the device ~97% idle until
     /// its raising ended, and the reader waited 3.5 s (the kernel: 1.3 s;
-    /// with the rule 378 ms). Not for a flow sharing its group: within a
-    /// group its raised weight is its share. The root group counts as a
-    /// group: a raised flow there, alone among the root's flows, beside
-    /// flows in groups, pays too, though its raised weight competes with
-    /// the groups' directly (a sequential reader in a group beside a raised
-    /// 10 ms thinker in the root group waited 3.7 s without the rule,
-    /// 1.5-1.6 s with it, 2.6 s under the kernel's); so does a
-    /// flow alone beside busy child groups (only flows are counted). Not
-    /// for a turn filled with
-    /// injected requests: it did not hold the device idle, their flows pay
-    /// for them ([`Bfq::held_time`]), and charged its time as well a raised
-    /// 10 ms thinker beside 10 sequential readers, each in a group of 100,
-    /// waited for a round of their turns (p99 0.58-1.07 s, 0.12 s without
-    /// the rule), and so did bash's start-up injected into its turns.
+    /// with the rule 378 ms).
+    ///
+    /// Not for a flow sharing its group: within a group its raised weight
+    /// is its share. The root group counts as a group: a raised flow alone
+    /// among the root's flows pays too beside flows in groups, though its
+    /// raised weight competes with theirs directly (a sequential reader in
+    /// a group beside a raised 10 ms thinker in the root group waited 3.7 s
+    /// without the rule, 1.5-1.6 s with it, 2.6 s under the kernel's); so
+    /// does a flow alone beside busy child groups (only flows are counted).
+    /// Not for a turn filled with injected requests: it did not hold the
+    /// device idle, their flows pay for them ([`Bfq::held_time`]), and
+    /// charged its time as well a raised 10 ms thinker beside 10 sequential
+    /// readers, each in a group of 100, waited for a round of their turns
+    /// (p99 0.58-1.07 s, 0.12 s without the rule), and so did bash's
+    /// start-up injected into its turns.
     fn raised_pays_time(&self, reason: ExpireReason, turn: &Turn, seeky: bool) -> bool {
         let group = self.flow_state(turn.flow).group.index();
         self.cfg.charge.raised_group_time
