@@ -1753,7 +1753,7 @@ impl Bfq {
         // turn, B_max per turn (and of debt) instead of the lead on V.
         let b_max = self.cfg.budget.max_budget;
         let cap = fs.budget.max(if riding { b_max } else { 0 });
-        let over = fs.inj.debt + charge > cap || riding && share.0 + u64::from(r.sectors) > b_max;
+        let over = fs.inj.debt + charge > cap || (riding && share.0 + u64::from(r.sectors) > b_max);
         // Where the flow's next turn would start with this request
         // charged: S + (debt + charge) / w (2010 paper, Sec. II-D).
         let ahead = || {
