@@ -388,7 +388,7 @@ fn a_deep_reader_is_not_kept_out_by_a_raised_thinking_reader() {
 /// `raised_group_time_charge=0`; 124.0 and 124.1 ms with it, as shipped).
 /// Mutation: `raised_backshift_lag_bound=0` with
 /// `raised_group_time_charge=0` (checked here): the thinkers' groups keep
-/// their lag and the sequential reader waits 3414.1 and 3658.8 ms. With
+/// their lag and the sequential reader waits 2985.4 and 3666.6 ms. With
 /// `raised_group_time_charge` on, `raised_backshift_lag_bound=0` alone
 /// leaves 124.0 and 124.1 ms: the thinkers' idled T_max turns, charged
 /// their time, build no lag.
