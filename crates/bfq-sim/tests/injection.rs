@@ -755,35 +755,8 @@ fn a_raised_thinker_sharing_its_group_keeps_its_service_charge() {
 /// seeds 1-4, in a like set-up).
 #[test]
 fn a_raised_thinkers_turns_filled_by_injection_keep_their_service_charge() {
-    let mut s = String::from(
-        "name = \"raised thinker beside readers and bash\"\nduration = \"20s\"\n\
-         [device]\npreset = \"ssd-plextor-m5s\"\n[scheduler]\nname = \"bfq\"\nlow_latency = true\n",
-    );
-    let mut flows = vec![
-        (
-            "t".to_string(),
-            "pattern = \"rand\"\nblock = \"4k\"\nthink = \"10ms\"".to_string(),
-        ),
-        (
-            "bash".to_string(),
-            "pattern = \"replay\"\nreplay = \"traces/bash.csv\"\nstart = \"5s\"\n\
-             start_jitter = \"500ms\"\nrepeat = \"1s\"\nruns = 6"
-                .to_string(),
-        ),
-    ];
-    for i in 0..10 {
-        flows.push((format!("r{i}"), "pattern = \"seq\"".to_string()));
-    }
-    for (i, (name, io)) in flows.iter().enumerate() {
-        s += &format!(
-            "[[group]]\npath = \"/{name}\"\nweight = 100\n\
-             [[flow]]\nname = \"{name}\"\ngroup = \"/{name}\"\n{io}\n\
-             region = {{ start = \"{}G\", size = \"5G\" }}\n",
-            10 * i
-        );
-    }
-    let dir = std::path::Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../../scenarios"));
-    let s = Scenario::from_toml_str_in(&s, "raised-thinker-beside-readers.toml", dir).unwrap();
+    let think = ("t", "pattern = \"rand\"\nblock = \"4k\"\nthink = \"10ms\"");
+    let s = bash_beside_readers_in_groups("raised thinker beside readers and bash", Some(think));
     for seed in [1, 2] {
         let kv = [("low_latency", "1")];
         let bfq = Bfq::from_profile("bfq", &Settings::from_pairs(kv)).unwrap();
@@ -806,29 +779,7 @@ fn a_raised_thinkers_turns_filled_by_injection_keep_their_service_charge() {
 /// and 0.143).
 #[test]
 fn an_application_alone_in_its_group_comes_before_other_groups_turns() {
-    let mut s = String::from(
-        "name = \"bash beside readers in groups\"\nduration = \"20s\"\n\
-         [device]\npreset = \"ssd-plextor-m5s\"\n[scheduler]\nname = \"bfq\"\nlow_latency = true\n",
-    );
-    let mut flows = vec![(
-        "bash".to_string(),
-        "pattern = \"replay\"\nreplay = \"traces/bash.csv\"\nstart = \"5s\"\n\
-         start_jitter = \"500ms\"\nrepeat = \"1s\"\nruns = 6"
-            .to_string(),
-    )];
-    for i in 0..10 {
-        flows.push((format!("r{i}"), "pattern = \"seq\"".to_string()));
-    }
-    for (i, (name, io)) in flows.iter().enumerate() {
-        s += &format!(
-            "[[group]]\npath = \"/{name}\"\nweight = 100\n\
-             [[flow]]\nname = \"{name}\"\ngroup = \"/{name}\"\n{io}\n\
-             region = {{ start = \"{}G\", size = \"5G\" }}\n",
-            10 * i
-        );
-    }
-    let dir = std::path::Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../../scenarios"));
-    let s = Scenario::from_toml_str_in(&s, "bash-beside-readers-in-groups.toml", dir).unwrap();
+    let s = bash_beside_readers_in_groups("bash beside readers in groups", None);
     let bound = 2.0 * 0.125;
     for seed in [1, 2] {
         let slowest = |order: &str| {
@@ -843,4 +794,38 @@ fn an_application_alone_in_its_group_comes_before_other_groups_turns() {
         assert!(on < bound, "{on}");
         assert!(off > bound, "{off}");
     }
+}
+
+/// `lead` (a flow's name and I/O lines, first if given), bash's replayed
+/// start-up (six runs from 5 s, 1 s apart) and ten greedy sequential
+/// readers, each flow in a group of 100 of its own (`ssd-plextor-m5s`,
+/// `low_latency = true`, 20 s, 5 GiB regions 10 GiB apart).
+fn bash_beside_readers_in_groups(name: &str, lead: Option<(&str, &str)>) -> Scenario {
+    let mut s = format!(
+        "name = \"{name}\"\nduration = \"20s\"\n\
+         [device]\npreset = \"ssd-plextor-m5s\"\n[scheduler]\nname = \"bfq\"\nlow_latency = true\n",
+    );
+    let mut flows: Vec<(String, String)> = lead
+        .iter()
+        .map(|(n, io)| (n.to_string(), io.to_string()))
+        .collect();
+    flows.push((
+        "bash".to_string(),
+        "pattern = \"replay\"\nreplay = \"traces/bash.csv\"\nstart = \"5s\"\n\
+         start_jitter = \"500ms\"\nrepeat = \"1s\"\nruns = 6"
+            .to_string(),
+    ));
+    for i in 0..10 {
+        flows.push((format!("r{i}"), "pattern = \"seq\"".to_string()));
+    }
+    for (i, (name, io)) in flows.iter().enumerate() {
+        s += &format!(
+            "[[group]]\npath = \"/{name}\"\nweight = 100\n\
+             [[flow]]\nname = \"{name}\"\ngroup = \"/{name}\"\n{io}\n\
+             region = {{ start = \"{}G\", size = \"5G\" }}\n",
+            10 * i
+        );
+    }
+    let dir = std::path::Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../../scenarios"));
+    Scenario::from_toml_str_in(&s, &format!("{name}.toml"), dir).unwrap()
 }
