@@ -2093,6 +2093,7 @@ fn bfq_kernel_is_the_kernel_without_this_projects_rules() {
     assert!(b.preempt.timeout_keeps_place && !k.preempt.timeout_keeps_place);
     assert!(k.timeout_defers_to_idling && !b.timeout_defers_to_idling);
     assert_eq!((b.rotational_probe, k.rotational_probe), (MS, 0));
+    assert!(b.budget.raised_group_order && !k.budget.raised_group_order);
     let back = BfqConfig::from_settings_on(
         b,
         &mut Settings::from_pairs([
@@ -2105,6 +2106,7 @@ fn bfq_kernel_is_the_kernel_without_this_projects_rules() {
             ("peak_rate_large_seq", "1"),
             ("peak_rate_turn_samples", "0"),
             ("wr_budget_feedback", "0"),
+            ("raised_group_order", "0"),
             ("async_charge_asymmetric", "0"),
             ("new_flow_charge_service", "0"),
             ("raised_group_time_charge", "0"),

@@ -118,6 +118,17 @@ pub struct BudgetConfig {
     /// budgets; and greedy flows raised at creation crawl through their
     /// raising period in tiny turns, each a device switch.
     pub raised_feedback: bool,
+    /// A weight-raised flow in a group other than the root is timestamped
+    /// in B-WF2Q+ with at most the kernel's raised budget, 2 x B_min
+    /// (`raised_group_order`; this project's rule), while its turn keeps
+    /// its own budget. Raising multiplies a flow's weight within its group
+    /// only, so its group's F = S + budget / w_group; with
+    /// `wr_budget_feedback` that budget is ~2/3 B_max and an application
+    /// alone in its group waited for most other groups' turns, where the
+    /// kernel's small raised budget puts its group first (2010 paper
+    /// Sec. II-D: the next entity is the eligible one of least F). The
+    /// turn is still charged its service at its end.
+    pub raised_group_order: bool,
 }
 
 impl BudgetConfig {
@@ -131,6 +142,7 @@ impl BudgetConfig {
             feedback: Feedback::Paper2010,
             initial_pct: 100,
             raised_feedback: false,
+            raised_group_order: false,
         }
     }
 
@@ -236,6 +248,7 @@ impl BudgetConfig {
             feedback,
             initial_pct,
             raised_feedback: s.bool("wr_budget_feedback", d.raised_feedback)?,
+            raised_group_order: s.bool("raised_group_order", d.raised_group_order)?,
         };
         Ok((budget, auto))
     }

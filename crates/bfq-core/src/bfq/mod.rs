@@ -221,6 +221,7 @@ impl BfqConfig {
             },
             budget: BudgetConfig {
                 raised_feedback: true,
+                raised_group_order: true,
                 ..k.budget
             },
             charge: ChargeConfig {
@@ -1084,7 +1085,8 @@ impl Bfq {
         fs.inj.returning =
             (out && !keep && shift && fs.sync && self.cfg.inject.enabled) || idled_for_past_timeout;
         fs.charged += charge;
-        self.wf2q.expire(turn.entity, charge, busy || keep, next);
+        let order = self.order_budget(turn.flow, next);
+        self.wf2q.expire(turn.entity, charge, busy || keep, order);
         if busy || keep {
             self.recent.push(turn.flow.0);
         }
@@ -1389,8 +1391,12 @@ impl Bfq {
         if self.flow_state(flow).raise.expired(&self.cfg.wr, now) {
             self.end_raise(flow);
         }
-        let budget = self.wf2q.entity(entity).budget;
+        let mut budget = self.wf2q.entity(entity).budget;
         let fs = &mut self.topo.any_flow_mut(flow).data;
+        if self.cfg.budget.raised_group_order && fs.raise.on() {
+            // Timestamped with at most 2 x B_min (`raised_group_order`).
+            budget = budget.max(fs.budget);
+        }
         fs.turns += 1;
         fs.budget_sum += budget;
         let debt = std::mem::take(&mut fs.inj.debt);
@@ -2551,6 +2557,17 @@ impl Bfq {
         }
     }
 
+    /// The budget flow `f` is timestamped with in B-WF2Q+: `budget`, or at
+    /// most 2 x B_min for a raised flow below a group (`raised_group_order`).
+    fn order_budget(&self, f: FlowId, budget: u64) -> u64 {
+        let fs = self.flow_state(f);
+        if self.cfg.budget.raised_group_order && fs.raise.on() && self.wf2q.in_group(fs.entity) {
+            budget.min(2 * self.cfg.budget.min_budget)
+        } else {
+            budget
+        }
+    }
+
     /// `owner`'s queue got a request while empty: the active flow stops
     /// waiting (Fig. 3 lines 14-16); any other flow joins B-WF2Q+ (line
     /// 13), back in time if it woke in time (heuristic 9) or returns after
@@ -2577,6 +2594,7 @@ impl Bfq {
         let between = std::mem::take(&mut fs.inj.left_between_turns) && returning && !in_time;
         let (coeff, raised) = (fs.raise.coeff, fs.raise.on());
         let push_up = self.back_shift_push_up(coeff, between, raised);
+        let cap = self.order_budget(owner, u64::MAX);
         let fs = &mut self.topo.any_flow_mut(owner).data;
         let forfeited = if in_time {
             // Keep the leftover budget and the old timestamps.
@@ -2584,14 +2602,16 @@ impl Bfq {
             fs.budget = b;
             fs.budget_left = 0;
             let start = self.wf2q.entity(entity).finish;
+            let b = b.min(cap);
             self.wf2q.activate_back_shifted(entity, b, start, push_up)
         } else if returning {
             // S = its F, not max(V, F).
             let start = self.wf2q.entity(entity).finish;
-            self.wf2q
-                .activate_back_shifted(entity, fs.budget, start, push_up)
+            let b = fs.budget.min(cap);
+            self.wf2q.activate_back_shifted(entity, b, start, push_up)
         } else {
-            self.wf2q.activate(entity, fs.budget)
+            let b = fs.budget.min(cap);
+            self.wf2q.activate(entity, b)
         };
         // A flow never served has no F to measure from.
         if fs.served_total > 0 {

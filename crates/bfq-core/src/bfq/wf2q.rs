@@ -320,6 +320,11 @@ impl Wf2q {
         self.groups[group.index()].take().and_then(|sd| sd.entity)
     }
 
+    /// Whether entity `id` is below a group other than the root.
+    pub fn in_group(&self, id: EntityId) -> bool {
+        self.sd(self.entities[id as usize].parent).entity.is_some()
+    }
+
     #[inline]
     fn sd(&self, g: GroupId) -> &SchedData {
         self.groups[g.index()].as_ref().expect("live group")
