@@ -3170,3 +3170,52 @@ fn a_thinking_reader_injected_at_every_read_keeps_no_lag_beyond_b_max() {
         unbounded as f64 / MS as f64
     );
 }
+
+/// `raised_group_order`: a raised flow below a group is timestamped with
+/// at most 2 x B_min but its turns keep its own budget, also the first
+/// turn after its raising ends (it was requeued with the small budget at
+/// its last raised expiry, or is selected with it). Two greedy readers of
+/// the default weight (raised as new flows, `wr_max_time=1s`), each alone
+/// in a group of 100, on a disk, 3 s: every turn starts with at least the
+/// flow's budget. Mutation: the turn's budget raised to the flow's only
+/// while the flow is raised (as merged): the first unraised turn of each
+/// reader started with 2 x B_min.
+#[test]
+fn a_reader_below_a_group_keeps_its_budget_once_its_raising_ends() {
+    let mut s = profile("bfq", &[("low_latency", "1"), ("wr_max_time", "1s")]);
+    let defs: Vec<FlowDef> = (0..2u64)
+        .map(|i| {
+            let group = s.add_group(GroupId::ROOT, 100).unwrap();
+            let spec = FlowSpec {
+                group,
+                ..FlowSpec::default()
+            };
+            sync_reader(spec, i * 100_000_000)
+        })
+        .collect();
+    let mut seen = std::collections::HashMap::new();
+    let (mut raised_turns, mut unraised_turns, mut short) = (0, 0, vec![]);
+    run_with(&mut s, disk(), &defs, 3 * SEC, 1, |s, r| {
+        let fi = s.flow_internals(r.flow);
+        let (turns, sum) = (fi.turns.unwrap(), fi.budget_sum.unwrap());
+        let last = seen.insert(r.flow, (turns, sum)).unwrap_or((0, 0));
+        if turns == last.0 {
+            return;
+        }
+        let (granted, own) = (sum - last.1, s.flow_budget(r.flow).unwrap());
+        let raised = s.flow_weight(r.flow).unwrap().1 != RaiseKind::None;
+        if raised {
+            raised_turns += 1;
+        } else {
+            unraised_turns += 1;
+        }
+        if granted < own {
+            short.push((r.flow, raised, granted, own));
+        }
+    });
+    assert!(
+        raised_turns > 0 && unraised_turns > 0,
+        "{raised_turns} {unraised_turns}"
+    );
+    assert!(short.is_empty(), "{short:?}");
+}

@@ -1392,9 +1392,13 @@ impl Bfq {
             self.end_raise(flow);
         }
         let mut budget = self.wf2q.entity(entity).budget;
+        // Timestamped with at most 2 x B_min (`raised_group_order`), the
+        // turn keeps the flow's own budget, also in the first turn after
+        // its raising ended (at this selection, or at its last expiry
+        // after it was requeued with the small budget).
+        let ordered_small = self.cfg.budget.raised_group_order && self.wf2q.in_group(entity);
         let fs = &mut self.topo.any_flow_mut(flow).data;
-        if self.cfg.budget.raised_group_order && fs.raise.on() {
-            // Timestamped with at most 2 x B_min (`raised_group_order`).
+        if ordered_small {
             budget = budget.max(fs.budget);
         }
         fs.turns += 1;
